@@ -1,0 +1,599 @@
+/* gst-npu: the CPU backend
+ *
+ * One dispatcher thread per device runs ready tasks in order; a task spreads
+ * its work over the device's helper threads with npu_task_parallel_for(),
+ * the dispatcher taking part.  Helpers spin briefly before sleeping, because
+ * a transformer layer issues parallel loops back to back and a futex wake
+ * per loop would cost more than the loop on small shapes.
+ */
+#include "npubackend.h"
+
+#include <string.h>
+#include <unistd.h>
+
+#define SPIN_ITERATIONS 20000
+
+typedef enum
+{
+  TASK_WAITING,                 /* for its input fences */
+  TASK_READY,                   /* in the device's ready queue */
+  TASK_RUNNING,
+  TASK_DONE,
+} TaskState;
+
+struct _NpuTask
+{
+  gint ref_count;               /* the queue's list + each pending input */
+  NpuQueue *queue;              /* valid while the task is not done */
+  NpuDevice *device;            /* referenced: input callbacks may outlive the queue */
+  NpuTaskFunc func;
+  gpointer user_data;
+  GDestroyNotify destroy;
+  NpuFence *out_fence;
+
+  TaskState state;
+  guint n_waiting;
+  GError *input_error;
+  gint cancelled;
+};
+
+struct _NpuQueue
+{
+  NpuDevice *device;
+  gchar *name;
+  GList *tasks;                 /* not yet done, submission order */
+  guint n_running;
+};
+
+typedef struct
+{
+  NpuParallelFunc func;
+  gpointer user_data;
+  gsize n;
+  gsize grain;
+  gsize next;                   /* atomically claimed */
+} ParallelJob;
+
+struct _NpuDevice
+{
+  gint ref_count;
+  guint n_threads;
+  gchar *name;
+
+  GMutex lock;                  /* everything below but the parallel job */
+  GCond cond;
+  GQueue ready;
+  gboolean quit;
+  GThread *dispatcher;
+
+  GThread **helpers;            /* n_threads - 1 */
+  GMutex job_lock;
+  GCond job_cond;
+  GCond job_done_cond;
+  ParallelJob *job;
+  guint job_generation;         /* atomically read by spinning helpers */
+  guint job_busy;               /* helpers still working on the job */
+};
+
+G_DEFINE_QUARK (npu - backend - error - quark, npu_backend_error);
+
+/**
+ * npu_cpu_count:
+ *
+ * Returns: the number of online CPUs (at least 1).
+ */
+guint
+npu_cpu_count (void)
+{
+  long n = sysconf (_SC_NPROCESSORS_ONLN);
+
+  return n > 0 ? (guint) n : 1;
+}
+
+/* ------------------------------------------------------------------------
+ * Parallel loops
+ */
+static void
+run_job_slices (ParallelJob * job, guint worker)
+{
+  for (;;) {
+    gsize start = __atomic_fetch_add (&job->next, job->grain,
+        __ATOMIC_RELAXED);
+    if (start >= job->n)
+      break;
+    job->func (start, MIN (start + job->grain, job->n), worker,
+        job->user_data);
+  }
+}
+
+static gpointer
+helper_thread (gpointer data)
+{
+  NpuDevice *device = data;
+  guint worker, seen;
+
+  g_mutex_lock (&device->job_lock);
+  /* Helpers are numbered 1..n-1 in start order; the dispatcher is 0. */
+  for (worker = 1; worker < device->n_threads; worker++)
+    if (device->helpers[worker - 1] == g_thread_self ())
+      break;
+  seen = device->job_generation;
+  g_mutex_unlock (&device->job_lock);
+
+  for (;;) {
+    ParallelJob *job;
+    guint i;
+
+    for (i = 0; i < SPIN_ITERATIONS; i++) {
+      if (__atomic_load_n (&device->job_generation, __ATOMIC_ACQUIRE) != seen)
+        break;
+#if defined(__x86_64__) || defined(__i386__)
+      __builtin_ia32_pause ();
+#endif
+    }
+
+    g_mutex_lock (&device->job_lock);
+    while (device->job_generation == seen && !device->quit)
+      g_cond_wait (&device->job_cond, &device->job_lock);
+    if (device->quit) {
+      g_mutex_unlock (&device->job_lock);
+      break;
+    }
+    seen = device->job_generation;
+    job = device->job;
+    g_mutex_unlock (&device->job_lock);
+
+    if (job)
+      run_job_slices (job, worker);
+
+    g_mutex_lock (&device->job_lock);
+    if (--device->job_busy == 0)
+      g_cond_signal (&device->job_done_cond);
+    g_mutex_unlock (&device->job_lock);
+  }
+  return NULL;
+}
+
+/**
+ * npu_task_parallel_for:
+ * @n: the loop runs over [0, @n)
+ * @grain: slices are this many iterations (at least 1)
+ *
+ * Runs @func over [0, @n) in slices on all the device's threads and returns
+ * when every slice is done.  Only for use inside a task.
+ */
+void
+npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
+    NpuParallelFunc func, gpointer user_data)
+{
+  NpuDevice *device = task->device;
+  ParallelJob job = { func, user_data, n, MAX (grain, 1), 0 };
+
+  if (n == 0)
+    return;
+  if (device->n_threads == 1 || n <= job.grain) {
+    func (0, n, 0, user_data);
+    return;
+  }
+
+  g_mutex_lock (&device->job_lock);
+  device->job = &job;
+  device->job_busy = device->n_threads - 1;
+  __atomic_add_fetch (&device->job_generation, 1, __ATOMIC_RELEASE);
+  g_cond_broadcast (&device->job_cond);
+  g_mutex_unlock (&device->job_lock);
+
+  run_job_slices (&job, 0);
+
+  /* Helpers must be done with @job before it leaves this stack frame. */
+  g_mutex_lock (&device->job_lock);
+  while (device->job_busy > 0)
+    g_cond_wait (&device->job_done_cond, &device->job_lock);
+  device->job = NULL;
+  g_mutex_unlock (&device->job_lock);
+}
+
+gboolean
+npu_task_is_cancelled (NpuTask * task)
+{
+  return g_atomic_int_get (&task->cancelled);
+}
+
+guint
+npu_task_get_n_threads (NpuTask * task)
+{
+  return task->device->n_threads;
+}
+
+/* ------------------------------------------------------------------------
+ * Tasks
+ */
+static void
+task_unref (NpuTask * task)
+{
+  if (!g_atomic_int_dec_and_test (&task->ref_count))
+    return;
+  g_clear_error (&task->input_error);
+  npu_fence_unref (task->out_fence);
+  npu_device_unref (task->device);
+  g_free (task);
+}
+
+/* Called with the device lock held: takes the task out of its queue and
+ * returns it for task_complete() outside the lock. */
+static void
+task_retire_locked (NpuTask * task)
+{
+  task->state = TASK_DONE;
+  task->queue->tasks = g_list_remove (task->queue->tasks, task);
+}
+
+/* Outside any lock: frees the user data, then signals the out fence, so
+ * that a waiter finds the task's resources released. */
+static void
+task_complete (NpuTask * task, GError * error)
+{
+  NpuFence *fence = npu_fence_ref (task->out_fence);
+
+  if (task->destroy)
+    task->destroy (task->user_data);
+  task->user_data = NULL;
+  task_unref (task);
+  if (error)
+    npu_fence_signal_error (fence, error);
+  else
+    npu_fence_signal (fence);
+  npu_fence_unref (fence);
+}
+
+static void
+task_input_done (NpuFence * input, const GError * error, gpointer user_data)
+{
+  NpuTask *task = user_data;
+  NpuDevice *device = task->device;
+
+  g_mutex_lock (&device->lock);
+  if (error && !task->input_error)
+    task->input_error = g_error_copy (error);
+  if (--task->n_waiting == 0 && task->state == TASK_WAITING) {
+    task->state = TASK_READY;
+    g_queue_push_tail (&device->ready, task);
+    g_cond_broadcast (&device->cond);
+  }
+  g_mutex_unlock (&device->lock);
+  task_unref (task);
+}
+
+static gpointer
+dispatcher_thread (gpointer data)
+{
+  NpuDevice *device = data;
+
+  g_mutex_lock (&device->lock);
+  for (;;) {
+    NpuTask *task;
+    NpuQueue *queue;
+    GError *error = NULL;
+    gboolean ok;
+
+    while (!device->quit && g_queue_is_empty (&device->ready))
+      g_cond_wait (&device->cond, &device->lock);
+    if (device->quit && g_queue_is_empty (&device->ready))
+      break;
+
+    task = g_queue_pop_head (&device->ready);
+    queue = task->queue;
+
+    if (task->input_error) {
+      /* An input failed: the data this task would read is not there. */
+      error = g_error_new (NPU_FENCE_ERROR, NPU_FENCE_ERROR_FAILED,
+          "%s: an input of this task failed: %s", queue->name,
+          task->input_error->message);
+      task_retire_locked (task);
+      g_mutex_unlock (&device->lock);
+      task_complete (task, error);
+      g_mutex_lock (&device->lock);
+      continue;
+    }
+
+    task->state = TASK_RUNNING;
+    queue->n_running++;
+    g_mutex_unlock (&device->lock);
+
+    ok = task->func (task, task->user_data, &error);
+    if (!ok && !error)
+      error = g_error_new (NPU_FENCE_ERROR, NPU_FENCE_ERROR_FAILED,
+          "%s: task failed without saying why", queue->name);
+    else if (ok)
+      g_clear_error (&error);
+
+    g_mutex_lock (&device->lock);
+    task_retire_locked (task);
+    g_mutex_unlock (&device->lock);
+    task_complete (task, error);
+    g_mutex_lock (&device->lock);
+    queue->n_running--;
+    g_cond_broadcast (&device->cond);
+  }
+  g_mutex_unlock (&device->lock);
+  return NULL;
+}
+
+/* ------------------------------------------------------------------------
+ * Devices
+ */
+
+/**
+ * npu_device_new_cpu:
+ * @n_threads: worker threads, or 0 for one per online CPU
+ *
+ * Returns: (transfer full): a new CPU device with its own threads.
+ */
+NpuDevice *
+npu_device_new_cpu (guint n_threads)
+{
+  NpuDevice *device = g_new0 (NpuDevice, 1);
+  guint i;
+
+  if (n_threads == 0)
+    n_threads = npu_cpu_count ();
+
+  device->ref_count = 1;
+  device->n_threads = n_threads;
+  device->name = g_strdup_printf ("cpu (%u thread%s)", n_threads,
+      n_threads == 1 ? "" : "s");
+  g_mutex_init (&device->lock);
+  g_cond_init (&device->cond);
+  g_queue_init (&device->ready);
+  g_mutex_init (&device->job_lock);
+  g_cond_init (&device->job_cond);
+  g_cond_init (&device->job_done_cond);
+
+  device->helpers = g_new0 (GThread *, MAX (n_threads - 1, 1));
+  g_mutex_lock (&device->job_lock);
+  for (i = 0; i + 1 < n_threads; i++)
+    device->helpers[i] = g_thread_new ("npu-cpu-helper", helper_thread,
+        device);
+  g_mutex_unlock (&device->job_lock);
+  device->dispatcher = g_thread_new ("npu-cpu", dispatcher_thread, device);
+  return device;
+}
+
+static GMutex shared_lock;
+static GHashTable *shared_devices;      /* n_threads -> NpuDevice (weak) */
+
+/**
+ * npu_device_get_cpu:
+ * @n_threads: worker threads, or 0 for one per online CPU
+ *
+ * Returns: (transfer full): the process's CPU device with that many
+ * threads, shared by every caller asking for the same count, so that
+ * elements in one pipeline do not fight over the cores.
+ */
+NpuDevice *
+npu_device_get_cpu (guint n_threads)
+{
+  NpuDevice *device;
+
+  if (n_threads == 0)
+    n_threads = npu_cpu_count ();
+
+  g_mutex_lock (&shared_lock);
+  if (!shared_devices)
+    shared_devices = g_hash_table_new (NULL, NULL);
+  device = g_hash_table_lookup (shared_devices, GUINT_TO_POINTER (n_threads));
+  if (device)
+    npu_device_ref (device);
+  else {
+    device = npu_device_new_cpu (n_threads);
+    g_hash_table_insert (shared_devices, GUINT_TO_POINTER (n_threads),
+        device);
+  }
+  g_mutex_unlock (&shared_lock);
+  return device;
+}
+
+NpuDevice *
+npu_device_ref (NpuDevice * device)
+{
+  g_atomic_int_inc (&device->ref_count);
+  return device;
+}
+
+void
+npu_device_unref (NpuDevice * device)
+{
+  guint i;
+
+  g_return_if_fail (device != NULL);
+
+  /* The shared table holds no reference, so take the lock to keep a
+   * concurrent npu_device_get_cpu() from reviving a dying device. */
+  g_mutex_lock (&shared_lock);
+  if (!g_atomic_int_dec_and_test (&device->ref_count)) {
+    g_mutex_unlock (&shared_lock);
+    return;
+  }
+  if (shared_devices && g_hash_table_lookup (shared_devices,
+          GUINT_TO_POINTER (device->n_threads)) == device)
+    g_hash_table_remove (shared_devices, GUINT_TO_POINTER (device->n_threads));
+  g_mutex_unlock (&shared_lock);
+
+  g_mutex_lock (&device->lock);
+  device->quit = TRUE;
+  g_cond_broadcast (&device->cond);
+  g_mutex_unlock (&device->lock);
+  g_thread_join (device->dispatcher);
+
+  g_mutex_lock (&device->job_lock);
+  g_cond_broadcast (&device->job_cond);
+  g_mutex_unlock (&device->job_lock);
+  for (i = 0; i + 1 < device->n_threads; i++)
+    g_thread_join (device->helpers[i]);
+
+  g_free (device->helpers);
+  g_mutex_clear (&device->lock);
+  g_cond_clear (&device->cond);
+  g_mutex_clear (&device->job_lock);
+  g_cond_clear (&device->job_cond);
+  g_cond_clear (&device->job_done_cond);
+  g_free (device->name);
+  g_free (device);
+}
+
+guint
+npu_device_get_n_threads (NpuDevice * device)
+{
+  return device->n_threads;
+}
+
+const gchar *
+npu_device_get_name (NpuDevice * device)
+{
+  return device->name;
+}
+
+/* ------------------------------------------------------------------------
+ * Queues
+ */
+
+/**
+ * npu_queue_new:
+ * @name: names the queue in error messages (an element's name, say)
+ *
+ * Returns: (transfer full): a queue of work for @device.
+ */
+NpuQueue *
+npu_queue_new (NpuDevice * device, const gchar * name)
+{
+  NpuQueue *queue = g_new0 (NpuQueue, 1);
+
+  queue->device = npu_device_ref (device);
+  queue->name = g_strdup (name ? name : "npu-queue");
+  return queue;
+}
+
+/**
+ * npu_queue_free:
+ *
+ * Cancels what is still pending (see npu_queue_flush()) and frees the queue.
+ */
+void
+npu_queue_free (NpuQueue * queue)
+{
+  if (!queue)
+    return;
+  npu_queue_flush (queue);
+  npu_device_unref (queue->device);
+  g_free (queue->name);
+  g_free (queue);
+}
+
+NpuDevice *
+npu_queue_get_device (NpuQueue * queue)
+{
+  return queue->device;
+}
+
+/**
+ * npu_queue_submit:
+ * @func: the work; returns FALSE and sets its error on failure
+ * @destroy: (nullable): frees @user_data once the task is over, whether it
+ *   ran, failed or was cancelled, before its fence signals
+ * @in_fences: (array length=n_in_fences): fences the task waits for
+ *
+ * Returns: (transfer full): the task's fence.  It signals when the task is
+ * done; it fails with the task's error, with an input's error (the task
+ * does not run), or with NPU_FENCE_ERROR_CANCELLED when the queue is
+ * flushed first.
+ */
+NpuFence *
+npu_queue_submit (NpuQueue * queue, NpuTaskFunc func, gpointer user_data,
+    GDestroyNotify destroy, NpuFence * const *in_fences, guint n_in_fences)
+{
+  NpuDevice *device = queue->device;
+  NpuTask *task = g_new0 (NpuTask, 1);
+  NpuFence *out;
+  guint i;
+
+  task->ref_count = 1 + n_in_fences;
+  task->queue = queue;
+  task->device = npu_device_ref (device);
+  task->func = func;
+  task->user_data = user_data;
+  task->destroy = destroy;
+  task->out_fence = npu_fence_new ();
+  task->state = TASK_WAITING;
+  /* One extra count, dropped below, so the task cannot become ready while
+   * its inputs are still being registered. */
+  task->n_waiting = n_in_fences + 1;
+  out = npu_fence_ref (task->out_fence);
+
+  g_mutex_lock (&device->lock);
+  queue->tasks = g_list_append (queue->tasks, task);
+  g_mutex_unlock (&device->lock);
+
+  for (i = 0; i < n_in_fences; i++)
+    npu_fence_add_callback (in_fences[i], task_input_done, task);
+
+  g_atomic_int_inc (&task->ref_count);
+  task_input_done (NULL, NULL, task);
+  return out;
+}
+
+/**
+ * npu_queue_flush:
+ *
+ * Cancels every task of @queue that has not started (its fence fails with
+ * NPU_FENCE_ERROR_CANCELLED and its data is freed), marks a running one as
+ * cancelled (npu_task_is_cancelled()) and waits for it to end.  Tasks
+ * submitted afterwards run normally.  Not to be called from a task.
+ */
+void
+npu_queue_flush (NpuQueue * queue)
+{
+  NpuDevice *device = queue->device;
+  GList *l, *cancelled = NULL;
+
+  g_mutex_lock (&device->lock);
+  for (l = queue->tasks; l; l = l->next) {
+    NpuTask *task = l->data;
+
+    g_atomic_int_set (&task->cancelled, 1);
+    if (task->state == TASK_READY)
+      g_queue_remove (&device->ready, task);
+    if (task->state != TASK_RUNNING)
+      cancelled = g_list_prepend (cancelled, task);
+  }
+  for (l = cancelled; l; l = l->next)
+    task_retire_locked (l->data);
+  g_mutex_unlock (&device->lock);
+
+  cancelled = g_list_reverse (cancelled);
+  for (l = cancelled; l; l = l->next)
+    task_complete (l->data, g_error_new (NPU_FENCE_ERROR,
+            NPU_FENCE_ERROR_CANCELLED, "%s: task cancelled by a flush",
+            queue->name));
+  g_list_free (cancelled);
+
+  g_mutex_lock (&device->lock);
+  while (queue->n_running > 0)
+    g_cond_wait (&device->cond, &device->lock);
+  g_mutex_unlock (&device->lock);
+}
+
+/**
+ * npu_queue_get_n_pending:
+ *
+ * Returns: tasks submitted to @queue that have not finished.
+ */
+guint
+npu_queue_get_n_pending (NpuQueue * queue)
+{
+  guint n;
+
+  g_mutex_lock (&queue->device->lock);
+  n = g_list_length (queue->tasks);
+  g_mutex_unlock (&queue->device->lock);
+  return n;
+}

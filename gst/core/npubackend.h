@@ -1,0 +1,68 @@
+/* gst-npu: the compute device API (CPU backend)
+ *
+ * A device owns worker threads.  Work is submitted to a queue (one per
+ * element, say) as a task with input fences; submit returns the task's
+ * output fence at once.  A task runs when all its input fences have
+ * signalled; if one of them failed, the task does not run and its fence
+ * carries that error.  A task that fails reports a GError, which whoever
+ * waits on its fence receives.  Flushing a queue cancels its pending tasks
+ * (their fences fail with NPU_FENCE_ERROR_CANCELLED), asks the running one to
+ * stop and waits until nothing of the queue is running.
+ *
+ * Tasks run one at a time per device, in the order they become ready; a task
+ * spreads its own work over all the device's threads with
+ * npu_task_parallel_for().  On a machine with a few cores, one operation on
+ * every core beats several operations each on one.
+ *
+ * This is compute core: GLib only, no GStreamer types.
+ */
+#ifndef __NPU_BACKEND_H__
+#define __NPU_BACKEND_H__
+
+#include <glib.h>
+#include "npufence.h"
+
+G_BEGIN_DECLS
+
+typedef struct _NpuDevice NpuDevice;
+typedef struct _NpuQueue NpuQueue;
+typedef struct _NpuTask NpuTask;
+
+/* Returns FALSE and sets @error on failure. */
+typedef gboolean (*NpuTaskFunc) (NpuTask * task, gpointer user_data,
+    GError ** error);
+/* One slice [start, end) of a parallel loop, run on worker @worker. */
+typedef void (*NpuParallelFunc) (gsize start, gsize end, guint worker,
+    gpointer user_data);
+
+guint npu_cpu_count (void);
+
+NpuDevice *npu_device_new_cpu (guint n_threads);
+NpuDevice *npu_device_get_cpu (guint n_threads);
+NpuDevice *npu_device_ref (NpuDevice * device);
+void npu_device_unref (NpuDevice * device);
+guint npu_device_get_n_threads (NpuDevice * device);
+const gchar *npu_device_get_name (NpuDevice * device);
+
+NpuQueue *npu_queue_new (NpuDevice * device, const gchar * name);
+void npu_queue_free (NpuQueue * queue);
+NpuDevice *npu_queue_get_device (NpuQueue * queue);
+NpuFence *npu_queue_submit (NpuQueue * queue, NpuTaskFunc func,
+    gpointer user_data, GDestroyNotify destroy,
+    NpuFence * const *in_fences, guint n_in_fences);
+void npu_queue_flush (NpuQueue * queue);
+guint npu_queue_get_n_pending (NpuQueue * queue);
+
+gboolean npu_task_is_cancelled (NpuTask * task);
+guint npu_task_get_n_threads (NpuTask * task);
+void npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
+    NpuParallelFunc func, gpointer user_data);
+
+#define NPU_BACKEND_ERROR (npu_backend_error_quark ())
+GQuark npu_backend_error_quark (void);
+
+G_DEFINE_AUTOPTR_CLEANUP_FUNC (NpuDevice, npu_device_unref)
+
+G_END_DECLS
+
+#endif /* __NPU_BACKEND_H__ */

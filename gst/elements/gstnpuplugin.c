@@ -1,0 +1,22 @@
+/* gst-npu: the "npu" plugin */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <gst/gst.h>
+
+#include "gstnpudeviceprovider.h"
+
+static gboolean
+plugin_init (GstPlugin * plugin)
+{
+  gboolean ret = FALSE;
+
+  ret |= GST_DEVICE_PROVIDER_REGISTER (npudeviceprovider, plugin);
+  return ret;
+}
+
+GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, npu,
+    "On-device multimodal inference: MXFP4 weights, vision and audio "
+    "tokenizers and a language model over zero-copy NPU memory",
+    plugin_init, VERSION, GST_LICENSE, GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)

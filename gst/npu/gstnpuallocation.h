@@ -1,0 +1,14 @@
+/* gst-npu: answering ALLOCATION queries with NPU memory */
+#ifndef __GST_NPU_ALLOCATION_H__
+#define __GST_NPU_ALLOCATION_H__
+
+#include <gst/gst.h>
+
+G_BEGIN_DECLS
+
+gboolean gst_npu_propose_allocation (GstQuery * query,
+    GstAllocator * allocator, guint min_buffers, guint max_buffers);
+
+G_END_DECLS
+
+#endif /* __GST_NPU_ALLOCATION_H__ */

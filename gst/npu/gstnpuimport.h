@@ -1,0 +1,102 @@
+/* gst-npu: reading upstream memory in place
+ *
+ * A GstNpuImporter gives CPU access to a buffer's memory without copying it.
+ * dma-buf and fd memory from upstream (v4l2src io-mode=dmabuf, say) is
+ * mapped by fd once and the mapping cached by the dma-buf's identity (device
+ * and inode), so a pool of recycled camera buffers is mapped once per
+ * buffer, not once per frame.  dma-buf access is bracketed with
+ * DMA_BUF_IOCTL_SYNC.  NPU memory and system memory are mapped the ordinary
+ * way (NPU memory stays mapped and waits for its fence).  Nothing is ever
+ * copied; the importer counts what it did so elements can report it.
+ */
+#ifndef __GST_NPU_IMPORT_H__
+#define __GST_NPU_IMPORT_H__
+
+#include <gst/gst.h>
+#include <gst/video/video.h>
+
+G_BEGIN_DECLS
+
+typedef struct _GstNpuImporter GstNpuImporter;
+
+/**
+ * GstNpuImportKind:
+ * @GST_NPU_IMPORT_SYSTEM: ordinary memory, mapped with gst_memory_map()
+ * @GST_NPU_IMPORT_NPU: our own NPU memory
+ * @GST_NPU_IMPORT_DMABUF: a foreign dma-buf, read in place through its fd
+ * @GST_NPU_IMPORT_FD: foreign fd memory (memfd, shm), read in place
+ */
+typedef enum
+{
+  GST_NPU_IMPORT_SYSTEM,
+  GST_NPU_IMPORT_NPU,
+  GST_NPU_IMPORT_DMABUF,
+  GST_NPU_IMPORT_FD,
+} GstNpuImportKind;
+
+typedef struct
+{
+  GstNpuImportKind kind;
+  guint8 *data;                 /* at the memory's offset */
+  gsize size;
+
+  /*< private > */
+  GstMemory *mem;
+  GstMapInfo info;
+  GstMapFlags flags;
+  gint fd;
+} GstNpuImportMap;
+
+/**
+ * GstNpuImportStats:
+ * @n_maps: memories made accessible
+ * @n_dmabuf: of which foreign dma-bufs
+ * @n_fd: of which foreign fd memories
+ * @n_mmaps: mmap() calls made by the importer (one per distinct dma-buf)
+ * @n_cached: maps answered from the cache
+ * @bytes_copied: bytes copied; zero by construction, counted so that
+ *   elements report a measured figure, not a promise
+ */
+typedef struct
+{
+  guint64 n_maps;
+  guint64 n_dmabuf;
+  guint64 n_fd;
+  guint64 n_mmaps;
+  guint64 n_cached;
+  guint64 bytes_copied;
+} GstNpuImportStats;
+
+GstNpuImporter *gst_npu_importer_new (guint max_cached);
+void gst_npu_importer_free (GstNpuImporter * importer);
+void gst_npu_importer_clear (GstNpuImporter * importer);
+
+gboolean gst_npu_importer_map (GstNpuImporter * importer, GstMemory * mem,
+    GstMapFlags flags, GstNpuImportMap * map);
+void gst_npu_importer_unmap (GstNpuImporter * importer, GstNpuImportMap * map);
+
+/* A video frame's planes, in place, honouring GstVideoMeta. */
+typedef struct
+{
+  GstVideoInfo info;
+  guint n_planes;
+  guint8 *data[GST_VIDEO_MAX_PLANES];
+  gint stride[GST_VIDEO_MAX_PLANES];
+  GstNpuImportKind kind;
+
+  /*< private > */
+  guint n_maps;
+  GstNpuImportMap maps[GST_VIDEO_MAX_PLANES];
+} GstNpuImportFrame;
+
+gboolean gst_npu_importer_map_frame (GstNpuImporter * importer,
+    GstBuffer * buffer, const GstVideoInfo * info, GstNpuImportFrame * frame);
+void gst_npu_importer_unmap_frame (GstNpuImporter * importer,
+    GstNpuImportFrame * frame);
+
+void gst_npu_importer_get_stats (GstNpuImporter * importer,
+    GstNpuImportStats * stats);
+
+G_END_DECLS
+
+#endif /* __GST_NPU_IMPORT_H__ */

@@ -1,0 +1,11 @@
+/* gst-npu: everything an application embedding the elements needs */
+#ifndef __GST_NPU_H__
+#define __GST_NPU_H__
+
+#include <npu/gstnpuallocator.h>
+#include <npu/gstnpubufferpool.h>
+#include <npu/gstnpufencemeta.h>
+#include <npu/gstnpuimport.h>
+#include <npu/gstnpuallocation.h>
+
+#endif /* __GST_NPU_H__ */

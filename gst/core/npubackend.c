@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #define SPIN_ITERATIONS 20000
+#define INPUT_FAILED ": an input of this task failed: "
 
 typedef enum
 {
@@ -30,6 +31,7 @@ struct _NpuTask
   gpointer user_data;
   GDestroyNotify destroy;
   NpuFence *out_fence;
+  GList *link;                  /* in queue->tasks while not done */
 
   TaskState state;
   guint n_waiting;
@@ -41,8 +43,8 @@ struct _NpuQueue
 {
   NpuDevice *device;
   gchar *name;
-  GList *tasks;                 /* not yet done, submission order */
-  guint n_running;
+  GQueue tasks;                 /* not yet done, submission order */
+  guint n_running;              /* popped by the dispatcher, not finished */
 };
 
 typedef struct
@@ -51,7 +53,8 @@ typedef struct
   gpointer user_data;
   gsize n;
   gsize grain;
-  gsize next;                   /* atomically claimed */
+  gsize n_slices;
+  gsize next;                   /* next slice index, atomically claimed */
 } ParallelJob;
 
 struct _NpuDevice
@@ -73,9 +76,23 @@ struct _NpuDevice
   ParallelJob *job;
   guint job_generation;         /* atomically read by spinning helpers */
   guint job_busy;               /* helpers still working on the job */
+  gboolean helpers_quit;        /* under job_lock, unlike quit */
 };
 
-G_DEFINE_QUARK (npu - backend - error - quark, npu_backend_error);
+/* Spelled out, as G_DEFINE_QUARK's dashed name does not survive indent. */
+GQuark
+npu_backend_error_quark (void)
+{
+  static GQuark quark = 0;
+  GQuark q = g_atomic_int_get (&quark);
+
+  /* Atomic: the first callers may race here. */
+  if (G_UNLIKELY (q == 0)) {
+    q = g_quark_from_static_string ("npu-backend-error-quark");
+    g_atomic_int_set (&quark, q);
+  }
+  return q;
+}
 
 /**
  * npu_cpu_count:
@@ -96,12 +113,16 @@ npu_cpu_count (void)
 static void
 run_job_slices (ParallelJob * job, guint worker)
 {
+  /* Claim slice indices, not offsets: every thread claims once past the
+   * end, and offsets near G_MAXSIZE would wrap round to the start. */
   for (;;) {
-    gsize start = __atomic_fetch_add (&job->next, job->grain,
-        __ATOMIC_RELAXED);
-    if (start >= job->n)
+    gsize slice = __atomic_fetch_add (&job->next, 1, __ATOMIC_RELAXED);
+    gsize start;
+
+    if (slice >= job->n_slices)
       break;
-    job->func (start, MIN (start + job->grain, job->n), worker,
+    start = slice * job->grain;
+    job->func (start, start + MIN (job->grain, job->n - start), worker,
         job->user_data);
   }
 }
@@ -117,8 +138,12 @@ helper_thread (gpointer data)
   for (worker = 1; worker < device->n_threads; worker++)
     if (device->helpers[worker - 1] == g_thread_self ())
       break;
-  seen = device->job_generation;
   g_mutex_unlock (&device->job_lock);
+  /* Not the current generation: a helper scheduled late would take a job
+   * published before it got here as already seen, and the job would wait
+   * for it for ever.  No job can complete without every helper, so the
+   * first one this helper must take is generation 1. */
+  seen = 0;
 
   for (;;) {
     ParallelJob *job;
@@ -133,9 +158,9 @@ helper_thread (gpointer data)
     }
 
     g_mutex_lock (&device->job_lock);
-    while (device->job_generation == seen && !device->quit)
+    while (device->job_generation == seen && !device->helpers_quit)
       g_cond_wait (&device->job_cond, &device->job_lock);
-    if (device->quit) {
+    if (device->helpers_quit) {
       g_mutex_unlock (&device->job_lock);
       break;
     }
@@ -167,12 +192,14 @@ npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer user_data)
 {
   NpuDevice *device = task->device;
-  ParallelJob job = { func, user_data, n, MAX (grain, 1), 0 };
+  ParallelJob job = { func, user_data, n, MAX (grain, 1), 0, 0 };
 
   if (n == 0)
     return;
-  if (device->n_threads == 1 || n <= job.grain) {
-    func (0, n, 0, user_data);
+  job.n_slices = n / job.grain + (n % job.grain != 0);
+  if (device->n_threads == 1 || job.n_slices == 1) {
+    /* Still in slices of @grain: a kernel may size its scratch by it. */
+    run_job_slices (&job, 0);
     return;
   }
 
@@ -225,7 +252,8 @@ static void
 task_retire_locked (NpuTask * task)
 {
   task->state = TASK_DONE;
-  task->queue->tasks = g_list_remove (task->queue->tasks, task);
+  g_queue_delete_link (&task->queue->tasks, task->link);
+  task->link = NULL;
 }
 
 /* Outside any lock: frees the user data, then signals the out fence, so
@@ -283,31 +311,36 @@ dispatcher_thread (gpointer data)
 
     task = g_queue_pop_head (&device->ready);
     queue = task->queue;
-
-    if (task->input_error) {
-      /* An input failed: the data this task would read is not there. */
-      error = g_error_new (NPU_FENCE_ERROR, NPU_FENCE_ERROR_FAILED,
-          "%s: an input of this task failed: %s", queue->name,
-          task->input_error->message);
-      task_retire_locked (task);
-      g_mutex_unlock (&device->lock);
-      task_complete (task, error);
-      g_mutex_lock (&device->lock);
-      continue;
-    }
-
+    /* Counted as running until task_complete() is over, failed input or
+     * not: a flush must not return (nor the queue, and with it perhaps the
+     * last device reference, go away) while the task's destroy notify has
+     * yet to run here. */
     task->state = TASK_RUNNING;
     queue->n_running++;
-    g_mutex_unlock (&device->lock);
 
-    ok = task->func (task, task->user_data, &error);
-    if (!ok && !error)
+    if (task->input_error) {
+      /* An input failed: the data this task would read is not there.  Name
+       * the first failure, not every task it went through, or a failure
+       * passed down a long chain (a decode loop) grows a message as long as
+       * the chain. */
+      const gchar *why = task->input_error->message;
+      const gchar *nested = strstr (why, INPUT_FAILED);
+
+      if (nested)
+        why = nested + strlen (INPUT_FAILED);
       error = g_error_new (NPU_FENCE_ERROR, NPU_FENCE_ERROR_FAILED,
-          "%s: task failed without saying why", queue->name);
-    else if (ok)
-      g_clear_error (&error);
+          "%s" INPUT_FAILED "%s", queue->name, why);
+    } else {
+      g_mutex_unlock (&device->lock);
+      ok = task->func (task, task->user_data, &error);
+      if (!ok && !error)
+        error = g_error_new (NPU_FENCE_ERROR, NPU_FENCE_ERROR_FAILED,
+            "%s: task failed without saying why", queue->name);
+      else if (ok)
+        g_clear_error (&error);
+      g_mutex_lock (&device->lock);
+    }
 
-    g_mutex_lock (&device->lock);
     task_retire_locked (task);
     g_mutex_unlock (&device->lock);
     task_complete (task, error);
@@ -426,6 +459,7 @@ npu_device_unref (NpuDevice * device)
   g_thread_join (device->dispatcher);
 
   g_mutex_lock (&device->job_lock);
+  device->helpers_quit = TRUE;
   g_cond_broadcast (&device->job_cond);
   g_mutex_unlock (&device->job_lock);
   for (i = 0; i + 1 < device->n_threads; i++)
@@ -469,6 +503,7 @@ npu_queue_new (NpuDevice * device, const gchar * name)
   NpuQueue *queue = g_new0 (NpuQueue, 1);
 
   queue->device = npu_device_ref (device);
+  g_queue_init (&queue->tasks);
   queue->name = g_strdup (name ? name : "npu-queue");
   return queue;
 }
@@ -530,7 +565,8 @@ npu_queue_submit (NpuQueue * queue, NpuTaskFunc func, gpointer user_data,
   out = npu_fence_ref (task->out_fence);
 
   g_mutex_lock (&device->lock);
-  queue->tasks = g_list_append (queue->tasks, task);
+  g_queue_push_tail (&queue->tasks, task);
+  task->link = queue->tasks.tail;
   g_mutex_unlock (&device->lock);
 
   for (i = 0; i < n_in_fences; i++)
@@ -556,7 +592,7 @@ npu_queue_flush (NpuQueue * queue)
   GList *l, *cancelled = NULL;
 
   g_mutex_lock (&device->lock);
-  for (l = queue->tasks; l; l = l->next) {
+  for (l = queue->tasks.head; l; l = l->next) {
     NpuTask *task = l->data;
 
     g_atomic_int_set (&task->cancelled, 1);
@@ -593,7 +629,7 @@ npu_queue_get_n_pending (NpuQueue * queue)
   guint n;
 
   g_mutex_lock (&queue->device->lock);
-  n = g_list_length (queue->tasks);
+  n = queue->tasks.length;
   g_mutex_unlock (&queue->device->lock);
   return n;
 }

@@ -8,6 +8,10 @@
  * (SYNC_IOC_MERGE) that a device can consume; any other merge is an eventfd
  * fence signalled when its last input signals.
  */
+/* for ppoll() */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include "npufence.h"
 
 #include <errno.h>
@@ -44,10 +48,14 @@ GQuark
 npu_fence_error_quark (void)
 {
   static GQuark quark = 0;
+  GQuark q = g_atomic_int_get (&quark);
 
-  if (G_UNLIKELY (quark == 0))
-    quark = g_quark_from_static_string ("npu-fence-error-quark");
-  return quark;
+  /* Atomic: the first callers may race here. */
+  if (G_UNLIKELY (q == 0)) {
+    q = g_quark_from_static_string ("npu-fence-error-quark");
+    g_atomic_int_set (&quark, q);
+  }
+  return q;
 }
 
 static void fence_watch (NpuFence * fence);
@@ -303,6 +311,11 @@ npu_fence_signal_error (NpuFence * fence, GError * error)
   g_return_if_fail (fence != NULL);
   g_return_if_fail (error != NULL);
 
+  if (fence->kind == NPU_FENCE_KIND_SYNC_FILE) {
+    /* The error is ours to free even when the call is refused. */
+    g_error_free (error);
+    g_return_if_fail (fence->kind != NPU_FENCE_KIND_SYNC_FILE);
+  }
   fence_signal_take (fence, error);
 }
 
@@ -378,10 +391,15 @@ npu_fence_wait (NpuFence * fence, gint64 timeout_us, GError ** error)
       gint64 left = deadline - g_get_monotonic_time ();
 
       if (left <= 0) {
+        /* Whole milliseconds read best; a shorter timeout would print as
+         * "0 ms", so give those in microseconds. */
+        gboolean ms = timeout_us % 1000 == 0;
+
         g_set_error (error, NPU_FENCE_ERROR, NPU_FENCE_ERROR_TIMEOUT,
             "fence (%s fd %d) did not signal within %" G_GINT64_FORMAT
-            " ms", fence->kind == NPU_FENCE_KIND_SYNC_FILE ? "sync_file" :
-            "eventfd", fence->fd, timeout_us / 1000);
+            " %s", fence->kind == NPU_FENCE_KIND_SYNC_FILE ? "sync_file" :
+            "eventfd", fence->fd, ms ? timeout_us / 1000 : timeout_us,
+            ms ? "ms" : "us");
         return FALSE;
       }
       ts.tv_sec = left / G_USEC_PER_SEC;

@@ -44,7 +44,10 @@ typedef struct _NpuFence NpuFence;
 
 /* Called once, from whichever thread sees the fence signal (possibly the
  * caller of npu_fence_add_callback() if it is already signalled).  @error is
- * NULL on success and owned by the fence. */
+ * NULL on success and owned by the fence.  If the last reference to an
+ * unsignalled fence is dropped, nothing can signal it any more: its pending
+ * callbacks then run at once with NPU_FENCE_ERROR_CANCELLED, and must not
+ * take a reference to the dying fence. */
 typedef void (*NpuFenceFunc) (NpuFence * fence, const GError * error,
     gpointer user_data);
 

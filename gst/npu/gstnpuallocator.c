@@ -275,7 +275,7 @@ npu_alloc (GstAllocator * allocator, gsize size, GstAllocationParams * params)
 {
   NpuAllocState *state = get_state (allocator);
   GstAllocationParams defaults;
-  gsize page = sysconf (_SC_PAGESIZE), total, maxsize;
+  gsize page = sysconf (_SC_PAGESIZE), offset, total, maxsize, mask;
   GstMemory *mem;
   int fd;
 
@@ -284,14 +284,16 @@ npu_alloc (GstAllocator * allocator, gsize size, GstAllocationParams * params)
     params = &defaults;
   }
   /* The mapping is page aligned, which satisfies any alignment up to a
-   * page; the prefix is rounded so the data starts on a 128-byte line. */
+   * page; the prefix is rounded up so that the data starts on a 128-byte
+   * line and at the alignment asked for, whichever is stricter. */
   if (params->align >= page) {
     GST_WARNING_OBJECT (allocator, "alignment %" G_GSIZE_FORMAT " exceeds "
         "a page, cannot honour it", params->align + 1);
     return NULL;
   }
-  total = GST_ROUND_UP_N (params->prefix, GST_NPU_ALIGN) + size +
-      params->padding;
+  mask = params->align | (GST_NPU_ALIGN - 1);
+  offset = (params->prefix + mask) & ~mask;
+  total = offset + size + params->padding;
   maxsize = GST_ROUND_UP_N (MAX (total, 1), page);
 
   fd = state_alloc_fd (state, maxsize);
@@ -306,8 +308,7 @@ npu_alloc (GstAllocator * allocator, gsize size, GstAllocationParams * params)
    * memory's life; pools recycle memories, so each is mmapped once. */
   mem = gst_fd_allocator_alloc (allocator, fd, maxsize,
       GST_FD_MEMORY_FLAG_KEEP_MAPPED);
-  gst_memory_resize (mem, GST_ROUND_UP_N (params->prefix, GST_NPU_ALIGN),
-      size);
+  gst_memory_resize (mem, offset, size);
   GST_MINI_OBJECT_FLAGS (mem) |= params->flags;
   GST_LOG_OBJECT (allocator, "allocated %" G_GSIZE_FORMAT " bytes (fd %d, "
       "%s)", size, fd, gst_npu_memory_path_to_string (state->path));

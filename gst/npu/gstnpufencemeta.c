@@ -26,6 +26,7 @@ static gboolean
 gst_npu_fence_meta_init (GstMeta * meta, gpointer params, GstBuffer * buffer)
 {
   ((GstNpuFenceMeta *) meta)->fence = NULL;
+  ((GstNpuFenceMeta *) meta)->buffer = buffer;
   return TRUE;
 }
 
@@ -131,6 +132,7 @@ gst_buffer_add_npu_fence_meta (GstBuffer * buffer, NpuFence * fence)
  *
  * Replaces the meta's fence with one that signals when both the old fence
  * and @fence have: for a second producer writing into the same buffer.
+ * The buffer's NPU memories wait for the merged fence too.
  */
 void
 gst_npu_fence_meta_chain (GstNpuFenceMeta * meta, NpuFence * fence)
@@ -141,14 +143,18 @@ gst_npu_fence_meta_chain (GstNpuFenceMeta * meta, NpuFence * fence)
   g_return_if_fail (meta != NULL && fence != NULL);
 
   if (!meta->fence) {
-    meta->fence = npu_fence_ref (fence);
-    return;
+    merged = npu_fence_ref (fence);
+  } else {
+    both[0] = meta->fence;
+    both[1] = fence;
+    merged = npu_fence_merge (both, 2);
+    npu_fence_unref (meta->fence);
   }
-  both[0] = meta->fence;
-  both[1] = fence;
-  merged = npu_fence_merge (both, 2);
-  npu_fence_unref (meta->fence);
   meta->fence = merged;
+  /* A map must wait for the second producer as well, not only for the
+   * fence the memory was given with the meta. */
+  if (meta->buffer)
+    set_memory_fences (meta->buffer, merged);
 }
 
 /**

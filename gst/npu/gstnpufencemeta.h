@@ -35,6 +35,9 @@ struct _GstNpuFenceMeta
   GstMeta meta;
 
   NpuFence *fence;
+
+  /*< private > */
+  GstBuffer *buffer;            /* the buffer the meta is on, not a ref */
 };
 
 GType gst_npu_fence_meta_api_get_type (void);

@@ -4,7 +4,10 @@
  * its own inode, and the key survives upstream re-wrapping the same fd in a
  * new GstMemory each frame (as v4l2src does).  An entry keeps a dup of the
  * fd, so the mapping stays valid however upstream recycles its memory; the
- * least recently used entry goes when the cache is full.
+ * least recently used entry goes when the cache is full.  An entry that a
+ * GstNpuImportMap still uses is never unmapped under it: eviction skips it
+ * (the cache may then hold more than max_cached for a while), and an entry
+ * dropped from the cache while in use is freed by its last unmap.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -35,6 +38,8 @@ typedef struct
   gsize size;
   int prot;
   guint64 last_use;
+  guint users;                  /* GstNpuImportMaps using it */
+  gboolean cached;              /* in importer->entries */
 } CacheEntry;
 
 struct _GstNpuImporter
@@ -91,17 +96,55 @@ entry_free (CacheEntry * entry)
  * Drops every cached mapping (on a caps change or in READY, when upstream's
  * buffers are gone for good).
  */
+/* Takes @entry out of the cache; frees it unless a map still uses it (the
+ * last unmap frees it then).  Called with the lock held. */
+static void
+entry_uncache (GstNpuImporter * importer, CacheEntry * entry)
+{
+  g_queue_remove (&importer->entries, entry);
+  entry->cached = FALSE;
+  if (entry->users == 0)
+    entry_free (entry);
+}
+
+/* Evicts least recently used entries nobody is using until the cache holds
+ * at most @max.  Called with the lock held. */
+static void
+cache_trim (GstNpuImporter * importer, guint max)
+{
+  while (importer->entries.length > max) {
+    CacheEntry *oldest = NULL;
+    GList *l;
+
+    for (l = importer->entries.head; l; l = l->next) {
+      CacheEntry *e = l->data;
+
+      if (e->users == 0 && (!oldest || e->last_use < oldest->last_use))
+        oldest = e;
+    }
+    if (!oldest)
+      break;                    /* all in use: trimmed on their unmap */
+    entry_uncache (importer, oldest);
+  }
+}
+
 void
 gst_npu_importer_clear (GstNpuImporter * importer)
 {
   CacheEntry *entry;
 
   g_mutex_lock (&importer->lock);
-  while ((entry = g_queue_pop_head (&importer->entries)))
-    entry_free (entry);
+  while ((entry = g_queue_peek_head (&importer->entries)))
+    entry_uncache (importer, entry);
   g_mutex_unlock (&importer->lock);
 }
 
+/**
+ * gst_npu_importer_free:
+ *
+ * Frees @importer and its cached mappings.  Every map must have been
+ * unmapped first.
+ */
 void
 gst_npu_importer_free (GstNpuImporter * importer)
 {
@@ -138,13 +181,15 @@ sync_flags (GstMapFlags flags)
   return f;
 }
 
-/* Finds or makes the cached mapping of @fd.  Called with the lock held. */
+/* Finds or makes the cached mapping of @fd and takes a use of it.  Called
+ * with the lock held. */
 static CacheEntry *
 lookup_mapping (GstNpuImporter * importer, int fd, gsize need, int prot)
 {
   struct stat st;
   CacheEntry *entry = NULL;
   GList *l;
+  off_t end;
   gsize size;
   int dupfd;
   void *data;
@@ -161,22 +206,31 @@ lookup_mapping (GstNpuImporter * importer, int fd, gsize need, int prot)
   }
   if (entry && entry->size >= need && (entry->prot & prot) == prot) {
     entry->last_use = ++importer->clock;
+    entry->users++;
     importer->stats.n_cached++;
     return entry;
   }
   if (entry) {
-    /* Same buffer, but we need more of it or write access: map again. */
-    g_queue_remove (&importer->entries, entry);
+    /* Same buffer, but we need more of it or write access: map again.  The
+     * old mapping stays valid for the maps still using it. */
     prot |= entry->prot;
-    entry_free (entry);
+    entry_uncache (importer, entry);
   }
 
-  /* dma-bufs report their size through lseek; fd memory through st_size. */
+  /* dma-bufs report their size through lseek; fd memory through st_size.
+   * pread-style: the offset of upstream's fd is left alone. */
+  end = lseek (fd, 0, SEEK_CUR);
   size = lseek (fd, 0, SEEK_END);
+  if (end >= 0)
+    lseek (fd, end, SEEK_SET);
   if (size == (gsize) - 1 || size == 0)
     size = st.st_size;
-  if (size < need)
-    size = need;
+  if (size < need) {
+    /* Pages past the end of the file would fault on access. */
+    GST_WARNING ("fd %d holds %" G_GSIZE_FORMAT " bytes, the memory claims "
+        "%" G_GSIZE_FORMAT, fd, size, need);
+    return NULL;
+  }
 
   dupfd = fcntl (fd, F_DUPFD_CLOEXEC, 3);
   if (dupfd < 0)
@@ -190,16 +244,8 @@ lookup_mapping (GstNpuImporter * importer, int fd, gsize need, int prot)
   }
   importer->stats.n_mmaps++;
 
-  if (importer->entries.length >= importer->max_cached) {
-    GList *oldest = importer->entries.head;
-
-    for (l = importer->entries.head; l; l = l->next)
-      if (((CacheEntry *) l->data)->last_use <
-          ((CacheEntry *) oldest->data)->last_use)
-        oldest = l;
-    entry_free (oldest->data);
-    g_queue_delete_link (&importer->entries, oldest);
-  }
+  /* Room for the new entry, sparing mappings in use. */
+  cache_trim (importer, importer->max_cached - 1);
 
   entry = g_new0 (CacheEntry, 1);
   entry->dev = st.st_dev;
@@ -209,6 +255,8 @@ lookup_mapping (GstNpuImporter * importer, int fd, gsize need, int prot)
   entry->size = size;
   entry->prot = prot;
   entry->last_use = ++importer->clock;
+  entry->users = 1;
+  entry->cached = TRUE;
   g_queue_push_tail (&importer->entries, entry);
   GST_DEBUG ("mapped fd %d (inode %lu, %" G_GSIZE_FORMAT " bytes) at %p", fd,
       (gulong) st.st_ino, size, data);
@@ -261,6 +309,7 @@ gst_npu_importer_map (GstNpuImporter * importer, GstMemory * mem,
     if (entry) {
       map->data = entry->data + offset;
       map->size = mem->size;
+      map->entry = entry;
     }
     g_mutex_unlock (&importer->lock);
     if (!entry)
@@ -301,9 +350,20 @@ gst_npu_importer_unmap (GstNpuImporter * importer, GstNpuImportMap * map)
   if (!map->mem)
     return;
   if (map->kind == GST_NPU_IMPORT_DMABUF || map->kind == GST_NPU_IMPORT_FD) {
+    CacheEntry *entry = map->entry;
+
     if (!dmabuf_sync (map->fd, DMA_BUF_SYNC_END | sync_flags (map->flags)))
       GST_WARNING ("DMA_BUF_IOCTL_SYNC end on fd %d failed: %s", map->fd,
           g_strerror (errno));
+    g_mutex_lock (&importer->lock);
+    if (--entry->users == 0) {
+      if (!entry->cached)
+        entry_free (entry);
+      else
+        cache_trim (importer, importer->max_cached);
+    }
+    g_mutex_unlock (&importer->lock);
+    map->entry = NULL;
   } else {
     gst_memory_unmap (map->mem, &map->info);
   }

@@ -45,6 +45,7 @@ typedef struct
   GstMapInfo info;
   GstMapFlags flags;
   gint fd;
+  gpointer entry;               /* the cached mapping in use */
 } GstNpuImportMap;
 
 /**

@@ -1,0 +1,186 @@
+/* gst-npu: MXFP4 x int8 kernel for AVX2 + FMA
+ *
+ * Built with -mavx2 -mfma; only called when the CPU has them.  One ymm holds
+ * 2 blocks (one per 128-bit lane, low nibbles then high nibbles), decoded by
+ * vpshufb into unsigned 2 * P + 12.  Without VNNI the products go through
+ * vpmaddubsw (u8 x s8 -> pairs summed to s16: at most 2 * 24 * 127, and two
+ * of those added stay below 2^15) and vpmaddwd by ones to int32.  Scales come
+ * from a 256-entry table, broadcast straight from memory.
+ */
+#include "npumatmul-private.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* Micro tile: 16 ymm registers hold RM * CM accumulators, RM decoded rows
+ * (3 registers each) and the activations */
+#define RM 2
+#define CM 2
+
+#define ALWAYS_INLINE inline __attribute__ ((always_inline))
+
+static const guint8 lut_bytes[16] = {
+  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
+};
+
+typedef struct
+{
+  __m256i lo, hi;
+  __m256 s;
+} Decoded;
+
+static ALWAYS_INLINE Decoded
+decode (__m256i qs, const float *s0, const float *s1)
+{
+  const __m256i lut =
+      _mm256_broadcastsi128_si256 (_mm_loadu_si128 ((const __m128i *)
+          lut_bytes));
+  const __m256i m4 = _mm256_set1_epi8 (0x0F);
+  Decoded d;
+
+  d.lo = _mm256_shuffle_epi8 (lut, _mm256_and_si256 (qs, m4));
+  d.hi = _mm256_shuffle_epi8 (lut,
+      _mm256_and_si256 (_mm256_srli_epi16 (qs, 4), m4));
+  d.s = _mm256_insertf128_ps (_mm256_castps128_ps256 (_mm_broadcast_ss (s0)),
+      _mm_broadcast_ss (s1), 1);
+  return d;
+}
+
+/* 2 ggml blocks at @p (34 bytes) */
+static ALWAYS_INLINE Decoded
+load_blocks (const guint8 * p)
+{
+  return decode (_mm256_loadu2_m128i ((const __m128i *) (p + 18),
+          (const __m128i *) (p + 1)), &npu_matmul_e8m0_table[p[0]],
+      &npu_matmul_e8m0_table[p[17]]);
+}
+
+static ALWAYS_INLINE Decoded
+load_split (const guint8 * nib, const guint8 * e)
+{
+  return decode (_mm256_load_si256 ((const __m256i *) nib),
+      &npu_matmul_e8m0_table[e[0]], &npu_matmul_e8m0_table[e[1]]);
+}
+
+/* Half @h (blocks 2h, 2h + 1) of a group */
+static ALWAYS_INLINE void
+half_step (const Decoded * wd, const guint8 * xp, gsize xstride, int h,
+    __m256 acc[RM][CM], const int R, const int C)
+{
+  const __m256i ones = _mm256_set1_epi16 (1);
+  int i, j;
+
+  for (j = 0; j < C; j++) {
+    const guint8 *xg = xp + j * xstride;
+    const __m256i xlo = _mm256_load_si256 ((const __m256i *) (xg + 32 * h));
+    const __m256i xhi =
+        _mm256_load_si256 ((const __m256i *) (xg + 64 + 32 * h));
+    const __m256i corr =
+        _mm256_load_si256 ((const __m256i *) (xg + 128 + 32 * h));
+    const __m256 dx = _mm256_load_ps ((const float *) (xg + 192 + 32 * h));
+
+    for (i = 0; i < R; i++) {
+      __m256i s16 = _mm256_add_epi16 (_mm256_maddubs_epi16 (wd[i].lo, xlo),
+          _mm256_maddubs_epi16 (wd[i].hi, xhi));
+      __m256i t = _mm256_add_epi32 (_mm256_madd_epi16 (s16, ones), corr);
+
+      acc[i][j] = _mm256_fmadd_ps (_mm256_cvtepi32_ps (t),
+          _mm256_mul_ps (wd[i].s, dx), acc[i][j]);
+    }
+  }
+}
+
+static ALWAYS_INLINE float
+hsum (__m256 v)
+{
+  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v),
+      _mm256_extractf128_ps (v, 1));
+
+  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
+  s = _mm_add_ss (s, _mm_movehdup_ps (s));
+  return _mm_cvtss_f32 (s);
+}
+
+static ALWAYS_INLINE void
+micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
+    float *y, gsize ldy, const int R, const int C, const gboolean split)
+{
+  __m256 acc[RM][CM];
+  Decoded wd[RM];
+  const gsize nb = w->n_blocks;
+  const gsize n_full = split ? xq->n_groups : nb / 4;
+  const guint8 *xp = xq->data + c * xq->row_stride;
+  gsize g;
+  int i, j, h;
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      acc[i][j] = _mm256_setzero_ps ();
+
+  for (g = 0; g < n_full; g++) {
+    for (h = 0; h < 2; h++) {
+      for (i = 0; i < R; i++) {
+        if (split)
+          wd[i] = load_split (w->nibbles + ((r + i) * w->stride + 4 * g +
+                  2 * h) * 16, w->scales + (r + i) * w->stride + 4 * g + 2 * h);
+        else
+          wd[i] = load_blocks ((const guint8 *) (w->blocks + (r + i) * nb +
+                  4 * g + 2 * h));
+      }
+      half_step (wd, xp + g * NPU_Q8_GROUP_BYTES, xq->row_stride, h, acc, R,
+          C);
+    }
+  }
+
+  if (!split && n_full < xq->n_groups) {
+    /* 1 to 3 trailing blocks, copied to a zeroed group */
+    guint8 buf[RM][4 * sizeof (NpuBlockMxfp4)];
+
+    for (h = 0; h < 2; h++) {
+      for (i = 0; i < R; i++) {
+        if (h == 0) {
+          memset (buf[i], 0, sizeof (buf[i]));
+          memcpy (buf[i], w->blocks + (r + i) * nb + 4 * n_full,
+              (nb - 4 * n_full) * sizeof (NpuBlockMxfp4));
+        }
+        wd[i] = load_blocks (buf[i] + h * 2 * sizeof (NpuBlockMxfp4));
+      }
+      half_step (wd, xp + n_full * NPU_Q8_GROUP_BYTES, xq->row_stride, h,
+          acc, R, C);
+    }
+  }
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      y[(c + j) * ldy + r + i] = hsum (acc[i][j]);
+}
+
+#define MICRO_CASES(R, split) \
+  switch (cc) { \
+    case 1: micro (w, r, xq, c, y, ldy, R, 1, split); break; \
+    default: micro (w, r, xq, c, y, ldy, R, 2, split); break; \
+  }
+
+void
+npu_mxfp4_tile_avx2 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy)
+{
+  gsize c, r;
+
+  G_STATIC_ASSERT (CM == 2);
+  for (c = c0; c < c1; c += CM) {
+    const gsize cc = MIN (CM, c1 - c);
+
+    if (w->layout == NPU_MXFP4_LAYOUT_SPLIT) {
+      for (r = r0; r + RM <= r1; r += RM)
+        MICRO_CASES (RM, TRUE);
+      for (; r < r1; r++)
+        MICRO_CASES (1, TRUE);
+    } else {
+      for (r = r0; r + RM <= r1; r += RM)
+        MICRO_CASES (RM, FALSE);
+      for (; r < r1; r++)
+        MICRO_CASES (1, FALSE);
+    }
+  }
+}

@@ -1,0 +1,216 @@
+/* gst-npu: MXFP4 x int8 kernel for AVX-512 (F, BW, VNNI, VBMI)
+ *
+ * Built with -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mfma; only
+ * called when the CPU has them.  One zmm holds 4 blocks: the 64 nibble
+ * bytes, split into low and high nibbles (elements 0..15 and 16..31 of each
+ * block, one block per 128-bit lane), decoded by vpshufb into unsigned
+ * 2 * P + 12 and multiplied with the int8 activations by vpdpbusd.  Each
+ * 128-bit lane then holds one block's sum in 4 int32 lanes, which are
+ * converted and scaled by 2^(e-127) * d / 2 into F32 accumulators.
+ *
+ * The ggml layout is read in place: two overlapping 64-byte loads cover the
+ * 68 bytes of 4 blocks and one vpermt2b gathers the 64 nibble bytes, so the
+ * 17-byte stride costs one shuffle per 128 weights.
+ */
+#include "npumatmul-private.h"
+
+#include <immintrin.h>
+#include <string.h>
+
+/* Micro tile: RM weight rows by CM activation rows, RM * CM accumulators */
+#define RM 4
+#define CM 4
+
+#define ALWAYS_INLINE inline __attribute__ ((always_inline))
+
+static const guint8 lut_bytes[16] = {
+  12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
+};
+
+/* vpermt2b indices gathering qs of 4 ggml blocks from p[0..63] (0..63) and
+ * p[4..67] (64..127) */
+static const guint8 idx_qs_bytes[64] __attribute__ ((aligned (64))) = {
+  1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+  18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
+  35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50,
+  52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 124, 125, 126, 127
+};
+
+/* vpermb indices putting block i's scale byte into the low byte of dwords
+ * 4i..4i+3 (the other bytes are zeroed by the mask) */
+static const guint8 idx_e_bytes[64] __attribute__ ((aligned (64))) = {
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17,
+  34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34,
+  51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51
+};
+
+static const guint8 idx_e4_bytes[64] __attribute__ ((aligned (64))) = {
+  0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+  1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+  2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
+  3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3
+};
+
+#define LOW_BYTES_OF_DWORDS 0x1111111111111111ULL
+
+typedef struct
+{
+  __m512i lo, hi;               /* 2P + 12 of elements 0..15 / 16..31 */
+  __m512 s;                     /* 2^(e-127) per block, 4 lanes each */
+} Decoded;
+
+/* @qs: 64 nibble bytes, @ed: scale byte in the low byte of each dword */
+static ALWAYS_INLINE Decoded
+decode (__m512i qs, __m512i ed)
+{
+  const __m512i lut =
+      _mm512_broadcast_i32x4 (_mm_loadu_si128 ((const __m128i *) lut_bytes));
+  const __m512i m4 = _mm512_set1_epi8 (0x0F);
+  Decoded d;
+  __m512i bits;
+
+  d.lo = _mm512_shuffle_epi8 (lut, _mm512_and_si512 (qs, m4));
+  d.hi = _mm512_shuffle_epi8 (lut,
+      _mm512_and_si512 (_mm512_srli_epi16 (qs, 4), m4));
+  /* e << 23 is 2^(e-127) for 1 <= e <= 254; e = 0 must give the subnormal
+   * 2^-127 (0x00400000, the max below) and e = 255 a NaN, not Inf. */
+  bits = _mm512_slli_epi32 (ed, 23);
+  bits = _mm512_max_epu32 (bits, _mm512_set1_epi32 (0x00400000));
+  bits = _mm512_mask_mov_epi32 (bits,
+      _mm512_cmpeq_epi32_mask (ed, _mm512_set1_epi32 (255)),
+      _mm512_set1_epi32 (0x7FC00000));
+  d.s = _mm512_castsi512_ps (bits);
+  return d;
+}
+
+/* 4 ggml blocks at @p, 68 bytes readable */
+static ALWAYS_INLINE Decoded
+load_blocks (const guint8 * p)
+{
+  const __m512i a = _mm512_loadu_si512 (p);
+  const __m512i b = _mm512_loadu_si512 (p + 4);
+  const __m512i qs = _mm512_permutex2var_epi8 (a,
+      _mm512_load_si512 (idx_qs_bytes), b);
+  const __m512i ed = _mm512_maskz_permutexvar_epi8 (LOW_BYTES_OF_DWORDS,
+      _mm512_load_si512 (idx_e_bytes), a);
+
+  return decode (qs, ed);
+}
+
+/* 4 split-layout blocks: 64 aligned nibble bytes and 4 scale bytes */
+static ALWAYS_INLINE Decoded
+load_split (const guint8 * nib, const guint8 * e)
+{
+  guint32 e4;
+
+  memcpy (&e4, e, 4);
+  return decode (_mm512_load_si512 (nib),
+      _mm512_maskz_permutexvar_epi8 (LOW_BYTES_OF_DWORDS,
+          _mm512_load_si512 (idx_e4_bytes),
+          _mm512_castsi128_si512 (_mm_cvtsi32_si128 ((int) e4))));
+}
+
+/* One group of 4 blocks: R decoded weight rows times C activation rows */
+static ALWAYS_INLINE void
+group_step (const Decoded * wd, const guint8 * xp, gsize xstride,
+    __m512 acc[RM][CM], const int R, const int C)
+{
+  int i, j;
+
+  for (j = 0; j < C; j++) {
+    const guint8 *xg = xp + j * xstride;
+    const __m512i xlo = _mm512_load_si512 (xg);
+    const __m512i xhi = _mm512_load_si512 (xg + 64);
+    const __m512i corr = _mm512_load_si512 (xg + 128);
+    const __m512 dx = _mm512_load_ps (xg + 192);
+
+    for (i = 0; i < R; i++) {
+      __m512i t = _mm512_dpbusd_epi32 (corr, wd[i].lo, xlo);
+
+      t = _mm512_dpbusd_epi32 (t, wd[i].hi, xhi);
+      acc[i][j] = _mm512_fmadd_ps (_mm512_cvtepi32_ps (t),
+          _mm512_mul_ps (wd[i].s, dx), acc[i][j]);
+    }
+  }
+}
+
+static ALWAYS_INLINE void
+micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
+    float *y, gsize ldy, const int R, const int C, const gboolean split)
+{
+  __m512 acc[RM][CM];
+  Decoded wd[RM];
+  const gsize nb = w->n_blocks;
+  const gsize n_full = split ? xq->n_groups : nb / 4;
+  const guint8 *xp = xq->data + c * xq->row_stride;
+  gsize g;
+  int i, j;
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      acc[i][j] = _mm512_setzero_ps ();
+
+  for (g = 0; g < n_full; g++) {
+    for (i = 0; i < R; i++) {
+      if (split)
+        wd[i] = load_split (w->nibbles + ((r + i) * w->stride + 4 * g) * 16,
+            w->scales + (r + i) * w->stride + 4 * g);
+      else
+        wd[i] = load_blocks ((const guint8 *) (w->blocks + (r + i) * nb
+                + 4 * g));
+    }
+    group_step (wd, xp + g * NPU_Q8_GROUP_BYTES, xq->row_stride, acc, R, C);
+  }
+
+  if (!split && n_full < xq->n_groups) {
+    /* 1 to 3 trailing blocks: copied to a zeroed group, whose zero blocks
+     * meet zero activations. */
+    guint8 buf[RM][4 * sizeof (NpuBlockMxfp4)];
+
+    for (i = 0; i < R; i++) {
+      memset (buf[i], 0, sizeof (buf[i]));
+      memcpy (buf[i], w->blocks + (r + i) * nb + 4 * n_full,
+          (nb - 4 * n_full) * sizeof (NpuBlockMxfp4));
+      wd[i] = load_blocks (buf[i]);
+    }
+    group_step (wd, xp + n_full * NPU_Q8_GROUP_BYTES, xq->row_stride, acc,
+        R, C);
+  }
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      y[(c + j) * ldy + r + i] = _mm512_reduce_add_ps (acc[i][j]);
+}
+
+#define MICRO_CASES(R, split) \
+  switch (cc) { \
+    case 1: micro (w, r, xq, c, y, ldy, R, 1, split); break; \
+    case 2: micro (w, r, xq, c, y, ldy, R, 2, split); break; \
+    case 3: micro (w, r, xq, c, y, ldy, R, 3, split); break; \
+    default: micro (w, r, xq, c, y, ldy, R, 4, split); break; \
+  }
+
+void
+npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy)
+{
+  gsize c, r;
+
+  G_STATIC_ASSERT (CM == 4);
+  for (c = c0; c < c1; c += CM) {
+    const gsize cc = MIN (CM, c1 - c);
+
+    if (w->layout == NPU_MXFP4_LAYOUT_SPLIT) {
+      for (r = r0; r + RM <= r1; r += RM)
+        MICRO_CASES (RM, TRUE);
+      for (; r < r1; r++)
+        MICRO_CASES (1, TRUE);
+    } else {
+      for (r = r0; r + RM <= r1; r += RM)
+        MICRO_CASES (RM, FALSE);
+      for (; r < r1; r++)
+        MICRO_CASES (1, FALSE);
+    }
+  }
+}

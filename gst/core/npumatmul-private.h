@@ -1,0 +1,54 @@
+/* gst-npu: what npumatmul.c shares with its per-ISA kernel files
+ *
+ * Each npumatmul-<isa>.c is built with its own -m flags, so nothing here may
+ * be an inline function using vector types.
+ */
+#ifndef __NPU_MATMUL_PRIVATE_H__
+#define __NPU_MATMUL_PRIVATE_H__
+
+#include "npumatmul.h"
+
+G_BEGIN_DECLS
+
+/* Activations quantised for the int8 paths.  Per activation row, one
+ * 256-byte group per 4 weight blocks (128 elements), 64-byte aligned:
+ *
+ *   gint8   lo[64]     elements 0..15 of block i at lo[16 i ...]
+ *   gint8   hi[64]     elements 16..31 of block i at hi[16 i ...]
+ *   gint32  corr[16]   -3 * sum of block i's 32 codes, in lanes 4i..4i+3
+ *   float   dx[16]     d_i / 2, in lanes 4i..4i+3
+ *
+ * lo / hi follow the weights' nibble order (low nibbles are elements 0..15),
+ * so one 16-byte lane of weights meets its activations without a shuffle.
+ * x86 weights are decoded to unsigned int8 2 * P + 12 (0..24) for
+ * vpdpbusd / vpmaddubsw (unsigned x signed); the four lanes of corr add up to
+ * -12 * sum(q), which removes the +12.  dx halves d because the table holds
+ * 2 * P.  Blocks past k are zero. */
+#define NPU_Q8_GROUP_BYTES 256
+
+typedef struct
+{
+  gsize n;                      /* activation rows */
+  gsize n_groups;               /* ceil (n_blocks / 4) */
+  gsize row_stride;             /* bytes: n_groups * 256 */
+  guint8 *data;
+} NpuQ8Act;
+
+/* Y[c][r] for r in [r0, r1), c in [c0, c1): y[c * ldy + r] */
+typedef void (*NpuMxfp4TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+
+void npu_mxfp4_tile_avx2 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+void npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+void npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+
+/* 2^(e - 127) as a float (e = 0 is the subnormal 2^-127, 0xFF is NaN),
+ * filled before any kernel runs */
+extern float npu_matmul_e8m0_table[256];
+
+G_END_DECLS
+
+#endif /* __NPU_MATMUL_PRIVATE_H__ */

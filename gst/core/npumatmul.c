@@ -1,0 +1,484 @@
+/* gst-npu: MXFP4 matrix products: reference, exact scalar path, activation
+ * quantiser, run-time dispatch and threading.  The SIMD kernels are in
+ * npumatmul-<isa>.c, each built with its own instruction-set flags so that
+ * this file runs on any CPU of the architecture.
+ */
+#include "npumatmul.h"
+#include "npumatmul-private.h"
+
+#include <math.h>
+#include <string.h>
+
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#include <asm/hwcap.h>
+#endif
+
+typedef enum
+{
+  ISA_SCALAR,
+  ISA_AVX2,
+  ISA_AVX512,
+  ISA_NEON,
+  N_ISAS
+} Isa;
+
+static const gchar *const isa_names[N_ISAS] = {
+  "scalar", "avx2", "avx512", "neon"
+};
+
+static Isa current_isa;
+float npu_matmul_e8m0_table[256];
+
+/* E2M1 codes 0..15 as floats */
+static const float e2m1_values[16] = {
+  0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
+};
+
+/* Activation rows per quantiser slice and rows / columns per tile.  Row
+ * tiles are multiples of every kernel's micro tile; a GEMM tile's weights
+ * (64 rows) and activations (64 columns) stay in L2 while it runs. */
+#define GEMV_MAX_N 4
+#define GEMV_ROW_TILE 32
+#define GEMM_ROW_TILE 64
+#define GEMM_COL_TILE 64
+
+static gboolean
+isa_available (Isa isa)
+{
+  switch (isa) {
+    case ISA_SCALAR:
+      return TRUE;
+#if defined(__x86_64__)
+    case ISA_AVX2:
+      return __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma");
+    case ISA_AVX512:
+      return __builtin_cpu_supports ("avx512f")
+          && __builtin_cpu_supports ("avx512bw")
+          && __builtin_cpu_supports ("avx512vnni")
+          && __builtin_cpu_supports ("avx512vbmi");
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+    case ISA_NEON:
+      return (getauxval (AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+#endif
+    default:
+      return FALSE;
+  }
+}
+
+static void
+matmul_init (void)
+{
+  static gsize initialised = 0;
+
+  if (g_once_init_enter (&initialised)) {
+    const gchar *env = g_getenv ("NPU_MATMUL_ISA");
+    gint e, i;
+
+    for (e = 0; e < 255; e++)
+      npu_matmul_e8m0_table[e] = ldexpf (1.0f, e - 127);
+    npu_matmul_e8m0_table[255] = NAN;
+
+    current_isa = ISA_SCALAR;
+    for (i = N_ISAS - 1; i > ISA_SCALAR; i--) {
+      if (isa_available ((Isa) i)) {
+        current_isa = (Isa) i;
+        break;
+      }
+    }
+    if (env && *env) {
+      for (i = 0; i < N_ISAS; i++)
+        if (g_ascii_strcasecmp (env, isa_names[i]) == 0)
+          break;
+      if (i < N_ISAS && isa_available ((Isa) i))
+        current_isa = (Isa) i;
+      else {
+        g_warning ("NPU_MATMUL_ISA=%s is not available here, using scalar",
+            env);
+        current_isa = ISA_SCALAR;
+      }
+    }
+    g_once_init_leave (&initialised, 1);
+  }
+}
+
+const gchar *
+npu_matmul_get_isa (void)
+{
+  matmul_init ();
+  return isa_names[current_isa];
+}
+
+gboolean
+npu_matmul_set_isa (const gchar * name)
+{
+  gint i;
+
+  matmul_init ();
+  for (i = 0; i < N_ISAS; i++) {
+    if (g_ascii_strcasecmp (name, isa_names[i]) == 0 &&
+        isa_available ((Isa) i)) {
+      current_isa = (Isa) i;
+      return TRUE;
+    }
+  }
+  return FALSE;
+}
+
+/* ------------------------------------------------------------------------
+ * Matrices
+ */
+void
+npu_mxfp4_matrix_init_view (NpuMxfp4Matrix * m, const NpuBlockMxfp4 * blocks,
+    gsize rows, gsize k)
+{
+  g_return_if_fail (k % NPU_MXFP4_BLOCK_SIZE == 0);
+
+  memset (m, 0, sizeof (*m));
+  m->rows = rows;
+  m->k = k;
+  m->n_blocks = k / NPU_MXFP4_BLOCK_SIZE;
+  m->layout = NPU_MXFP4_LAYOUT_BLOCKS;
+  m->blocks = blocks;
+}
+
+void
+npu_mxfp4_matrix_repack (NpuMxfp4Matrix * m, const NpuBlockMxfp4 * blocks,
+    gsize rows, gsize k)
+{
+  gsize nb, stride, r, b;
+  guint8 *nibbles, *scales;
+
+  g_return_if_fail (k % NPU_MXFP4_BLOCK_SIZE == 0);
+
+  memset (m, 0, sizeof (*m));
+  nb = k / NPU_MXFP4_BLOCK_SIZE;
+  stride = (nb + 3) & ~(gsize) 3;
+  /* One allocation: nibbles first so they keep the 64-byte alignment; the
+   * padding blocks are zero (scale 2^-127, elements 0). */
+  nibbles = g_aligned_alloc0 (rows * stride * 17 + 1, 1, 64);
+  scales = nibbles + rows * stride * 16;
+  for (r = 0; r < rows; r++) {
+    for (b = 0; b < nb; b++) {
+      const NpuBlockMxfp4 *src = &blocks[r * nb + b];
+
+      scales[r * stride + b] = src->e;
+      memcpy (nibbles + (r * stride + b) * 16, src->qs, 16);
+    }
+  }
+  m->rows = rows;
+  m->k = k;
+  m->n_blocks = nb;
+  m->layout = NPU_MXFP4_LAYOUT_SPLIT;
+  m->stride = stride;
+  m->scales = scales;
+  m->nibbles = nibbles;
+  m->owned = nibbles;
+}
+
+void
+npu_mxfp4_matrix_clear (NpuMxfp4Matrix * m)
+{
+  if (m->owned)
+    g_aligned_free (m->owned);
+  memset (m, 0, sizeof (*m));
+}
+
+gsize
+npu_mxfp4_matrix_get_size (const NpuMxfp4Matrix * m)
+{
+  if (m->layout == NPU_MXFP4_LAYOUT_SPLIT)
+    return m->rows * m->stride * 17;
+  return m->rows * m->n_blocks * sizeof (NpuBlockMxfp4);
+}
+
+/* ------------------------------------------------------------------------
+ * Reference: written for clarity, not speed.  Its decoder follows the
+ * spec's definitions, not the tables the kernels use.
+ */
+static double
+ref_e2m1 (guint code)
+{
+  static const double mag[8] = { 0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0 };
+
+  return (code & 8) ? -mag[code & 7] : mag[code & 7];
+}
+
+void
+npu_matmul_mxfp4_ref (const NpuBlockMxfp4 * blocks, gsize rows, gsize k,
+    const float *x, gsize n, float *y)
+{
+  gsize nb = k / NPU_MXFP4_BLOCK_SIZE, c, r, b, j;
+
+  for (c = 0; c < n; c++) {
+    for (r = 0; r < rows; r++) {
+      double sum = 0.0;
+
+      for (b = 0; b < nb; b++) {
+        const NpuBlockMxfp4 *blk = &blocks[r * nb + b];
+        const float *xb = x + c * k + b * NPU_MXFP4_BLOCK_SIZE;
+        double scale = blk->e == NPU_E8M0_NAN ? NAN : ldexp (1.0, blk->e - 127);
+
+        for (j = 0; j < 16; j++) {
+          sum += scale * ref_e2m1 (blk->qs[j] & 0xF) * xb[j];
+          sum += scale * ref_e2m1 (blk->qs[j] >> 4) * xb[j + 16];
+        }
+      }
+      y[c * rows + r] = (float) sum;
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Exact scalar path: F32 weights decoded by table, F32 activations.  The
+ * block's sum is formed before the scale is applied, as a power of two
+ * scales it without rounding.
+ */
+static void
+scalar_row (const NpuMxfp4Matrix * w, gsize r, const float *x, gsize n,
+    float *y)
+{
+  gsize nb = w->n_blocks, c, b, j;
+
+  for (c = 0; c < n; c++) {
+    const float *xc = x + c * w->k;
+    float sum = 0.0f;
+
+    for (b = 0; b < nb; b++) {
+      const guint8 *qs;
+      guint8 e;
+      float bs = 0.0f;
+
+      if (w->layout == NPU_MXFP4_LAYOUT_SPLIT) {
+        qs = w->nibbles + (r * w->stride + b) * 16;
+        e = w->scales[r * w->stride + b];
+      } else {
+        qs = w->blocks[r * nb + b].qs;
+        e = w->blocks[r * nb + b].e;
+      }
+      for (j = 0; j < 16; j++) {
+        bs += e2m1_values[qs[j] & 0xF] * xc[b * 32 + j];
+        bs += e2m1_values[qs[j] >> 4] * xc[b * 32 + j + 16];
+      }
+      sum += bs * npu_matmul_e8m0_table[e];
+    }
+    y[c * w->rows + r] = sum;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Activation quantiser (Q8 per block of 32, F32 scale)
+ *
+ * q = round (x / d) with d = max|x| / 127, so |q| <= 127 and
+ * |x - d q| <= d (1/2 + 2^-17): the division is correctly rounded, |x / d|
+ * <= 127, and the rounding to the nearest integer adds at most 1/2.
+ */
+static void
+quantize_row (const float *x, gsize nb, gsize n_groups, guint8 * dst)
+{
+  gsize g, i, j;
+
+  for (g = 0; g < n_groups; g++) {
+    guint8 *grp = dst + g * NPU_Q8_GROUP_BYTES;
+    gint8 *lo = (gint8 *) grp, *hi = (gint8 *) grp + 64;
+    gint32 *corr = (gint32 *) (grp + 128);
+    float *dx = (float *) (grp + 192);
+
+    for (i = 0; i < 4; i++) {
+      gsize b = g * 4 + i;
+      const float *xb = x + b * 32;
+      float amax = 0.0f, d;
+      gint32 qsum = 0;
+      gint8 q[32];
+
+      if (b >= nb) {
+        memset (lo + 16 * i, 0, 16);
+        memset (hi + 16 * i, 0, 16);
+        for (j = 0; j < 4; j++) {
+          corr[4 * i + j] = 0;
+          dx[4 * i + j] = 0.0f;
+        }
+        continue;
+      }
+      for (j = 0; j < 32; j++)
+        amax = MAX (amax, fabsf (xb[j]));
+      if (!(amax <= G_MAXFLOAT)) {
+        /* NaN or Inf in the block: its codes are 0, its scale NaN, so
+         * every output it meets is NaN. */
+        memset (q, 0, sizeof (q));
+        d = NAN;
+      } else if (amax == 0.0f) {
+        memset (q, 0, sizeof (q));
+        d = 0.0f;
+      } else {
+        d = amax / 127.0f;
+        for (j = 0; j < 32; j++)
+          q[j] = (gint8) lrintf (xb[j] / d);
+      }
+      for (j = 0; j < 32; j++)
+        qsum += q[j];
+      memcpy (lo + 16 * i, q, 16);
+      memcpy (hi + 16 * i, q + 16, 16);
+      for (j = 0; j < 4; j++) {
+        corr[4 * i + j] = -3 * qsum;
+        dx[4 * i + j] = d * 0.5f;
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Driver
+ */
+typedef struct
+{
+  const NpuMxfp4Matrix *w;
+  const float *x;
+  gsize n;
+  float *y;
+  NpuQ8Act xq;
+  NpuMxfp4TileFunc tile;
+  gsize row_tile, col_tile, n_row_tiles;
+} MatmulJob;
+
+typedef struct
+{
+  gsize size;
+  gpointer mem;
+} Workspace;
+
+static void
+workspace_free (gpointer data)
+{
+  Workspace *ws = data;
+
+  g_aligned_free (ws->mem);
+  g_free (ws);
+}
+
+/* Quantised activations of the calling thread, kept between calls so a
+ * decode step does not allocate.  Only the thread that runs the task (or the
+ * caller, without a task) writes it; workers read it during the call. */
+static GPrivate workspace_key = G_PRIVATE_INIT (workspace_free);
+
+static guint8 *
+get_workspace (gsize size)
+{
+  Workspace *ws = g_private_get (&workspace_key);
+
+  if (!ws) {
+    ws = g_new0 (Workspace, 1);
+    g_private_set (&workspace_key, ws);
+  }
+  if (ws->size < size) {
+    g_aligned_free (ws->mem);
+    ws->size = MAX (size, ws->size * 2);
+    ws->mem = g_aligned_alloc (ws->size, 1, 64);
+  }
+  return ws->mem;
+}
+
+static void
+run_parallel (NpuTask * task, gsize n, gsize grain, NpuParallelFunc func,
+    gpointer data)
+{
+  if (task)
+    npu_task_parallel_for (task, n, grain, func, data);
+  else if (n > 0)
+    func (0, n, 0, data);
+}
+
+static void
+scalar_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  gsize r;
+
+  for (r = start; r < end; r++)
+    scalar_row (job->w, r, job->x, job->n, job->y);
+}
+
+static void
+quantize_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  gsize c;
+
+  for (c = start; c < end; c++)
+    quantize_row (job->x + c * job->w->k, job->w->n_blocks, job->xq.n_groups,
+        job->xq.data + c * job->xq.row_stride);
+}
+
+static void
+tile_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  gsize t;
+
+  for (t = start; t < end; t++) {
+    gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
+    gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
+
+    job->tile (job->w, r0, MIN (r0 + job->row_tile, job->w->rows), &job->xq,
+        c0, MIN (c0 + job->col_tile, job->n), job->y, job->w->rows);
+  }
+}
+
+void
+npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w, const float *x,
+    gsize n, float *y)
+{
+  MatmulJob job = { 0, };
+  gsize n_col_tiles;
+
+  matmul_init ();
+  job.w = w;
+  job.x = x;
+  job.n = n;
+  job.y = y;
+  if (n == 0 || w->rows == 0)
+    return;
+  if (w->k == 0) {
+    memset (y, 0, n * w->rows * sizeof (float));
+    return;
+  }
+
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX2:
+      job.tile = npu_mxfp4_tile_avx2;
+      break;
+    case ISA_AVX512:
+      job.tile = npu_mxfp4_tile_avx512;
+      break;
+#endif
+#if defined(__aarch64__)
+    case ISA_NEON:
+      job.tile = npu_mxfp4_tile_neon;
+      break;
+#endif
+    default:
+      run_parallel (task, w->rows, 16, scalar_slice, &job);
+      return;
+  }
+
+  job.xq.n = n;
+  job.xq.n_groups = (w->n_blocks + 3) / 4;
+  job.xq.row_stride = job.xq.n_groups * NPU_Q8_GROUP_BYTES;
+  job.xq.data = get_workspace (n * job.xq.row_stride);
+  /* A slice of the quantiser is at least ~16k activations. */
+  run_parallel (task, n, MAX (1, 16384 / w->k), quantize_slice, &job);
+
+  if (n <= GEMV_MAX_N) {
+    job.row_tile = GEMV_ROW_TILE;
+    job.col_tile = n;
+  } else {
+    job.row_tile = GEMM_ROW_TILE;
+    job.col_tile = GEMM_COL_TILE;
+  }
+  job.n_row_tiles = (w->rows + job.row_tile - 1) / job.row_tile;
+  n_col_tiles = (n + job.col_tile - 1) / job.col_tile;
+  run_parallel (task, job.n_row_tiles * n_col_tiles, 1, tile_slice, &job);
+}

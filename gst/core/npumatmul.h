@@ -1,0 +1,113 @@
+/* gst-npu: MXFP4 weight matrix times F32 activations
+ *
+ *   Y[n x rows] = X[n x k] . W^T,   W: rows x k MXFP4 (k a multiple of 32)
+ *
+ * n = 1 is a decode step (GEMV, bound by the memory bandwidth of the
+ * weights), n > 1 a prefill (GEMM, bound by arithmetic).  X and Y are
+ * row-major F32: activation row c is x[c * k ...], its output y[c * rows ...].
+ *
+ * Two paths, chosen at run time from the CPU's features (docs/kernels.md):
+ *
+ *  - "scalar": exact.  Weights decoded to F32, activations used as F32;
+ *    matches npu_matmul_mxfp4_ref() to float rounding.
+ *  - "avx2", "avx512" (VNNI + VBMI), "neon" (dotprod): each activation block
+ *    of 32 is quantised to int8 with its own scale d = max|x| / 127 (as
+ *    llama.cpp's Q8_0 does, with an F32 scale), and the weight nibbles are
+ *    decoded to int8 by table lookup, so the dot products run on integer
+ *    dot-product instructions.  The error bound, per output, is
+ *
+ *      |y - y_ref| <= sum_j |w_j| * d_b(j) * (1/2 + 2^-17)
+ *                     + (k/32 + 4) * 2^-24 * sum_j |w_j| * (|x_j| + d_b(j))
+ *
+ *    (the first term is the activation rounding, at most max|x|/254 per
+ *    element of the block; the second is F32 accumulation across blocks).
+ *    It is far below the error of the 4-bit weights themselves.
+ *
+ * NPU_MATMUL_ISA=scalar|avx2|avx512|neon in the environment forces a path
+ * (read once; an unavailable one falls back to scalar with a warning).
+ *
+ * Non-finite values: a NaN scale (e = 0xFF) or a NaN/Inf activation makes
+ * the affected outputs non-finite (NaN in the int8 paths).
+ *
+ * This is compute core: GLib only, no GStreamer types.
+ */
+#ifndef __NPU_MATMUL_H__
+#define __NPU_MATMUL_H__
+
+#include <glib.h>
+#include "npubackend.h"
+#include "npumxfp4.h"
+
+G_BEGIN_DECLS
+
+/**
+ * NpuMxfp4Layout:
+ * @NPU_MXFP4_LAYOUT_BLOCKS: ggml's block_mxfp4 array, row after row, used
+ *   in place (e.g. straight from a GGUF mapping)
+ * @NPU_MXFP4_LAYOUT_SPLIT: repacked at load time, still 4.25 bits a weight:
+ *   per row, the E8M0 scales in one array and the 16-byte nibble groups in
+ *   another (64-byte aligned), rows padded to a multiple of 4 blocks with
+ *   zero blocks, so that a 64-byte load is 4 whole blocks
+ */
+typedef enum
+{
+  NPU_MXFP4_LAYOUT_BLOCKS,
+  NPU_MXFP4_LAYOUT_SPLIT,
+} NpuMxfp4Layout;
+
+/**
+ * NpuMxfp4Matrix:
+ *
+ * A rows x k MXFP4 weight matrix.  Fill it with npu_mxfp4_matrix_init_view()
+ * or npu_mxfp4_matrix_repack(); release with npu_mxfp4_matrix_clear().
+ * Read-only once initialised: many threads may multiply with it at once.
+ */
+typedef struct
+{
+  gsize rows;
+  gsize k;
+  gsize n_blocks;               /* k / 32 */
+  NpuMxfp4Layout layout;
+
+  /* NPU_MXFP4_LAYOUT_BLOCKS: rows * n_blocks blocks, not owned */
+  const NpuBlockMxfp4 *blocks;
+
+  /* NPU_MXFP4_LAYOUT_SPLIT: stride blocks per row (n_blocks rounded up to
+   * 4); scales[r * stride + b]; nibbles + (r * stride + b) * 16 */
+  gsize stride;
+  const guint8 *scales;
+  const guint8 *nibbles;
+
+  gpointer owned;               /* freed by npu_mxfp4_matrix_clear() */
+} NpuMxfp4Matrix;
+
+void npu_mxfp4_matrix_init_view (NpuMxfp4Matrix * m,
+    const NpuBlockMxfp4 * blocks, gsize rows, gsize k);
+void npu_mxfp4_matrix_repack (NpuMxfp4Matrix * m,
+    const NpuBlockMxfp4 * blocks, gsize rows, gsize k);
+void npu_mxfp4_matrix_clear (NpuMxfp4Matrix * m);
+/* Bytes of weight data the matrix reads for one full product */
+gsize npu_mxfp4_matrix_get_size (const NpuMxfp4Matrix * m);
+
+/* y[c * rows + r] = sum_j w[r][j] * x[c * k + j] for c < n.  @task may be
+ * NULL (runs on the calling thread); otherwise it must be the running task
+ * and the work is spread over its device's threads. */
+void npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w,
+    const float *x, gsize n, float *y);
+
+/* Reference: plain loops, double accumulation, its own decoder.  @blocks in
+ * ggml layout, rows x k. */
+void npu_matmul_mxfp4_ref (const NpuBlockMxfp4 * blocks, gsize rows,
+    gsize k, const float *x, gsize n, float *y);
+
+/* "scalar", "avx2", "avx512" or "neon": the path npu_matmul_mxfp4() uses */
+const gchar *npu_matmul_get_isa (void);
+
+/* For tests and benchmarks: force a path by name, as NPU_MATMUL_ISA does.
+ * Returns FALSE (and keeps the current one) if this CPU or build lacks it.
+ * Not thread-safe against concurrent multiplications. */
+gboolean npu_matmul_set_isa (const gchar * name);
+
+G_END_DECLS
+
+#endif /* __NPU_MATMUL_H__ */

@@ -1,0 +1,62 @@
+#!/bin/bash
+# guest-suite.sh BINDIR: the real-kernel suite, run inside the QEMU guest.
+#
+# Loads vgem (and vivid, a V4L2 camera for later work), checks the device
+# nodes, runs the test programs from BINDIR and prints "[ok] name" /
+# "[FAIL] name" lines with each test's output.  Results also go to
+# $RK_RESULTS (when set): "results" has one line per test
+# (ok|FAIL <tab> name <tab> seconds), logs/NAME.log each test's output.
+# Exit status: 0 if every test passed.
+BIN=${1:?usage: guest-suite.sh BINDIR}
+OUT=${RK_RESULTS:-/tmp/rk-results}
+mkdir -p "$OUT/logs"; : > "$OUT/results"
+pass=0; fail=0
+# The rk-* programs use GStreamer's core and allocators library, no plugins:
+# an empty plugin path spares a registry scan of /usr over 9p (~6 s under TCG).
+# A test that needs system plugins (v4l2src on vivid) sets the path back.
+export GST_PLUGIN_SYSTEM_PATH_1_0= GST_PLUGIN_PATH_1_0= GST_REGISTRY_1_0=/tmp/rk-registry.bin
+up() { cut -d' ' -f1 /proc/uptime; }
+echo "boot $(up)" > "$OUT/times"
+echo "guest: kernel $(uname -r), up $(up)s, $(nproc) CPUs"
+
+t() {  # t NAME CMD [ARGS..]
+  local name=$1 s e r rc; shift
+  s=$(up)
+  timeout -k 5 "${RK_TEST_TIMEOUT:-240}" "$@" > "$OUT/logs/$name.log" 2>&1; rc=$?
+  if [ $rc -eq 0 ]; then
+    r=ok; pass=$((pass+1))
+  else
+    r=FAIL; fail=$((fail+1))
+    if [ $rc -eq 124 ]; then echo "timed out after ${RK_TEST_TIMEOUT:-240}s" >> "$OUT/logs/$name.log"
+    else echo "exit status $rc" >> "$OUT/logs/$name.log"; fi
+  fi
+  e=$(awk -v a="$s" -v b="$(up)" 'BEGIN { printf "%.2f", b - a }')
+  sed 's/^/    /' "$OUT/logs/$name.log"
+  echo "[$r] $name (${e}s)"
+  printf '%s\t%s\t%s\n' "$r" "$name" "$e" >> "$OUT/results"
+}
+
+nodes() {
+  local ok=0 n
+  for n in /dev/dma_heap/system /dev/udmabuf; do
+    if [ -c "$n" ]; then ls -l "$n"; else echo "missing: $n"; ok=1; fi
+  done
+  if ls /dev/dri/card* >/dev/null 2>&1; then ls -l /dev/dri/; else echo "missing: /dev/dri/card*"; ok=1; fi
+  for n in /sys/class/drm/card*/device/driver; do
+    [ -e "$n" ] && { d=${n%/device/driver}; l=$(readlink "$n"); echo "${d##*/}: driver ${l##*/}"; }
+  done
+  if ls /dev/video* >/dev/null 2>&1; then
+    for n in /dev/video*; do read -r l < "/sys/class/video4linux/${n#/dev/}/name"; echo "$n: $l"; done
+  else echo "missing: /dev/video* (vivid)"; ok=1; fi
+  return $ok
+}
+
+t modprobe-vgem modprobe vgem
+t modprobe-vivid modprobe vivid num_outputs=1 output_types=1
+t device-nodes bash -c "$(declare -f nodes); nodes"
+t rk-memory "$BIN/rk-memory" --paths
+t rk-memory-sync "$BIN/rk-memory" --sync
+t rk-fence "$BIN/rk-fence"
+echo "suite $(up)" >> "$OUT/times"
+echo "guest: $pass passed, $fail failed, up $(up)s"
+[ $fail -eq 0 ]

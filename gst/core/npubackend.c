@@ -75,7 +75,7 @@ struct _NpuDevice
   GCond job_done_cond;
   ParallelJob *job;
   guint job_generation;         /* atomically read by spinning helpers */
-  guint job_busy;               /* helpers still working on the job */
+  guint job_busy;               /* helpers that took the job, not done */
   gboolean helpers_quit;        /* under job_lock, unlike quit */
 };
 
@@ -139,10 +139,8 @@ helper_thread (gpointer data)
     if (device->helpers[worker - 1] == g_thread_self ())
       break;
   g_mutex_unlock (&device->job_lock);
-  /* Not the current generation: a helper scheduled late would take a job
-   * published before it got here as already seen, and the job would wait
-   * for it for ever.  No job can complete without every helper, so the
-   * first one this helper must take is generation 1. */
+  /* Not the current generation: a helper scheduled late must still look
+   * at a job published before it got here. */
   seen = 0;
 
   for (;;) {
@@ -165,11 +163,15 @@ helper_thread (gpointer data)
       break;
     }
     seen = device->job_generation;
+    /* NULL if the loop was over before this helper came round to it. */
     job = device->job;
+    if (job)
+      device->job_busy++;
     g_mutex_unlock (&device->job_lock);
 
-    if (job)
-      run_job_slices (job, worker);
+    if (!job)
+      continue;
+    run_job_slices (job, worker);
 
     g_mutex_lock (&device->job_lock);
     if (--device->job_busy == 0)
@@ -205,18 +207,20 @@ npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
 
   g_mutex_lock (&device->job_lock);
   device->job = &job;
-  device->job_busy = device->n_threads - 1;
   __atomic_add_fetch (&device->job_generation, 1, __ATOMIC_RELEASE);
   g_cond_broadcast (&device->job_cond);
   g_mutex_unlock (&device->job_lock);
 
   run_job_slices (&job, 0);
 
-  /* Helpers must be done with @job before it leaves this stack frame. */
+  /* Every slice is claimed: close the job to helpers yet to come round to
+   * it (one descheduled helper must not stall every loop for a time
+   * slice), and wait only for those that took it, as they use @job, which
+   * lives in this stack frame. */
   g_mutex_lock (&device->job_lock);
+  device->job = NULL;
   while (device->job_busy > 0)
     g_cond_wait (&device->job_done_cond, &device->job_lock);
-  device->job = NULL;
   g_mutex_unlock (&device->job_lock);
 }
 

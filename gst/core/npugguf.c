@@ -526,8 +526,7 @@ parse_header (NpuGguf * g, GError ** error)
   if (g->version == 1) {
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_UNSUPPORTED,
         "%s: GGUF version 1 (32-bit counts) is not supported, only "
-        "versions 2 and 3; convert the file with a current llama.cpp",
-        g->name);
+        "versions 2 and 3; convert the file with a current llama.cpp", g->name);
     return FALSE;
   }
   if (g->version != 2 && g->version != 3) {
@@ -579,8 +578,7 @@ parse_header (NpuGguf * g, GError ** error)
     if (key_len == 0 || memchr (key, 0, key_len)) {
       g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
           "%s: key of kv %" G_GUINT64_FORMAT " at byte %" G_GSIZE_FORMAT
-          " %s", g->name, i, at,
-          key_len ? "has a NUL byte" : "is empty");
+          " %s", g->name, i, at, key_len ? "has a NUL byte" : "is empty");
       return FALSE;
     }
     kv->key = g_string_chunk_insert_len (g->strings, key, key_len);
@@ -653,8 +651,7 @@ parse_header (NpuGguf * g, GError ** error)
     if (name_len == 0 || memchr (name, 0, name_len)) {
       g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
           "%s: name of tensor %" G_GUINT64_FORMAT " at byte %" G_GSIZE_FORMAT
-          " %s", g->name, i, at,
-          name_len ? "has a NUL byte" : "is empty");
+          " %s", g->name, i, at, name_len ? "has a NUL byte" : "is empty");
       return FALSE;
     }
     t->name = g_string_chunk_insert_len (g->strings, name, name_len);
@@ -762,8 +759,7 @@ parse_header (NpuGguf * g, GError ** error)
         g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
             "%s: tensor %s: data [offset %" G_GUINT64_FORMAT ", %"
             G_GSIZE_FORMAT " bytes) runs past the end of the file (%"
-            G_GSIZE_FORMAT " bytes)", g->name, desc, abs, t->n_bytes,
-            g->size);
+            G_GSIZE_FORMAT " bytes)", g->name, desc, abs, t->n_bytes, g->size);
       else
         g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
             "%s: tensor %s: data [relative offset %" G_GUINT64_FORMAT ", %"
@@ -1044,8 +1040,7 @@ npu_gguf_get_u64 (const NpuGguf * gguf, const gchar * key, guint64 * value,
   if (!(kv = lookup (gguf, key, error)))
     return FALSE;
   if (!as_u64 (&kv->value, &u))
-    return wrong_type (gguf, key, &kv->value, "a non-negative integer",
-        error);
+    return wrong_type (gguf, key, &kv->value, "a non-negative integer", error);
   *value = u;
   return TRUE;
 }
@@ -1152,16 +1147,14 @@ npu_gguf_get_array (const NpuGguf * gguf, const gchar * key, gint elem_type,
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_WRONG_TYPE,
         "%s: key '%s' is an array of %s, not of %s", gguf->name, key,
         gguf_type_names[kv->value.v.arr.type],
-        npu_gguf_type_name (elem_type) ? npu_gguf_type_name (elem_type) :
-        "?");
+        npu_gguf_type_name (elem_type) ? npu_gguf_type_name (elem_type) : "?");
     return NULL;
   }
   return &kv->value;
 }
 
 guint32
-npu_gguf_get_u32_default (const NpuGguf * gguf, const gchar * key,
-    guint32 def)
+npu_gguf_get_u32_default (const NpuGguf * gguf, const gchar * key, guint32 def)
 {
   guint32 v = def;
 

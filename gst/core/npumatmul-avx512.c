@@ -20,8 +20,19 @@
 /* Micro tile: RM weight rows by CM activation rows, RM * CM accumulators */
 #define RM 4
 #define CM 4
+#ifndef GEMV_RM
+#define GEMV_RM 1
+#endif
 
 #define ALWAYS_INLINE inline __attribute__ ((always_inline))
+
+/* Software prefetch distance in bytes along each weight row.  A GEMV reads
+ * RM rows at once, each only a few KiB long (k = 4096: 2176 bytes), which
+ * is too short for the hardware prefetcher to ramp up on each new stream;
+ * prefetching ahead keeps enough misses in flight. */
+#ifndef PF_DIST
+#define PF_DIST 1024
+#endif
 
 static const guint8 lut_bytes[16] = {
   12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
@@ -153,12 +164,17 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
 
   for (g = 0; g < n_full; g++) {
     for (i = 0; i < R; i++) {
-      if (split)
-        wd[i] = load_split (w->nibbles + ((r + i) * w->stride + 4 * g) * 16,
-            w->scales + (r + i) * w->stride + 4 * g);
-      else
-        wd[i] = load_blocks ((const guint8 *) (w->blocks + (r + i) * nb
-                + 4 * g));
+      if (split) {
+        const guint8 *nib = w->nibbles + ((r + i) * w->stride + 4 * g) * 16;
+
+        _mm_prefetch ((const char *) nib + PF_DIST, _MM_HINT_T0);
+        wd[i] = load_split (nib, w->scales + (r + i) * w->stride + 4 * g);
+      } else {
+        const guint8 *p = (const guint8 *) (w->blocks + (r + i) * nb + 4 * g);
+
+        _mm_prefetch ((const char *) p + PF_DIST, _MM_HINT_T0);
+        wd[i] = load_blocks (p);
+      }
     }
     group_step (wd, xp + g * NPU_Q8_GROUP_BYTES, xq->row_stride, acc, R, C);
   }
@@ -201,7 +217,22 @@ npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
   for (c = c0; c < c1; c += CM) {
     const gsize cc = MIN (CM, c1 - c);
 
-    if (w->layout == NPU_MXFP4_LAYOUT_SPLIT) {
+    if (cc == 1) {
+      /* GEMV: no reuse of decoded weights, and one sequential stream per
+       * thread is what the hardware prefetcher follows best */
+      for (r = r0; r + GEMV_RM <= r1; r += GEMV_RM) {
+        if (w->layout == NPU_MXFP4_LAYOUT_SPLIT)
+          micro (w, r, xq, c, y, ldy, GEMV_RM, 1, TRUE);
+        else
+          micro (w, r, xq, c, y, ldy, GEMV_RM, 1, FALSE);
+      }
+      for (; r < r1; r++) {
+        if (w->layout == NPU_MXFP4_LAYOUT_SPLIT)
+          micro (w, r, xq, c, y, ldy, 1, 1, TRUE);
+        else
+          micro (w, r, xq, c, y, ldy, 1, 1, FALSE);
+      }
+    } else if (w->layout == NPU_MXFP4_LAYOUT_SPLIT) {
       for (r = r0; r + RM <= r1; r += RM)
         MICRO_CASES (RM, TRUE);
       for (; r < r1; r++)

@@ -108,11 +108,9 @@ describe (const gchar * s)
 /* ------------------------------------------------------------------------ */
 /* JSON                                                                      */
 
-static gboolean jerr (Json * j, GError ** error, const gchar * fmt, ...)
-    G_GNUC_PRINTF (3, 4);
-
 /* Error at the current position, as a byte offset in the file */
 static gboolean
+G_GNUC_PRINTF (3, 4)
 jerr (Json * j, GError ** error, const gchar * fmt, ...)
 {
   va_list ap;
@@ -142,8 +140,7 @@ expect (Json * j, gchar c, const gchar * what, GError ** error)
 {
   skip_ws (j);
   if (j->pos >= j->len)
-    return jerr (j, error, "header ends where %s ('%c') was expected", what,
-        c);
+    return jerr (j, error, "header ends where %s ('%c') was expected", what, c);
   if (j->p[j->pos] != (guint8) c)
     return jerr (j, error, "expected %s ('%c')", what, c);
   j->pos++;
@@ -540,8 +537,7 @@ parse_tensor (Json * j, const gchar * name, GError ** error)
           || !parse_uint (j, &begin, "a data offset", error)
           || !expect (j, ',', "a comma (data_offsets has two entries)", error)
           || !parse_uint (j, &end, "a data offset", error)
-          || !expect (j, ']', "the end of data_offsets (two entries)",
-              error))
+          || !expect (j, ']', "the end of data_offsets (two entries)", error))
         goto out;
     } else if (!skip_value (j, 3, error)) {
       goto out;
@@ -650,8 +646,7 @@ parse_json (NpuSafetensors * st, const guint8 * text, gsize len,
           g_free (d);
           goto out;
         }
-        name = g_string_chunk_insert_len (st->strings, j.buf->str,
-            j.buf->len);
+        name = g_string_chunk_insert_len (st->strings, j.buf->str, j.buf->len);
         if (!expect (&j, ':', "a colon", error)
             || !parse_tensor (&j, name, error))
           goto out;

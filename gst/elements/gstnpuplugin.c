@@ -6,6 +6,7 @@
 #include <gst/gst.h>
 
 #include "gstnpudeviceprovider.h"
+#include "gstmxfp4weights.h"
 
 static gboolean
 plugin_init (GstPlugin * plugin)
@@ -13,6 +14,7 @@ plugin_init (GstPlugin * plugin)
   gboolean ret = FALSE;
 
   ret |= GST_DEVICE_PROVIDER_REGISTER (npudeviceprovider, plugin);
+  ret |= GST_ELEMENT_REGISTER (mxfp4weights, plugin);
   return ret;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <linux/dma-buf.h>
 #include <linux/dma-heap.h>
 #include <linux/udmabuf.h>
 
@@ -74,6 +75,9 @@ enum
 };
 
 static GQuark fence_quark;
+/* Guards the fence qdata of every NPU memory, so that a map can take a
+ * reference to the fence while a producer replaces it. */
+static GMutex fence_lock;
 
 GType
 gst_npu_memory_path_get_type (void)
@@ -337,25 +341,56 @@ gst_is_npu_memory (GstMemory * mem)
 void
 gst_npu_memory_set_fence (GstMemory * mem, NpuFence * fence)
 {
+  GstMiniObject *root;
+  NpuFence *old;
+
   g_return_if_fail (gst_is_npu_memory (mem));
 
-  gst_mini_object_set_qdata (GST_MINI_OBJECT (root_memory (mem)), fence_quark,
-      fence ? npu_fence_ref (fence) : NULL,
-      (GDestroyNotify) npu_fence_unref);
+  root = GST_MINI_OBJECT (root_memory (mem));
+  g_mutex_lock (&fence_lock);
+  old = gst_mini_object_steal_qdata (root, fence_quark);
+  if (fence)
+    gst_mini_object_set_qdata (root, fence_quark, npu_fence_ref (fence),
+        (GDestroyNotify) npu_fence_unref);
+  g_mutex_unlock (&fence_lock);
+  /* Outside the lock: dropping an unsignalled fence runs its callbacks. */
+  if (old)
+    npu_fence_unref (old);
+}
+
+/* The fence pending on @mem, referenced. */
+static NpuFence *
+memory_ref_fence (GstMemory * mem)
+{
+  NpuFence *fence;
+
+  g_mutex_lock (&fence_lock);
+  fence = gst_mini_object_get_qdata (GST_MINI_OBJECT (root_memory (mem)),
+      fence_quark);
+  if (fence)
+    npu_fence_ref (fence);
+  g_mutex_unlock (&fence_lock);
+  return fence;
 }
 
 /**
  * gst_npu_memory_get_fence:
  *
- * Returns: (transfer none) (nullable): the fence pending on @mem.
+ * Returns: (transfer none) (nullable): the fence pending on @mem, valid
+ * until the fence is replaced or @mem freed.
  */
 NpuFence *
 gst_npu_memory_get_fence (GstMemory * mem)
 {
+  NpuFence *fence;
+
   g_return_val_if_fail (mem != NULL, NULL);
 
-  return gst_mini_object_get_qdata (GST_MINI_OBJECT (root_memory (mem)),
+  g_mutex_lock (&fence_lock);
+  fence = gst_mini_object_get_qdata (GST_MINI_OBJECT (root_memory (mem)),
       fence_quark);
+  g_mutex_unlock (&fence_lock);
+  return fence;
 }
 
 /**
@@ -369,11 +404,72 @@ gst_npu_memory_get_fence (GstMemory * mem)
 gboolean
 gst_npu_memory_wait (GstMemory * mem, gint64 timeout_us, GError ** error)
 {
-  NpuFence *fence = gst_npu_memory_get_fence (mem);
+  NpuFence *fence;
+  gboolean ok;
 
+  g_return_val_if_fail (mem != NULL, FALSE);
+
+  /* Referenced: the producer may replace the fence while we wait. */
+  fence = memory_ref_fence (mem);
   if (!fence)
     return TRUE;
-  return npu_fence_wait (fence, timeout_us, error);
+  ok = npu_fence_wait (fence, timeout_us, error);
+  npu_fence_unref (fence);
+  return ok;
+}
+
+static void
+dmabuf_sync (GstMemory * mem, guint64 flags)
+{
+  struct dma_buf_sync sync = { flags };
+
+  if (!gst_is_dmabuf_memory (mem))
+    return;
+  while (ioctl (gst_fd_memory_get_fd (mem), DMA_BUF_IOCTL_SYNC, &sync) < 0)
+    if (errno != EINTR && errno != EAGAIN) {
+      GST_WARNING_OBJECT (mem->allocator, "DMA_BUF_IOCTL_SYNC failed: %s",
+          g_strerror (errno));
+      break;
+    }
+}
+
+/**
+ * gst_npu_memory_begin_cpu_write:
+ * @mem: NPU memory that a backend task is about to fill
+ *
+ * For producers whose output is guarded by a fence: returns where @mem's
+ * bytes are, for a task to write without holding a GstMemory map (a map
+ * held by the task would make every consumer's map fail instead of wait).
+ * Call it before the fence is set on @mem, and
+ * gst_npu_memory_end_cpu_write() from the task when the data is written,
+ * before its fence signals; the two bracket the write with
+ * DMA_BUF_IOCTL_SYNC.
+ *
+ * Returns: (nullable): the memory's data, at its offset.
+ */
+guint8 *
+gst_npu_memory_begin_cpu_write (GstMemory * mem)
+{
+  GstMapInfo info;
+  guint8 *data;
+
+  g_return_val_if_fail (gst_is_npu_memory (mem), NULL);
+
+  /* NPU memory stays mapped, so the pointer outlives this map. */
+  if (!gst_memory_map (mem, &info, GST_MAP_READWRITE))
+    return NULL;
+  data = info.data;
+  gst_memory_unmap (mem, &info);
+  dmabuf_sync (mem, DMA_BUF_SYNC_START | DMA_BUF_SYNC_WRITE);
+  return data;
+}
+
+void
+gst_npu_memory_end_cpu_write (GstMemory * mem)
+{
+  g_return_if_fail (gst_is_npu_memory (mem));
+
+  dmabuf_sync (mem, DMA_BUF_SYNC_END | DMA_BUF_SYNC_WRITE);
 }
 
 static gpointer

@@ -70,6 +70,9 @@ NpuFence *gst_npu_memory_get_fence (GstMemory * mem);
 gboolean gst_npu_memory_wait (GstMemory * mem, gint64 timeout_us,
     GError ** error);
 
+guint8 *gst_npu_memory_begin_cpu_write (GstMemory * mem);
+void gst_npu_memory_end_cpu_write (GstMemory * mem);
+
 G_END_DECLS
 
 #endif /* __GST_NPU_ALLOCATOR_H__ */

@@ -169,8 +169,12 @@ gst_npu_buffer_pool_reset_buffer (GstBufferPool * pool, GstBuffer * buffer)
 {
   GstMemory *mem = gst_buffer_peek_memory (buffer, 0);
 
-  /* A recycled buffer's old fence says nothing about its next contents. */
-  if (gst_buffer_n_memory (buffer) == 1 && gst_is_npu_memory (mem))
+  /* A recycled buffer's old fence says nothing about its next contents.
+   * But a memory still shared with another buffer (a copy of this one,
+   * downstream) keeps it: that buffer's readers must still wait, and the
+   * pool does not take such a buffer back anyway. */
+  if (gst_buffer_n_memory (buffer) == 1 && gst_is_npu_memory (mem)
+      && gst_memory_is_writable (mem))
     gst_npu_memory_set_fence (mem, NULL);
   GST_BUFFER_POOL_CLASS (gst_npu_buffer_pool_parent_class)->reset_buffer
       (pool, buffer);

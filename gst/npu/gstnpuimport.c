@@ -90,12 +90,6 @@ entry_free (CacheEntry * entry)
   g_free (entry);
 }
 
-/**
- * gst_npu_importer_clear:
- *
- * Drops every cached mapping (on a caps change or in READY, when upstream's
- * buffers are gone for good).
- */
 /* Takes @entry out of the cache; frees it unless a map still uses it (the
  * last unmap frees it then).  Called with the lock held. */
 static void
@@ -128,6 +122,13 @@ cache_trim (GstNpuImporter * importer, guint max)
   }
 }
 
+/**
+ * gst_npu_importer_clear:
+ *
+ * Drops every cached mapping (on a caps change or in READY, when upstream's
+ * buffers are gone for good).  Mappings still in use
+ * stay valid until unmapped.
+ */
 void
 gst_npu_importer_clear (GstNpuImporter * importer)
 {
@@ -293,11 +294,19 @@ gst_npu_importer_map (GstNpuImporter * importer, GstMemory * mem,
     map->data = map->info.data;
     map->size = map->info.size;
   } else {
-    int prot = (flags & GST_MAP_READ ? PROT_READ : 0) |
-        (flags & GST_MAP_WRITE ? PROT_WRITE : 0);
+    int prot;
     int fd = gst_fd_memory_get_fd (mem);
     gsize offset, need;
     CacheEntry *entry;
+
+    /* In place means no GstMemory lock: keep read-only memory (shared
+     * sub-memories, read-only upstream buffers) read-only ourselves. */
+    if ((flags & GST_MAP_WRITE) && GST_MEMORY_IS_READONLY (mem)) {
+      GST_WARNING ("memory %p is read-only, not mapping it for writing", mem);
+      goto map_failed;
+    }
+    prot = (flags & GST_MAP_READ ? PROT_READ : 0) |
+        (flags & GST_MAP_WRITE ? PROT_WRITE : 0);
 
     /* A sub-memory shares its parent's fd; offsets count from the fd's
      * start either way. */

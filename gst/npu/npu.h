@@ -7,5 +7,6 @@
 #include <npu/gstnpufencemeta.h>
 #include <npu/gstnpuimport.h>
 #include <npu/gstnpuallocation.h>
+#include <npu/gstnputensormeta.h>
 
 #endif /* __GST_NPU_H__ */

@@ -279,8 +279,7 @@ GST_START_TEST (test_params)
 
     fail_unless (gst_memory_map (mem, &map, GST_MAP_READWRITE));
     fail_unless (((guintptr) map.data) % align == 0,
-        "case %u: data %p not aligned to %" G_GSIZE_FORMAT, i, map.data,
-        align);
+        "case %u: data %p not aligned to %" G_GSIZE_FORMAT, i, map.data, align);
     gst_memory_unmap (mem, &map);
     gst_memory_unref (mem);
   }

@@ -51,8 +51,7 @@ check_video_buffer (GstBuffer * buf, GstVideoInfo * caps_info)
   fail_unless_equals_int (vmeta->format, GST_VIDEO_INFO_FORMAT (caps_info));
   fail_unless_equals_int (vmeta->width, GST_VIDEO_INFO_WIDTH (caps_info));
   fail_unless_equals_int (vmeta->height, GST_VIDEO_INFO_HEIGHT (caps_info));
-  fail_unless_equals_int (vmeta->n_planes,
-      GST_VIDEO_INFO_N_PLANES (caps_info));
+  fail_unless_equals_int (vmeta->n_planes, GST_VIDEO_INFO_N_PLANES (caps_info));
   for (p = 0; p < vmeta->n_planes; p++) {
     fail_unless (vmeta->stride[p] % GST_NPU_ALIGN == 0,
         "%s plane %u stride %d", GST_VIDEO_INFO_NAME (caps_info), p,
@@ -67,8 +66,7 @@ check_video_buffer (GstBuffer * buf, GstVideoInfo * caps_info)
   gst_memory_unmap (mem, &map);
 
   /* Every plane's last row lies inside the buffer. */
-  fail_unless (gst_video_frame_map (&frame, caps_info, buf,
-          GST_MAP_READWRITE));
+  fail_unless (gst_video_frame_map (&frame, caps_info, buf, GST_MAP_READWRITE));
   for (p = 0; p < GST_VIDEO_FRAME_N_PLANES (&frame); p++) {
     guint8 *data = GST_VIDEO_FRAME_PLANE_DATA (&frame, p);
     gint stride = GST_VIDEO_FRAME_PLANE_STRIDE (&frame, p);
@@ -99,8 +97,7 @@ GST_START_TEST (test_video_layouts)
       guint size, p;
 
       gst_video_info_set_format (&info,
-          gst_video_format_from_string (formats[f]), sizes[s][0],
-          sizes[s][1]);
+          gst_video_format_from_string (formats[f]), sizes[s][0], sizes[s][1]);
       caps = gst_video_info_to_caps (&info);
       pool = configure_pool (caps, info.size, 2, 0, TRUE, NULL);
 
@@ -176,8 +173,7 @@ GST_START_TEST (test_video_alignment_option)
   gst_video_info_set_format (&info, GST_VIDEO_FORMAT_I420, 321, 241);
   caps = gst_video_info_to_caps (&info);
   gst_buffer_pool_config_set_params (config, caps, info.size, 1, 0);
-  gst_buffer_pool_config_add_option (config,
-      GST_BUFFER_POOL_OPTION_VIDEO_META);
+  gst_buffer_pool_config_add_option (config, GST_BUFFER_POOL_OPTION_VIDEO_META);
   gst_buffer_pool_config_add_option (config,
       GST_BUFFER_POOL_OPTION_VIDEO_ALIGNMENT);
   gst_video_alignment_reset (&align);
@@ -212,7 +208,8 @@ GST_END_TEST;
 GST_START_TEST (test_tensor_caps)
 {
   GstCaps *caps = gst_caps_from_string ("other/tensors,format=static,"
-      "num_tensors=1,types=(string)float32,dimensions=(string)768:197,framerate=(fraction)0/1");
+      "num_tensors=1,types=(string)float32,dimensions=(string)768:197,"
+      "framerate=(fraction)0/1");
   GstBufferPool *pool = configure_pool (caps, 768 * 197 * 4, 1, 4, FALSE,
       NULL);
   GstBuffer *buf;
@@ -316,6 +313,65 @@ GST_START_TEST (test_recycled_fence_cleared)
   fail_unless (gst_buffer_map (again, &map, GST_MAP_READ));
   gst_buffer_unmap (again, &map);
   gst_buffer_unref (again);
+  gst_buffer_pool_set_active (pool, FALSE);
+  gst_object_unref (pool);
+  gst_caps_unref (caps);
+}
+
+GST_END_TEST;
+
+typedef struct
+{
+  guint8 *data;
+  gsize size;
+  NpuFence *fence;
+} SlowWriter;
+
+static gpointer
+slow_writer (gpointer user_data)
+{
+  SlowWriter *w = user_data;
+
+  g_usleep (50 * 1000);
+  memset (w->data, 0x6b, w->size);
+  npu_fence_signal (w->fence);
+  return NULL;
+}
+
+/* The pool takes back a buffer whose memory a copy still uses: the copy's
+ * readers must still wait for the fence. */
+GST_START_TEST (test_released_while_shared)
+{
+  GstCaps *caps = gst_caps_from_string ("video/x-raw,format=GRAY8,"
+      "width=256,height=64,framerate=30/1");
+  GstBufferPool *pool = configure_pool (caps, 0, 1, 0, TRUE, NULL);
+  GstBuffer *buf, *copy;
+  SlowWriter w;
+  GThread *thread;
+  GstMapInfo map;
+  gsize i;
+
+  fail_unless_equals_int (gst_buffer_pool_acquire_buffer (pool, &buf, NULL),
+      GST_FLOW_OK);
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_WRITE));
+  w.data = map.data;
+  w.size = map.size;
+  gst_buffer_unmap (buf, &map);
+  w.fence = npu_fence_new ();
+  gst_buffer_add_npu_fence_meta (buf, w.fence);
+  copy = gst_buffer_copy (buf);
+  gst_buffer_unref (buf);
+
+  thread = g_thread_new ("writer", slow_writer, &w);
+  fail_unless (gst_buffer_map (copy, &map, GST_MAP_READ));
+  for (i = 0; i < map.size; i++)
+    if (map.data[i] != 0x6b)
+      fail ("byte %" G_GSIZE_FORMAT " is %u: unfinished data seen", i,
+          map.data[i]);
+  gst_buffer_unmap (copy, &map);
+  g_thread_join (thread);
+  npu_fence_unref (w.fence);
+  gst_buffer_unref (copy);
   gst_buffer_pool_set_active (pool, FALSE);
   gst_object_unref (pool);
   gst_caps_unref (caps);
@@ -561,6 +617,7 @@ npubufferpool_suite (void)
   tcase_add_test (tc, test_tensor_caps);
   tcase_add_test (tc, test_reuse);
   tcase_add_test (tc, test_recycled_fence_cleared);
+  tcase_add_test (tc, test_released_while_shared);
   tcase_add_test (tc, test_foreign_allocator);
   tcase_add_test (tc, test_bad_config);
   tcase_add_test (tc, test_propose_allocation_query);

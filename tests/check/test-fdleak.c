@@ -119,8 +119,7 @@ GST_START_TEST (test_import)
 
     fail_unless (fd >= 0);
     fail_unless (ftruncate (fd, 4096) == 0);
-    mem = gst_fd_allocator_alloc (fd_alloc, fd, 4096,
-        GST_FD_MEMORY_FLAG_NONE);
+    mem = gst_fd_allocator_alloc (fd_alloc, fd, 4096, GST_FD_MEMORY_FLAG_NONE);
     fail_unless (gst_npu_importer_map (imp, mem, GST_MAP_READ, &map));
     fail_unless_equals_int (map.data[0], 0);
     gst_npu_importer_unmap (imp, &map);
@@ -128,8 +127,7 @@ GST_START_TEST (test_import)
   }
   /* The cache holds at most 8 dups. */
   during = npu_count_fds ();
-  fail_unless (during <= before + 8, "%u fds open, %u before", during,
-      before);
+  fail_unless (during <= before + 8, "%u fds open, %u before", during, before);
   gst_npu_importer_get_stats (imp, &stats);
   fail_unless_equals_uint64 (stats.n_mmaps, N);
   gst_npu_importer_free (imp);

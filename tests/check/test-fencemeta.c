@@ -413,8 +413,7 @@ GST_START_TEST (test_pipeline_tee)
 
   pipeline = gst_parse_launch ("appsrc name=src ! tee name=t "
       "t. ! queue ! fakesink name=sink0 sync=false signal-handoffs=true "
-      "t. ! queue ! fakesink name=sink1 sync=false signal-handoffs=true",
-      NULL);
+      "t. ! queue ! fakesink name=sink1 sync=false signal-handoffs=true", NULL);
   fail_unless (pipeline != NULL);
   sink0 = gst_bin_get_by_name (GST_BIN (pipeline), "sink0");
   sink1 = gst_bin_get_by_name (GST_BIN (pipeline), "sink1");

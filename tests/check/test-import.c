@@ -210,8 +210,7 @@ GST_START_TEST (test_eviction_while_mapped)
   }
 
   /* Asking for write access while a read mapping is in use. */
-  fail_unless (gst_npu_importer_map (imp, mem[0], GST_MAP_READWRITE,
-          &again));
+  fail_unless (gst_npu_importer_map (imp, mem[0], GST_MAP_READWRITE, &again));
   again.data[1] = 0x77;
   fail_unless_equals_int (map[0].data[1], 0x77);
   gst_npu_importer_unmap (imp, &again);
@@ -254,6 +253,9 @@ GST_START_TEST (test_sub_memory)
   fail_unless_equals_uint64 (submap.size, 5000);
   fail_unless_equals_int (submap.data[0], 1000 % 251);
   gst_npu_importer_unmap (imp, &submap);
+
+  /* Shared memory is read-only: no writing to it in place either. */
+  fail_if (gst_npu_importer_map (imp, sub, GST_MAP_WRITE, &submap));
 
   /* A share of a share counts from the first one's offset. */
   subsub = gst_memory_share (sub, 10, 100);

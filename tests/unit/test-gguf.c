@@ -338,8 +338,7 @@ check_valid (NpuGguf * g, guint32 version, guint32 alignment,
   guint i, k;
 
   g_assert_cmpuint (npu_gguf_get_version (g), ==, version);
-  g_assert_cmpuint (npu_gguf_get_alignment (g), ==, alignment ? alignment :
-      32);
+  g_assert_cmpuint (npu_gguf_get_alignment (g), ==, alignment ? alignment : 32);
   g_assert_cmpuint (npu_gguf_get_data_offset (g) % npu_gguf_get_alignment (g),
       ==, 0);
   g_assert_cmpuint (npu_gguf_n_kv (g), ==, alignment ? 21 : 20);
@@ -617,39 +616,194 @@ expect_error (PatchFunc patch, gint code, const gchar * const *needles)
     expect_error (patch, code, needles_); \
   } G_STMT_END
 
-static void p_magic (W * w) { w->b->data[0] = 'g'; }
-static void p_v1 (W * w) { patch_u32 (w, w_pos (w, "version"), 1); }
-static void p_v4 (W * w) { patch_u32 (w, w_pos (w, "version"), 4); }
-static void p_be (W * w) { patch_u32 (w, w_pos (w, "version"), 0x03000000); }
-static void p_huge_kv (W * w) { patch_u64 (w, w_pos (w, "n_kv"), G_GUINT64_CONSTANT (1) << 60); }
-static void p_max_kv (W * w) { patch_u64 (w, w_pos (w, "n_kv"), G_MAXUINT64); }
-static void p_huge_tensors (W * w) { patch_u64 (w, w_pos (w, "n_tensors"), G_MAXUINT64 / 2); }
+static void
+p_magic (W * w)
+{
+  w->b->data[0] = 'g';
+}
+
+static void
+p_v1 (W * w)
+{
+  patch_u32 (w, w_pos (w, "version"), 1);
+}
+
+static void
+p_v4 (W * w)
+{
+  patch_u32 (w, w_pos (w, "version"), 4);
+}
+
+static void
+p_be (W * w)
+{
+  patch_u32 (w, w_pos (w, "version"), 0x03000000);
+}
+
+static void
+p_huge_kv (W * w)
+{
+  patch_u64 (w, w_pos (w, "n_kv"), G_GUINT64_CONSTANT (1) << 60);
+}
+
+static void
+p_max_kv (W * w)
+{
+  patch_u64 (w, w_pos (w, "n_kv"), G_MAXUINT64);
+}
+
+static void
+p_huge_tensors (W * w)
+{
+  patch_u64 (w, w_pos (w, "n_tensors"), G_MAXUINT64 / 2);
+}
+
 /* more tensors than fit after the metadata, but few enough to pass the
  * first check against the whole file */
-static void p_more_tensors (W * w) { patch_u64 (w, w_pos (w, "n_tensors"), (w->b->len - w_pos (w, "t0")) / 24 + 1); }
-static void p_huge_array (W * w) { patch_u64 (w, w_pos (w, "arr_i32.count"), G_GUINT64_CONSTANT (1) << 62); }
-static void p_huge_string (W * w) { patch_u64 (w, w_pos (w, "tokens.1"), G_GUINT64_CONSTANT (1) << 63); }
-static void p_key_len (W * w) { patch_u64 (w, w_pos (w, "key:test.u8"), G_MAXUINT64); }
-static void p_bool (W * w) { w->b->data[w_pos (w, "bool")] = 2; }
-static void p_value_type (W * w) { patch_u32 (w, w_pos (w, "key:test.u8") + 8 + 7, 13); }
-static void p_nested_elem_type (W * w) { patch_u32 (w, w_pos (w, "nested.0"), 14); }
-static void p_dup_key (W * w) { memcpy (w->b->data + w_pos (w, "key:test.i8") + 8, "test.u8", 7); }
-static void p_empty_key (W * w) { patch_u64 (w, w_pos (w, "key:test.u8"), 0); }
-static void p_dup_tensor (W * w) { w->b->data[w_pos (w, "t1") + 9] = '0'; }
-static void p_nul_tensor (W * w) { w->b->data[w_pos (w, "t1") + 9] = '\0'; }
-static void p_ndims5 (W * w) { patch_u32 (w, w_pos (w, "t1.n_dims"), 5); }
-static void p_dim0 (W * w) { patch_u64 (w, w_pos (w, "t0.ne1"), 0); }
-static void p_dim_neg (W * w) { patch_u64 (w, w_pos (w, "t0.ne1"), G_MAXUINT64); }
-static void p_nelem_overflow (W * w) { patch_u64 (w, w_pos (w, "t0.ne0"), G_GUINT64_CONSTANT (1) << 40); patch_u64 (w, w_pos (w, "t0.ne1"), G_GUINT64_CONSTANT (1) << 40); }
-static void p_bytes_overflow (W * w) { patch_u64 (w, w_pos (w, "t0.ne0"), G_GUINT64_CONSTANT (1) << 61); }
-static void p_bad_type (W * w) { patch_u32 (w, w_pos (w, "t1.type"), 99); }
-static void p_removed_type (W * w) { patch_u32 (w, w_pos (w, "t1.type"), 4); }
-static void p_block (W * w) { patch_u64 (w, w_pos (w, "t1.ne0"), 48); }
-static void p_misaligned (W * w) { patch_u64 (w, w_pos (w, "t1.offset"), 72); }
-static void p_overlap (W * w) { patch_u64 (w, w_pos (w, "t2.offset"), 32); }
-static void p_past_end (W * w) { patch_u64 (w, w_pos (w, "t2.offset"), 1 << 20); }
-static void p_offset_wrap (W * w) { patch_u64 (w, w_pos (w, "t2.offset"), G_MAXUINT64 - 31); }
-static void p_tensor_len (W * w) { patch_u64 (w, w_pos (w, "t2"), 1 << 30); }
+static void
+p_more_tensors (W * w)
+{
+  patch_u64 (w, w_pos (w, "n_tensors"), (w->b->len - w_pos (w, "t0")) / 24 + 1);
+}
+
+static void
+p_huge_array (W * w)
+{
+  patch_u64 (w, w_pos (w, "arr_i32.count"), G_GUINT64_CONSTANT (1) << 62);
+}
+
+static void
+p_huge_string (W * w)
+{
+  patch_u64 (w, w_pos (w, "tokens.1"), G_GUINT64_CONSTANT (1) << 63);
+}
+
+static void
+p_key_len (W * w)
+{
+  patch_u64 (w, w_pos (w, "key:test.u8"), G_MAXUINT64);
+}
+
+static void
+p_bool (W * w)
+{
+  w->b->data[w_pos (w, "bool")] = 2;
+}
+
+static void
+p_value_type (W * w)
+{
+  patch_u32 (w, w_pos (w, "key:test.u8") + 8 + 7, 13);
+}
+
+static void
+p_nested_elem_type (W * w)
+{
+  patch_u32 (w, w_pos (w, "nested.0"), 14);
+}
+
+static void
+p_dup_key (W * w)
+{
+  memcpy (w->b->data + w_pos (w, "key:test.i8") + 8, "test.u8", 7);
+}
+
+static void
+p_empty_key (W * w)
+{
+  patch_u64 (w, w_pos (w, "key:test.u8"), 0);
+}
+
+static void
+p_dup_tensor (W * w)
+{
+  w->b->data[w_pos (w, "t1") + 9] = '0';
+}
+
+static void
+p_nul_tensor (W * w)
+{
+  w->b->data[w_pos (w, "t1") + 9] = '\0';
+}
+
+static void
+p_ndims5 (W * w)
+{
+  patch_u32 (w, w_pos (w, "t1.n_dims"), 5);
+}
+
+static void
+p_dim0 (W * w)
+{
+  patch_u64 (w, w_pos (w, "t0.ne1"), 0);
+}
+
+static void
+p_dim_neg (W * w)
+{
+  patch_u64 (w, w_pos (w, "t0.ne1"), G_MAXUINT64);
+}
+
+static void
+p_nelem_overflow (W * w)
+{
+  patch_u64 (w, w_pos (w, "t0.ne0"), G_GUINT64_CONSTANT (1) << 40);
+  patch_u64 (w, w_pos (w, "t0.ne1"), G_GUINT64_CONSTANT (1) << 40);
+}
+
+static void
+p_bytes_overflow (W * w)
+{
+  patch_u64 (w, w_pos (w, "t0.ne0"), G_GUINT64_CONSTANT (1) << 61);
+}
+
+static void
+p_bad_type (W * w)
+{
+  patch_u32 (w, w_pos (w, "t1.type"), 99);
+}
+
+static void
+p_removed_type (W * w)
+{
+  patch_u32 (w, w_pos (w, "t1.type"), 4);
+}
+
+static void
+p_block (W * w)
+{
+  patch_u64 (w, w_pos (w, "t1.ne0"), 48);
+}
+
+static void
+p_misaligned (W * w)
+{
+  patch_u64 (w, w_pos (w, "t1.offset"), 72);
+}
+
+static void
+p_overlap (W * w)
+{
+  patch_u64 (w, w_pos (w, "t2.offset"), 32);
+}
+
+static void
+p_past_end (W * w)
+{
+  patch_u64 (w, w_pos (w, "t2.offset"), 1 << 20);
+}
+
+static void
+p_offset_wrap (W * w)
+{
+  patch_u64 (w, w_pos (w, "t2.offset"), G_MAXUINT64 - 31);
+}
+
+static void
+p_tensor_len (W * w)
+{
+  patch_u64 (w, w_pos (w, "t2"), 1 << 30);
+}
 
 static void
 test_malformed (void)
@@ -677,8 +831,7 @@ test_malformed (void)
   EXPECT (p_dup_key, NPU_GGUF_ERROR_FORMAT, "duplicate key 'test.u8'");
   EXPECT (p_empty_key, NPU_GGUF_ERROR_FORMAT, "is empty");
   EXPECT (p_dup_tensor, NPU_GGUF_ERROR_FORMAT, "duplicate tensor 't0'");
-  EXPECT (p_nul_tensor, NPU_GGUF_ERROR_FORMAT, "name of tensor 1",
-      "NUL byte");
+  EXPECT (p_nul_tensor, NPU_GGUF_ERROR_FORMAT, "name of tensor 1", "NUL byte");
   EXPECT (p_ndims5, NPU_GGUF_ERROR_FORMAT, "tensor 't1'", "5 dimensions");
   EXPECT (p_dim0, NPU_GGUF_ERROR_FORMAT, "tensor 't0'", "dimension 1 is 0");
   EXPECT (p_dim_neg, NPU_GGUF_ERROR_FORMAT, "tensor 't0'", "dimension 1 is");

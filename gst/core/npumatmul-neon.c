@@ -1,0 +1,114 @@
+/* gst-npu: MXFP4 x int8 kernel for AArch64 NEON with the dot-product
+ * extension (ARMv8.2 SDOT)
+ *
+ * Built with -march=armv8.2-a+dotprod; only called when the CPU reports
+ * asimddp.  One q register holds one block's 16 nibble bytes; tbl decodes
+ * the low and high nibbles to signed 2 * P (sdot is signed x signed, so the
+ * +12 bias and its correction that x86 needs are not used), two sdot give the
+ * block's sum in 4 int32 lanes, which are converted and scaled by
+ * 2^(e-127) * d / 2.  Blocks are processed one at a time, so k needs no
+ * multiple of 4 blocks and the ggml layout needs no tail copy.
+ */
+#include "npumatmul-private.h"
+
+#include <arm_neon.h>
+
+#define RM 2
+#define CM 2
+
+#define ALWAYS_INLINE inline __attribute__ ((always_inline))
+
+static const gint8 lut_bytes[16] = {
+  0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12
+};
+
+static ALWAYS_INLINE void
+micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
+    float *y, gsize ldy, const int R, const int C, const gboolean split)
+{
+  const int8x16_t lut = vld1q_s8 (lut_bytes);
+  const uint8x16_t m4 = vdupq_n_u8 (0x0F);
+  const gsize nb = w->n_blocks;
+  const guint8 *xp = xq->data + c * xq->row_stride;
+  float32x4_t acc[RM][CM];
+  int8x16_t wlo[RM], whi[RM];
+  float32x4_t sw[RM];
+  gsize b;
+  int i, j;
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      acc[i][j] = vdupq_n_f32 (0.0f);
+
+  for (b = 0; b < nb; b++) {
+    const gsize xoff = (b / 4) * NPU_Q8_GROUP_BYTES + (b % 4) * 16;
+
+    for (i = 0; i < R; i++) {
+      const guint8 *qs;
+      guint8 e;
+      uint8x16_t q;
+
+      if (split) {
+        qs = w->nibbles + ((r + i) * w->stride + b) * 16;
+        e = w->scales[(r + i) * w->stride + b];
+      } else {
+        qs = w->blocks[(r + i) * nb + b].qs;
+        e = w->blocks[(r + i) * nb + b].e;
+      }
+      __builtin_prefetch (qs + 1024);
+      q = vld1q_u8 (qs);
+      wlo[i] = vqtbl1q_s8 (lut, vandq_u8 (q, m4));
+      whi[i] = vqtbl1q_s8 (lut, vshrq_n_u8 (q, 4));
+      sw[i] = vdupq_n_f32 (npu_matmul_e8m0_table[e]);
+    }
+    for (j = 0; j < C; j++) {
+      const guint8 *xg = xp + j * xq->row_stride + xoff;
+      const int8x16_t xlo = vld1q_s8 ((const gint8 *) xg);
+      const int8x16_t xhi = vld1q_s8 ((const gint8 *) (xg + 64));
+      /* dx of block b % 4, 4 equal lanes */
+      const float32x4_t dx = vld1q_f32 ((const float *) (xg + 192));
+
+      for (i = 0; i < R; i++) {
+        int32x4_t t = vdotq_s32 (vdupq_n_s32 (0), wlo[i], xlo);
+
+        t = vdotq_s32 (t, whi[i], xhi);
+        acc[i][j] = vfmaq_f32 (acc[i][j], vcvtq_f32_s32 (t),
+            vmulq_f32 (sw[i], dx));
+      }
+    }
+  }
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      y[(c + j) * ldy + r + i] = vaddvq_f32 (acc[i][j]);
+}
+
+#define MICRO_CASES(R, split) \
+  switch (cc) { \
+    case 1: micro (w, r, xq, c, y, ldy, R, 1, split); break; \
+    default: micro (w, r, xq, c, y, ldy, R, 2, split); break; \
+  }
+
+void
+npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy)
+{
+  gsize c, r;
+
+  G_STATIC_ASSERT (CM == 2);
+  for (c = c0; c < c1; c += CM) {
+    const gsize cc = MIN (CM, c1 - c);
+
+    if (w->layout == NPU_MXFP4_LAYOUT_SPLIT) {
+      for (r = r0; r + RM <= r1; r += RM)
+        MICRO_CASES (RM, TRUE);
+      for (; r < r1; r++)
+        MICRO_CASES (1, TRUE);
+    } else {
+      for (r = r0; r + RM <= r1; r += RM)
+        MICRO_CASES (RM, FALSE);
+      for (; r < r1; r++)
+        MICRO_CASES (1, FALSE);
+    }
+  }
+}

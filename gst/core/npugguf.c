@@ -736,8 +736,12 @@ parse_header (NpuGguf * g, GError ** error)
     return FALSE;
   }
 
-  /* r.pos <= size, so this cannot overflow for any power-of-two alignment
-   * that fits a u32 */
+  if (g->alignment - 1 > G_MAXSIZE - r.pos) {
+    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
+        "%s: general.alignment %" G_GSIZE_FORMAT " is too large",
+        g->name, g->alignment);
+    return FALSE;
+  }
   g->data_offset = (r.pos + g->alignment - 1) & ~(g->alignment - 1);
   if (g->n_tensors > 0 && g->data_offset > g->size) {
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,

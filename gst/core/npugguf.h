@@ -30,6 +30,9 @@
  * element i is found in O(1): a 150k-token vocabulary costs ~7 MB.
  *
  * An NpuGguf is immutable after open and may be read from any thread.
+ * As with any mapping, a file truncated by someone else while mapped makes
+ * reads past the new end raise SIGBUS; model files are not expected to
+ * change under a running pipeline.
  *
  * This is compute core: GLib only, no GStreamer types.
  */
@@ -203,7 +206,8 @@ int                 npu_gguf_get_fd        (const NpuGguf *gguf);
 /* Whole file / buffer */
 const guint8       *npu_gguf_get_base      (const NpuGguf *gguf);
 gsize               npu_gguf_get_size      (const NpuGguf *gguf);
-/* Absolute offset of the tensor data section */
+/* Absolute offset of the tensor data section (for a file without tensors
+ * it may lie past the end of the file: nothing is there to read) */
 gsize               npu_gguf_get_data_offset (const NpuGguf *gguf);
 gsize               npu_gguf_get_alignment (const NpuGguf *gguf);
 

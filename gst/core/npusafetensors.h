@@ -26,7 +26,8 @@
  *
  * The file is mapped read-only and shared; tensor data are pointers into
  * the mapping.  An NpuSafetensors is immutable after open and may be read
- * from any thread.
+ * from any thread.  A file truncated by someone else while mapped makes
+ * reads past the new end raise SIGBUS, as with any mapping.
  *
  * gpt-oss MXFP4 weights
  * ---------------------

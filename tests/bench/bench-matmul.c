@@ -31,7 +31,7 @@ typedef struct
 } ReadJob;
 
 /* Where the read loops store their sums, so they are not optimised away */
-volatile guint64 bench_read_sink;
+static volatile guint64 bench_read_sink;
 
 #if defined(__x86_64__)
 __attribute__ ((target ("avx2")))

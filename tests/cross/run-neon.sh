@@ -1,0 +1,31 @@
+#!/bin/sh
+# Builds the MXFP4 kernel test for aarch64 and runs it under qemu-user, so
+# the NEON path is tested on an x86 machine.  Needs (Debian):
+#   gcc-aarch64-linux-gnu qemu-user libglib2.0-dev:arm64
+#   (dpkg --add-architecture arm64 first)
+# Usage: tests/cross/run-neon.sh [build-dir (default: a temporary one)]
+set -eu
+
+src=$(cd "$(dirname "$0")/../.." && pwd)
+out=${1:-$(mktemp -d)}
+mkdir -p "$out"
+cc=${CROSS_CC:-aarch64-linux-gnu-gcc}
+sysroot=${CROSS_SYSROOT:-/usr/aarch64-linux-gnu}
+glib=$(PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
+  pkg-config --cflags --libs glib-2.0)
+flags="-O2 -g -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter
+  -Wno-missing-field-initializers -Wshadow -Wmissing-prototypes
+  -Wdeclaration-after-statement -I$src/gst -I$src"
+
+# The NEON kernel alone gets the dotprod flag, as in the meson build.
+$cc $flags -march=armv8.2-a+dotprod -c "$src/gst/core/npumatmul-neon.c" \
+  -o "$out/npumatmul-neon.o" $glib
+$cc $flags -o "$out/test-matmul" "$src/tests/unit/test-matmul.c" \
+  "$src/gst/core/npumatmul.c" "$src/gst/core/npumxfp4.c" \
+  "$src/gst/core/npubackend.c" "$src/gst/core/npufence.c" \
+  "$out/npumatmul-neon.o" $glib -lpthread -lm
+
+# -cpu max: a CPU with the dot-product extension, so "neon" is available
+# and tested next to "scalar".
+QEMU_CPU=${QEMU_CPU:-max} QEMU_LD_PREFIX=$sysroot \
+  qemu-aarch64 "$out/test-matmul"

@@ -1,0 +1,228 @@
+/* gst-npu: write deterministic random models in llama.cpp's GGUF layouts
+ *
+ *   npu-model-gen text --arch llama|qwen2 [--size tiny|small|1b]
+ *       [--layers N --dim D --ff F --heads H --kv-heads K --vocab V --ctx C]
+ *       [--type f32|f16|bf16|q8_0|mxfp4] [--tied|--untied] [--seed S]
+ *       -o text.gguf
+ *   npu-model-gen mmproj (--for text.gguf | --text-dim D)
+ *       [--projector mlp|idefics3] [--size tiny|small|base]
+ *       [--image-size 224] [--patch 14] [--scale-factor 2]
+ *       [--vision-layers N --vision-dim D --vision-ff F --vision-heads H]
+ *       [--type ...] [--seed S] -o mmproj.gguf
+ *
+ * Explicit sizes override the preset's.  See docs/models.md.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/npugguf.h"
+#include "tests/tools/npumodelgen.h"
+
+static gchar *opt_arch = NULL, *opt_size = NULL, *opt_type = NULL;
+static gchar *opt_seed = NULL, *opt_out = NULL, *opt_for = NULL;
+static gchar *opt_projector = NULL;
+static gint opt_layers = -1, opt_dim = -1, opt_ff = -1, opt_heads = -1;
+static gint opt_kv_heads = -1, opt_vocab = -1, opt_ctx = -1;
+static gboolean opt_tied = FALSE, opt_untied = FALSE;
+static gint opt_image_size = -1, opt_patch = -1, opt_scale = -1;
+static gint opt_text_dim = -1;
+
+static GOptionEntry common_entries[] = {
+  {"size", 0, 0, G_OPTION_ARG_STRING, &opt_size, "Preset size", "SIZE"},
+  {"type", 0, 0, G_OPTION_ARG_STRING, &opt_type,
+      "Type of the 2-D weights: f32, f16, bf16, q8_0, mxfp4", "TYPE"},
+  {"seed", 0, 0, G_OPTION_ARG_STRING, &opt_seed, "PRNG seed (default 1)",
+      "S"},
+  {"output", 'o', 0, G_OPTION_ARG_FILENAME, &opt_out, "Output file", "FILE"},
+  {NULL}
+};
+
+static GOptionEntry text_entries[] = {
+  {"arch", 0, 0, G_OPTION_ARG_STRING, &opt_arch, "llama or qwen2", "ARCH"},
+  {"layers", 0, 0, G_OPTION_ARG_INT, &opt_layers, "Blocks", "N"},
+  {"dim", 0, 0, G_OPTION_ARG_INT, &opt_dim, "Embedding length", "D"},
+  {"ff", 0, 0, G_OPTION_ARG_INT, &opt_ff, "Feed-forward length", "F"},
+  {"heads", 0, 0, G_OPTION_ARG_INT, &opt_heads, "Attention heads", "H"},
+  {"kv-heads", 0, 0, G_OPTION_ARG_INT, &opt_kv_heads, "KV heads", "K"},
+  {"vocab", 0, 0, G_OPTION_ARG_INT, &opt_vocab, "Tokens", "V"},
+  {"ctx", 0, 0, G_OPTION_ARG_INT, &opt_ctx, "Context length", "C"},
+  {"tied", 0, 0, G_OPTION_ARG_NONE, &opt_tied,
+      "No output.weight (token_embd reused; qwen2's default)", NULL},
+  {"untied", 0, 0, G_OPTION_ARG_NONE, &opt_untied,
+      "Separate output.weight (llama's default)", NULL},
+  {NULL}
+};
+
+static GOptionEntry mmproj_entries[] = {
+  {"for", 0, 0, G_OPTION_ARG_FILENAME, &opt_for,
+      "Text model whose embedding_length the projector outputs", "FILE"},
+  {"text-dim", 0, 0, G_OPTION_ARG_INT, &opt_text_dim,
+      "Projector output size, without --for", "D"},
+  {"projector", 0, 0, G_OPTION_ARG_STRING, &opt_projector,
+      "mlp (LLaVA) or idefics3 (SmolVLM)", "TYPE"},
+  {"image-size", 0, 0, G_OPTION_ARG_INT, &opt_image_size, "Image side", "N"},
+  {"patch", 0, 0, G_OPTION_ARG_INT, &opt_patch, "Patch side", "N"},
+  {"scale-factor", 0, 0, G_OPTION_ARG_INT, &opt_scale,
+      "idefics3 pixel shuffle factor", "N"},
+  {"vision-layers", 0, 0, G_OPTION_ARG_INT, &opt_layers, "ViT blocks", "N"},
+  {"vision-dim", 0, 0, G_OPTION_ARG_INT, &opt_dim, "ViT width", "D"},
+  {"vision-ff", 0, 0, G_OPTION_ARG_INT, &opt_ff, "ViT MLP width", "F"},
+  {"vision-heads", 0, 0, G_OPTION_ARG_INT, &opt_heads, "ViT heads", "H"},
+  {NULL}
+};
+
+static void
+override (guint * field, gint value)
+{
+  if (value >= 0)
+    *field = value;
+}
+
+static gboolean
+parse_common (guint32 * wtype, guint64 * seed, GError ** error)
+{
+  if (opt_type) {
+    gint t = npu_model_gen_parse_type (opt_type);
+
+    if (t < 0) {
+      g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+          "unknown --type '%s' (f32, f16, bf16, q8_0, mxfp4)", opt_type);
+      return FALSE;
+    }
+    *wtype = t;
+  }
+  if (opt_seed && !g_ascii_string_to_unsigned (opt_seed, 10, 0, G_MAXUINT64,
+          seed, error))
+    return FALSE;
+  if (opt_out == NULL) {
+    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+        "no output file (-o)");
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static void
+report (const NpuModelGenStats * s, gint64 t0)
+{
+  gdouble secs = (g_get_monotonic_time () - t0) / 1e6;
+
+  g_print ("%s: %" G_GUINT64_FORMAT " parameters (%.3f M), %u tensors, %"
+      G_GUINT64_FORMAT " bytes (%.1f MiB), %.2f s\n", opt_out, s->n_params,
+      s->n_params / 1e6, s->n_tensors, s->file_size,
+      s->file_size / 1048576.0, secs);
+  if (s->n_tokens)
+    g_print ("  vocabulary: %u tokens\n", s->n_tokens);
+}
+
+int
+main (int argc, char **argv)
+{
+  GOptionContext *ctx;
+  GError *error = NULL;
+  NpuModelGenStats stats = { 0 };
+  gint64 t0;
+  gboolean ok;
+  const gchar *cmd = argc > 1 ? argv[1] : "";
+
+  if (strcmp (cmd, "text") != 0 && strcmp (cmd, "mmproj") != 0) {
+    g_printerr ("usage: %s text|mmproj [OPTIONS] -o FILE\n"
+        "       %s text --help, %s mmproj --help\n", argv[0], argv[0],
+        argv[0]);
+    return 2;
+  }
+  ctx = g_option_context_new (strcmp (cmd, "text") == 0 ?
+      "text - write a random text model (GGUF)" :
+      "mmproj - write a random vision encoder + projector (GGUF)");
+  g_option_context_add_main_entries (ctx, common_entries, NULL);
+  g_option_context_add_main_entries (ctx, strcmp (cmd, "text") == 0 ?
+      text_entries : mmproj_entries, NULL);
+  /* drop the sub-command so the parser sees only options */
+  argv[1] = argv[0];
+  argc--;
+  argv++;
+  if (!g_option_context_parse (ctx, &argc, &argv, &error)) {
+    g_printerr ("%s\n", error->message);
+    g_clear_error (&error);
+    g_option_context_free (ctx);
+    return 2;
+  }
+  g_option_context_free (ctx);
+  if (argc > 1) {
+    g_printerr ("unexpected argument '%s'\n", argv[1]);
+    return 2;
+  }
+
+  t0 = g_get_monotonic_time ();
+  if (strcmp (cmd, "text") == 0) {
+    NpuTextModelParams p;
+    NpuModelArch arch;
+
+    if (g_strcmp0 (opt_arch, "llama") == 0)
+      arch = NPU_MODEL_ARCH_LLAMA;
+    else if (g_strcmp0 (opt_arch, "qwen2") == 0)
+      arch = NPU_MODEL_ARCH_QWEN2;
+    else {
+      g_printerr ("--arch must be llama or qwen2\n");
+      return 2;
+    }
+    ok = npu_model_gen_text_preset (&p, arch, opt_size ? opt_size : "tiny",
+        &error)
+        && parse_common (&p.wtype, &p.seed, &error);
+    if (ok) {
+      override (&p.n_layers, opt_layers);
+      override (&p.dim, opt_dim);
+      override (&p.ff, opt_ff);
+      override (&p.n_heads, opt_heads);
+      override (&p.n_kv_heads, opt_kv_heads);
+      override (&p.vocab, opt_vocab);
+      override (&p.ctx, opt_ctx);
+      if (opt_tied)
+        p.tied = TRUE;
+      if (opt_untied)
+        p.tied = FALSE;
+      ok = npu_model_gen_write_text (&p, opt_out, &stats, &error);
+    }
+  } else {
+    NpuMmprojParams p;
+    NpuModelProjector proj;
+
+    if (opt_projector == NULL || strcmp (opt_projector, "mlp") == 0)
+      proj = NPU_MODEL_PROJECTOR_MLP;
+    else if (strcmp (opt_projector, "idefics3") == 0)
+      proj = NPU_MODEL_PROJECTOR_IDEFICS3;
+    else {
+      g_printerr ("--projector must be mlp or idefics3\n");
+      return 2;
+    }
+    if ((opt_for == NULL) == (opt_text_dim < 0)) {
+      g_printerr ("give one of --for TEXT.gguf or --text-dim D\n");
+      return 2;
+    }
+    ok = npu_model_gen_mmproj_preset (&p, proj, opt_size ? opt_size : "tiny",
+        &error)
+        && parse_common (&p.wtype, &p.seed, &error);
+    if (ok) {
+      override (&p.n_layers, opt_layers);
+      override (&p.dim, opt_dim);
+      override (&p.ff, opt_ff);
+      override (&p.n_heads, opt_heads);
+      override (&p.image_size, opt_image_size);
+      override (&p.patch, opt_patch);
+      override (&p.scale_factor, opt_scale);
+      override (&p.text_dim, opt_text_dim);
+      ok = npu_model_gen_write_mmproj (&p, opt_for, opt_out, &stats, &error);
+    }
+  }
+  if (!ok) {
+    g_printerr ("npu-model-gen: %s\n", error->message);
+    g_error_free (error);
+    return 1;
+  }
+  report (&stats, t0);
+  return 0;
+}

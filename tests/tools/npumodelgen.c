@@ -1,0 +1,1330 @@
+/* gst-npu: deterministic random models in llama.cpp's GGUF layouts
+ *
+ * See npumodelgen.h and docs/models.md.  Key and tensor names follow
+ * llama.cpp (src/llama-arch.cpp, gguf-py/gguf/constants.py and
+ * tools/mtmd/clip-impl.h).
+ *
+ * Determinism.  Every tensor row has its own PRNG stream: xoshiro256**
+ * seeded through splitmix64 from (seed, FNV-1a of the tensor name, row), so
+ * the bytes do not depend on the order or chunking in which rows are
+ * produced.  A weight is a sum of four 16-bit uniforms (Irwin-Hall, a
+ * bounded bell shape within +-3.46 sigma) times one double constant, then
+ * rounded to float: only integer operations and single IEEE multiplies
+ * and adds, never libm, and no a * b + c that a compiler could fuse.
+ * Quantisation is bit-exact code (npumxfp4.c, the Q8_0 and F16/BF16
+ * rounding below).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "tests/tools/npumodelgen.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "core/npugguf.h"
+#include "core/npuggufwriter.h"
+#include "core/npumxfp4.h"
+
+G_DEFINE_QUARK (npu-model-gen-error-quark, npu_model_gen_error);
+
+/* Image markers of the common small VLMs, as control tokens:
+ * SmolVLM/Idefics3 wrap image tokens in <fake_token_around_image> with
+ * <global-img> before the downscaled whole image; Qwen2-VL uses
+ * <|vision_start|> <|image_pad|>... <|vision_end|>; LLaVA prompts carry
+ * <image> where the embeddings go. */
+const gchar *const npu_model_gen_markers[] = {
+  "<image>",
+  "<fake_token_around_image>",
+  "<global-img>",
+  "<|vision_start|>",
+  "<|vision_end|>",
+  "<|image_pad|>",
+  NULL
+};
+
+#define N_MARKERS 6
+
+/* Common English words, most frequent first (the rank is the word's
+ * weight in the tokenizer training below), so that ordinary prompts
+ * tokenize into whole words and common pieces rather than bytes. */
+static const gchar *const words[] = {
+  "the", "of", "and", "to", "a", "in", "is", "it", "you", "that", "he",
+  "was", "for", "on", "are", "with", "as", "i", "his", "they", "be", "at",
+  "one", "have", "this", "from", "or", "had", "by", "not", "word", "but",
+  "what", "some", "we", "can", "out", "other", "were", "all", "there",
+  "when", "up", "use", "your", "how", "said", "an", "each", "she", "which",
+  "do", "their", "time", "if", "will", "way", "about", "many", "then",
+  "camera", "image", "video", "frame", "stream", "person", "people",
+  "standing", "sitting", "walking", "holding", "wearing", "shows", "photo", "there",
+  "scene", "background", "left", "right", "front", "table", "window",
+  "building", "sky", "cat", "cars", "hello", "thanks", "please", "what's",
+  "describe", "assistant", "user", "system", "model", "token", "text",
+  "them", "write", "would", "like", "so", "these", "her", "long", "make",
+  "thing", "see", "him", "two", "has", "look", "more", "day", "could", "go",
+  "come", "did", "number", "sound", "no", "most", "people", "my", "over",
+  "know", "water", "than", "call", "first", "who", "may", "down", "side",
+  "been", "now", "find", "any", "new", "work", "part", "take", "get",
+  "place", "made", "live", "where", "after", "back", "little", "only",
+  "round", "man", "year", "came", "show", "every", "good", "me", "give",
+  "our", "under", "name", "very", "through", "just", "form", "sentence",
+  "great", "think", "say", "help", "low", "line", "differ", "turn", "cause",
+  "much", "mean", "before", "move", "right", "boy", "old", "too", "same",
+  "tell", "does", "set", "three", "want", "air", "well", "also", "play",
+  "small", "end", "put", "home", "read", "hand", "port", "large", "spell",
+  "add", "even", "land", "here", "must", "big", "high", "such", "follow",
+  "act", "why", "ask", "men", "change", "went", "light", "kind", "off",
+  "need", "house", "picture", "try", "us", "again", "animal", "point",
+  "mother", "world", "near", "build", "self", "earth", "father", "head",
+  "stand", "own", "page", "should", "country", "found", "answer", "school",
+  "grow", "study", "still", "learn", "plant", "cover", "food", "sun",
+  "four", "between", "state", "keep", "eye", "never", "last", "let",
+  "thought", "city", "tree", "cross", "farm", "hard", "start", "might",
+  "story", "saw", "far", "sea", "draw", "left", "late", "run", "while",
+  "press", "close", "night", "real", "life", "few", "north", "open",
+  "seem", "together", "next", "white", "children", "begin", "got", "walk",
+  "example", "ease", "paper", "group", "always", "music", "those", "both",
+  "mark", "often", "letter", "until", "mile", "river", "car", "feet",
+  "care", "second", "book", "carry", "took", "science", "eat", "room",
+  "friend", "began", "idea", "fish", "mountain", "stop", "once", "base",
+  "hear", "horse", "cut", "sure", "watch", "color", "face", "wood", "main",
+  "enough", "plain", "girl", "usual", "young", "ready", "above", "ever",
+  "red", "list", "though", "feel", "talk", "bird", "soon", "body", "dog",
+  "family", "direct", "pose", "leave", "song", "measure", "door", "product",
+  "black", "short", "numeral", "class", "wind", "question", "happen",
+  "complete", "ship", "area", "half", "rock", "order", "fire", "south",
+  "problem", "piece", "told", "knew", "pass", "since", "top", "whole",
+  "king", "space", "heard", "best", "hour", "better", "true", "during",
+  "hundred", "five", "remember", "step", "early", "hold", "west", "ground",
+  "interest", "reach", "fast", "verb", "sing", "listen", "six", "table",
+  "travel", "less", "morning", "ten", "simple", "several", "vowel",
+  "toward", "war", "lay", "against", "pattern", "slow", "center", "love",
+  "person", "money", "serve", "appear", "road", "map", "rain", "rule",
+  "govern", "pull", "cold", "notice", "voice", "unit", "power", "town",
+  "fine", "certain", "fly", "fall", "lead", "cry", "dark", "machine",
+  "note", "wait", "plan", "figure", "star", "box", "noun", "field", "rest",
+  "correct", "able", "pound", "done", "beauty", "drive", "stood", "contain",
+  "front", "teach", "week", "final", "gave", "green", "quick", "develop",
+  "ocean", "warm", "free", "minute", "strong", "special", "mind", "behind",
+  "clear", "tail", "produce", "fact", "street", "inch", "multiply",
+  "nothing", "course", "stay", "wheel", "full", "force", "blue", "object",
+  "decide", "surface", "deep", "moon", "island", "foot", "system", "busy",
+  "test", "record", "boat", "common", "gold", "possible", "plane", "dry",
+  "wonder", "laugh", "thousand", "ago", "ran", "check", "game", "shape",
+  "yes", "hot", "miss", "brought", "heat", "snow", "tire", "bring",
+  "distant", "fill", "east", "paint", "language", "among",
+  NULL
+};
+
+/* ------------------------------------------------------------------------ */
+/* PRNG                                                                      */
+
+static guint64
+splitmix64 (guint64 * s)
+{
+  guint64 z = (*s += G_GUINT64_CONSTANT (0x9E3779B97F4A7C15));
+
+  z = (z ^ (z >> 30)) * G_GUINT64_CONSTANT (0xBF58476D1CE4E5B9);
+  z = (z ^ (z >> 27)) * G_GUINT64_CONSTANT (0x94D049BB133111EB);
+  return z ^ (z >> 31);
+}
+
+static inline guint64
+rotl64 (guint64 x, int k)
+{
+  return (x << k) | (x >> (64 - k));
+}
+
+/* xoshiro256** 1.0 (Blackman and Vigna) */
+static inline guint64
+xoshiro_next (guint64 * s)
+{
+  guint64 result = rotl64 (s[1] * 5, 7) * 9;
+  guint64 t = s[1] << 17;
+
+  s[2] ^= s[0];
+  s[3] ^= s[1];
+  s[1] ^= s[2];
+  s[0] ^= s[3];
+  s[2] ^= t;
+  s[3] = rotl64 (s[3], 45);
+  return result;
+}
+
+static guint64
+fnv1a64 (const gchar * s)
+{
+  guint64 h = G_GUINT64_CONSTANT (0xcbf29ce484222325);
+
+  for (; *s; s++) {
+    h ^= (guint8) * s;
+    h *= G_GUINT64_CONSTANT (0x100000001b3);
+  }
+  return h;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Number formats                                                            */
+
+/* Round to nearest even, as ggml's GGML_FP32_TO_FP16 (F16C or software) */
+static guint16
+f32_to_f16 (float f)
+{
+  guint32 x, sign, ax, q, rem;
+
+  memcpy (&x, &f, 4);
+  sign = (x >> 16) & 0x8000;
+  ax = x & 0x7fffffff;
+  if (ax >= 0x7f800000)         /* Inf, NaN (quiet) */
+    return sign | 0x7c00 | (ax > 0x7f800000 ? 0x200 : 0);
+  if (ax >= 0x477ff000)         /* >= 65520 rounds to Inf */
+    return sign | 0x7c00;
+  if (ax < 0x38800000) {        /* below 2^-14: F16 subnormal or zero */
+    guint32 e = ax >> 23, m, shift, half;
+
+    if (e < 102)                /* below 2^-25: rounds to zero */
+      return sign;
+    m = (ax & 0x7fffff) | 0x800000;
+    shift = 126 - e;            /* units of 2^-24 */
+    q = m >> shift;
+    rem = m & ((1u << shift) - 1);
+    half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1)))
+      q++;
+    return sign | q;
+  }
+  ax -= 0x38000000;             /* rebias 127 -> 15 */
+  q = ax >> 13;
+  rem = ax & 0x1fff;
+  if (rem > 0x1000 || (rem == 0x1000 && (q & 1)))
+    q++;
+  return sign | q;
+}
+
+/* Round to nearest even, as ggml's GGML_FP32_TO_BF16 */
+static guint16
+f32_to_bf16 (float f)
+{
+  guint32 x;
+
+  memcpy (&x, &f, 4);
+  if ((x & 0x7fffffff) > 0x7f800000)
+    return (x >> 16) | 64;      /* quiet NaN */
+  return (x + (0x7fff + ((x >> 16) & 1))) >> 16;
+}
+
+static void
+put_le16 (guint8 * p, guint16 v)
+{
+  p[0] = v;
+  p[1] = v >> 8;
+}
+
+/* ggml's quantize_row_q8_0_ref */
+static void
+quantize_q8_0 (const float *x, guint8 * dst, gsize n)
+{
+  gsize b, j;
+
+  for (b = 0; b < n / 32; b++) {
+    const float *xb = x + 32 * b;
+    guint8 *y = dst + 34 * b;
+    float amax = 0.0f, d, id;
+
+    for (j = 0; j < 32; j++)
+      amax = MAX (amax, fabsf (xb[j]));
+    d = amax / ((1 << 7) - 1);
+    id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_le16 (y, f32_to_f16 (d));
+    for (j = 0; j < 32; j++) {
+      float v = xb[j] * id;
+      y[2 + j] = (guint8) (gint8) roundf (v);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tensors                                                                   */
+
+/* sqrt(3) / 65536: a sum of four 16-bit uniforms minus its mean, times
+ * this, has standard deviation 1 */
+#define IRWIN_HALL_SCALE (1.7320508075688772 / 65536.0)
+
+typedef struct
+{
+  gchar *name;
+  guint n_dims;
+  guint64 ne[4];
+  guint32 type;
+  gdouble mean;
+  gdouble std;
+  guint64 seed;
+  float *row;                   /* ne[0] floats, for the fill callback */
+} TensorSpec;
+
+static void
+tensor_spec_free (gpointer p)
+{
+  TensorSpec *t = p;
+
+  g_free (t->row);
+  g_free (t->name);
+  g_free (t);
+}
+
+static void
+gen_row (const TensorSpec * t, guint64 row, float *out)
+{
+  guint64 sm = t->seed ^ (row * G_GUINT64_CONSTANT (0xD1B54A32D192ED03));
+  guint64 s[4];
+  gdouble scale = t->std * IRWIN_HALL_SCALE;
+  guint64 j;
+
+  s[0] = splitmix64 (&sm);
+  s[1] = splitmix64 (&sm);
+  s[2] = splitmix64 (&sm);
+  s[3] = splitmix64 (&sm);
+  for (j = 0; j < t->ne[0]; j++) {
+    guint64 r = xoshiro_next (s);
+    gint64 sum = (gint64) ((r & 0xffff) + ((r >> 16) & 0xffff) +
+        ((r >> 32) & 0xffff) + (r >> 48)) - 131070;
+    gdouble v = (gdouble) sum * scale;
+
+    if (t->mean != 0.0) {
+      /* the store keeps v * scale + mean from becoming one fused
+       * multiply-add, which would round differently on some machines */
+      volatile gdouble p = v;
+      v = p + t->mean;
+    }
+    out[j] = (float) v;
+  }
+}
+
+static gboolean
+fill_tensor (const gchar * name, guint8 * dst, guint64 offset, gsize n_bytes,
+    gpointer user_data, GError ** error)
+{
+  TensorSpec *t = user_data;
+  gsize row_bytes = npu_gguf_writer_row_size (t->type, t->ne[0]);
+  guint64 row = offset / row_bytes, end = row + n_bytes / row_bytes;
+  gsize n = t->ne[0], j;
+
+  if (t->row == NULL)
+    t->row = g_new (float, n);
+  for (; row < end; row++, dst += row_bytes) {
+    gen_row (t, row, t->row);
+    switch (t->type) {
+      case NPU_GGML_TYPE_F32:
+        for (j = 0; j < n; j++) {
+          guint32 u;
+          memcpy (&u, &t->row[j], 4);
+          dst[4 * j] = u;
+          dst[4 * j + 1] = u >> 8;
+          dst[4 * j + 2] = u >> 16;
+          dst[4 * j + 3] = u >> 24;
+        }
+        break;
+      case NPU_GGML_TYPE_F16:
+        for (j = 0; j < n; j++)
+          put_le16 (dst + 2 * j, f32_to_f16 (t->row[j]));
+        break;
+      case NPU_GGML_TYPE_BF16:
+        for (j = 0; j < n; j++)
+          put_le16 (dst + 2 * j, f32_to_bf16 (t->row[j]));
+        break;
+      case NPU_GGML_TYPE_Q8_0:
+        quantize_q8_0 (t->row, dst, n);
+        break;
+      case NPU_GGML_TYPE_MXFP4:
+        npu_mxfp4_quantize_f32 (t->row, (NpuBlockMxfp4 *) dst, n);
+        break;
+      default:
+        g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+            "no generator for type %u", t->type);
+        return FALSE;
+    }
+  }
+  return TRUE;
+}
+
+/* Adds a random tensor: mean + std * (bell-shaped noise) */
+static gboolean
+add_random (NpuGgufWriter * w, guint64 seed, NpuModelGenStats * stats,
+    const gchar * name, guint32 type, gdouble mean, gdouble std, guint n_dims,
+    guint64 ne0, guint64 ne1, guint64 ne2, guint64 ne3, GError ** error)
+{
+  TensorSpec *t = g_new0 (TensorSpec, 1);
+  guint64 s = seed ^ fnv1a64 (name);
+
+  t->name = g_strdup (name);
+  t->n_dims = n_dims;
+  t->ne[0] = ne0;
+  t->ne[1] = ne1;
+  t->ne[2] = ne2;
+  t->ne[3] = ne3;
+  t->type = type;
+  t->mean = mean;
+  t->std = std;
+  t->seed = splitmix64 (&s);
+  stats->n_params += ne0 * ne1 * ne2 * ne3;
+  stats->n_tensors++;
+  return npu_gguf_writer_add_tensor_func (w, name, n_dims, t->ne, type,
+      fill_tensor, t, tensor_spec_free, error);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Tokenizer: a small byte-pair encoding trained on the word list          */
+
+typedef struct
+{
+  GPtrArray *sym;               /* symbol id -> string */
+  GHashTable *ids;              /* string -> id + 1 */
+  GArray *merge_a, *merge_b;    /* merge k joins symbols a[k] and b[k] */
+  GArray *pieces;               /* ids of symbols made by merges, in order */
+} Bpe;
+
+typedef struct
+{
+  GArray *syms;                 /* guint symbol ids */
+  guint64 weight;
+} Word;
+
+static guint
+bpe_intern (Bpe * bpe, const gchar * s, gboolean * is_new)
+{
+  gpointer v = g_hash_table_lookup (bpe->ids, s);
+  gchar *copy;
+
+  if (is_new)
+    *is_new = v == NULL;
+  if (v)
+    return GPOINTER_TO_UINT (v) - 1;
+  copy = g_strdup (s);
+  g_ptr_array_add (bpe->sym, copy);
+  g_hash_table_insert (bpe->ids, copy, GUINT_TO_POINTER (bpe->sym->len));
+  return bpe->sym->len - 1;
+}
+
+static void
+bpe_init (Bpe * bpe)
+{
+  bpe->sym = g_ptr_array_new_with_free_func (g_free);
+  bpe->ids = g_hash_table_new (g_str_hash, g_str_equal);
+  bpe->merge_a = g_array_new (FALSE, FALSE, sizeof (guint));
+  bpe->merge_b = g_array_new (FALSE, FALSE, sizeof (guint));
+  bpe->pieces = g_array_new (FALSE, FALSE, sizeof (guint));
+}
+
+static void
+bpe_clear (Bpe * bpe)
+{
+  g_hash_table_unref (bpe->ids);
+  g_ptr_array_unref (bpe->sym);
+  g_array_unref (bpe->merge_a);
+  g_array_unref (bpe->merge_b);
+  g_array_unref (bpe->pieces);
+}
+
+/* Records a merge; returns the resulting symbol (new or not) */
+static guint
+bpe_add_merge (Bpe * bpe, guint a, guint b, gboolean * is_new)
+{
+  gchar *s = g_strconcat (g_ptr_array_index (bpe->sym, a),
+      g_ptr_array_index (bpe->sym, b), NULL);
+  guint r = bpe_intern (bpe, s, is_new);
+
+  g_free (s);
+  g_array_append_val (bpe->merge_a, a);
+  g_array_append_val (bpe->merge_b, b);
+  if (*is_new)
+    g_array_append_val (bpe->pieces, r);
+  return r;
+}
+
+#define PAIR_TABLE_BITS 15
+
+/* Greedy BPE: repeatedly merge the most frequent adjacent pair (ties: the
+ * smaller pair of ids, so the result is deterministic) until @max_pieces
+ * new symbols exist or nothing is left to merge. */
+static void
+bpe_train (Bpe * bpe, GPtrArray * corpus, guint max_pieces)
+{
+  const gsize size = 1u << PAIR_TABLE_BITS;
+  guint64 *keys = g_new (guint64, size);
+  guint64 *counts = g_new0 (guint64, size);
+  GArray *used = g_array_new (FALSE, FALSE, sizeof (gsize));
+
+  for (gsize i = 0; i < size; i++)
+    keys[i] = G_MAXUINT64;
+  while (bpe->pieces->len < max_pieces) {
+    guint64 best_key = G_MAXUINT64, best_count = 0;
+    guint a, b, r;
+    gboolean is_new;
+    guint w, k;
+
+    for (w = 0; w < corpus->len; w++) {
+      Word *wd = g_ptr_array_index (corpus, w);
+
+      for (k = 0; k + 1 < wd->syms->len; k++) {
+        guint64 key = ((guint64) g_array_index (wd->syms, guint, k) << 32) |
+            g_array_index (wd->syms, guint, k + 1);
+        gsize h = (key * G_GUINT64_CONSTANT (0x9E3779B97F4A7C15)) >>
+            (64 - PAIR_TABLE_BITS);
+
+        while (keys[h] != G_MAXUINT64 && keys[h] != key)
+          h = (h + 1) & (size - 1);
+        if (keys[h] == G_MAXUINT64) {
+          keys[h] = key;
+          g_array_append_val (used, h);
+        }
+        counts[h] += wd->weight;
+      }
+    }
+    for (k = 0; k < used->len; k++) {
+      gsize h = g_array_index (used, gsize, k);
+
+      if (counts[h] > best_count || (counts[h] == best_count
+              && keys[h] < best_key)) {
+        best_count = counts[h];
+        best_key = keys[h];
+      }
+      keys[h] = G_MAXUINT64;
+      counts[h] = 0;
+    }
+    g_array_set_size (used, 0);
+    if (best_count == 0)
+      break;
+
+    a = best_key >> 32;
+    b = best_key & 0xffffffff;
+    r = bpe_add_merge (bpe, a, b, &is_new);
+    for (w = 0; w < corpus->len; w++) {
+      Word *wd = g_ptr_array_index (corpus, w);
+      guint *s = (guint *) wd->syms->data, n = wd->syms->len, o = 0;
+
+      for (k = 0; k < n; k++) {
+        if (k + 1 < n && s[k] == a && s[k + 1] == b) {
+          s[o++] = r;
+          k++;
+        } else {
+          s[o++] = s[k];
+        }
+      }
+      g_array_set_size (wd->syms, o);
+    }
+  }
+  g_array_unref (used);
+  g_free (keys);
+  g_free (counts);
+}
+
+/* Once the word list is exhausted, larger vocabularies are filled with
+ * pieces + one letter, in a fixed order: real-looking sub-words whose
+ * merges are as consistent as the trained ones. */
+static void
+bpe_fill (Bpe * bpe, guint n_pieces, const guint * letters, guint n_letters)
+{
+  guint i, l;
+
+  for (i = 0; bpe->pieces->len < n_pieces && i < bpe->pieces->len; i++) {
+    for (l = 0; l < n_letters && bpe->pieces->len < n_pieces; l++) {
+      guint a = g_array_index (bpe->pieces, guint, i);
+      gchar *s = g_strconcat (g_ptr_array_index (bpe->sym, a),
+          g_ptr_array_index (bpe->sym, letters[l]), NULL);
+      gboolean is_new;
+
+      if (!g_hash_table_contains (bpe->ids, s))
+        bpe_add_merge (bpe, a, letters[l], &is_new);
+      g_free (s);
+    }
+  }
+}
+
+static void
+word_free (gpointer p)
+{
+  Word *w = p;
+
+  g_array_unref (w->syms);
+  g_free (w);
+}
+
+/* @prefix (the word-start marker), then the word's characters, each an
+ * existing symbol */
+static void
+corpus_add (GPtrArray * corpus, Bpe * bpe, const gchar * prefix,
+    const gchar * word, gboolean capitalize, guint64 weight)
+{
+  Word *w = g_new0 (Word, 1);
+  const gchar *p;
+
+  w->syms = g_array_new (FALSE, FALSE, sizeof (guint));
+  w->weight = weight;
+  if (prefix) {
+    guint id = bpe_intern (bpe, prefix, NULL);
+    g_array_append_val (w->syms, id);
+  }
+  for (p = word; *p; p++) {
+    gchar c[2] = { *p, 0 };
+    guint id;
+
+    if (capitalize && p == word)
+      c[0] = g_ascii_toupper (c[0]);
+    id = bpe_intern (bpe, c, NULL);
+    g_array_append_val (w->syms, id);
+  }
+  g_ptr_array_add (corpus, w);
+}
+
+static const gchar letter_order[] = "etaoinshrdlcumwfgypbvkjxqz";
+
+/* Number of capitalised words in the training corpus */
+#define N_CAPITALIZED 120
+
+static void
+train_words (Bpe * bpe, const gchar * space, gboolean bare_too,
+    guint n_pieces)
+{
+  GPtrArray *corpus = g_ptr_array_new_with_free_func (word_free);
+  guint letters[26];
+  guint i;
+
+  for (i = 0; words[i]; i++) {
+    /* Zipf-like weights: frequent words get merged into whole tokens first */
+    guint64 wt = 100000 / (i + 1) + 1;
+
+    corpus_add (corpus, bpe, space, words[i], FALSE, wt);
+    if (i < N_CAPITALIZED)
+      corpus_add (corpus, bpe, space, words[i], TRUE, wt / 4 + 1);
+    if (bare_too) {
+      corpus_add (corpus, bpe, NULL, words[i], FALSE, wt / 8 + 1);
+      if (i < N_CAPITALIZED)
+        corpus_add (corpus, bpe, NULL, words[i], TRUE, wt / 4 + 1);
+    }
+  }
+  bpe_train (bpe, corpus, n_pieces);
+  for (i = 0; i < 26; i++) {
+    gchar c[2] = { letter_order[i], 0 };
+    letters[i] = bpe_intern (bpe, c, NULL);
+  }
+  bpe_fill (bpe, n_pieces, letters, 26);
+  g_ptr_array_unref (corpus);
+}
+
+/* GPT-2's bytes_to_unicode(): printable bytes stand for themselves, the
+ * others (space, controls...) map to U+0100 and up, in this order. */
+static void
+gpt2_byte_order (guint8 order[256], gunichar cp[256])
+{
+  gboolean printable[256] = { 0 };
+  guint b, n = 0, k = 0;
+
+  for (b = 0; b < 256; b++)
+    printable[b] = (b >= 33 && b <= 126) || (b >= 161 && b <= 172)
+        || (b >= 174);
+  for (b = 0; b < 256; b++)
+    if (printable[b]) {
+      order[k] = b;
+      cp[k++] = b;
+    }
+  for (b = 0; b < 256; b++)
+    if (!printable[b]) {
+      order[k] = b;
+      cp[k++] = 256 + n++;
+    }
+}
+
+/* Base characters of the SentencePiece vocabulary besides byte fallback */
+static const gchar spm_chars[] =
+    "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+    ".,!?;:'\"-()[]{}/\\@#$%&*+=<>_~`^|";
+
+#define SPM_SPACE "\xe2\x96\x81"        /* U+2581 LOWER ONE EIGHTH BLOCK */
+#define GPT2_SPACE "\xc4\xa0"   /* U+0120, byte 0x20 in GPT-2's map */
+
+static const gchar qwen2_chat_template[] =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] "
+    "!= 'system' %}{{ '<|im_start|>system\\nYou are a helpful assistant."
+    "<|im_end|>\\n' }}{% endif %}{{'<|im_start|>' + message['role'] + '\\n' "
+    "+ message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
+    "{% endif %}";
+
+static const gchar llama_chat_template[] =
+    "{% if messages[0]['role'] == 'system' %}{% set loop_messages = "
+    "messages[1:] %}{% set system_message = messages[0]['content'] %}"
+    "{% else %}{% set loop_messages = messages %}{% set system_message = "
+    "false %}{% endif %}{% for message in loop_messages %}"
+    "{% if loop.index0 == 0 and system_message != false %}{% set content = "
+    "'<<SYS>>\\n' + system_message + '\\n<</SYS>>\\n\\n' + "
+    "message['content'] %}{% else %}{% set content = message['content'] %}"
+    "{% endif %}{% if message['role'] == 'user' %}{{ bos_token + '[INST] ' "
+    "+ content.strip() + ' [/INST]' }}{% elif message['role'] == "
+    "'assistant' %}{{ ' ' + content.strip() + ' ' + eos_token }}{% endif %}"
+    "{% endfor %}";
+
+#define SPM_N_SPECIAL 3         /* <unk> <s> </s> */
+#define QWEN2_N_SPECIAL 3       /* <|endoftext|> <|im_start|> <|im_end|> */
+
+/* Token types (llama_token_type) */
+#define TT_NORMAL 1
+#define TT_UNKNOWN 2
+#define TT_CONTROL 3
+#define TT_BYTE 6
+
+static guint
+min_vocab (NpuModelArch arch)
+{
+  if (arch == NPU_MODEL_ARCH_LLAMA)
+    return SPM_N_SPECIAL + 256 + 1 + strlen (spm_chars) + N_MARKERS;
+  return 256 + QWEN2_N_SPECIAL + N_MARKERS;
+}
+
+static gboolean
+add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
+    GError ** error)
+{
+  GPtrArray *tokens = g_ptr_array_new_with_free_func (g_free);
+  GArray *types = g_array_new (FALSE, FALSE, sizeof (gint32));
+  GArray *scores = g_array_new (FALSE, FALSE, sizeof (gfloat));
+  GPtrArray *merges = g_ptr_array_new_with_free_func (g_free);
+  Bpe bpe;
+  gboolean ok = TRUE;
+  guint i, k;
+
+#define ADD_TOKEN(str, type, score) G_STMT_START {              \
+    gint32 tt_ = (type); gfloat sc_ = (score);                  \
+    g_ptr_array_add (tokens, (str));                            \
+    g_array_append_val (types, tt_);                            \
+    g_array_append_val (scores, sc_);                           \
+  } G_STMT_END
+
+  bpe_init (&bpe);
+  if (p->arch == NPU_MODEL_ARCH_LLAMA) {
+    guint n_base, n_pieces;
+    gfloat score = 0.0f;
+
+    /* llama's SentencePiece layout: <unk> <s> </s>, the 256 byte-fallback
+     * tokens, the merged pieces by falling score, the single characters
+     * last; llama.cpp's SPM tokenizer merges by score, so a piece's score
+     * is its merge rank. */
+    ADD_TOKEN (g_strdup ("<unk>"), TT_UNKNOWN, 0.0f);
+    ADD_TOKEN (g_strdup ("<s>"), TT_CONTROL, 0.0f);
+    ADD_TOKEN (g_strdup ("</s>"), TT_CONTROL, 0.0f);
+    for (i = 0; i < 256; i++)
+      ADD_TOKEN (g_strdup_printf ("<0x%02X>", i), TT_BYTE, 0.0f);
+    bpe_intern (&bpe, SPM_SPACE, NULL);
+    for (i = 0; spm_chars[i]; i++) {
+      gchar c[2] = { spm_chars[i], 0 };
+      bpe_intern (&bpe, c, NULL);
+    }
+    n_base = bpe.sym->len;
+    n_pieces = p->vocab - tokens->len - n_base - N_MARKERS;
+    train_words (&bpe, SPM_SPACE, FALSE, n_pieces);
+    for (k = 0; k < bpe.pieces->len; k++) {
+      guint id = g_array_index (bpe.pieces, guint, k);
+      ADD_TOKEN (g_strdup (g_ptr_array_index (bpe.sym, id)), TT_NORMAL,
+          score);
+      score -= 1.0f;
+    }
+    for (k = 0; k < n_base; k++) {
+      ADD_TOKEN (g_strdup (g_ptr_array_index (bpe.sym, k)), TT_NORMAL,
+          score);
+      score -= 1.0f;
+    }
+  } else {
+    guint8 order[256];
+    gunichar cp[256];
+    guint n_pieces;
+
+    /* GPT-2 byte-level BPE as Qwen2 carries it: the 256 byte tokens
+     * (ids 0..255 in bytes_to_unicode order), merged tokens in merge
+     * order, the special tokens last. */
+    gpt2_byte_order (order, cp);
+    for (i = 0; i < 256; i++) {
+      gchar s[8] = { 0 };
+      g_unichar_to_utf8 (cp[i], s);
+      bpe_intern (&bpe, s, NULL);
+      ADD_TOKEN (g_strdup (s), TT_NORMAL, 0.0f);
+    }
+    n_pieces = p->vocab - 256 - QWEN2_N_SPECIAL - N_MARKERS;
+    train_words (&bpe, GPT2_SPACE, TRUE, n_pieces);
+    for (k = 0; k < bpe.pieces->len; k++) {
+      guint id = g_array_index (bpe.pieces, guint, k);
+      ADD_TOKEN (g_strdup (g_ptr_array_index (bpe.sym, id)), TT_NORMAL,
+          0.0f);
+    }
+    for (k = 0; k < bpe.merge_a->len; k++)
+      g_ptr_array_add (merges, g_strdup_printf ("%s %s",
+              (gchar *) g_ptr_array_index (bpe.sym,
+                  g_array_index (bpe.merge_a, guint, k)),
+              (gchar *) g_ptr_array_index (bpe.sym,
+                  g_array_index (bpe.merge_b, guint, k))));
+    ADD_TOKEN (g_strdup ("<|endoftext|>"), TT_CONTROL, 0.0f);
+    ADD_TOKEN (g_strdup ("<|im_start|>"), TT_CONTROL, 0.0f);
+    ADD_TOKEN (g_strdup ("<|im_end|>"), TT_CONTROL, 0.0f);
+  }
+  for (i = 0; npu_model_gen_markers[i]; i++)
+    ADD_TOKEN (g_strdup (npu_model_gen_markers[i]), TT_CONTROL, 0.0f);
+#undef ADD_TOKEN
+
+  if (tokens->len != p->vocab) {
+    /* the word list and its fillers ran out: cannot happen for the
+     * vocabulary sizes the fillers reach (hundreds of thousands) */
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "could only build %u of the %u tokens asked for", tokens->len,
+        p->vocab);
+    ok = FALSE;
+    goto out;
+  }
+
+  g_ptr_array_add (tokens, NULL);
+  g_ptr_array_add (merges, NULL);
+  if (p->arch == NPU_MODEL_ARCH_LLAMA) {
+    ok = npu_gguf_writer_add_string (w, "tokenizer.ggml.model", "llama", -1,
+        error)
+        && npu_gguf_writer_add_string_array (w, "tokenizer.ggml.tokens",
+        (const gchar * const *) tokens->pdata, -1, error)
+        && npu_gguf_writer_add_array (w, "tokenizer.ggml.scores",
+        NPU_GGUF_TYPE_FLOAT32, scores->data, scores->len, error)
+        && npu_gguf_writer_add_array (w, "tokenizer.ggml.token_type",
+        NPU_GGUF_TYPE_INT32, types->data, types->len, error)
+        && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.bos_token_id", 1, error)
+        && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.eos_token_id", 2, error)
+        && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.unknown_token_id", 0,
+        error)
+        && npu_gguf_writer_add_bool (w, "tokenizer.ggml.add_bos_token", TRUE,
+        error)
+        && npu_gguf_writer_add_bool (w, "tokenizer.ggml.add_eos_token", FALSE,
+        error)
+        && npu_gguf_writer_add_string (w, "tokenizer.chat_template",
+        llama_chat_template, -1, error);
+  } else {
+    guint32 eot = p->vocab - N_MARKERS - QWEN2_N_SPECIAL;
+
+    /* as Qwen2-Instruct files: no scores, bos = pad = <|endoftext|>,
+     * eos = <|im_end|>, no BOS added */
+    ok = npu_gguf_writer_add_string (w, "tokenizer.ggml.model", "gpt2", -1,
+        error)
+        && npu_gguf_writer_add_string (w, "tokenizer.ggml.pre", "qwen2", -1,
+        error)
+        && npu_gguf_writer_add_string_array (w, "tokenizer.ggml.tokens",
+        (const gchar * const *) tokens->pdata, -1, error)
+        && npu_gguf_writer_add_array (w, "tokenizer.ggml.token_type",
+        NPU_GGUF_TYPE_INT32, types->data, types->len, error)
+        && npu_gguf_writer_add_string_array (w, "tokenizer.ggml.merges",
+        (const gchar * const *) merges->pdata, -1, error)
+        && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.eos_token_id", eot + 2,
+        error)
+        && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.padding_token_id", eot,
+        error)
+        && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.bos_token_id", eot,
+        error)
+        && npu_gguf_writer_add_bool (w, "tokenizer.ggml.add_bos_token", FALSE,
+        error)
+        && npu_gguf_writer_add_string (w, "tokenizer.chat_template",
+        qwen2_chat_template, -1, error);
+  }
+
+out:
+  bpe_clear (&bpe);
+  g_ptr_array_unref (tokens);
+  g_ptr_array_unref (merges);
+  g_array_unref (types);
+  g_array_unref (scores);
+  return ok;
+}
+
+/* ------------------------------------------------------------------------ */
+/* Parameters                                                                */
+
+gint
+npu_model_gen_parse_type (const gchar * name)
+{
+  if (g_strcmp0 (name, "f32") == 0)
+    return NPU_GGML_TYPE_F32;
+  if (g_strcmp0 (name, "f16") == 0)
+    return NPU_GGML_TYPE_F16;
+  if (g_strcmp0 (name, "bf16") == 0)
+    return NPU_GGML_TYPE_BF16;
+  if (g_strcmp0 (name, "q8_0") == 0)
+    return NPU_GGML_TYPE_Q8_0;
+  if (g_strcmp0 (name, "mxfp4") == 0)
+    return NPU_GGML_TYPE_MXFP4;
+  return -1;
+}
+
+/* llama_ftype ids (llama.h) */
+guint32
+npu_model_gen_file_type (guint32 wtype)
+{
+  switch (wtype) {
+    case NPU_GGML_TYPE_F16:
+      return 1;                 /* LLAMA_FTYPE_MOSTLY_F16 */
+    case NPU_GGML_TYPE_Q8_0:
+      return 7;                 /* LLAMA_FTYPE_MOSTLY_Q8_0 */
+    case NPU_GGML_TYPE_BF16:
+      return 32;                /* LLAMA_FTYPE_MOSTLY_BF16 */
+    case NPU_GGML_TYPE_MXFP4:
+      return 38;                /* LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
+    default:
+      return 0;                 /* LLAMA_FTYPE_ALL_F32 */
+  }
+}
+
+gboolean
+npu_model_gen_text_preset (NpuTextModelParams * p, NpuModelArch arch,
+    const gchar * size, GError ** error)
+{
+  memset (p, 0, sizeof (*p));
+  p->arch = arch;
+  p->seed = 1;
+  p->wtype = NPU_GGML_TYPE_F32;
+  /* llama 2's and Qwen2's values */
+  p->rms_eps = arch == NPU_MODEL_ARCH_LLAMA ? 1e-5f : 1e-6f;
+  p->rope_base = arch == NPU_MODEL_ARCH_LLAMA ? 10000.0f : 1000000.0f;
+  /* Qwen2's small models tie the output to the embedding, llama's not */
+  p->tied = arch == NPU_MODEL_ARCH_QWEN2;
+
+  if (g_strcmp0 (size, "tiny") == 0) {
+    p->n_layers = 2;
+    p->dim = 64;
+    p->ff = 192;
+    p->n_heads = 4;
+    p->n_kv_heads = 2;
+    p->vocab = 1024;
+    p->ctx = 512;
+  } else if (g_strcmp0 (size, "small") == 0) {
+    p->n_layers = 6;
+    p->dim = 256;
+    p->ff = 704;
+    p->n_heads = 4;
+    p->n_kv_heads = 2;
+    p->vocab = 8192;
+    p->ctx = 2048;
+  } else if (g_strcmp0 (size, "1b") == 0) {
+    /* Llama 3.2 1B's and Qwen2.5 1.5B's shapes with a 32k vocabulary */
+    p->wtype = NPU_GGML_TYPE_MXFP4;
+    p->vocab = 32000;
+    p->ctx = 4096;
+    if (arch == NPU_MODEL_ARCH_LLAMA) {
+      p->n_layers = 16;
+      p->dim = 2048;
+      p->ff = 8192;
+      p->n_heads = 32;
+      p->n_kv_heads = 8;
+    } else {
+      p->n_layers = 20;
+      p->dim = 1536;
+      p->ff = 8960;
+      p->n_heads = 12;
+      p->n_kv_heads = 2;
+    }
+  } else {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "unknown text model size '%s' (tiny, small, 1b)", size);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+npu_model_gen_mmproj_preset (NpuMmprojParams * p,
+    NpuModelProjector projector, const gchar * size, GError ** error)
+{
+  memset (p, 0, sizeof (*p));
+  p->projector = projector;
+  p->seed = 1;
+  p->wtype = NPU_GGML_TYPE_F32;
+  p->eps = 1e-6f;               /* SigLIP's */
+  p->image_size = 224;
+  p->patch = 14;
+  p->scale_factor = 2;
+  if (g_strcmp0 (size, "tiny") == 0) {
+    p->n_layers = 2;
+    p->dim = 64;
+    p->ff = 256;
+    p->n_heads = 4;
+  } else if (g_strcmp0 (size, "small") == 0) {
+    p->n_layers = 4;
+    p->dim = 192;
+    p->ff = 768;
+    p->n_heads = 3;
+  } else if (g_strcmp0 (size, "base") == 0) {
+    /* SigLIP-B/16 at 224 */
+    p->n_layers = 12;
+    p->dim = 768;
+    p->ff = 3072;
+    p->n_heads = 12;
+    p->patch = 16;
+  } else {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "unknown vision encoder size '%s' (tiny, small, base)", size);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+check_ne0 (guint64 ne0, guint32 type, const gchar * what, GError ** error)
+{
+  if (npu_gguf_writer_row_size (type, ne0) == 0) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "%s = %" G_GUINT64_FORMAT " is not a multiple of %s's block size",
+        what, ne0, npu_ggml_type_name (type));
+    return FALSE;
+  }
+  return TRUE;
+}
+
+static gboolean
+check_text (const NpuTextModelParams * p, GError ** error)
+{
+  guint32 big = p->wtype == NPU_GGML_TYPE_MXFP4 ? NPU_GGML_TYPE_Q8_0 :
+      p->wtype;
+
+  if (!p->n_layers || !p->dim || !p->ff || !p->n_heads || !p->n_kv_heads
+      || !p->ctx) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "layers, dim, ff, heads, kv-heads and ctx must be positive");
+    return FALSE;
+  }
+  if (p->dim % p->n_heads || p->n_heads % p->n_kv_heads
+      || (p->dim / p->n_heads) % 2) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "dim %u, %u heads, %u kv heads: heads must divide dim into an even "
+        "head size and kv heads must divide heads", p->dim, p->n_heads,
+        p->n_kv_heads);
+    return FALSE;
+  }
+  if (p->vocab < min_vocab (p->arch)) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "vocab %u is below this tokenizer's minimum of %u", p->vocab,
+        min_vocab (p->arch));
+    return FALSE;
+  }
+  return check_ne0 (p->dim, p->wtype, "dim", error)
+      && check_ne0 (p->ff, p->wtype, "ff", error)
+      && check_ne0 (p->dim, big, "dim", error);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Writing                                                                   */
+
+static gboolean
+finish (NpuGgufWriter * w, const gchar * path, NpuModelGenStats * stats,
+    GError ** error)
+{
+  if (!npu_gguf_writer_write_file (w, path, error))
+    return FALSE;
+  stats->file_size = npu_gguf_writer_get_file_size (w);
+  return TRUE;
+}
+
+gboolean
+npu_model_gen_write_text (const NpuTextModelParams * p, const gchar * path,
+    NpuModelGenStats * out_stats, GError ** error)
+{
+  const gchar *arch = p->arch == NPU_MODEL_ARCH_LLAMA ? "llama" : "qwen2";
+  guint hd = p->dim / MAX (p->n_heads, 1), kv = hd * p->n_kv_heads, i;
+  /* llama.cpp's MXFP4 quantisation (LLAMA_FTYPE_MOSTLY_MXFP4_MOE) keeps
+   * token_embd and output in Q8_0; every other type applies to all 2-D
+   * weights, as llama-quantize does for F16/BF16/Q8_0 files. */
+  guint32 wt = p->wtype;
+  guint32 et = wt == NPU_GGML_TYPE_MXFP4 ? NPU_GGML_TYPE_Q8_0 : wt;
+  NpuModelGenStats stats = { 0 };
+  NpuGgufWriter *w;
+  gchar *key = NULL, *name, *desc;
+  gboolean ok;
+  gdouble s_dim, s_ff, s_res, s_emb;
+
+  if (!check_text (p, error))
+    return FALSE;
+
+  w = npu_gguf_writer_new ();
+  name = g_strdup_printf ("gst-npu random %s %uL-%u", arch, p->n_layers,
+      p->dim);
+  desc = g_strdup_printf ("deterministic random weights (seed %"
+      G_GUINT64_FORMAT "), not a trained model", p->seed);
+#define KEY(suffix) (g_free (key), key = g_strconcat (arch, suffix, NULL))
+  ok = npu_gguf_writer_add_string (w, "general.architecture", arch, -1, error)
+      && npu_gguf_writer_add_string (w, "general.name", name, -1, error)
+      && npu_gguf_writer_add_string (w, "general.description", desc, -1, error)
+      && npu_gguf_writer_add_u32 (w, "general.file_type",
+      npu_model_gen_file_type (wt), error)
+      && npu_gguf_writer_add_u32 (w, "general.quantization_version", 2, error)
+      && npu_gguf_writer_add_u32 (w, KEY (".context_length"), p->ctx, error)
+      && npu_gguf_writer_add_u32 (w, KEY (".embedding_length"), p->dim, error)
+      && npu_gguf_writer_add_u32 (w, KEY (".block_count"), p->n_layers, error)
+      && npu_gguf_writer_add_u32 (w, KEY (".feed_forward_length"), p->ff,
+      error)
+      && npu_gguf_writer_add_u32 (w, KEY (".attention.head_count"),
+      p->n_heads, error)
+      && npu_gguf_writer_add_u32 (w, KEY (".attention.head_count_kv"),
+      p->n_kv_heads, error)
+      && npu_gguf_writer_add_f32 (w, KEY (".attention.layer_norm_rms_epsilon"),
+      p->rms_eps, error)
+      && npu_gguf_writer_add_f32 (w, KEY (".rope.freq_base"), p->rope_base,
+      error)
+      && npu_gguf_writer_add_u32 (w, KEY (".rope.dimension_count"), hd, error);
+  if (ok && p->arch == NPU_MODEL_ARCH_LLAMA)
+    ok = npu_gguf_writer_add_u32 (w, KEY (".vocab_size"), p->vocab, error);
+#undef KEY
+  g_free (key);
+  g_free (name);
+  g_free (desc);
+  if (ok)
+    ok = add_tokenizer (w, p, error);
+  stats.n_tokens = p->vocab;
+
+  /* Scales (see docs/models.md): matrices 1/sqrt(fan_in) so every
+   * projection keeps unit variance; the two matrices that write into the
+   * residual stream a further 1/sqrt(2 * layers) (GPT-2's init), so the
+   * stream stays near unit size however deep; embeddings dim^-1/4 so the
+   * logits of a tied output are dim^1/4, peaked but not saturated. */
+  s_dim = 1.0 / sqrt ((gdouble) p->dim);
+  s_ff = 1.0 / sqrt ((gdouble) p->ff);
+  s_res = 1.0 / sqrt (2.0 * p->n_layers);
+  s_emb = 1.0 / sqrt (sqrt ((gdouble) p->dim));
+#define T2(n, t, std, a, b) \
+  add_random (w, p->seed, &stats, n, t, 0.0, std, 2, a, b, 1, 1, error)
+#define T1(n, mean, std, a) \
+  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, mean, std, 1, a, 1, \
+      1, 1, error)
+  ok = ok && T2 ("token_embd.weight", et, s_emb, p->dim, p->vocab);
+  for (i = 0; ok && i < p->n_layers; i++) {
+    gchar *b = g_strdup_printf ("blk.%u.", i);
+    gchar *n[16];
+    guint k;
+
+    n[0] = g_strconcat (b, "attn_norm.weight", NULL);
+    n[1] = g_strconcat (b, "attn_q.weight", NULL);
+    n[2] = g_strconcat (b, "attn_k.weight", NULL);
+    n[3] = g_strconcat (b, "attn_v.weight", NULL);
+    n[4] = g_strconcat (b, "attn_output.weight", NULL);
+    n[5] = g_strconcat (b, "ffn_norm.weight", NULL);
+    n[6] = g_strconcat (b, "ffn_gate.weight", NULL);
+    n[7] = g_strconcat (b, "ffn_up.weight", NULL);
+    n[8] = g_strconcat (b, "ffn_down.weight", NULL);
+    n[9] = g_strconcat (b, "attn_q.bias", NULL);
+    n[10] = g_strconcat (b, "attn_k.bias", NULL);
+    n[11] = g_strconcat (b, "attn_v.bias", NULL);
+    ok = T1 (n[0], 1.0, 0.05, p->dim)
+        && T2 (n[1], wt, s_dim, p->dim, p->dim)
+        && T2 (n[2], wt, s_dim, p->dim, kv)
+        && T2 (n[3], wt, s_dim, p->dim, kv);
+    if (ok && p->arch == NPU_MODEL_ARCH_QWEN2)
+      ok = T1 (n[9], 0.0, 0.02, p->dim) && T1 (n[10], 0.0, 0.02, kv)
+          && T1 (n[11], 0.0, 0.02, kv);
+    ok = ok && T2 (n[4], wt, s_dim * s_res, p->dim, p->dim)
+        && T1 (n[5], 1.0, 0.05, p->dim)
+        && T2 (n[6], wt, s_dim, p->dim, p->ff)
+        && T2 (n[7], wt, s_dim, p->dim, p->ff)
+        && T2 (n[8], wt, s_ff * s_res, p->ff, p->dim);
+    for (k = 0; k < 12; k++)
+      g_free (n[k]);
+    g_free (b);
+  }
+  ok = ok && T1 ("output_norm.weight", 1.0, 0.05, p->dim);
+  if (ok && !p->tied)
+    ok = T2 ("output.weight", et, s_dim, p->dim, p->vocab);
+#undef T1
+#undef T2
+
+  ok = ok && finish (w, path, &stats, error);
+  npu_gguf_writer_free (w);
+  if (ok && out_stats)
+    *out_stats = stats;
+  return ok;
+}
+
+static gboolean
+read_text_dim (const gchar * text_path, guint * dim, GError ** error)
+{
+  NpuGguf *g = npu_gguf_open (text_path, error);
+  const gchar *arch;
+  gchar *key;
+  gboolean ok;
+
+  if (g == NULL)
+    return FALSE;
+  arch = npu_gguf_get_string (g, "general.architecture", NULL, error);
+  if (arch == NULL) {
+    npu_gguf_free (g);
+    return FALSE;
+  }
+  key = g_strconcat (arch, ".embedding_length", NULL);
+  ok = npu_gguf_get_u32 (g, key, dim, error);
+  g_free (key);
+  npu_gguf_free (g);
+  return ok;
+}
+
+gboolean
+npu_model_gen_write_mmproj (const NpuMmprojParams * p,
+    const gchar * text_path, const gchar * path,
+    NpuModelGenStats * out_stats, GError ** error)
+{
+  /* OpenAI CLIP's normalisation for LLaVA, SigLIP's for SmolVLM */
+  static const gfloat clip_mean[3] = { 0.48145466f, 0.4578275f, 0.40821073f };
+  static const gfloat clip_std[3] = { 0.26862954f, 0.26130258f, 0.27577711f };
+  static const gfloat half[3] = { 0.5f, 0.5f, 0.5f };
+  gboolean mlp = p->projector == NPU_MODEL_PROJECTOR_MLP;
+  guint32 wt = p->wtype;
+  /* the patch convolution's ne[0] is the patch width, no quantisation
+   * block fits: F32 or F16 as llama.cpp's mmproj converters write it */
+  guint32 conv_t = wt == NPU_GGML_TYPE_F32 ? NPU_GGML_TYPE_F32 :
+      NPU_GGML_TYPE_F16;
+  NpuModelGenStats stats = { 0 };
+  guint text_dim = p->text_dim, side, n_patches, i;
+  NpuGgufWriter *w;
+  gchar *name, *desc;
+  gboolean ok;
+  gdouble s_dim, s_ff, s_res;
+
+  if (text_path != NULL) {
+    GError *err = NULL;
+
+    if (!read_text_dim (text_path, &text_dim, &err)) {
+      g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_FOR,
+          "--for %s: %s", text_path, err->message);
+      g_error_free (err);
+      return FALSE;
+    }
+  }
+  if (!p->n_layers || !p->dim || !p->ff || !p->n_heads || !p->patch
+      || !p->image_size || !text_dim || !p->scale_factor) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "vision sizes and the text embedding size must be positive");
+    return FALSE;
+  }
+  if (p->image_size % p->patch || p->dim % p->n_heads) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "image size %u must be a multiple of the patch size %u and heads %u "
+        "must divide the vision dim %u", p->image_size, p->patch, p->n_heads,
+        p->dim);
+    return FALSE;
+  }
+  side = p->image_size / p->patch;
+  n_patches = side * side;
+  if (!mlp && side % p->scale_factor) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "pixel shuffle: %u patches a side is not a multiple of the scale "
+        "factor %u", side, p->scale_factor);
+    return FALSE;
+  }
+  if (!check_ne0 (p->dim, wt, "vision dim", error)
+      || !check_ne0 (p->ff, wt, "vision ff", error)
+      || !check_ne0 (mlp ? text_dim : (guint64) p->dim * p->scale_factor *
+          p->scale_factor, wt, "projector input", error))
+    return FALSE;
+
+  w = npu_gguf_writer_new ();
+  name = g_strdup_printf ("gst-npu random mmproj %s %uL-%u",
+      mlp ? "mlp" : "idefics3", p->n_layers, p->dim);
+  desc = g_strdup_printf ("deterministic random weights (seed %"
+      G_GUINT64_FORMAT "), not a trained model", p->seed);
+  ok = npu_gguf_writer_add_string (w, "general.architecture", "clip", -1,
+      error)
+      && npu_gguf_writer_add_string (w, "general.name", name, -1, error)
+      && npu_gguf_writer_add_string (w, "general.description", desc, -1, error)
+      && npu_gguf_writer_add_u32 (w, "general.file_type",
+      npu_model_gen_file_type (wt), error)
+      && npu_gguf_writer_add_bool (w, "clip.has_vision_encoder", TRUE, error)
+      && npu_gguf_writer_add_string (w, "clip.projector_type",
+      mlp ? "mlp" : "idefics3", -1, error)
+      && npu_gguf_writer_add_bool (w, "clip.use_gelu", TRUE, error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.image_size", p->image_size,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.patch_size", p->patch, error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.embedding_length", p->dim,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.feed_forward_length", p->ff,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.block_count", p->n_layers,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.attention.head_count",
+      p->n_heads, error)
+      && npu_gguf_writer_add_f32 (w,
+      "clip.vision.attention.layer_norm_epsilon", p->eps, error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.projection_dim", text_dim,
+      error)
+      && npu_gguf_writer_add_array (w, "clip.vision.image_mean",
+      NPU_GGUF_TYPE_FLOAT32, mlp ? clip_mean : half, 3, error)
+      && npu_gguf_writer_add_array (w, "clip.vision.image_std",
+      NPU_GGUF_TYPE_FLOAT32, mlp ? clip_std : half, 3, error);
+  if (ok && !mlp)
+    ok = npu_gguf_writer_add_u32 (w, "clip.vision.projector.scale_factor",
+        p->scale_factor, error);
+  g_free (name);
+  g_free (desc);
+
+  s_dim = 1.0 / sqrt ((gdouble) p->dim);
+  s_ff = 1.0 / sqrt ((gdouble) p->ff);
+  s_res = 1.0 / sqrt (2.0 * p->n_layers);
+#define T(n, t, std, nd, a, b, c, d) \
+  add_random (w, p->seed, &stats, n, t, 0.0, std, nd, a, b, c, d, error)
+#define T1(n, mean, std, a) \
+  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, mean, std, 1, a, 1, \
+      1, 1, error)
+  /* pixels are normalised to about [-1, 1]: the convolution is a
+   * projection of 3 * patch^2 inputs */
+  ok = ok && T ("v.patch_embd.weight", conv_t,
+      1.0 / sqrt (3.0 * p->patch * p->patch), 4, p->patch, p->patch, 3,
+      p->dim)
+      && T1 ("v.patch_embd.bias", 0.0, 0.02, p->dim)
+      && T ("v.position_embd.weight", NPU_GGML_TYPE_F32, 0.02, 2, p->dim,
+      n_patches, 1, 1);
+  for (i = 0; ok && i < p->n_layers; i++) {
+    static const gchar *const parts[] = {
+      "ln1.weight", "ln1.bias", "attn_q.weight", "attn_q.bias",
+      "attn_k.weight", "attn_k.bias", "attn_v.weight", "attn_v.bias",
+      "attn_out.weight", "attn_out.bias", "ln2.weight", "ln2.bias",
+      "ffn_up.weight", "ffn_up.bias", "ffn_down.weight", "ffn_down.bias",
+    };
+    gchar *n[G_N_ELEMENTS (parts)];
+    guint k;
+
+    for (k = 0; k < G_N_ELEMENTS (parts); k++)
+      n[k] = g_strdup_printf ("v.blk.%u.%s", i, parts[k]);
+    ok = T1 (n[0], 1.0, 0.05, p->dim) && T1 (n[1], 0.0, 0.02, p->dim)
+        && T (n[2], wt, s_dim, 2, p->dim, p->dim, 1, 1)
+        && T1 (n[3], 0.0, 0.02, p->dim)
+        && T (n[4], wt, s_dim, 2, p->dim, p->dim, 1, 1)
+        && T1 (n[5], 0.0, 0.02, p->dim)
+        && T (n[6], wt, s_dim, 2, p->dim, p->dim, 1, 1)
+        && T1 (n[7], 0.0, 0.02, p->dim)
+        && T (n[8], wt, s_dim * s_res, 2, p->dim, p->dim, 1, 1)
+        && T1 (n[9], 0.0, 0.02, p->dim)
+        && T1 (n[10], 1.0, 0.05, p->dim) && T1 (n[11], 0.0, 0.02, p->dim)
+        && T (n[12], wt, s_dim, 2, p->dim, p->ff, 1, 1)
+        && T1 (n[13], 0.0, 0.02, p->ff)
+        && T (n[14], wt, s_ff * s_res, 2, p->ff, p->dim, 1, 1)
+        && T1 (n[15], 0.0, 0.02, p->dim);
+    for (k = 0; k < G_N_ELEMENTS (parts); k++)
+      g_free (n[k]);
+  }
+  ok = ok && T1 ("v.post_ln.weight", 1.0, 0.05, p->dim)
+      && T1 ("v.post_ln.bias", 0.0, 0.02, p->dim);
+  if (ok && mlp) {
+    ok = T ("mm.0.weight", wt, s_dim, 2, p->dim, text_dim, 1, 1)
+        && T1 ("mm.0.bias", 0.0, 0.02, text_dim)
+        && T ("mm.2.weight", wt, 1.0 / sqrt ((gdouble) text_dim), 2, text_dim,
+        text_dim, 1, 1)
+        && T1 ("mm.2.bias", 0.0, 0.02, text_dim);
+  } else if (ok) {
+    guint64 in = (guint64) p->dim * p->scale_factor * p->scale_factor;
+
+    ok = T ("mm.model.fc.weight", wt, 1.0 / sqrt ((gdouble) in), 2, in,
+        text_dim, 1, 1);
+  }
+#undef T
+#undef T1
+
+  ok = ok && finish (w, path, &stats, error);
+  npu_gguf_writer_free (w);
+  if (ok && out_stats)
+    *out_stats = stats;
+  return ok;
+}

@@ -1,0 +1,114 @@
+/* gst-npu: deterministic random models in llama.cpp's GGUF layouts
+ *
+ * No real model can be downloaded where the project is built and tested,
+ * so tests, the demo and the benchmarks use models written here: random
+ * weights, but every key, tensor name, shape, type and tokenizer array is
+ * what llama.cpp writes for the same architecture (docs/models.md lists
+ * them).  The same parameters and seed give the same bytes on every run
+ * and machine: weights come from integer PRNGs and a fixed sequence of
+ * IEEE operations, never from libm.
+ *
+ * Used by the npu-model-gen tool and compiled into the unit test.
+ */
+#ifndef __NPU_MODEL_GEN_H__
+#define __NPU_MODEL_GEN_H__
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+#define NPU_MODEL_GEN_ERROR (npu_model_gen_error_quark ())
+GQuark npu_model_gen_error_quark (void);
+
+typedef enum
+{
+  NPU_MODEL_GEN_ERROR_INVALID,  /* parameters that make no model */
+  NPU_MODEL_GEN_ERROR_FOR,      /* --for: the text model is unusable */
+} NpuModelGenError;
+
+typedef enum
+{
+  NPU_MODEL_ARCH_LLAMA,
+  NPU_MODEL_ARCH_QWEN2,
+} NpuModelArch;
+
+typedef enum
+{
+  NPU_MODEL_PROJECTOR_MLP,      /* LLaVA: mm.0 (linear), GELU, mm.2 */
+  NPU_MODEL_PROJECTOR_IDEFICS3, /* SmolVLM: pixel shuffle + mm.model.fc */
+} NpuModelProjector;
+
+typedef struct
+{
+  NpuModelArch arch;
+  guint n_layers;
+  guint dim;                    /* embedding_length */
+  guint ff;                     /* feed_forward_length */
+  guint n_heads;
+  guint n_kv_heads;
+  guint vocab;                  /* number of tokens, markers included */
+  guint ctx;
+  guint32 wtype;                /* ggml type of the 2-D weights */
+  gboolean tied;                /* no output.weight: token_embd is reused */
+  guint64 seed;
+  gfloat rms_eps;
+  gfloat rope_base;
+} NpuTextModelParams;
+
+typedef struct
+{
+  NpuModelProjector projector;
+  guint image_size;
+  guint patch;
+  guint n_layers;
+  guint dim;
+  guint ff;
+  guint n_heads;
+  guint scale_factor;           /* idefics3 pixel shuffle factor */
+  guint text_dim;               /* projector output: the text model's
+                                 * embedding_length */
+  guint32 wtype;
+  guint64 seed;
+  gfloat eps;
+} NpuMmprojParams;
+
+typedef struct
+{
+  guint64 n_params;
+  guint64 file_size;
+  guint n_tensors;
+  guint n_tokens;               /* text models */
+} NpuModelGenStats;
+
+/* Presets: "tiny", "small", "1b" (text), "tiny", "small", "base" (vision).
+ * They set everything but the seed and the type. */
+gboolean  npu_model_gen_text_preset   (NpuTextModelParams *params,
+                                       NpuModelArch arch, const gchar *size,
+                                       GError **error);
+gboolean  npu_model_gen_mmproj_preset (NpuMmprojParams *params,
+                                       NpuModelProjector projector,
+                                       const gchar *size, GError **error);
+
+gboolean  npu_model_gen_write_text    (const NpuTextModelParams *params,
+                                       const gchar *path,
+                                       NpuModelGenStats *stats,
+                                       GError **error);
+/* Reads text_dim from @text_path (general.architecture and
+ * <arch>.embedding_length) when it is not NULL */
+gboolean  npu_model_gen_write_mmproj  (const NpuMmprojParams *params,
+                                       const gchar *text_path,
+                                       const gchar *path,
+                                       NpuModelGenStats *stats,
+                                       GError **error);
+
+/* "f32", "f16", "bf16", "q8_0", "mxfp4" to a ggml type id; -1 if unknown */
+gint      npu_model_gen_parse_type    (const gchar *name);
+/* general.file_type (llama_ftype) for files whose 2-D weights are @wtype */
+guint32   npu_model_gen_file_type     (guint32 wtype);
+
+/* Image marker tokens put in every generated text vocabulary */
+extern const gchar *const npu_model_gen_markers[];
+
+G_END_DECLS
+
+#endif /* __NPU_MODEL_GEN_H__ */

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
 
 struct _NpuModelFile
 {
@@ -392,4 +394,34 @@ npu_model_tensor_repack_mxfp4 (const NpuModelTensor * t, guint64 block0,
       dst->qs[j] = lo | hi << 4;
     }
   }
+}
+
+static void
+release_range (const guint8 * data, gsize n_bytes)
+{
+  gsize page = sysconf (_SC_PAGESIZE);
+  guintptr start = GPOINTER_TO_SIZE (data), end = start + n_bytes;
+
+  /* Only whole pages inside the range: a neighbour may still be read. */
+  start = (start + page - 1) & ~(guintptr) (page - 1);
+  end &= ~(guintptr) (page - 1);
+  if (end > start)
+    madvise (GSIZE_TO_POINTER (start), end - start, MADV_DONTNEED);
+}
+
+/**
+ * npu_model_tensor_release_source:
+ *
+ * Once @t has been converted, drops its source pages from this process's
+ * mapping of the file (they stay in the page cache, reclaimable), so a
+ * converted model costs its MXFP4 bytes in resident memory, not those plus
+ * the source's.  The data can still be read: the pages fault back in.
+ */
+void
+npu_model_tensor_release_source (const NpuModelTensor * t)
+{
+  release_range (t->data, t->n_bytes);
+  if (t->needs_repack)
+    release_range (t->scales, npu_model_tensor_n_elements (t) /
+        NPU_MXFP4_BLOCK_SIZE);
 }

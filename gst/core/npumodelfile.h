@@ -71,6 +71,7 @@ void npu_model_tensor_convert_rows (const NpuModelTensor * t, guint64 row0,
     guint64 row1, NpuBlockMxfp4 * dst);
 void npu_model_tensor_repack_mxfp4 (const NpuModelTensor * t,
     guint64 block0, guint64 block1, NpuBlockMxfp4 * dst);
+void npu_model_tensor_release_source (const NpuModelTensor * t);
 
 G_END_DECLS
 

@@ -497,6 +497,7 @@ convert_task (NpuTask * task, gpointer user_data, GError ** error)
 
   npu_task_parallel_for (task, job->n_rows, job->grain, convert_slice, job);
   gst_npu_memory_end_cpu_write (job->mem);
+  npu_model_tensor_release_source (job->tensor);
   return TRUE;
 }
 

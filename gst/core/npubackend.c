@@ -389,8 +389,7 @@ npu_device_new_cpu (guint n_threads)
   device->helpers = g_new0 (GThread *, MAX (n_threads - 1, 1));
   g_mutex_lock (&device->job_lock);
   for (i = 0; i + 1 < n_threads; i++)
-    device->helpers[i] = g_thread_new ("npu-cpu-helper", helper_thread,
-        device);
+    device->helpers[i] = g_thread_new ("npu-cpu-helper", helper_thread, device);
   g_mutex_unlock (&device->job_lock);
   device->dispatcher = g_thread_new ("npu-cpu", dispatcher_thread, device);
   return device;
@@ -423,8 +422,7 @@ npu_device_get_cpu (guint n_threads)
     npu_device_ref (device);
   else {
     device = npu_device_new_cpu (n_threads);
-    g_hash_table_insert (shared_devices, GUINT_TO_POINTER (n_threads),
-        device);
+    g_hash_table_insert (shared_devices, GUINT_TO_POINTER (n_threads), device);
   }
   g_mutex_unlock (&shared_lock);
   return device;

@@ -426,8 +426,7 @@ npu_fence_wait (NpuFence * fence, gint64 timeout_us, GError ** error)
  * fence watcher thread (kernel fences).  @func must not block.
  */
 void
-npu_fence_add_callback (NpuFence * fence, NpuFenceFunc func,
-    gpointer user_data)
+npu_fence_add_callback (NpuFence * fence, NpuFenceFunc func, gpointer user_data)
 {
   FenceCallback *cb;
   gboolean now, watch = FALSE;
@@ -464,7 +463,7 @@ npu_fence_add_callback (NpuFence * fence, NpuFenceFunc func,
  * The watcher: one thread polling the kernel fences that have callbacks.
  */
 static GMutex watch_lock;
-static GPtrArray *watch_fences;        /* NpuFence, each referenced */
+static GPtrArray *watch_fences; /* NpuFence, each referenced */
 static int watch_wake_fd = -1;
 
 static gpointer

@@ -624,8 +624,7 @@ no_memory:
   {
     GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
         ("Cannot allocate %" G_GSIZE_FORMAT " bytes of NPU memory for "
-            "tensor '%s'.", npu_model_tensor_mxfp4_bytes (t), t->name),
-        (NULL));
+            "tensor '%s'.", npu_model_tensor_mxfp4_bytes (t), t->name), (NULL));
     return GST_FLOW_ERROR;
   }
 }

@@ -229,8 +229,7 @@ probe_node (NpuAllocState * state, GstNpuMemoryPath path, const gchar * node)
   test = state_alloc_fd (state, sysconf (_SC_PAGESIZE));
   if (test < 0) {
     GST_INFO ("NPU memory: %s %s refuses to allocate: %s, trying the next "
-        "kind", gst_npu_memory_path_to_string (path), node,
-        g_strerror (errno));
+        "kind", gst_npu_memory_path_to_string (path), node, g_strerror (errno));
     close (fd);
     state->device_fd = -1;
     return FALSE;

@@ -26,9 +26,9 @@ typedef struct
 
 /* File order; every kind of tensor the element treats differently. */
 static const TensorSpec specs[] = {
-  {"blk.0.attn_q.weight", 2, {64, 3}, 0, TRUE},  /* F32 matrix */
-  {"blk.0.attn_norm.weight", 1, {64}, 0, FALSE}, /* 1-D: as stored */
-  {"blk.0.ffn_up.weight", 2, {32, 5}, 1, TRUE},  /* F16 */
+  {"blk.0.attn_q.weight", 2, {64, 3}, 0, TRUE}, /* F32 matrix */
+  {"blk.0.attn_norm.weight", 1, {64}, 0, FALSE},        /* 1-D: as stored */
+  {"blk.0.ffn_up.weight", 2, {32, 5}, 1, TRUE}, /* F16 */
   {"blk.0.ffn_down.weight", 2, {64, 2}, 39, FALSE},     /* MXFP4 already */
   {"blk.0.ffn_gate.weight", 3, {32, 2, 2}, 30, TRUE},   /* BF16, 3-D */
   {"token_embd.weight", 2, {96, 4}, 8, TRUE},   /* Q8_0 */
@@ -219,8 +219,7 @@ run_pipeline (const gchar * desc, gchar ** error_message, GstElement ** src)
       g_signal_emit_by_name (sink, "pull-sample", &sample);
       if (!sample)
         break;
-      g_ptr_array_add (bufs,
-          gst_buffer_ref (gst_sample_get_buffer (sample)));
+      g_ptr_array_add (bufs, gst_buffer_ref (gst_sample_get_buffer (sample)));
       gst_sample_unref (sample);
     }
   }
@@ -233,8 +232,7 @@ run_pipeline (const gchar * desc, gchar ** error_message, GstElement ** src)
   if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
     GError *err = NULL;
     gst_message_parse_error (msg, &err, NULL);
-    fail_unless (error_message != NULL, "unexpected error: %s",
-        err->message);
+    fail_unless (error_message != NULL, "unexpected error: %s", err->message);
     *error_message = g_strdup (err->message);
     g_error_free (err);
   }

@@ -86,6 +86,11 @@ fi
 if [ $((pass + fail)) -eq 0 ]; then
   echo "[FAIL] realkernel-harness (no results)"; fail=1
 fi
+# The evidence, from the guest's own words: which exporter each dma-buf
+# came from, and the vgem fence's states as the kernel reports them.
+echo "realkernel: what the guest kernel reported:"
+grep -E 'has the line "exp_name|sync_file fd [0-9]+ name=.*(active|signalled)|the task ran, .* after the signal|has not run|VGEM_FENCE_SIGNAL|NPU_FENCE_ERROR_TIMEOUT|kprobe: dma_buf_ioctl' "$LOG" \
+  | sed 's/^ *//; s/^/    /' | awk '!seen[$0]++' | head -n 24
 boot=$(awk '$1 == "boot" {print $2}' "$RES/times" 2>/dev/null)
 suite=$(awk '$1 == "boot" {b = $2} $1 == "suite" {printf "%.1f", $2 - b}' "$RES/times" 2>/dev/null)
 echo "realkernel: guest up after ${boot:-?}s, suite ${suite:-?}s, total $(awk -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", b - a }')s; console log: $LOG"

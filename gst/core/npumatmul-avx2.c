@@ -19,6 +19,9 @@
 
 #define ALWAYS_INLINE inline __attribute__ ((always_inline))
 
+/* Software prefetch distance along the weights, as in the AVX-512 kernel */
+#define PF_DIST 4096
+
 static const guint8 lut_bytes[16] = {
   12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
 };
@@ -120,12 +123,21 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
   for (g = 0; g < n_full; g++) {
     for (h = 0; h < 2; h++) {
       for (i = 0; i < R; i++) {
-        if (split)
-          wd[i] = load_split (w->nibbles + ((r + i) * w->stride + 4 * g +
-                  2 * h) * 16, w->scales + (r + i) * w->stride + 4 * g + 2 * h);
-        else
-          wd[i] = load_blocks ((const guint8 *) (w->blocks + (r + i) * nb +
-                  4 * g + 2 * h));
+        if (split) {
+          const guint8 *nib = w->nibbles + ((r + i) * w->stride + 4 * g +
+              2 * h) * 16;
+
+          if (h == 0)
+            _mm_prefetch ((const char *) nib + PF_DIST, _MM_HINT_T0);
+          wd[i] = load_split (nib, w->scales + (r + i) * w->stride + 4 * g +
+              2 * h);
+        } else {
+          const guint8 *p = (const guint8 *) (w->blocks + (r + i) * nb +
+              4 * g + 2 * h);
+
+          _mm_prefetch ((const char *) p + PF_DIST, _MM_HINT_T0);
+          wd[i] = load_blocks (p);
+        }
       }
       half_step (wd, xp + g * NPU_Q8_GROUP_BYTES, xq->row_stride, h, acc, R,
           C);
@@ -171,7 +183,15 @@ npu_mxfp4_tile_avx2 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
   for (c = c0; c < c1; c += CM) {
     const gsize cc = MIN (CM, c1 - c);
 
-    if (w->layout == NPU_MXFP4_LAYOUT_SPLIT) {
+    if (cc == 1) {
+      /* GEMV: one sequential stream per thread (see the AVX-512 kernel) */
+      for (r = r0; r < r1; r++) {
+        if (w->layout == NPU_MXFP4_LAYOUT_SPLIT)
+          micro (w, r, xq, c, y, ldy, 1, 1, TRUE);
+        else
+          micro (w, r, xq, c, y, ldy, 1, 1, FALSE);
+      }
+    } else if (w->layout == NPU_MXFP4_LAYOUT_SPLIT) {
       for (r = r0; r + RM <= r1; r += RM)
         MICRO_CASES (RM, TRUE);
       for (; r < r1; r++)

@@ -3,7 +3,7 @@
  * Built with -mavx512f -mavx512bw -mavx512vnni -mavx512vbmi -mfma; only
  * called when the CPU has them.  One zmm holds 4 blocks: the 64 nibble
  * bytes, split into low and high nibbles (elements 0..15 and 16..31 of each
- * block, one block per 128-bit lane), decoded by vpshufb into unsigned
+ * block, one block per 128-bit lane), decoded by vpermb into unsigned
  * 2 * P + 12 and multiplied with the int8 activations by vpdpbusd.  Each
  * 128-bit lane then holds one block's sum in 4 int32 lanes, which are
  * converted and scaled by 2^(e-127) * d / 2 into F32 accumulators.
@@ -15,23 +15,25 @@
 #include "npumatmul-private.h"
 
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 /* Micro tile: RM weight rows by CM activation rows, RM * CM accumulators */
 #define RM 4
 #define CM 4
-#ifndef GEMV_RM
+/* Rows per micro tile in a GEMV: one, so each thread reads one sequential
+ * stream (4 interleaved rows measured ~20 % slower from DRAM) */
 #define GEMV_RM 1
-#endif
 
 #define ALWAYS_INLINE inline __attribute__ ((always_inline))
 
-/* Software prefetch distance in bytes along each weight row.  A GEMV reads
- * RM rows at once, each only a few KiB long (k = 4096: 2176 bytes), which
- * is too short for the hardware prefetcher to ramp up on each new stream;
- * prefetching ahead keeps enough misses in flight. */
+/* Software prefetch distance in bytes along the weights.  One thread needs
+ * about bandwidth x latency = 13 GB/s x ~150 ns = 2 KiB in flight to stream
+ * from DRAM, more than the hardware prefetchers keep on their own when rows
+ * are only 2 KiB long (k = 4096); 1 KiB ahead reached ~60 % of the read
+ * bandwidth in a GEMV, 4 KiB ~95 % (docs/kernels.md). */
 #ifndef PF_DIST
-#define PF_DIST 1024
+#define PF_DIST 4096
 #endif
 
 static const guint8 lut_bytes[16] = {
@@ -69,29 +71,32 @@ typedef struct
 {
   __m512i lo, hi;               /* 2P + 12 of elements 0..15 / 16..31 */
   __m512 s;                     /* 2^(e-127) per block, 4 lanes each */
+  __m512i ed;                   /* e per block, 4 lanes each */
 } Decoded;
 
 /* @qs: 64 nibble bytes, @ed: scale byte in the low byte of each dword */
 static ALWAYS_INLINE Decoded
 decode (__m512i qs, __m512i ed)
 {
+  /* vpermb indexes with 6 bits: with the 16-entry table repeated 4 times,
+   * bits 4..5 of the index do not matter, so the low nibbles need no mask
+   * and the high ones only a 16-bit shift (which brings in bits of the
+   * neighbouring byte, above bit 3). */
   const __m512i lut =
       _mm512_broadcast_i32x4 (_mm_loadu_si128 ((const __m128i *) lut_bytes));
-  const __m512i m4 = _mm512_set1_epi8 (0x0F);
   Decoded d;
   __m512i bits;
 
-  d.lo = _mm512_shuffle_epi8 (lut, _mm512_and_si512 (qs, m4));
-  d.hi = _mm512_shuffle_epi8 (lut,
-      _mm512_and_si512 (_mm512_srli_epi16 (qs, 4), m4));
+  d.lo = _mm512_permutexvar_epi8 (qs, lut);
+  d.hi = _mm512_permutexvar_epi8 (_mm512_srli_epi16 (qs, 4), lut);
   /* e << 23 is 2^(e-127) for 1 <= e <= 254; e = 0 must give the subnormal
-   * 2^-127 (0x00400000, the max below) and e = 255 a NaN, not Inf. */
+   * 2^-127 (0x00400000, the max below).  e = 255 gives Inf here; micro()
+   * tracks the largest e of each row and makes the output NaN instead,
+   * which costs one instruction per group rather than two. */
   bits = _mm512_slli_epi32 (ed, 23);
   bits = _mm512_max_epu32 (bits, _mm512_set1_epi32 (0x00400000));
-  bits = _mm512_mask_mov_epi32 (bits,
-      _mm512_cmpeq_epi32_mask (ed, _mm512_set1_epi32 (255)),
-      _mm512_set1_epi32 (0x7FC00000));
   d.s = _mm512_castsi512_ps (bits);
+  d.ed = ed;
   return d;
 }
 
@@ -151,6 +156,7 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
     float *y, gsize ldy, const int R, const int C, const gboolean split)
 {
   __m512 acc[RM][CM];
+  __m512i emax[RM];
   Decoded wd[RM];
   const gsize nb = w->n_blocks;
   const gsize n_full = split ? xq->n_groups : nb / 4;
@@ -158,9 +164,11 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
   gsize g;
   int i, j;
 
-  for (i = 0; i < R; i++)
+  for (i = 0; i < R; i++) {
+    emax[i] = _mm512_setzero_si512 ();
     for (j = 0; j < C; j++)
       acc[i][j] = _mm512_setzero_ps ();
+  }
 
   for (g = 0; g < n_full; g++) {
     for (i = 0; i < R; i++) {
@@ -175,6 +183,7 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
         _mm_prefetch ((const char *) p + PF_DIST, _MM_HINT_T0);
         wd[i] = load_blocks (p);
       }
+      emax[i] = _mm512_max_epu32 (emax[i], wd[i].ed);
     }
     group_step (wd, xp + g * NPU_Q8_GROUP_BYTES, xq->row_stride, acc, R, C);
   }
@@ -189,14 +198,20 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
       memcpy (buf[i], w->blocks + (r + i) * nb + 4 * n_full,
           (nb - 4 * n_full) * sizeof (NpuBlockMxfp4));
       wd[i] = load_blocks (buf[i]);
+      emax[i] = _mm512_max_epu32 (emax[i], wd[i].ed);
     }
     group_step (wd, xp + n_full * NPU_Q8_GROUP_BYTES, xq->row_stride, acc,
         R, C);
   }
 
-  for (i = 0; i < R; i++)
+  for (i = 0; i < R; i++) {
+    /* A NaN scale in the row: NaN, as the reference gives */
+    gboolean nan_row = _mm512_reduce_max_epu32 (emax[i]) == NPU_E8M0_NAN;
+
     for (j = 0; j < C; j++)
-      y[(c + j) * ldy + r + i] = _mm512_reduce_add_ps (acc[i][j]);
+      y[(c + j) * ldy + r + i] =
+          nan_row ? NAN : _mm512_reduce_add_ps (acc[i][j]);
+  }
 }
 
 #define MICRO_CASES(R, split) \

@@ -55,7 +55,7 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
         qs = w->blocks[(r + i) * nb + b].qs;
         e = w->blocks[(r + i) * nb + b].e;
       }
-      __builtin_prefetch (qs + 1024);
+      __builtin_prefetch (qs + 4096);
       q = vld1q_u8 (qs);
       wlo[i] = vqtbl1q_s8 (lut, vandq_u8 (q, m4));
       whi[i] = vqtbl1q_s8 (lut, vshrq_n_u8 (q, 4));

@@ -200,6 +200,8 @@ main (int argc, char **argv)
   if (__builtin_cpu_supports ("avx2"))
     read_func = read_slice_avx2;
 #endif
+  /* Line by line, so a long run shows progress through a pipe */
+  setvbuf (stdout, NULL, _IOLBF, 0);
   passes = MAX (passes, 1);
   gbs = g_new (double, passes);
   rbs = g_new (double, passes);

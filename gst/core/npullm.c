@@ -1,0 +1,1230 @@
+/* gst-npu: decoder-only transformer (llama, qwen2): loading and forward pass
+ *
+ * Per layer (llama.cpp's llm_build_llama / llm_build_qwen2):
+ *
+ *   h   = x + Wo . attn (rope (Wq . n1 + bq), rope (Wk . n1 + bk), Wv . n1 + bv)
+ *   out = h + Wdown . (silu (Wgate . n2) * (Wup . n2))
+ *
+ * with n1 = rmsnorm (x) * attn_norm, n2 = rmsnorm (h) * ffn_norm, then
+ * logits = Wout . (rmsnorm (x) * output_norm).
+ *
+ * KV cache and positions (docs/llm-core.md): slot of absolute position a is
+ * a for the n_sink sinks, n_sink + (a - n_sink) mod W after them, with
+ * W = n_ctx - n_sink; the cache is written in place and never moves.
+ * StreamingLLM gives every token its position inside the cache, not in the
+ * stream.  RoPE scores depend only on the difference of the two positions,
+ * and inside the window the cache-relative difference equals the absolute
+ * one, so keys are stored rotated at their absolute position and never
+ * touched again; only the sinks need the query rotated at its
+ * cache-relative position (n_ctx - 1 once the cache is full), which costs
+ * one more rotation of the query, not a pass over the cache.  Angles are
+ * computed in double, so positions stay exact over days of stream.
+ */
+#include "npullm.h"
+#include "npumatmul.h"
+#include "npumxfp4.h"
+
+#include <math.h>
+#include <string.h>
+
+G_DEFINE_QUARK (npu-llm-error-quark, npu_llm_error);
+
+typedef struct
+{
+  NpuMxfp4Matrix m;
+  NpuBlockMxfp4 *converted;     /* owned when the source was not MXFP4 */
+} Matrix;
+
+typedef struct
+{
+  const float *attn_norm, *ffn_norm;
+  const float *bq, *bk, *bv, *bo;       /* NULL when absent */
+  Matrix wq, wk, wv, wo, wgate, wup, wdown;
+} Layer;
+
+struct _NpuLlmModel
+{
+  NpuLlmHParams hp;
+  NpuGguf *gguf;                /* npu_llm_model_new_from_file() only */
+
+  NpuLlmTensorView tok_embd;
+  gsize embd_row_bytes;
+  const float *output_norm;
+  Matrix output;
+  const float *rope_freqs;      /* optional rope_freqs.weight [n_rot / 2] */
+  double *inv_freq;             /* n_rot / 2 angular frequencies */
+
+  Layer *layers;
+  guint64 decode_bytes;
+  guint64 converted_bytes;
+};
+
+struct _NpuLlmContext
+{
+  NpuLlmModel *model;
+  NpuLlmContextParams p;
+  guint window;                 /* n_ctx - n_sink */
+  guint q_dim, kv_dim;
+
+  guint64 n_past;
+  NpuLlmStats stats;
+
+  /* n_layer x n_ctx x kv_dim each */
+  float *k_cache, *v_cache;
+
+  /* scratch, n_batch rows each */
+  float *x, *xn, *q, *qr, *k, *v, *att, *tmp, *gate, *up;
+  float *scores;                /* n_head x n_ctx */
+  float *rope_abs, *rope_rel;   /* n_batch x n_rot (cos, sin pairs) */
+  float *logits;                /* (all_logits ? n_batch : 1) x n_vocab */
+  gsize n_logits;               /* rows valid in @logits */
+  gboolean rel_needed;
+};
+
+/* ------------------------------------------------------------------------
+ * Hyper-parameters
+ */
+
+static gboolean
+get_u32_req (const NpuGguf * gguf, const gchar * arch, const gchar * key,
+    guint * out, GError ** error)
+{
+  gchar *name = g_strdup_printf ("%s.%s", arch, key);
+  guint32 v;
+  GError *err = NULL;
+  gboolean ok = npu_gguf_get_u32 (gguf, name, &v, &err);
+
+  if (!ok) {
+    g_set_error (error, NPU_LLM_ERROR,
+        g_error_matches (err, NPU_GGUF_ERROR, NPU_GGUF_ERROR_NOT_FOUND) ?
+        NPU_LLM_ERROR_MISSING : NPU_LLM_ERROR_SHAPE,
+        "metadata key '%s': %s", name, err->message);
+    g_error_free (err);
+  } else if (v == 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "metadata key '%s' is 0", name);
+    ok = FALSE;
+  } else {
+    *out = v;
+  }
+  g_free (name);
+  return ok;
+}
+
+/* Optional key: absent leaves *out alone; present but unusable is an
+ * error (a silent default would hide a broken file). */
+static gboolean
+get_u32_opt (const NpuGguf * gguf, const gchar * arch, const gchar * key,
+    guint * out, GError ** error)
+{
+  gchar *name = g_strdup_printf ("%s.%s", arch, key);
+  gboolean ok = TRUE;
+
+  if (npu_gguf_find (gguf, name)) {
+    guint32 v;
+    GError *err = NULL;
+
+    if (!npu_gguf_get_u32 (gguf, name, &v, &err)) {
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+          "metadata key '%s': %s", name, err->message);
+      g_error_free (err);
+      ok = FALSE;
+    } else {
+      *out = v;
+    }
+  }
+  g_free (name);
+  return ok;
+}
+
+static gboolean
+get_f32_opt (const NpuGguf * gguf, const gchar * arch, const gchar * key,
+    gboolean required, gfloat * out, gboolean * found, GError ** error)
+{
+  gchar *name = g_strdup_printf ("%s.%s", arch, key);
+  gboolean ok = TRUE;
+
+  if (found)
+    *found = FALSE;
+  if (npu_gguf_find (gguf, name)) {
+    gfloat v;
+    GError *err = NULL;
+
+    if (!npu_gguf_get_f32 (gguf, name, &v, &err)) {
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+          "metadata key '%s': %s", name, err->message);
+      g_error_free (err);
+      ok = FALSE;
+    } else if (!isfinite (v)) {
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+          "metadata key '%s' is not finite", name);
+      ok = FALSE;
+    } else {
+      *out = v;
+      if (found)
+        *found = TRUE;
+    }
+  } else if (required) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_MISSING,
+        "metadata key '%s' not found", name);
+    ok = FALSE;
+  }
+  g_free (name);
+  return ok;
+}
+
+gboolean
+npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
+    GError ** error)
+{
+  const gchar *arch;
+  gchar *key;
+  const gchar *scaling = NULL;
+  gfloat factor = 0.0f;
+  gboolean have_factor = FALSE;
+  NpuLlmHParams h = { 0, };
+  guint value_length = 0;
+  GError *err = NULL;
+
+  arch = npu_gguf_get_string (gguf, "general.architecture", NULL, &err);
+  if (!arch) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_MISSING,
+        "general.architecture: %s", err->message);
+    g_error_free (err);
+    return FALSE;
+  }
+  if (strcmp (arch, "llama") == 0) {
+    h.arch = NPU_LLM_ARCH_LLAMA;
+    h.rope_type = NPU_LLM_ROPE_NORM;
+  } else if (strcmp (arch, "qwen2") == 0) {
+    h.arch = NPU_LLM_ARCH_QWEN2;
+    h.rope_type = NPU_LLM_ROPE_NEOX;
+  } else {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+        "unsupported architecture '%s' (supported: llama, qwen2)", arch);
+    return FALSE;
+  }
+
+  if (!get_u32_req (gguf, arch, "embedding_length", &h.n_embd, error) ||
+      !get_u32_req (gguf, arch, "block_count", &h.n_layer, error) ||
+      !get_u32_req (gguf, arch, "feed_forward_length", &h.n_ff, error) ||
+      !get_u32_req (gguf, arch, "attention.head_count", &h.n_head, error) ||
+      !get_u32_req (gguf, arch, "context_length", &h.n_ctx_train, error))
+    return FALSE;
+  h.n_head_kv = h.n_head;
+  if (!get_u32_opt (gguf, arch, "attention.head_count_kv", &h.n_head_kv,
+          error))
+    return FALSE;
+  if (h.n_embd % h.n_head != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "%s.embedding_length %u is not a multiple of head_count %u", arch,
+        h.n_embd, h.n_head);
+    return FALSE;
+  }
+  h.head_dim = h.n_embd / h.n_head;
+  if (!get_u32_opt (gguf, arch, "attention.key_length", &h.head_dim, error))
+    return FALSE;
+  value_length = h.head_dim;
+  if (!get_u32_opt (gguf, arch, "attention.value_length", &value_length,
+          error))
+    return FALSE;
+  if (value_length != h.head_dim) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+        "%s.attention.value_length %u differs from key_length %u", arch,
+        value_length, h.head_dim);
+    return FALSE;
+  }
+  h.n_rot = h.head_dim;
+  if (!get_u32_opt (gguf, arch, "rope.dimension_count", &h.n_rot, error))
+    return FALSE;
+
+  if (!get_f32_opt (gguf, arch, "attention.layer_norm_rms_epsilon", TRUE,
+          &h.rms_eps, NULL, error))
+    return FALSE;
+  h.rope_freq_base = 10000.0f;
+  if (!get_f32_opt (gguf, arch, "rope.freq_base", FALSE, &h.rope_freq_base,
+          NULL, error))
+    return FALSE;
+
+  /* RoPE scaling, as llama.cpp reads it: the type defaults to linear, the
+   * factor comes from rope.scaling.factor or the older rope.scale_linear;
+   * a factor of 0 or none means no scaling. */
+  key = g_strdup_printf ("%s.rope.scaling.type", arch);
+  if (npu_gguf_find (gguf, key)) {
+    scaling = npu_gguf_get_string (gguf, key, NULL, &err);
+    if (!scaling) {
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+          "metadata key '%s': %s", key, err->message);
+      g_error_free (err);
+      g_free (key);
+      return FALSE;
+    }
+  }
+  g_free (key);
+  if (!get_f32_opt (gguf, arch, "rope.scaling.factor", FALSE, &factor,
+          &have_factor, error))
+    return FALSE;
+  if (!have_factor && !get_f32_opt (gguf, arch, "rope.scale_linear", FALSE,
+          &factor, &have_factor, error))
+    return FALSE;
+  h.rope_freq_scale = 1.0f;
+  if (scaling && strcmp (scaling, "none") == 0) {
+    /* nothing */
+  } else if (scaling && strcmp (scaling, "linear") != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+        "unsupported %s.rope.scaling.type '%s' (supported: none, linear)",
+        arch, scaling);
+    return FALSE;
+  } else if (have_factor && factor != 0.0f) {
+    if (factor < 0.0f) {
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+          "%s.rope.scaling.factor %g is negative", arch, factor);
+      return FALSE;
+    }
+    h.rope_freq_scale = 1.0f / factor;
+  }
+
+  if (h.n_head_kv == 0 || h.n_head % h.n_head_kv != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "%s.attention.head_count %u is not a multiple of head_count_kv %u",
+        arch, h.n_head, h.n_head_kv);
+    return FALSE;
+  }
+  if (h.n_rot == 0 || h.n_rot > h.head_dim || h.n_rot % 2 != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "%s.rope.dimension_count %u is not an even number <= the head size "
+        "%u", arch, h.n_rot, h.head_dim);
+    return FALSE;
+  }
+  if (!(h.rms_eps >= 0.0f) || !(h.rope_freq_base > 0.0f)) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "%s: rms epsilon %g or rope.freq_base %g out of range", arch,
+        h.rms_eps, h.rope_freq_base);
+    return FALSE;
+  }
+  *hp = h;
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------
+ * Loading
+ */
+
+static const gchar *
+type_name (guint32 type)
+{
+  const gchar *name = npu_ggml_type_name (type);
+
+  return name ? name : "unknown";
+}
+
+static gboolean
+lookup_tensor (NpuLlmTensorLookup lookup, gpointer user_data,
+    const gchar * name, gboolean required, guint64 ne0, guint64 ne1,
+    NpuLlmTensorView * view, gboolean * found, GError ** error)
+{
+  NpuLlmTensorView v = { 0, };
+
+  *found = FALSE;
+  if (!lookup (name, &v, user_data) || !v.data) {
+    if (required) {
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_MISSING,
+          "tensor '%s' not found", name);
+      return FALSE;
+    }
+    return TRUE;
+  }
+  /* ne1 == 0: any number of rows (token_embd's vocabulary) */
+  if (v.ne[0] != ne0 || (ne1 != 0 && v.ne[1] != ne1) || v.ne[1] == 0 ||
+      v.ne[2] != 1 || v.ne[3] != 1) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "tensor '%s' has shape [%" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT
+        ", %" G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT "], expected [%"
+        G_GUINT64_FORMAT ", %" G_GUINT64_FORMAT "]", name, v.ne[0], v.ne[1],
+        v.ne[2], v.ne[3], ne0, ne1);
+    return FALSE;
+  }
+  *view = v;
+  *found = TRUE;
+  return TRUE;
+}
+
+/* 1-D F32 vector of @n elements */
+static gboolean
+load_vector (NpuLlmTensorLookup lookup, gpointer user_data,
+    const gchar * name, gboolean required, guint64 n, const float **out,
+    GError ** error)
+{
+  NpuLlmTensorView v;
+  gboolean found;
+
+  *out = NULL;
+  if (!lookup_tensor (lookup, user_data, name, required, n, 1, &v, &found,
+          error))
+    return FALSE;
+  if (!found)
+    return TRUE;
+  if (v.type != NPU_GGML_TYPE_F32) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+        "tensor '%s' has type %s, expected f32", name, type_name (v.type));
+    return FALSE;
+  }
+  *out = v.data;
+  return TRUE;
+}
+
+/* A view as an MXFP4 matrix: in place if it is MXFP4, else converted once
+ * (17 bytes per 32 weights owned by the model). */
+static gboolean
+matrix_from_view (NpuLlmModel * model, const gchar * name,
+    const NpuLlmTensorView * v, Matrix * mat, GError ** error)
+{
+  gsize k = v->ne[0], rows = v->ne[1], n = k * rows;
+  NpuBlockMxfp4 *blocks;
+
+  if (k % NPU_MXFP4_BLOCK_SIZE != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "tensor '%s': row length %" G_GSIZE_FORMAT " is not a multiple of 32",
+        name, k);
+    return FALSE;
+  }
+  if (v->type == NPU_GGML_TYPE_MXFP4) {
+    npu_mxfp4_matrix_init_view (&mat->m, v->data, rows, k);
+    return TRUE;
+  }
+  switch (v->type) {
+    case NPU_GGML_TYPE_F32:
+    case NPU_GGML_TYPE_F16:
+    case NPU_GGML_TYPE_BF16:
+    case NPU_GGML_TYPE_Q8_0:
+      break;
+    default:
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+          "tensor '%s' has type %s (matrices must be mxfp4, f32, f16, bf16 "
+          "or q8_0)", name, type_name (v->type));
+      return FALSE;
+  }
+  blocks = g_new (NpuBlockMxfp4, n / NPU_MXFP4_BLOCK_SIZE);
+  switch (v->type) {
+    case NPU_GGML_TYPE_F32:
+      npu_mxfp4_quantize_f32 (v->data, blocks, n);
+      break;
+    case NPU_GGML_TYPE_F16:
+      npu_mxfp4_quantize_f16 (v->data, blocks, n);
+      break;
+    case NPU_GGML_TYPE_BF16:
+      npu_mxfp4_quantize_bf16 (v->data, blocks, n);
+      break;
+    default:
+      npu_mxfp4_quantize_q8_0 (v->data, blocks, n);
+      break;
+  }
+  mat->converted = blocks;
+  model->converted_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
+  npu_mxfp4_matrix_init_view (&mat->m, blocks, rows, k);
+  return TRUE;
+}
+
+static gboolean
+load_matrix (NpuLlmModel * model, NpuLlmTensorLookup lookup,
+    gpointer user_data, const gchar * name, guint64 ne0, guint64 ne1,
+    Matrix * mat, GError ** error)
+{
+  NpuLlmTensorView v;
+  gboolean found;
+
+  if (!lookup_tensor (lookup, user_data, name, TRUE, ne0, ne1, &v, &found,
+          error))
+    return FALSE;
+  if (!matrix_from_view (model, name, &v, mat, error))
+    return FALSE;
+  model->decode_bytes += npu_mxfp4_matrix_get_size (&mat->m);
+  return TRUE;
+}
+
+static void
+matrix_clear (Matrix * mat)
+{
+  npu_mxfp4_matrix_clear (&mat->m);
+  g_free (mat->converted);
+  mat->converted = NULL;
+}
+
+NpuLlmModel *
+npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
+    gpointer user_data, GError ** error)
+{
+  NpuLlmModel *model;
+  NpuLlmHParams *hp;
+  NpuLlmTensorView v;
+  gboolean found, is_qwen2;
+  guint q_dim, kv_dim, il, i;
+  guint block;
+  gsize type_size;
+
+  g_return_val_if_fail (params != NULL && lookup != NULL, NULL);
+
+  model = g_new0 (NpuLlmModel, 1);
+  model->hp = *params;
+  hp = &model->hp;
+  is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
+  q_dim = hp->n_head * hp->head_dim;
+  kv_dim = hp->n_head_kv * hp->head_dim;
+
+  if (hp->n_embd == 0 || hp->n_layer == 0 || hp->n_ff == 0 ||
+      hp->n_head == 0 || hp->n_head_kv == 0 || hp->head_dim == 0 ||
+      hp->n_head % hp->n_head_kv != 0 || hp->n_rot == 0 || hp->n_rot % 2 ||
+      hp->n_rot > hp->head_dim || hp->n_ctx_train == 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "inconsistent hyper-parameters (embd %u, layers %u, ff %u, heads "
+        "%u/%u, head size %u, rot %u, ctx %u)", hp->n_embd, hp->n_layer,
+        hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_rot,
+        hp->n_ctx_train);
+    goto fail;
+  }
+
+  /* token_embd: any number of rows (the vocabulary), one of the types we
+   * can dequantise a row of */
+  if (!lookup_tensor (lookup, user_data, "token_embd.weight", TRUE,
+          hp->n_embd, 0, &model->tok_embd, &found, error))
+    goto fail;
+  switch (model->tok_embd.type) {
+    case NPU_GGML_TYPE_F32:
+    case NPU_GGML_TYPE_F16:
+    case NPU_GGML_TYPE_BF16:
+    case NPU_GGML_TYPE_Q8_0:
+    case NPU_GGML_TYPE_MXFP4:
+      break;
+    default:
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+          "tensor 'token_embd.weight' has type %s (supported: f32, f16, "
+          "bf16, q8_0, mxfp4)", type_name (model->tok_embd.type));
+      goto fail;
+  }
+  if (model->tok_embd.ne[1] > G_MAXINT32) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "tensor 'token_embd.weight': %" G_GUINT64_FORMAT " tokens",
+        model->tok_embd.ne[1]);
+    goto fail;
+  }
+  if (model->tok_embd.type != NPU_GGML_TYPE_F32 &&
+      model->tok_embd.type != NPU_GGML_TYPE_F16 &&
+      model->tok_embd.type != NPU_GGML_TYPE_BF16 &&
+      hp->n_embd % NPU_MXFP4_BLOCK_SIZE != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "tensor 'token_embd.weight': row length %u is not a multiple of 32",
+        hp->n_embd);
+    goto fail;
+  }
+  hp->n_vocab = (guint) model->tok_embd.ne[1];
+  npu_ggml_type_info (model->tok_embd.type, &block, &type_size);
+  model->embd_row_bytes = hp->n_embd / block * type_size;
+
+  if (!load_vector (lookup, user_data, "output_norm.weight", TRUE,
+          hp->n_embd, &model->output_norm, error))
+    goto fail;
+  if (!lookup_tensor (lookup, user_data, "output.weight", FALSE, hp->n_embd,
+          hp->n_vocab, &v, &found, error))
+    goto fail;
+  /* Tied output: the logits are token_embd . x, as llama.cpp does when a
+   * file has no output.weight */
+  if (!matrix_from_view (model, found ? "output.weight" : "token_embd.weight",
+          found ? &v : &model->tok_embd, &model->output, error))
+    goto fail;
+  model->decode_bytes += npu_mxfp4_matrix_get_size (&model->output.m)
+      + model->embd_row_bytes;
+
+  /* Llama 3's per-frequency RoPE factors, optional (llama.cpp divides each
+   * frequency by its factor) */
+  if (!load_vector (lookup, user_data, "rope_freqs.weight", FALSE,
+          hp->n_rot / 2, &model->rope_freqs, error))
+    goto fail;
+  model->inv_freq = g_new (double, hp->n_rot / 2);
+  for (i = 0; i < hp->n_rot / 2; i++) {
+    double f = pow ((double) hp->rope_freq_base, -2.0 * i / hp->n_rot);
+
+    if (model->rope_freqs)
+      f /= model->rope_freqs[i];
+    model->inv_freq[i] = f * hp->rope_freq_scale;
+  }
+
+  model->layers = g_new0 (Layer, hp->n_layer);
+  for (il = 0; il < hp->n_layer; il++) {
+    Layer *l = &model->layers[il];
+    gchar name[64];
+
+#define NAME(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
+    if (!load_vector (lookup, user_data, NAME ("attn_norm.weight"), TRUE,
+            hp->n_embd, &l->attn_norm, error) ||
+        !load_vector (lookup, user_data, NAME ("ffn_norm.weight"), TRUE,
+            hp->n_embd, &l->ffn_norm, error) ||
+        !load_vector (lookup, user_data, NAME ("attn_q.bias"), is_qwen2,
+            q_dim, &l->bq, error) ||
+        !load_vector (lookup, user_data, NAME ("attn_k.bias"), is_qwen2,
+            kv_dim, &l->bk, error) ||
+        !load_vector (lookup, user_data, NAME ("attn_v.bias"), is_qwen2,
+            kv_dim, &l->bv, error) ||
+        !load_vector (lookup, user_data, NAME ("attn_output.bias"), FALSE,
+            hp->n_embd, &l->bo, error) ||
+        !load_matrix (model, lookup, user_data, NAME ("attn_q.weight"),
+            hp->n_embd, q_dim, &l->wq, error) ||
+        !load_matrix (model, lookup, user_data, NAME ("attn_k.weight"),
+            hp->n_embd, kv_dim, &l->wk, error) ||
+        !load_matrix (model, lookup, user_data, NAME ("attn_v.weight"),
+            hp->n_embd, kv_dim, &l->wv, error) ||
+        !load_matrix (model, lookup, user_data, NAME ("attn_output.weight"),
+            q_dim, hp->n_embd, &l->wo, error) ||
+        !load_matrix (model, lookup, user_data, NAME ("ffn_gate.weight"),
+            hp->n_embd, hp->n_ff, &l->wgate, error) ||
+        !load_matrix (model, lookup, user_data, NAME ("ffn_up.weight"),
+            hp->n_embd, hp->n_ff, &l->wup, error) ||
+        !load_matrix (model, lookup, user_data, NAME ("ffn_down.weight"),
+            hp->n_ff, hp->n_embd, &l->wdown, error))
+      goto fail;
+#undef NAME
+  }
+  return model;
+
+fail:
+  npu_llm_model_free (model);
+  return NULL;
+}
+
+static gboolean
+gguf_lookup (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (user_data, name);
+  guint i;
+
+  if (!t)
+    return FALSE;
+  out->type = t->type;
+  for (i = 0; i < 4; i++)
+    out->ne[i] = t->ne[i];
+  out->data = t->data;
+  return TRUE;
+}
+
+NpuLlmModel *
+npu_llm_model_new_from_file (const gchar * path, GError ** error)
+{
+  NpuGguf *gguf;
+  NpuLlmHParams hp;
+  NpuLlmModel *model;
+  GError *err = NULL;
+
+  gguf = npu_gguf_open (path, error);
+  if (!gguf)
+    return NULL;
+  if (!npu_llm_hparams_from_gguf (gguf, &hp, &err) ||
+      !(model = npu_llm_model_new (&hp, gguf_lookup, gguf, &err))) {
+    gchar *base = g_path_get_basename (path);
+
+    g_set_error (error, err->domain, err->code, "%s: %s", base, err->message);
+    g_free (base);
+    g_error_free (err);
+    npu_gguf_free (gguf);
+    return NULL;
+  }
+  model->gguf = gguf;
+  return model;
+}
+
+void
+npu_llm_model_free (NpuLlmModel * model)
+{
+  guint il;
+
+  if (!model)
+    return;
+  if (model->layers) {
+    for (il = 0; il < model->hp.n_layer; il++) {
+      Layer *l = &model->layers[il];
+
+      matrix_clear (&l->wq);
+      matrix_clear (&l->wk);
+      matrix_clear (&l->wv);
+      matrix_clear (&l->wo);
+      matrix_clear (&l->wgate);
+      matrix_clear (&l->wup);
+      matrix_clear (&l->wdown);
+    }
+    g_free (model->layers);
+  }
+  matrix_clear (&model->output);
+  g_free (model->inv_freq);
+  if (model->gguf)
+    npu_gguf_free (model->gguf);
+  g_free (model);
+}
+
+const NpuLlmHParams *
+npu_llm_model_get_hparams (const NpuLlmModel * model)
+{
+  return &model->hp;
+}
+
+guint64
+npu_llm_model_get_decode_bytes (const NpuLlmModel * model)
+{
+  return model->decode_bytes;
+}
+
+guint64
+npu_llm_model_get_converted_bytes (const NpuLlmModel * model)
+{
+  return model->converted_bytes;
+}
+
+/* ------------------------------------------------------------------------
+ * Context
+ */
+
+void
+npu_llm_context_params_init (NpuLlmContextParams * params)
+{
+  params->n_ctx = 0;
+  params->n_batch = 64;
+  params->n_sink = 4;
+  params->streaming = TRUE;
+  params->all_logits = FALSE;
+}
+
+static float *
+ctx_alloc (NpuLlmContext * ctx, gsize n_floats, gsize * counter)
+{
+  ctx->stats.n_allocs++;
+  *counter += n_floats * sizeof (float);
+  return g_malloc0_n (MAX (n_floats, 1), sizeof (float));
+}
+
+NpuLlmContext *
+npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
+    GError ** error)
+{
+  const NpuLlmHParams *hp = &model->hp;
+  NpuLlmContextParams p;
+  NpuLlmContext *ctx;
+  gsize nb, kv, *scratch;
+
+  if (params)
+    p = *params;
+  else
+    npu_llm_context_params_init (&p);
+  if (p.n_ctx == 0)
+    p.n_ctx = hp->n_ctx_train;
+  if (p.n_batch == 0 || p.n_batch > 65536) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "n_batch %u out of range [1, 65536]", p.n_batch);
+    return NULL;
+  }
+  if (p.n_ctx < 2 || p.n_ctx > (1u << 24)) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "n_ctx %u out of range [2, 16777216]", p.n_ctx);
+    return NULL;
+  }
+  if (p.n_sink >= p.n_ctx) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "n_sink %u must be smaller than n_ctx %u", p.n_sink, p.n_ctx);
+    return NULL;
+  }
+
+  ctx = g_new0 (NpuLlmContext, 1);
+  ctx->model = model;
+  ctx->p = p;
+  ctx->window = p.n_ctx - p.n_sink;
+  ctx->q_dim = hp->n_head * hp->head_dim;
+  ctx->kv_dim = hp->n_head_kv * hp->head_dim;
+  nb = p.n_batch;
+  kv = (gsize) hp->n_layer * p.n_ctx * ctx->kv_dim;
+  scratch = &ctx->stats.scratch_bytes;
+
+  /* Everything the forward pass touches is allocated here, once */
+  ctx->k_cache = ctx_alloc (ctx, kv, &ctx->stats.kv_bytes);
+  ctx->v_cache = ctx_alloc (ctx, kv, &ctx->stats.kv_bytes);
+  ctx->x = ctx_alloc (ctx, nb * hp->n_embd, scratch);
+  ctx->xn = ctx_alloc (ctx, nb * hp->n_embd, scratch);
+  ctx->tmp = ctx_alloc (ctx, nb * hp->n_embd, scratch);
+  ctx->q = ctx_alloc (ctx, nb * ctx->q_dim, scratch);
+  ctx->qr = ctx_alloc (ctx, nb * ctx->q_dim, scratch);
+  ctx->att = ctx_alloc (ctx, nb * ctx->q_dim, scratch);
+  ctx->k = ctx_alloc (ctx, nb * ctx->kv_dim, scratch);
+  ctx->v = ctx_alloc (ctx, nb * ctx->kv_dim, scratch);
+  ctx->gate = ctx_alloc (ctx, nb * hp->n_ff, scratch);
+  ctx->up = ctx_alloc (ctx, nb * hp->n_ff, scratch);
+  ctx->scores = ctx_alloc (ctx, (gsize) hp->n_head * p.n_ctx, scratch);
+  ctx->rope_abs = ctx_alloc (ctx, nb * hp->n_rot, scratch);
+  ctx->rope_rel = ctx_alloc (ctx, nb * hp->n_rot, scratch);
+  ctx->logits = ctx_alloc (ctx, (p.all_logits ? nb : 1) * hp->n_vocab,
+      scratch);
+  return ctx;
+}
+
+void
+npu_llm_context_free (NpuLlmContext * ctx)
+{
+  if (!ctx)
+    return;
+  g_free (ctx->k_cache);
+  g_free (ctx->v_cache);
+  g_free (ctx->x);
+  g_free (ctx->xn);
+  g_free (ctx->tmp);
+  g_free (ctx->q);
+  g_free (ctx->qr);
+  g_free (ctx->att);
+  g_free (ctx->k);
+  g_free (ctx->v);
+  g_free (ctx->gate);
+  g_free (ctx->up);
+  g_free (ctx->scores);
+  g_free (ctx->rope_abs);
+  g_free (ctx->rope_rel);
+  g_free (ctx->logits);
+  g_free (ctx);
+}
+
+void
+npu_llm_context_reset (NpuLlmContext * ctx)
+{
+  /* The cache needs no clearing: a slot is only read after it is written */
+  ctx->n_past = 0;
+  ctx->n_logits = 0;
+}
+
+guint64
+npu_llm_context_get_n_past (NpuLlmContext * ctx)
+{
+  return ctx->n_past;
+}
+
+guint
+npu_llm_context_get_n_cached (NpuLlmContext * ctx)
+{
+  return (guint) MIN (ctx->n_past, (guint64) ctx->p.n_ctx - 1);
+}
+
+void
+npu_llm_context_get_stats (NpuLlmContext * ctx, NpuLlmStats * stats)
+{
+  *stats = ctx->stats;
+}
+
+const float *
+npu_llm_get_logits (NpuLlmContext * ctx)
+{
+  if (ctx->n_logits == 0)
+    return NULL;
+  return ctx->logits + (ctx->n_logits - 1) * ctx->model->hp.n_vocab;
+}
+
+const float *
+npu_llm_get_logits_ith (NpuLlmContext * ctx, gsize i)
+{
+  if (!ctx->p.all_logits || i >= ctx->n_logits)
+    return NULL;
+  return ctx->logits + i * ctx->model->hp.n_vocab;
+}
+
+/* ------------------------------------------------------------------------
+ * Forward pass
+ */
+
+static inline gsize
+cache_slot (const NpuLlmContext * ctx, guint64 pos)
+{
+  if (pos < ctx->p.n_sink)
+    return (gsize) pos;
+  return ctx->p.n_sink + (gsize) ((pos - ctx->p.n_sink) % ctx->window);
+}
+
+/* Dot product with four partial sums, so the compiler can keep them in
+ * vector lanes without reassociating a single sum */
+static inline float
+dot (const float *a, const float *b, guint n)
+{
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  guint i = 0;
+
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; i++)
+    s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+static void
+rms_norm (const float *x, const float *w, float *out, guint n, float eps)
+{
+  double ss = 0.0;
+  float scale;
+  guint i;
+
+  for (i = 0; i < n; i++)
+    ss += (double) x[i] * x[i];
+  scale = (float) (1.0 / sqrt (ss / n + eps));
+  for (i = 0; i < n; i++)
+    out[i] = x[i] * scale * w[i];
+}
+
+/* cos/sin of every rotated pair at @pos, in double then rounded */
+static void
+rope_table (const NpuLlmModel * model, guint64 pos, float *cs)
+{
+  guint i, half = model->hp.n_rot / 2;
+
+  for (i = 0; i < half; i++) {
+    double a = (double) pos * model->inv_freq[i];
+
+    cs[2 * i] = (float) cos (a);
+    cs[2 * i + 1] = (float) sin (a);
+  }
+}
+
+/* Rotate the first n_rot values of each of @n_heads heads of one row */
+static void
+rope_apply (const NpuLlmModel * model, float *row, guint n_heads,
+    const float *cs)
+{
+  const NpuLlmHParams *hp = &model->hp;
+  guint h, i, half = hp->n_rot / 2;
+
+  for (h = 0; h < n_heads; h++) {
+    float *x = row + (gsize) h * hp->head_dim;
+
+    for (i = 0; i < half; i++) {
+      float c = cs[2 * i], s = cs[2 * i + 1];
+      guint i0, i1;
+      float x0, x1;
+
+      if (hp->rope_type == NPU_LLM_ROPE_NORM) {
+        i0 = 2 * i;
+        i1 = 2 * i + 1;
+      } else {
+        i0 = i;
+        i1 = i + half;
+      }
+      x0 = x[i0];
+      x1 = x[i1];
+      x[i0] = x0 * c - x1 * s;
+      x[i1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+static void
+add_bias (float *y, const float *b, gsize n, guint dim)
+{
+  gsize t;
+  guint i;
+
+  if (!b)
+    return;
+  for (t = 0; t < n; t++)
+    for (i = 0; i < dim; i++)
+      y[t * dim + i] += b[i];
+}
+
+typedef struct
+{
+  NpuLlmContext *ctx;
+  guint layer;
+  guint64 p0;                   /* position of the chunk's first token */
+  gsize n;
+} AttnJob;
+
+/* Heads [start, end): every query of the chunk attends to the sinks and to
+ * the window ending at itself.  Keys before the chunk come from the cache,
+ * the chunk's own from the batch buffers (the cache is written after, so
+ * slots this chunk will overwrite are still readable here). */
+static void
+attn_slice (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  AttnJob *job = user_data;
+  NpuLlmContext *ctx = job->ctx;
+  const NpuLlmHParams *hp = &ctx->model->hp;
+  guint hd = hp->head_dim, gqa = hp->n_head / hp->n_head_kv;
+  guint n_sink = ctx->p.n_sink, n_ctx = ctx->p.n_ctx;
+  gsize kv_dim = ctx->kv_dim, layer_off =
+      (gsize) job->layer * n_ctx * kv_dim;
+  const float *kc = ctx->k_cache + layer_off, *vc = ctx->v_cache + layer_off;
+  float scale = 1.0f / sqrtf ((float) hd);
+  gsize h, t;
+
+  for (h = start; h < end; h++) {
+    gsize g = h / gqa;
+    float *sc = ctx->scores + h * n_ctx;
+
+    for (t = 0; t < job->n; t++) {
+      guint64 pt = job->p0 + t, a, lo, nsk;
+      const float *qa = ctx->q + t * ctx->q_dim + h * hd;
+      const float *qs = (pt >= n_ctx) ? ctx->qr + t * ctx->q_dim + h * hd : qa;
+      float *out = ctx->att + t * ctx->q_dim + h * hd;
+      float mx = -INFINITY, sum = 0.0f;
+      guint j = 0, m, d;
+
+      /* retained: [0, nsk) and [lo, pt] */
+      nsk = MIN ((guint64) n_sink, pt + 1);
+      lo = pt + 1 >= ctx->window ? pt + 1 - ctx->window : 0;
+      lo = MAX (lo, nsk);
+
+#define KEY(a) ((a) < job->p0 ? kc + cache_slot (ctx, a) * kv_dim + g * hd \
+    : ctx->k + ((a) - job->p0) * kv_dim + g * hd)
+#define VAL(a) ((a) < job->p0 ? vc + cache_slot (ctx, a) * kv_dim + g * hd \
+    : ctx->v + ((a) - job->p0) * kv_dim + g * hd)
+      for (a = 0; a < nsk; a++, j++)
+        sc[j] = dot (qs, KEY (a), hd) * scale;
+      for (a = lo; a <= pt; a++, j++)
+        sc[j] = dot (qa, KEY (a), hd) * scale;
+      m = j;
+      for (j = 0; j < m; j++)
+        mx = MAX (mx, sc[j]);
+      for (j = 0; j < m; j++) {
+        sc[j] = expf (sc[j] - mx);
+        sum += sc[j];
+      }
+      for (d = 0; d < hd; d++)
+        out[d] = 0.0f;
+      j = 0;
+      for (a = 0; a < nsk; a++, j++) {
+        const float *vv = VAL (a);
+        float p = sc[j] / sum;
+
+        for (d = 0; d < hd; d++)
+          out[d] += p * vv[d];
+      }
+      for (a = lo; a <= pt; a++, j++) {
+        const float *vv = VAL (a);
+        float p = sc[j] / sum;
+
+        for (d = 0; d < hd; d++)
+          out[d] += p * vv[d];
+      }
+#undef KEY
+#undef VAL
+    }
+  }
+}
+
+static void
+run_attention (NpuLlmContext * ctx, NpuTask * task, guint layer, guint64 p0,
+    gsize n)
+{
+  AttnJob job = { ctx, layer, p0, n };
+
+  if (task)
+    npu_task_parallel_for (task, ctx->model->hp.n_head, 1, attn_slice, &job);
+  else
+    attn_slice (0, ctx->model->hp.n_head, 0, &job);
+}
+
+/* One chunk of @n <= n_batch rows already in ctx->x, at positions p0.. */
+static void
+forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
+{
+  const NpuLlmModel *model = ctx->model;
+  const NpuLlmHParams *hp = &model->hp;
+  guint dim = hp->n_embd, ff = hp->n_ff, il;
+  gsize t, i, n_out;
+  gboolean rel = ctx->p.n_sink > 0 && p0 + n > ctx->p.n_ctx;
+
+  /* Rotation tables for the chunk, shared by every layer and head */
+  for (t = 0; t < n; t++) {
+    rope_table (model, p0 + t, ctx->rope_abs + t * hp->n_rot);
+    if (rel)
+      rope_table (model, MIN (p0 + t, (guint64) ctx->p.n_ctx - 1),
+          ctx->rope_rel + t * hp->n_rot);
+  }
+
+  for (il = 0; il < hp->n_layer; il++) {
+    const Layer *l = &model->layers[il];
+    gsize layer_off = (gsize) il * ctx->p.n_ctx * ctx->kv_dim;
+
+    for (t = 0; t < n; t++)
+      rms_norm (ctx->x + t * dim, l->attn_norm, ctx->xn + t * dim, dim,
+          hp->rms_eps);
+    npu_matmul_mxfp4 (task, &l->wq.m, ctx->xn, n, ctx->q);
+    npu_matmul_mxfp4 (task, &l->wk.m, ctx->xn, n, ctx->k);
+    npu_matmul_mxfp4 (task, &l->wv.m, ctx->xn, n, ctx->v);
+    add_bias (ctx->q, l->bq, n, ctx->q_dim);
+    add_bias (ctx->k, l->bk, n, ctx->kv_dim);
+    add_bias (ctx->v, l->bv, n, ctx->kv_dim);
+    for (t = 0; t < n; t++) {
+      float *qrow = ctx->q + t * ctx->q_dim;
+
+      if (rel) {
+        float *qr = ctx->qr + t * ctx->q_dim;
+
+        memcpy (qr, qrow, ctx->q_dim * sizeof (float));
+        rope_apply (model, qr, hp->n_head, ctx->rope_rel + t * hp->n_rot);
+      }
+      rope_apply (model, qrow, hp->n_head, ctx->rope_abs + t * hp->n_rot);
+      rope_apply (model, ctx->k + t * ctx->kv_dim, hp->n_head_kv,
+          ctx->rope_abs + t * hp->n_rot);
+    }
+
+    run_attention (ctx, task, il, p0, n);
+
+    /* Into the ring, in place; the last write to a slot wins, as the
+     * newest token is the one to keep */
+    for (t = 0; t < n; t++) {
+      gsize s = cache_slot (ctx, p0 + t);
+
+      memcpy (ctx->k_cache + layer_off + s * ctx->kv_dim,
+          ctx->k + t * ctx->kv_dim, ctx->kv_dim * sizeof (float));
+      memcpy (ctx->v_cache + layer_off + s * ctx->kv_dim,
+          ctx->v + t * ctx->kv_dim, ctx->kv_dim * sizeof (float));
+    }
+
+    npu_matmul_mxfp4 (task, &l->wo.m, ctx->att, n, ctx->tmp);
+    add_bias (ctx->tmp, l->bo, n, dim);
+    for (i = 0; i < n * dim; i++)
+      ctx->x[i] += ctx->tmp[i];
+
+    for (t = 0; t < n; t++)
+      rms_norm (ctx->x + t * dim, l->ffn_norm, ctx->xn + t * dim, dim,
+          hp->rms_eps);
+    npu_matmul_mxfp4 (task, &l->wgate.m, ctx->xn, n, ctx->gate);
+    npu_matmul_mxfp4 (task, &l->wup.m, ctx->xn, n, ctx->up);
+    for (i = 0; i < n * ff; i++) {
+      float g = ctx->gate[i];
+
+      ctx->gate[i] = g / (1.0f + expf (-g)) * ctx->up[i];
+    }
+    npu_matmul_mxfp4 (task, &l->wdown.m, ctx->gate, n, ctx->tmp);
+    for (i = 0; i < n * dim; i++)
+      ctx->x[i] += ctx->tmp[i];
+  }
+
+  /* Logits: every row, or the last one only */
+  n_out = ctx->p.all_logits ? n : 1;
+  for (t = 0; t < n_out; t++) {
+    gsize src = n - n_out + t;
+
+    rms_norm (ctx->x + src * dim, model->output_norm, ctx->xn + t * dim, dim,
+        hp->rms_eps);
+  }
+  npu_matmul_mxfp4 (task, &model->output.m, ctx->xn, n_out, ctx->logits);
+  ctx->n_logits = n_out;
+}
+
+static void
+embed_token (const NpuLlmModel * model, gint32 token, float *out)
+{
+  const NpuLlmTensorView *e = &model->tok_embd;
+  guint dim = model->hp.n_embd, i, b;
+  const guint8 *row = (const guint8 *) e->data +
+      (gsize) token * model->embd_row_bytes;
+
+  switch (e->type) {
+    case NPU_GGML_TYPE_F32:
+      memcpy (out, row, dim * sizeof (float));
+      break;
+    case NPU_GGML_TYPE_F16:
+    case NPU_GGML_TYPE_BF16:
+      for (i = 0; i < dim; i++) {
+        guint16 h;
+
+        memcpy (&h, row + 2 * i, 2);
+        out[i] = e->type == NPU_GGML_TYPE_F16 ? npu_f16_to_f32 (h) :
+            npu_bf16_to_f32 (h);
+      }
+      break;
+    case NPU_GGML_TYPE_Q8_0:
+      /* fp16 d, then 32 int8: value d * q, as ggml's dequantize_row_q8_0 */
+      for (b = 0; b < dim / 32; b++) {
+        const guint8 *blk = row + b * NPU_Q8_0_BLOCK_BYTES;
+        guint16 h;
+        float d;
+
+        memcpy (&h, blk, 2);
+        d = npu_f16_to_f32 (h);
+        for (i = 0; i < 32; i++)
+          out[b * 32 + i] = d * (float) (gint8) blk[2 + i];
+      }
+      break;
+    default:                   /* MXFP4 */
+      npu_mxfp4_dequantize ((const NpuBlockMxfp4 *) row, out, dim);
+      break;
+  }
+}
+
+static gboolean
+eval_common (NpuLlmContext * ctx, NpuTask * task, const gint32 * tokens,
+    const float *embd, gsize n, GError ** error)
+{
+  const NpuLlmHParams *hp = &ctx->model->hp;
+  gsize i, done;
+
+  if (n == 0)
+    return TRUE;
+  if (tokens) {
+    for (i = 0; i < n; i++) {
+      if (tokens[i] < 0 || (guint) tokens[i] >= hp->n_vocab) {
+        g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+            "token %d (index %" G_GSIZE_FORMAT ") is not in the vocabulary "
+            "of %u tokens", tokens[i], i, hp->n_vocab);
+        return FALSE;
+      }
+    }
+  }
+  if (ctx->p.all_logits && n > ctx->p.n_batch) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "all_logits: %" G_GSIZE_FORMAT " tokens exceed n_batch %u", n,
+        ctx->p.n_batch);
+    return FALSE;
+  }
+  if (!ctx->p.streaming && ctx->n_past + n > ctx->p.n_ctx) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_CONTEXT_FULL,
+        "context full: %" G_GUINT64_FORMAT " + %" G_GSIZE_FORMAT
+        " tokens exceed n_ctx %u and streaming is off", ctx->n_past, n,
+        ctx->p.n_ctx);
+    return FALSE;
+  }
+
+  for (done = 0; done < n;) {
+    gsize m = MIN (n - done, (gsize) ctx->p.n_batch);
+    guint64 p0 = ctx->n_past;
+
+    for (i = 0; i < m; i++) {
+      float *row = ctx->x + i * hp->n_embd;
+
+      if (tokens)
+        embed_token (ctx->model, tokens[done + i], row);
+      else
+        memcpy (row, embd + (done + i) * hp->n_embd,
+            hp->n_embd * sizeof (float));
+    }
+    forward_chunk (ctx, task, p0, m);
+    /* Tokens pushed out of the window by this chunk */
+    if (p0 + m > ctx->p.n_ctx)
+      ctx->stats.n_evicted += p0 + m - MAX (p0, (guint64) ctx->p.n_ctx);
+    ctx->n_past += m;
+    done += m;
+  }
+  if (n == 1)
+    ctx->stats.n_decode++;
+  else
+    ctx->stats.n_prefill += n;
+  return TRUE;
+}
+
+gboolean
+npu_llm_eval_tokens (NpuLlmContext * ctx, NpuTask * task,
+    const gint32 * tokens, gsize n, GError ** error)
+{
+  g_return_val_if_fail (ctx != NULL && (tokens != NULL || n == 0), FALSE);
+  return eval_common (ctx, task, tokens, NULL, n, error);
+}
+
+gboolean
+npu_llm_eval_embeddings (NpuLlmContext * ctx, NpuTask * task,
+    const float *embd, gsize n, GError ** error)
+{
+  g_return_val_if_fail (ctx != NULL && (embd != NULL || n == 0), FALSE);
+  return eval_common (ctx, task, NULL, embd, n, error);
+}

@@ -1,0 +1,148 @@
+/* gst-npu: vision encoder (ViT + projector) of a llama.cpp "mmproj" GGUF
+ *
+ * The image half of a CLIP/SigLIP-style vision-language model, in the
+ * layout llama.cpp's mmproj converters write (general.architecture "clip",
+ * clip.vision.* keys, v.* and mm.* tensors; docs/vision-encoder.md):
+ *
+ *   patches [n_patches x 3 p p]
+ *     -> patch embedding (the p x p stride-p convolution as one matrix
+ *        product) + bias + learned position embeddings
+ *     -> optional class token (v.class_embd), optional pre layer norm
+ *     -> block_count pre-norm blocks:
+ *          x += attn_out (MHA (LN1 (x)))      softmax scale 1/sqrt(head_dim)
+ *          x += ffn_down (act (ffn_up (LN2 (x))))
+ *     -> optional post layer norm
+ *     -> projector: "mlp" (LLaVA):       mm.2 (GELU (mm.0 (x)))
+ *                   "idefics3" (SmolVLM): pixel shuffle by scale_factor,
+ *                                         then mm.model.fc (no bias)
+ *
+ * act is GELU (tanh form) with clip.use_gelu, SiLU with clip.use_silu,
+ * quick GELU (x sigmoid (1.702 x)) otherwise, as llama.cpp's clip.cpp picks.
+ *
+ * Every 2-D weight matrix is multiplied in MXFP4 (npumatmul.h): MXFP4
+ * tensors are used in place, F32/F16/BF16/Q8_0 ones are converted once at
+ * load time.  The patch embedding is the exception when 3 p p is not a
+ * multiple of 32 (p = 14 gives 588): MXFP4 needs whole blocks of 32 along
+ * the reduced dimension, so it is kept as an F32 copy and multiplied by a
+ * plain F32 product instead.  Norm weights, biases and position
+ * embeddings are F32 copies.
+ *
+ * All scratch memory is allocated by npu_vit_new*(): encoding a frame does
+ * not allocate (the attention's per-thread score rows grow once if a task
+ * has more threads than the machine has CPUs).  An NpuVit is read-only
+ * once built, except for that scratch: encode one frame at a time per
+ * NpuVit.
+ *
+ * This is compute core: GLib only, no GStreamer types.
+ */
+#ifndef __NPU_VIT_H__
+#define __NPU_VIT_H__
+
+#include <glib.h>
+#include "npubackend.h"
+#include "npugguf.h"
+
+G_BEGIN_DECLS
+
+#define NPU_VIT_ERROR (npu_vit_error_quark ())
+GQuark npu_vit_error_quark (void);
+
+/**
+ * NpuVitError:
+ * @NPU_VIT_ERROR_NOT_MMPROJ: general.architecture is not "clip", or the
+ *   file has no vision encoder
+ * @NPU_VIT_ERROR_MISSING: a required key or tensor is absent
+ * @NPU_VIT_ERROR_SHAPE: a tensor's dimensions or a hyper-parameter do not
+ *   fit the others
+ * @NPU_VIT_ERROR_UNSUPPORTED: well-formed but not handled here: projector
+ *   type, tensor type, feature layers
+ * @NPU_VIT_ERROR_CANCELLED: the task was cancelled during npu_vit_encode()
+ */
+typedef enum
+{
+  NPU_VIT_ERROR_NOT_MMPROJ,
+  NPU_VIT_ERROR_MISSING,
+  NPU_VIT_ERROR_SHAPE,
+  NPU_VIT_ERROR_UNSUPPORTED,
+  NPU_VIT_ERROR_CANCELLED,
+} NpuVitError;
+
+typedef enum
+{
+  NPU_VIT_PROJECTOR_MLP,        /* "mlp": LLaVA 1.5 */
+  NPU_VIT_PROJECTOR_IDEFICS3,   /* "idefics3": SmolVLM, Idefics3 */
+} NpuVitProjector;
+
+/**
+ * NpuVitTensorView:
+ * @type: ggml type id (an NpuGgmlType)
+ * @n_dims: 1..4
+ * @ne: elements per dimension, ggml order (ne[0] innermost); unused
+ *   dimensions are 1
+ * @data: the tensor's bytes in ggml layout; must stay valid as long as the
+ *   NpuVit (MXFP4 matrices are used in place)
+ */
+typedef struct
+{
+  guint32 type;
+  guint n_dims;
+  guint64 ne[NPU_GGUF_MAX_DIMS];
+  gconstpointer data;
+} NpuVitTensorView;
+
+/* Fill @out and return TRUE if tensor @name exists, else return FALSE. */
+typedef gboolean (*NpuVitTensorLookup) (const gchar * name,
+    NpuVitTensorView * out, gpointer user_data);
+
+typedef struct _NpuVit NpuVit;
+
+/* Hyper-parameters come from @gguf (read during the call only); tensors
+ * from @lookup, which is called during the call only.  With @lookup NULL
+ * the tensors are those of @gguf, which must then outlive the NpuVit. */
+NpuVit         *npu_vit_new              (const NpuGguf *gguf,
+                                          NpuVitTensorLookup lookup,
+                                          gpointer user_data,
+                                          GError **error);
+/* Opens and maps @path; the NpuVit keeps the mapping. */
+NpuVit         *npu_vit_new_from_file    (const gchar *path, GError **error);
+void            npu_vit_free             (NpuVit *vit);
+
+NpuVitProjector npu_vit_get_projector    (const NpuVit *vit);
+/* Square input images of image_size x image_size pixels */
+guint           npu_vit_get_image_size   (const NpuVit *vit);
+guint           npu_vit_get_patch_size   (const NpuVit *vit);
+/* (image_size / patch_size)^2 */
+guint           npu_vit_get_n_patches    (const NpuVit *vit);
+/* 3 * patch_size^2: floats per patch in npu_vit_encode()'s input */
+guint           npu_vit_get_patch_dim    (const NpuVit *vit);
+/* Per-channel (R, G, B) normalisation: (pixel / 255 - mean) / std */
+void            npu_vit_get_mean_std     (const NpuVit *vit, gfloat mean[3],
+                                          gfloat std[3]);
+/* Output tokens per image and the grid they form (w x h, row-major):
+ * the patch grid for mlp, the grid after the pixel shuffle for idefics3 */
+guint           npu_vit_get_n_tokens     (const NpuVit *vit);
+void            npu_vit_get_token_grid   (const NpuVit *vit, guint *width,
+                                          guint *height);
+/* Features per output token: must equal the text model's embedding size */
+guint           npu_vit_get_out_dim      (const NpuVit *vit);
+guint           npu_vit_get_dim          (const NpuVit *vit);
+guint           npu_vit_get_n_layers     (const NpuVit *vit);
+/* Bytes of weights owned (converted) and borrowed (used in place), and of
+ * the scratch buffers */
+void            npu_vit_get_memory       (const NpuVit *vit, gsize *owned,
+                                          gsize *borrowed, gsize *scratch);
+
+/* @patches: n_patches rows of 3 p p floats, patches in row-major order over
+ * the image (left to right, then top to bottom), each patch's values
+ * channel-major, then row, then column (c * p * p + y * p + x), already
+ * normalised with mean/std.  @out: n_tokens rows of out_dim floats.
+ * @task may be NULL (runs on the calling thread); otherwise it must be the
+ * running task and the work is spread over its device's threads.  Fails
+ * only if the task is cancelled. */
+gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
+                                          const float *patches, float *out,
+                                          GError **error);
+
+G_END_DECLS
+
+#endif /* __NPU_VIT_H__ */

@@ -1,0 +1,165 @@
+/* gst-npu: vision encoder time per image (docs/vision-encoder.md)
+ *
+ * Writes a generated mmproj (tiny or base preset, mlp or idefics3) to a
+ * temporary file, or takes one, and reports the best and median encode
+ * time over several runs inside a task on an N-thread CPU device, with the
+ * matmul path in use.  A program that prints figures, not a test.
+ *
+ * Usage: bench-vit [--size tiny|small|base] [--projector mlp|idefics3]
+ *                  [--type f32|f16|q8_0|mxfp4] [--text-dim D]
+ *                  [--threads N] [--runs R] [--model mmproj.gguf]
+ */
+#include "core/npuvit.h"
+#include "core/npumatmul.h"
+#include "tests/tools/npumodelgen.h"
+
+#include <glib/gstdio.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+typedef struct
+{
+  NpuVit *vit;
+  const float *patches;
+  float *out;
+  guint runs;
+  gdouble *times;
+} Bench;
+
+static gboolean
+bench_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  Bench *b = user_data;
+  guint r;
+
+  /* one warm-up run: first touches of the scratch buffers */
+  if (!npu_vit_encode (b->vit, task, b->patches, b->out, error))
+    return FALSE;
+  for (r = 0; r < b->runs; r++) {
+    gint64 t0 = g_get_monotonic_time ();
+
+    if (!npu_vit_encode (b->vit, task, b->patches, b->out, error))
+      return FALSE;
+    b->times[r] = (g_get_monotonic_time () - t0) / 1e3;
+  }
+  return TRUE;
+}
+
+static gint
+cmp_double (gconstpointer a, gconstpointer b)
+{
+  gdouble x = *(const gdouble *) a, y = *(const gdouble *) b;
+
+  return x < y ? -1 : x > y;
+}
+
+int
+main (int argc, char **argv)
+{
+  gchar *size = NULL, *proj = NULL, *type = NULL, *model = NULL;
+  gint threads = 0, runs = 10, text_dim = 2048;
+  GOptionEntry entries[] = {
+    {"size", 0, 0, G_OPTION_ARG_STRING, &size, "tiny, small, base", NULL},
+    {"projector", 0, 0, G_OPTION_ARG_STRING, &proj, "mlp, idefics3", NULL},
+    {"type", 0, 0, G_OPTION_ARG_STRING, &type, "weight type", NULL},
+    {"text-dim", 0, 0, G_OPTION_ARG_INT, &text_dim, "projector output", NULL},
+    {"threads", 0, 0, G_OPTION_ARG_INT, &threads, "0: one per CPU", NULL},
+    {"runs", 0, 0, G_OPTION_ARG_INT, &runs, "timed runs", NULL},
+    {"model", 0, 0, G_OPTION_ARG_FILENAME, &model, "existing mmproj", NULL},
+    {NULL}
+  };
+  GOptionContext *ctx = g_option_context_new ("- vision encoder timing");
+  GError *error = NULL;
+  gchar *tmp = NULL;
+  NpuDevice *dev;
+  NpuQueue *queue;
+  NpuFence *fence;
+  Bench b = { 0, };
+  float *patches;
+  gsize n_in, i, owned, borrowed, scratch;
+  gint64 t0;
+  gdouble load_ms;
+
+  g_option_context_add_main_entries (ctx, entries, NULL);
+  if (!g_option_context_parse (ctx, &argc, &argv, &error)) {
+    fprintf (stderr, "%s\n", error->message);
+    return 2;
+  }
+  g_option_context_free (ctx);
+  runs = CLAMP (runs, 1, 1000);
+
+  if (!model) {
+    NpuMmprojParams mp;
+    gint wt = npu_model_gen_parse_type (type ? type : "f16");
+
+    if (wt < 0 || !npu_model_gen_mmproj_preset (&mp,
+            g_strcmp0 (proj, "mlp") == 0 ? NPU_MODEL_PROJECTOR_MLP :
+            NPU_MODEL_PROJECTOR_IDEFICS3, size ? size : "tiny", &error)) {
+      fprintf (stderr, "%s\n", error ? error->message : "unknown --type");
+      return 2;
+    }
+    mp.wtype = wt;
+    mp.text_dim = text_dim;
+    tmp = g_build_filename (g_get_tmp_dir (), "bench-vit-mmproj.gguf", NULL);
+    if (!npu_model_gen_write_mmproj (&mp, NULL, tmp, NULL, &error)) {
+      fprintf (stderr, "%s\n", error->message);
+      return 1;
+    }
+    model = g_strdup (tmp);
+  }
+
+  t0 = g_get_monotonic_time ();
+  b.vit = npu_vit_new_from_file (model, &error);
+  load_ms = (g_get_monotonic_time () - t0) / 1e3;
+  if (!b.vit) {
+    fprintf (stderr, "%s\n", error->message);
+    return 1;
+  }
+  n_in = (gsize) npu_vit_get_n_patches (b.vit) * npu_vit_get_patch_dim (b.vit);
+  patches = g_new (float, n_in);
+  for (i = 0; i < n_in; i++)
+    patches[i] = (float) ((i * 2654435761u) % 4001) / 1000.0f - 2.0f;
+  b.patches = patches;
+  b.out = g_new (float, (gsize) npu_vit_get_n_tokens (b.vit) *
+      npu_vit_get_out_dim (b.vit));
+  b.runs = runs;
+  b.times = g_new (gdouble, runs);
+
+  dev = npu_device_new_cpu (threads);
+  queue = npu_queue_new (dev, "bench-vit");
+  fence = npu_queue_submit (queue, bench_task, &b, NULL, NULL, 0);
+  if (!npu_fence_wait (fence, -1, &error)) {
+    fprintf (stderr, "%s\n", error->message);
+    return 1;
+  }
+  qsort (b.times, runs, sizeof (gdouble), cmp_double);
+  npu_vit_get_memory (b.vit, &owned, &borrowed, &scratch);
+
+  printf ("model %s: %u layers x %u, image %u, patch %u, %u patches -> %u "
+      "tokens x %u\n", model, npu_vit_get_n_layers (b.vit),
+      npu_vit_get_dim (b.vit), npu_vit_get_image_size (b.vit),
+      npu_vit_get_patch_size (b.vit), npu_vit_get_n_patches (b.vit),
+      npu_vit_get_n_tokens (b.vit), npu_vit_get_out_dim (b.vit));
+  printf ("load %.1f ms; weights %.2f MiB converted + %.2f MiB in place, "
+      "scratch %.2f MiB\n", load_ms, owned / 1048576.0, borrowed / 1048576.0,
+      scratch / 1048576.0);
+  printf ("encode, %u threads, matmul %s: best %.2f ms, median %.2f ms "
+      "(%d runs)\n", npu_device_get_n_threads (dev), npu_matmul_get_isa (),
+      b.times[0], b.times[runs / 2], runs);
+
+  npu_fence_unref (fence);
+  npu_queue_free (queue);
+  npu_device_unref (dev);
+  npu_vit_free (b.vit);
+  g_free (patches);
+  g_free (b.out);
+  g_free (b.times);
+  if (tmp)
+    g_unlink (tmp);
+  g_free (tmp);
+  g_free (model);
+  g_free (size);
+  g_free (proj);
+  g_free (type);
+  return 0;
+}

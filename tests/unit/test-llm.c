@@ -1,0 +1,1301 @@
+/* gst-npu: the transformer core against a plain double-precision reference
+ *
+ * Tiny llama and qwen2 models are written with the model generator (MXFP4
+ * block weights, Q8_0 token_embd / output as llama.cpp's MXFP4 files have
+ * them), and the same model is evaluated here with straightforward loops
+ * in double: weights dequantised with the codec, the Q8_0 output matrix
+ * converted to MXFP4 exactly as the runtime documents, attention computed
+ * from un-rotated keys with RoPE applied at each token's position inside
+ * the cache (the StreamingLLM rule), so the runtime's shortcut (keys
+ * rotated once at their absolute position) is checked, not copied.
+ *
+ * Tolerances, as max |logit - ref| / (max ref - min ref) over the vocabulary:
+ *  - scalar kernels (exact F32 products): 1e-4.  Only F32 rounding of
+ *    activations separates runtime and reference; measured ~1e-6.
+ *  - int8 kernels (avx2/avx512/neon): 3e-2.  npumatmul.h bounds the error
+ *    of each product by sum |w| d/2 with d = max|x|/127 of the block: for
+ *    Gaussian-like activations (max ~ 2.5 rms over 32) that is a relative
+ *    rms error of about 2.5 / (254 sqrt 3) ~ 0.6% per product; a logit
+ *    goes through ~8 chained products (2 layers x attention and FFN, plus
+ *    the output) and the errors add in quadrature, ~1.5% rms; the largest
+ *    of 1024 logits is ~3.5 sigma away but measured against a range of ~6
+ *    sigma, giving ~1%.  We allow 3x that.
+ */
+#include "core/npullm.h"
+#include "core/npumatmul.h"
+#include "core/npumxfp4.h"
+#include "core/npuggufwriter.h"
+#include "tests/tools/npumodelgen.h"
+
+#include <malloc.h>
+#include <math.h>
+#include <string.h>
+#include <glib/gstdio.h>
+
+#define TOL_SCALAR 1e-4
+#define TOL_INT8 3e-2
+
+static NpuDevice *device;
+static NpuQueue *queue;
+static gchar *tmpdir;
+
+/* ------------------------------------------------------------------------
+ * Running evals inside tasks, as the element will
+ */
+
+typedef struct
+{
+  NpuLlmContext *ctx;
+  const gint32 *tokens;
+  const float *embd;
+  gsize n;
+} EvalCall;
+
+static gboolean
+eval_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  EvalCall *c = user_data;
+
+  if (c->tokens)
+    return npu_llm_eval_tokens (c->ctx, task, c->tokens, c->n, error);
+  return npu_llm_eval_embeddings (c->ctx, task, c->embd, c->n, error);
+}
+
+static void
+run_eval (NpuLlmContext * ctx, const gint32 * tokens, const float *embd,
+    gsize n)
+{
+  EvalCall call = { ctx, tokens, embd, n };
+  NpuFence *fence;
+  GError *error = NULL;
+
+  fence = npu_queue_submit (queue, eval_task, &call, NULL, NULL, 0);
+  if (!npu_fence_wait (fence, -1, &error))
+    g_error ("eval failed: %s", error->message);
+  npu_fence_unref (fence);
+}
+
+/* ------------------------------------------------------------------------
+ * The reference model
+ */
+
+typedef struct
+{
+  double *attn_norm, *ffn_norm, *bq, *bk, *bv;
+  double *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+} RefLayer;
+
+typedef struct
+{
+  guint dim, ff, n_head, n_kv, hd, n_rot, n_layer, vocab;
+  gboolean neox;
+  double eps, base;
+  double *tok, *out, *out_norm;
+  RefLayer *L;
+} Ref;
+
+static double *
+to_double (const float *f, gsize n)
+{
+  double *d = g_new (double, n);
+  gsize i;
+
+  for (i = 0; i < n; i++)
+    d[i] = f[i];
+  return d;
+}
+
+/* A matrix as the runtime sees it: MXFP4 as stored, anything else
+ * converted to MXFP4 by the codec first */
+static double *
+ref_matrix (NpuGguf * gguf, const gchar * name)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+  gsize n = t->ne[0] * t->ne[1];
+  NpuBlockMxfp4 *conv = NULL;
+  const NpuBlockMxfp4 *blocks;
+  float *f = g_new (float, n);
+  double *d;
+
+  g_assert_nonnull (t);
+  if (t->type == NPU_GGML_TYPE_MXFP4) {
+    blocks = (const NpuBlockMxfp4 *) t->data;
+  } else {
+    conv = g_new (NpuBlockMxfp4, n / 32);
+    if (t->type == NPU_GGML_TYPE_F32)
+      npu_mxfp4_quantize_f32 ((const float *) t->data, conv, n);
+    else if (t->type == NPU_GGML_TYPE_Q8_0)
+      npu_mxfp4_quantize_q8_0 (t->data, conv, n);
+    else
+      g_assert_not_reached ();
+    blocks = conv;
+  }
+  npu_mxfp4_dequantize (blocks, f, n);
+  d = to_double (f, n);
+  g_free (f);
+  g_free (conv);
+  return d;
+}
+
+static double *
+ref_vector (NpuGguf * gguf, const gchar * name)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+
+  if (!t)
+    return NULL;
+  g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
+  return to_double ((const float *) t->data, t->ne[0]);
+}
+
+/* token_embd in its own type: the embedding rows are not converted */
+static double *
+ref_embeddings (NpuGguf * gguf)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, "token_embd.weight");
+  gsize n = t->ne[0] * t->ne[1], i, j;
+  double *d = g_new (double, n);
+
+  if (t->type == NPU_GGML_TYPE_F32) {
+    for (i = 0; i < n; i++)
+      d[i] = ((const float *) t->data)[i];
+  } else if (t->type == NPU_GGML_TYPE_Q8_0) {
+    for (i = 0; i < n / 32; i++) {
+      const guint8 *b = t->data + i * 34;
+      guint16 h;
+      double s;
+
+      memcpy (&h, b, 2);
+      s = npu_f16_to_f32 (h);
+      for (j = 0; j < 32; j++)
+        d[i * 32 + j] = s * (gint8) b[2 + j];
+    }
+  } else {
+    g_assert_not_reached ();
+  }
+  return d;
+}
+
+static void
+ref_load (Ref * r, NpuGguf * gguf)
+{
+  NpuLlmHParams hp;
+  GError *error = NULL;
+  guint il;
+
+  g_assert_true (npu_llm_hparams_from_gguf (gguf, &hp, &error));
+  r->dim = hp.n_embd;
+  r->ff = hp.n_ff;
+  r->n_head = hp.n_head;
+  r->n_kv = hp.n_head_kv;
+  r->hd = hp.head_dim;
+  r->n_rot = hp.n_rot;
+  r->n_layer = hp.n_layer;
+  r->neox = hp.arch == NPU_LLM_ARCH_QWEN2;
+  r->eps = hp.rms_eps;
+  r->base = hp.rope_freq_base;
+  r->vocab = npu_gguf_find_tensor (gguf, "token_embd.weight")->ne[1];
+  r->tok = ref_embeddings (gguf);
+  r->out = ref_matrix (gguf, npu_gguf_find_tensor (gguf, "output.weight") ?
+      "output.weight" : "token_embd.weight");
+  r->out_norm = ref_vector (gguf, "output_norm.weight");
+  r->L = g_new0 (RefLayer, r->n_layer);
+  for (il = 0; il < r->n_layer; il++) {
+    RefLayer *l = &r->L[il];
+    gchar name[64];
+
+#define N(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
+    l->attn_norm = ref_vector (gguf, N ("attn_norm.weight"));
+    l->ffn_norm = ref_vector (gguf, N ("ffn_norm.weight"));
+    l->bq = ref_vector (gguf, N ("attn_q.bias"));
+    l->bk = ref_vector (gguf, N ("attn_k.bias"));
+    l->bv = ref_vector (gguf, N ("attn_v.bias"));
+    l->wq = ref_matrix (gguf, N ("attn_q.weight"));
+    l->wk = ref_matrix (gguf, N ("attn_k.weight"));
+    l->wv = ref_matrix (gguf, N ("attn_v.weight"));
+    l->wo = ref_matrix (gguf, N ("attn_output.weight"));
+    l->wg = ref_matrix (gguf, N ("ffn_gate.weight"));
+    l->wu = ref_matrix (gguf, N ("ffn_up.weight"));
+    l->wd = ref_matrix (gguf, N ("ffn_down.weight"));
+#undef N
+  }
+}
+
+static void
+ref_clear (Ref * r)
+{
+  guint il;
+
+  for (il = 0; il < r->n_layer; il++) {
+    RefLayer *l = &r->L[il];
+
+    g_free (l->attn_norm);
+    g_free (l->ffn_norm);
+    g_free (l->bq);
+    g_free (l->bk);
+    g_free (l->bv);
+    g_free (l->wq);
+    g_free (l->wk);
+    g_free (l->wv);
+    g_free (l->wo);
+    g_free (l->wg);
+    g_free (l->wu);
+    g_free (l->wd);
+  }
+  g_free (r->L);
+  g_free (r->tok);
+  g_free (r->out);
+  g_free (r->out_norm);
+}
+
+/* y[rows] = W[rows x k] x (+ b) */
+static void
+matvec (const double *w, const double *b, const double *x, guint rows,
+    guint k, double *y)
+{
+  guint r, j;
+
+  for (r = 0; r < rows; r++) {
+    double s = b ? b[r] : 0.0;
+
+    for (j = 0; j < k; j++)
+      s += w[(gsize) r * k + j] * x[j];
+    y[r] = s;
+  }
+}
+
+static void
+rmsnorm (const double *x, const double *w, guint n, double eps, double *y)
+{
+  double ss = 0;
+  guint i;
+
+  for (i = 0; i < n; i++)
+    ss += x[i] * x[i];
+  ss = 1.0 / sqrt (ss / n + eps);
+  for (i = 0; i < n; i++)
+    y[i] = x[i] * ss * w[i];
+}
+
+static void
+rope (const Ref * r, double *x, double pos)
+{
+  guint i, half = r->n_rot / 2;
+
+  for (i = 0; i < half; i++) {
+    double a = pos * pow (r->base, -2.0 * i / r->n_rot);
+    guint i0 = r->neox ? i : 2 * i, i1 = r->neox ? i + half : 2 * i + 1;
+    double x0 = x[i0], x1 = x[i1];
+
+    x[i0] = x0 * cos (a) - x1 * sin (a);
+    x[i1] = x0 * sin (a) + x1 * cos (a);
+  }
+}
+
+/* One stream through the reference: every key and value ever produced,
+ * un-rotated; which of them a query sees is decided per query */
+typedef struct
+{
+  const Ref *r;
+  guint n_ctx, n_sink;
+  guint cap;
+  double **K, **V;              /* per layer: cap x kv_dim */
+  guint n_past;
+} RefRun;
+
+static void
+ref_run_init (RefRun * run, const Ref * r, guint n_ctx, guint n_sink,
+    guint cap)
+{
+  guint il;
+
+  run->r = r;
+  run->n_ctx = n_ctx;
+  run->n_sink = n_sink;
+  run->cap = cap;
+  run->n_past = 0;
+  run->K = g_new (double *, r->n_layer);
+  run->V = g_new (double *, r->n_layer);
+  for (il = 0; il < r->n_layer; il++) {
+    run->K[il] = g_new0 (double, (gsize) cap * r->n_kv * r->hd);
+    run->V[il] = g_new0 (double, (gsize) cap * r->n_kv * r->hd);
+  }
+}
+
+static void
+ref_run_clear (RefRun * run)
+{
+  guint il;
+
+  for (il = 0; il < run->r->n_layer; il++) {
+    g_free (run->K[il]);
+    g_free (run->V[il]);
+  }
+  g_free (run->K);
+  g_free (run->V);
+}
+
+/* Feed one embedding row; @logits gets vocab values */
+static void
+ref_step (RefRun * run, const double *embd, double *logits)
+{
+  const Ref *r = run->r;
+  guint dim = r->dim, kvd = r->n_kv * r->hd, qd = r->n_head * r->hd;
+  guint P = run->n_past, W = run->n_ctx - run->n_sink, il, h, i, d, a;
+  double *x = g_new (double, dim), *xn = g_new (double, dim);
+  double *q = g_new (double, qd), *att = g_new (double, qd);
+  double *tmp = g_new (double, MAX (dim, r->ff));
+  double *g = g_new (double, r->ff), *u = g_new (double, r->ff);
+  double *sc = g_new (double, P + 1), *qh = g_new (double, r->hd);
+  double *kh = g_new (double, r->hd);
+  guint *ret = g_new (guint, P + 1), n_ret = 0;
+
+  g_assert_cmpuint (P, <, run->cap);
+  /* The tokens this query sees, in cache order: the sinks, then the
+   * window of the last W positions ending at itself */
+  for (a = 0; a <= P; a++)
+    if (a < run->n_sink || a + W > P)
+      ret[n_ret++] = a;
+  g_assert_cmpuint (n_ret, <=, run->n_ctx);
+
+  memcpy (x, embd, dim * sizeof (double));
+  for (il = 0; il < r->n_layer; il++) {
+    const RefLayer *l = &r->L[il];
+
+    rmsnorm (x, l->attn_norm, dim, r->eps, xn);
+    matvec (l->wq, l->bq, xn, qd, dim, q);
+    matvec (l->wk, l->bk, xn, kvd, dim, run->K[il] + (gsize) P * kvd);
+    matvec (l->wv, l->bv, xn, kvd, dim, run->V[il] + (gsize) P * kvd);
+
+    for (h = 0; h < r->n_head; h++) {
+      guint gk = h / (r->n_head / r->n_kv);
+      double mx = -INFINITY, sum = 0;
+
+      memcpy (qh, q + h * r->hd, r->hd * sizeof (double));
+      rope (r, qh, n_ret - 1);
+      for (i = 0; i < n_ret; i++) {
+        double s = 0;
+
+        memcpy (kh, run->K[il] + (gsize) ret[i] * kvd + gk * r->hd,
+            r->hd * sizeof (double));
+        rope (r, kh, i);
+        for (d = 0; d < r->hd; d++)
+          s += qh[d] * kh[d];
+        sc[i] = s / sqrt ((double) r->hd);
+        mx = MAX (mx, sc[i]);
+      }
+      for (i = 0; i < n_ret; i++) {
+        sc[i] = exp (sc[i] - mx);
+        sum += sc[i];
+      }
+      for (d = 0; d < r->hd; d++) {
+        double s = 0;
+
+        for (i = 0; i < n_ret; i++)
+          s += sc[i] / sum * run->V[il][(gsize) ret[i] * kvd + gk * r->hd + d];
+        att[h * r->hd + d] = s;
+      }
+    }
+    matvec (l->wo, NULL, att, dim, qd, tmp);
+    for (i = 0; i < dim; i++)
+      x[i] += tmp[i];
+
+    rmsnorm (x, l->ffn_norm, dim, r->eps, xn);
+    matvec (l->wg, NULL, xn, r->ff, dim, g);
+    matvec (l->wu, NULL, xn, r->ff, dim, u);
+    for (i = 0; i < r->ff; i++)
+      g[i] = g[i] / (1.0 + exp (-g[i])) * u[i];
+    matvec (l->wd, NULL, g, dim, r->ff, tmp);
+    for (i = 0; i < dim; i++)
+      x[i] += tmp[i];
+  }
+  rmsnorm (x, r->out_norm, dim, r->eps, xn);
+  matvec (r->out, NULL, xn, r->vocab, dim, logits);
+  run->n_past++;
+
+  g_free (x);
+  g_free (xn);
+  g_free (q);
+  g_free (att);
+  g_free (tmp);
+  g_free (g);
+  g_free (u);
+  g_free (sc);
+  g_free (qh);
+  g_free (kh);
+  g_free (ret);
+}
+
+static void
+ref_step_token (RefRun * run, gint32 token, double *logits)
+{
+  ref_step (run, run->r->tok + (gsize) token * run->r->dim, logits);
+}
+
+/* max |a - ref| relative to the reference's range */
+static double
+rel_diff (const float *a, const double *ref, guint n)
+{
+  double mn = INFINITY, mx = -INFINITY, md = 0;
+  guint i;
+
+  for (i = 0; i < n; i++) {
+    mn = MIN (mn, ref[i]);
+    mx = MAX (mx, ref[i]);
+    md = MAX (md, fabs (a[i] - ref[i]));
+  }
+  return md / (mx - mn);
+}
+
+static double
+rel_diff_f (const float *a, const float *b, guint n)
+{
+  double *d = g_new (double, n), r;
+  guint i;
+
+  for (i = 0; i < n; i++)
+    d[i] = b[i];
+  r = rel_diff (a, d, n);
+  g_free (d);
+  return r;
+}
+
+static gint32
+argmax_f (const float *l, guint n)
+{
+  guint i, b = 0;
+
+  for (i = 1; i < n; i++)
+    if (l[i] > l[b])
+      b = i;
+  return b;
+}
+
+/* ------------------------------------------------------------------------
+ * Models
+ */
+
+typedef struct
+{
+  const gchar *name;
+  NpuModelArch arch;
+  guint kv_heads;
+  gboolean tied;
+  guint32 wtype;
+} ModelConfig;
+
+static const ModelConfig configs[] = {
+  {"llama-gqa-untied", NPU_MODEL_ARCH_LLAMA, 2, FALSE, NPU_GGML_TYPE_MXFP4},
+  {"qwen2-gqa-tied", NPU_MODEL_ARCH_QWEN2, 2, TRUE, NPU_GGML_TYPE_MXFP4},
+  {"llama-mqa-tied", NPU_MODEL_ARCH_LLAMA, 1, TRUE, NPU_GGML_TYPE_MXFP4},
+  {"qwen2-mha-untied", NPU_MODEL_ARCH_QWEN2, 4, FALSE, NPU_GGML_TYPE_MXFP4},
+  {"llama-f32", NPU_MODEL_ARCH_LLAMA, 2, FALSE, NPU_GGML_TYPE_F32},
+};
+
+typedef struct
+{
+  const ModelConfig *cfg;
+  gchar *path;
+  NpuGguf *gguf;
+  NpuLlmModel *model;
+  Ref ref;
+} TestModel;
+
+static void
+test_model_open (TestModel * tm, const ModelConfig * cfg)
+{
+  NpuTextModelParams p;
+  GError *error = NULL;
+
+  tm->cfg = cfg;
+  g_assert_true (npu_model_gen_text_preset (&p, cfg->arch, "tiny", &error));
+  p.n_kv_heads = cfg->kv_heads;
+  p.tied = cfg->tied;
+  p.wtype = cfg->wtype;
+  p.seed = 7;
+  tm->path = g_build_filename (tmpdir, cfg->name, NULL);
+  g_assert_true (npu_model_gen_write_text (&p, tm->path, NULL, &error));
+  tm->model = npu_llm_model_new_from_file (tm->path, &error);
+  g_assert_no_error (error);
+  tm->gguf = npu_gguf_open (tm->path, &error);
+  g_assert_no_error (error);
+  ref_load (&tm->ref, tm->gguf);
+}
+
+static void
+test_model_close (TestModel * tm)
+{
+  ref_clear (&tm->ref);
+  npu_llm_model_free (tm->model);
+  npu_gguf_free (tm->gguf);
+  g_unlink (tm->path);
+  g_free (tm->path);
+}
+
+static NpuLlmContext *
+new_ctx (NpuLlmModel * model, guint n_ctx, guint n_batch, guint n_sink,
+    gboolean all_logits)
+{
+  NpuLlmContextParams p;
+  NpuLlmContext *ctx;
+  GError *error = NULL;
+
+  npu_llm_context_params_init (&p);
+  p.n_ctx = n_ctx;
+  p.n_batch = n_batch;
+  p.n_sink = n_sink;
+  p.all_logits = all_logits;
+  ctx = npu_llm_context_new (model, &p, &error);
+  g_assert_no_error (error);
+  return ctx;
+}
+
+#define PROMPT_LEN 20
+
+static void
+make_prompt (gint32 * tokens, guint n, guint vocab)
+{
+  guint i;
+
+  for (i = 0; i < n; i++)
+    tokens[i] = (gint32) ((i * 37u + 11u) % vocab);
+}
+
+static const gchar *native_isa;
+
+/* Prefill PROMPT_LEN tokens in one batch, compare every row; then 5
+ * greedy steps, the runtime's choice fed to both */
+static void
+test_reference (gconstpointer data)
+{
+  const ModelConfig *cfg = data;
+  static const gchar *const isas[] = { "scalar", "avx2", "avx512", "neon" };
+  guint ii;
+
+  /* every kernel path this CPU has */
+  for (ii = 0; ii < G_N_ELEMENTS (isas); ii++) {
+    TestModel tm;
+    NpuLlmContext *ctx;
+    RefRun run;
+    gint32 prompt[PROMPT_LEN], tok;
+    double *ref_logits, worst = 0, tol;
+    guint V, i, step;
+
+    if (!npu_matmul_set_isa (isas[ii]))
+      continue;
+    tol = ii == 0 ? TOL_SCALAR : TOL_INT8;
+    test_model_open (&tm, cfg);
+    V = tm.ref.vocab;
+    g_assert_cmpuint (npu_llm_model_get_hparams (tm.model)->n_vocab, ==, V);
+    ref_logits = g_new (double, V);
+    make_prompt (prompt, PROMPT_LEN, V);
+
+    ctx = new_ctx (tm.model, 64, 32, 4, TRUE);
+    ref_run_init (&run, &tm.ref, 64, 4, 64);
+    run_eval (ctx, prompt, NULL, PROMPT_LEN);
+    for (i = 0; i < PROMPT_LEN; i++) {
+      double d;
+
+      ref_step_token (&run, prompt[i], ref_logits);
+      d = rel_diff (npu_llm_get_logits_ith (ctx, i), ref_logits, V);
+      worst = MAX (worst, d);
+    }
+    for (step = 0; step < 5; step++) {
+      const float *l = npu_llm_get_logits (ctx);
+      double mx = -INFINITY, mn = INFINITY;
+
+      tok = argmax_f (l, V);
+      /* The runtime's choice is the reference's, or within tolerance of
+       * it (two near-equal logits may swap under int8 rounding) */
+      for (i = 0; i < V; i++) {
+        mx = MAX (mx, ref_logits[i]);
+        mn = MIN (mn, ref_logits[i]);
+      }
+      g_assert_cmpfloat (ref_logits[tok], >=, mx - tol * (mx - mn));
+      run_eval (ctx, &tok, NULL, 1);
+      ref_step_token (&run, tok, ref_logits);
+      worst = MAX (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
+    }
+    g_test_message ("%s on %s: max |diff| / range = %.3g (bound %g)",
+        cfg->name, isas[ii], worst, tol);
+    g_assert_cmpfloat (worst, <=, tol);
+    if (cfg->wtype != NPU_GGML_TYPE_MXFP4)
+      g_assert_cmpuint (npu_llm_model_get_converted_bytes (tm.model), >, 0);
+
+    ref_run_clear (&run);
+    npu_llm_context_free (ctx);
+    g_free (ref_logits);
+    test_model_close (&tm);
+  }
+  g_assert_true (npu_matmul_set_isa (native_isa));
+}
+
+/* One batch of PROMPT_LEN == the same tokens one at a time */
+static void
+test_batch_vs_decode (void)
+{
+  TestModel tm;
+  NpuLlmContext *a, *b;
+  gint32 prompt[PROMPT_LEN];
+  double worst = 0;
+  guint V, i;
+  NpuLlmStats st;
+
+  test_model_open (&tm, &configs[0]);
+  V = tm.ref.vocab;
+  make_prompt (prompt, PROMPT_LEN, V);
+  a = new_ctx (tm.model, 64, 32, 4, TRUE);
+  b = new_ctx (tm.model, 64, 32, 4, FALSE);
+  run_eval (a, prompt, NULL, PROMPT_LEN);
+  for (i = 0; i < PROMPT_LEN; i++) {
+    run_eval (b, &prompt[i], NULL, 1);
+    worst = MAX (worst, rel_diff_f (npu_llm_get_logits_ith (a, i),
+            npu_llm_get_logits (b), V));
+  }
+  g_test_message ("batch vs decode (%s): max |diff| / range = %.3g",
+      npu_matmul_get_isa (), worst);
+  /* Same quantised activations, only the kernels' summation order differs */
+  g_assert_cmpfloat (worst, <=, 1e-5);
+
+  npu_llm_context_get_stats (a, &st);
+  g_assert_cmpuint (st.n_prefill, ==, PROMPT_LEN);
+  g_assert_cmpuint (st.n_decode, ==, 0);
+  npu_llm_context_get_stats (b, &st);
+  g_assert_cmpuint (st.n_prefill, ==, 0);
+  g_assert_cmpuint (st.n_decode, ==, PROMPT_LEN);
+  g_assert_cmpuint (npu_llm_context_get_n_past (b), ==, PROMPT_LEN);
+
+  /* reset: the same prompt again gives the same logits */
+  npu_llm_context_reset (a);
+  g_assert_null (npu_llm_get_logits (a));
+  run_eval (a, prompt, NULL, PROMPT_LEN);
+  g_assert_cmpfloat (rel_diff_f (npu_llm_get_logits (a),
+          npu_llm_get_logits (b), V), <=, 1e-5);
+
+  npu_llm_context_free (a);
+  npu_llm_context_free (b);
+  test_model_close (&tm);
+}
+
+/* Media embeddings spliced between text tokens */
+static void
+test_embeddings (void)
+{
+  TestModel tm;
+  NpuLlmContext *ctx, *ctx2;
+  RefRun run;
+  gint32 prompt[PROMPT_LEN];
+  guint V, dim, i, j;
+  float *embd;
+  double *ref_logits, *row, worst;
+  GRand *rand = g_rand_new_with_seed (3);
+
+  g_assert_true (npu_matmul_set_isa ("scalar"));
+  test_model_open (&tm, &configs[1]);
+  V = tm.ref.vocab;
+  dim = tm.ref.dim;
+  make_prompt (prompt, PROMPT_LEN, V);
+  embd = g_new (float, 6 * dim);
+  row = g_new (double, dim);
+  for (i = 0; i < 6 * dim; i++)
+    embd[i] = (float) g_rand_double_range (rand, -0.5, 0.5);
+  ref_logits = g_new (double, V);
+
+  ctx = new_ctx (tm.model, 64, 32, 4, FALSE);
+  ref_run_init (&run, &tm.ref, 64, 4, 64);
+  run_eval (ctx, prompt, NULL, 5);
+  run_eval (ctx, NULL, embd, 6);
+  run_eval (ctx, prompt + 5, NULL, 5);
+  for (i = 0; i < 5; i++)
+    ref_step_token (&run, prompt[i], ref_logits);
+  for (i = 0; i < 6; i++) {
+    for (j = 0; j < dim; j++)
+      row[j] = embd[i * dim + j];
+    ref_step (&run, row, ref_logits);
+  }
+  for (i = 5; i < 10; i++)
+    ref_step_token (&run, prompt[i], ref_logits);
+  worst = rel_diff (npu_llm_get_logits (ctx), ref_logits, V);
+  g_test_message ("embeddings spliced: %.3g", worst);
+  g_assert_cmpfloat (worst, <=, TOL_SCALAR);
+
+  /* a token's own embedding row given as an embedding == the token */
+  ctx2 = new_ctx (tm.model, 64, 32, 4, FALSE);
+  npu_llm_context_reset (ctx);
+  for (i = 0; i < 3; i++)
+    for (j = 0; j < dim; j++)
+      embd[i * dim + j] = (float) tm.ref.tok[(gsize) prompt[i] * dim + j];
+  run_eval (ctx, prompt, NULL, 3);
+  run_eval (ctx2, NULL, embd, 3);
+  g_assert_cmpmem (npu_llm_get_logits (ctx), V * sizeof (float),
+      npu_llm_get_logits (ctx2), V * sizeof (float));
+
+  npu_llm_context_free (ctx);
+  npu_llm_context_free (ctx2);
+  ref_run_clear (&run);
+  g_free (embd);
+  g_free (row);
+  g_free (ref_logits);
+  g_rand_free (rand);
+  test_model_close (&tm);
+  g_assert_true (npu_matmul_set_isa (native_isa));
+}
+
+/* Past the context length: sinks + window, in chunks that cross the
+ * eviction point, in one chunk longer than the window, and token by token */
+static void
+check_sliding (TestModel * tm, guint n_ctx, guint n_sink, guint n_batch,
+    guint first_chunk, guint total)
+{
+  NpuLlmContext *ctx;
+  RefRun run;
+  gint32 *tokens = g_new (gint32, total);
+  guint V = tm->ref.vocab, i;
+  double *ref_logits = g_new (double, V), worst = 0;
+  NpuLlmStats st;
+
+  make_prompt (tokens, total, V);
+  ctx = new_ctx (tm->model, n_ctx, n_batch, n_sink,
+      first_chunk <= n_batch);
+  ref_run_init (&run, &tm->ref, n_ctx, n_sink, total);
+  run_eval (ctx, tokens, NULL, first_chunk);
+  for (i = 0; i < first_chunk; i++) {
+    ref_step_token (&run, tokens[i], ref_logits);
+    if (first_chunk <= n_batch)
+      worst = MAX (worst, rel_diff (npu_llm_get_logits_ith (ctx, i),
+              ref_logits, V));
+  }
+  worst = MAX (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
+  for (; i < total; i++) {
+    run_eval (ctx, &tokens[i], NULL, 1);
+    ref_step_token (&run, tokens[i], ref_logits);
+    worst = MAX (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
+  }
+  g_test_message ("sliding n_ctx %u sinks %u batch %u first %u total %u: "
+      "%.3g", n_ctx, n_sink, n_batch, first_chunk, total, worst);
+  g_assert_cmpfloat (worst, <=, TOL_SCALAR);
+  npu_llm_context_get_stats (ctx, &st);
+  g_assert_cmpuint (st.n_evicted, ==, total - n_ctx);
+  g_assert_cmpuint (npu_llm_context_get_n_cached (ctx), ==, n_ctx - 1);
+
+  ref_run_clear (&run);
+  npu_llm_context_free (ctx);
+  g_free (tokens);
+  g_free (ref_logits);
+}
+
+static void
+test_sliding (void)
+{
+  guint c;
+
+  g_assert_true (npu_matmul_set_isa ("scalar"));
+  for (c = 0; c < 2; c++) {
+    TestModel tm;
+
+    test_model_open (&tm, &configs[c]);
+    /* prefill chunks of 8 cross the eviction point (n_ctx 16) */
+    check_sliding (&tm, 16, 4, 8, 20, 60);
+    /* one 40-token chunk, longer than the whole cache */
+    check_sliding (&tm, 16, 4, 64, 40, 50);
+    /* no sinks: a plain sliding window */
+    check_sliding (&tm, 12, 0, 5, 13, 40);
+    test_model_close (&tm);
+  }
+  g_assert_true (npu_matmul_set_isa (native_isa));
+}
+
+/* 500 decode steps, wrapping the ring many times, allocate nothing */
+static void
+test_no_alloc (void)
+{
+  TestModel tm;
+  NpuLlmContext *ctx;
+  NpuLlmStats st0, st1;
+  struct mallinfo2 m0, m1;
+  gint32 tok = 5;
+  guint i;
+  glong growth;
+
+  test_model_open (&tm, &configs[0]);
+  ctx = new_ctx (tm.model, 64, 16, 4, FALSE);
+  for (i = 0; i < 20; i++) {
+    run_eval (ctx, &tok, NULL, 1);
+    tok = argmax_f (npu_llm_get_logits (ctx), tm.ref.vocab);
+  }
+  npu_llm_context_get_stats (ctx, &st0);
+  m0 = mallinfo2 ();
+  for (i = 0; i < 500; i++) {
+    run_eval (ctx, &tok, NULL, 1);
+    tok = argmax_f (npu_llm_get_logits (ctx), tm.ref.vocab);
+  }
+  m1 = mallinfo2 ();
+  npu_llm_context_get_stats (ctx, &st1);
+  growth = (glong) m1.uordblks - (glong) m0.uordblks;
+  g_test_message ("heap in use: %zu -> %zu bytes over 500 steps "
+      "(KV cache %zu bytes, scratch %zu, %u allocations)", m0.uordblks,
+      m1.uordblks, st1.kv_bytes, st1.scratch_bytes, st1.n_allocs);
+  g_assert_cmpuint (st1.n_allocs, ==, st0.n_allocs);
+  g_assert_cmpint (ABS (growth), <=, 4096);
+  g_assert_cmpuint (st1.n_decode, ==, 520);
+  g_assert_cmpuint (st1.n_evicted, ==, 520 - 64);
+  npu_llm_context_free (ctx);
+  test_model_close (&tm);
+}
+
+/* ------------------------------------------------------------------------
+ * Errors
+ */
+
+typedef struct
+{
+  NpuGguf *gguf;
+  const gchar *hide;            /* report as absent */
+  const gchar *reshape;         /* report with ne[1] + 1 */
+  const gchar *retype;          /* report as Q4_K */
+} Doctor;
+
+static gboolean
+doctor_lookup (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
+{
+  Doctor *d = user_data;
+  const NpuGgufTensor *t = npu_gguf_find_tensor (d->gguf, name);
+  guint i;
+
+  if (!t || (d->hide && strcmp (name, d->hide) == 0))
+    return FALSE;
+  out->type = t->type;
+  for (i = 0; i < 4; i++)
+    out->ne[i] = t->ne[i];
+  out->data = t->data;
+  if (d->reshape && strcmp (name, d->reshape) == 0)
+    out->ne[1] += 1;
+  if (d->retype && strcmp (name, d->retype) == 0)
+    out->type = NPU_GGML_TYPE_Q4_K;
+  return TRUE;
+}
+
+static void
+expect_model_error (TestModel * tm, const gchar * hide, const gchar * reshape,
+    const gchar * retype, gint code, const gchar * text)
+{
+  Doctor d = { tm->gguf, hide, reshape, retype };
+  NpuLlmHParams hp;
+  NpuLlmModel *m;
+  GError *error = NULL;
+
+  g_assert_true (npu_llm_hparams_from_gguf (tm->gguf, &hp, NULL));
+  m = npu_llm_model_new (&hp, doctor_lookup, &d, &error);
+  g_assert_null (m);
+  g_assert_error (error, NPU_LLM_ERROR, code);
+  if (!strstr (error->message, text))
+    g_error ("'%s' does not contain '%s'", error->message, text);
+  g_clear_error (&error);
+}
+
+static NpuGguf *
+meta_gguf (const gchar * arch, const gchar * scaling, gfloat factor,
+    gboolean drop_eps, GBytes ** bytes)
+{
+  NpuGgufWriter *w = npu_gguf_writer_new ();
+  gchar key[128];
+  NpuGguf *g;
+
+#define K(s) (g_snprintf (key, sizeof (key), "%s." s, arch), key)
+  npu_gguf_writer_add_string (w, "general.architecture", arch, -1, NULL);
+  npu_gguf_writer_add_u32 (w, K ("context_length"), 256, NULL);
+  npu_gguf_writer_add_u32 (w, K ("embedding_length"), 64, NULL);
+  npu_gguf_writer_add_u32 (w, K ("block_count"), 2, NULL);
+  npu_gguf_writer_add_u32 (w, K ("feed_forward_length"), 128, NULL);
+  npu_gguf_writer_add_u32 (w, K ("attention.head_count"), 4, NULL);
+  npu_gguf_writer_add_u32 (w, K ("attention.head_count_kv"), 2, NULL);
+  if (!drop_eps)
+    npu_gguf_writer_add_f32 (w, K ("attention.layer_norm_rms_epsilon"), 1e-5f,
+        NULL);
+  if (scaling)
+    npu_gguf_writer_add_string (w, K ("rope.scaling.type"), scaling, -1, NULL);
+  if (factor > 0)
+    npu_gguf_writer_add_f32 (w, K ("rope.scaling.factor"), factor, NULL);
+#undef K
+  *bytes = npu_gguf_writer_write_bytes (w, NULL);
+  npu_gguf_writer_free (w);
+  g = npu_gguf_open_bytes (g_bytes_get_data (*bytes, NULL),
+      g_bytes_get_size (*bytes), NULL);
+  g_assert_nonnull (g);
+  return g;
+}
+
+static void
+expect_hparams (const gchar * arch, const gchar * scaling, gfloat factor,
+    gboolean drop_eps, gint code, const gchar * text, NpuLlmHParams * out)
+{
+  GBytes *bytes;
+  NpuGguf *g = meta_gguf (arch, scaling, factor, drop_eps, &bytes);
+  NpuLlmHParams hp;
+  GError *error = NULL;
+  gboolean ok = npu_llm_hparams_from_gguf (g, &hp, &error);
+
+  if (text) {
+    g_assert_false (ok);
+    g_assert_error (error, NPU_LLM_ERROR, code);
+    if (!strstr (error->message, text))
+      g_error ("'%s' does not contain '%s'", error->message, text);
+    g_clear_error (&error);
+  } else {
+    g_assert_no_error (error);
+    *out = hp;
+  }
+  npu_gguf_free (g);
+  g_bytes_unref (bytes);
+}
+
+static void
+test_errors (void)
+{
+  TestModel tm, tq;
+  NpuLlmHParams hp;
+  NpuLlmContext *ctx;
+  NpuLlmContextParams cp;
+  GError *error = NULL;
+  gint32 bad = 100000, toks[8] = { 0, };
+
+  expect_hparams ("mamba", NULL, 0, FALSE, NPU_LLM_ERROR_UNSUPPORTED,
+      "unsupported architecture 'mamba'", NULL);
+  expect_hparams ("llama", "yarn", 4, FALSE, NPU_LLM_ERROR_UNSUPPORTED,
+      "rope.scaling.type 'yarn'", NULL);
+  expect_hparams ("llama", NULL, 0, TRUE, NPU_LLM_ERROR_MISSING,
+      "llama.attention.layer_norm_rms_epsilon", NULL);
+  expect_hparams ("qwen2", "linear", 4, FALSE, 0, NULL, &hp);
+  g_assert_cmpfloat (hp.rope_freq_scale, ==, 0.25f);
+  g_assert_cmpint (hp.rope_type, ==, NPU_LLM_ROPE_NEOX);
+  g_assert_cmpuint (hp.n_head_kv, ==, 2);
+  g_assert_cmpuint (hp.n_rot, ==, 16);
+  expect_hparams ("llama", NULL, 2, FALSE, 0, NULL, &hp);
+  g_assert_cmpfloat (hp.rope_freq_scale, ==, 0.5f);
+  g_assert_cmpint (hp.rope_type, ==, NPU_LLM_ROPE_NORM);
+  g_assert_cmpfloat (hp.rope_freq_base, ==, 10000.0f);
+
+  test_model_open (&tm, &configs[0]);
+  expect_model_error (&tm, "blk.1.ffn_up.weight", NULL, NULL,
+      NPU_LLM_ERROR_MISSING, "tensor 'blk.1.ffn_up.weight' not found");
+  expect_model_error (&tm, NULL, "blk.0.attn_k.weight", NULL,
+      NPU_LLM_ERROR_SHAPE, "tensor 'blk.0.attn_k.weight' has shape [64, 33");
+  expect_model_error (&tm, NULL, NULL, "blk.0.ffn_down.weight",
+      NPU_LLM_ERROR_UNSUPPORTED, "'blk.0.ffn_down.weight' has type q4_K");
+  expect_model_error (&tm, "output_norm.weight", NULL, NULL,
+      NPU_LLM_ERROR_MISSING, "output_norm.weight");
+
+  /* bad input to a context */
+  ctx = new_ctx (tm.model, 8, 4, 2, FALSE);
+  g_assert_false (npu_llm_eval_tokens (ctx, NULL, &bad, 1, &error));
+  g_assert_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID);
+  g_assert_nonnull (strstr (error->message, "token 100000"));
+  g_clear_error (&error);
+  g_assert_cmpuint (npu_llm_context_get_n_past (ctx), ==, 0);
+  npu_llm_context_free (ctx);
+
+  npu_llm_context_params_init (&cp);
+  cp.n_ctx = 8;
+  cp.streaming = FALSE;
+  ctx = npu_llm_context_new (tm.model, &cp, &error);
+  g_assert_no_error (error);
+  g_assert_true (npu_llm_eval_tokens (ctx, NULL, toks, 6, &error));
+  g_assert_false (npu_llm_eval_tokens (ctx, NULL, toks, 3, &error));
+  g_assert_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_CONTEXT_FULL);
+  g_clear_error (&error);
+  g_assert_true (npu_llm_eval_tokens (ctx, NULL, toks, 2, &error));
+  npu_llm_context_free (ctx);
+
+  cp.n_ctx = 8;
+  cp.n_sink = 8;
+  g_assert_null (npu_llm_context_new (tm.model, &cp, &error));
+  g_assert_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID);
+  g_clear_error (&error);
+  test_model_close (&tm);
+
+  /* qwen2 needs its q/k/v biases */
+  test_model_open (&tq, &configs[1]);
+  expect_model_error (&tq, "blk.0.attn_v.bias", NULL, NULL,
+      NPU_LLM_ERROR_MISSING, "tensor 'blk.0.attn_v.bias' not found");
+  test_model_close (&tq);
+
+  /* the file path: errors name the file */
+  g_assert_null (npu_llm_model_new_from_file ("/nonexistent/model.gguf",
+          &error));
+  g_assert_nonnull (error);
+  g_clear_error (&error);
+}
+
+/* ------------------------------------------------------------------------
+ * Sampling
+ */
+
+static NpuLlmSampler *
+new_sampler (gfloat temp, guint top_k, gfloat top_p, gfloat min_p,
+    gfloat penalty, guint64 seed, guint n_vocab)
+{
+  NpuLlmSamplerParams p;
+  NpuLlmSampler *s;
+  GError *error = NULL;
+
+  npu_llm_sampler_params_init (&p);
+  p.temperature = temp;
+  p.top_k = top_k;
+  p.top_p = top_p;
+  p.min_p = min_p;
+  p.repeat_penalty = penalty;
+  p.seed = seed;
+  s = npu_llm_sampler_new (&p, n_vocab, &error);
+  g_assert_no_error (error);
+  return s;
+}
+
+static void
+test_sample_basic (void)
+{
+  GRand *rand = g_rand_new_with_seed (11);
+  guint V = 1000, i, j, differ = 0;
+  float *l = g_new (float, V);
+  NpuLlmSampler *a, *b, *c, *greedy, *k1;
+
+  a = new_sampler (0.8f, 40, 0.95f, 0.05f, 1.1f, 42, V);
+  b = new_sampler (0.8f, 40, 0.95f, 0.05f, 1.1f, 42, V);
+  c = new_sampler (0.8f, 40, 0.95f, 0.05f, 1.1f, 43, V);
+  greedy = new_sampler (0.0f, 0, 1.0f, 0.0f, 1.0f, 1, V);
+  k1 = new_sampler (1.5f, 1, 1.0f, 0.0f, 1.0f, 1, V);
+  for (i = 0; i < 300; i++) {
+    gint32 ta, tb, tc;
+
+    for (j = 0; j < V; j++)
+      l[j] = (float) g_rand_double_range (rand, -4, 4);
+    ta = npu_llm_sampler_sample (a, l);
+    tb = npu_llm_sampler_sample (b, l);
+    tc = npu_llm_sampler_sample (c, l);
+    npu_llm_sampler_accept (a, ta);
+    npu_llm_sampler_accept (b, tb);
+    npu_llm_sampler_accept (c, tc);
+    g_assert_cmpint (ta, ==, tb);
+    differ += ta != tc;
+    g_assert_cmpint (npu_llm_sampler_sample (greedy, l), ==,
+        argmax_f (l, V));
+    g_assert_cmpint (npu_llm_sampler_sample (k1, l), ==, argmax_f (l, V));
+  }
+  g_assert_cmpuint (differ, >, 100);
+
+  /* reset: the same sequence again */
+  npu_llm_sampler_reset (a);
+  npu_llm_sampler_reset (b);
+  for (j = 0; j < V; j++)
+    l[j] = (float) g_rand_double_range (rand, -1, 1);
+  for (i = 0; i < 50; i++) {
+    gint32 t = npu_llm_sampler_sample (a, l);
+
+    npu_llm_sampler_accept (a, t);
+    npu_llm_sampler_accept (b, npu_llm_sampler_sample (b, l));
+  }
+  npu_llm_sampler_reset (a);
+  npu_llm_sampler_reset (b);
+  for (i = 0; i < 50; i++) {
+    gint32 t = npu_llm_sampler_sample (a, l);
+
+    g_assert_cmpint (t, ==, npu_llm_sampler_sample (b, l));
+    npu_llm_sampler_accept (a, t);
+    npu_llm_sampler_accept (b, t);
+  }
+
+  npu_llm_sampler_free (a);
+  npu_llm_sampler_free (b);
+  npu_llm_sampler_free (c);
+  npu_llm_sampler_free (greedy);
+  npu_llm_sampler_free (k1);
+  g_free (l);
+  g_rand_free (rand);
+}
+
+static void
+test_sample_penalty (void)
+{
+  float pos[4] = { 3.0f, 2.9f, -1.0f, -1.05f };
+  float neg[3] = { -1.0f, -1.1f, -5.0f };
+  NpuLlmSampler *s = new_sampler (0.0f, 0, 1.0f, 0.0f, 1.2f, 0, 4);
+  NpuLlmSampler *t = new_sampler (0.0f, 0, 1.0f, 0.0f, 1.2f, 0, 3);
+  guint i;
+
+  g_assert_cmpint (npu_llm_sampler_sample (s, pos), ==, 0);
+  /* positive logit divided: 3.0 / 1.2 = 2.5 < 2.9; twice in the history
+   * still counts once (2.5, not 2.08) */
+  npu_llm_sampler_accept (s, 0);
+  npu_llm_sampler_accept (s, 0);
+  g_assert_cmpint (npu_llm_sampler_sample (s, pos), ==, 1);
+  /* 2.9 / 1.2 = 2.42 < 2.5 */
+  npu_llm_sampler_accept (s, 1);
+  g_assert_cmpint (npu_llm_sampler_sample (s, pos), ==, 0);
+  /* out of the last 64: no penalty */
+  for (i = 0; i < 64; i++)
+    npu_llm_sampler_accept (s, 3);
+  g_assert_cmpint (npu_llm_sampler_sample (s, pos), ==, 0);
+  /* negative logit multiplied: -1.0 * 1.2 = -1.2 < -1.1 */
+  npu_llm_sampler_accept (t, 0);
+  g_assert_cmpint (npu_llm_sampler_sample (t, neg), ==, 1);
+  npu_llm_sampler_free (s);
+  npu_llm_sampler_free (t);
+}
+
+/* The probabilities the chain should give, worked out independently:
+ * logits sorted descending, untempered softmax for top-p and min-p */
+static void
+expected_probs (const float *l, guint V, gfloat temp, guint top_k,
+    gfloat top_p, gfloat min_p, double *p)
+{
+  guint i, keep = (top_k > 0 && top_k < V) ? top_k : V;
+  double sum = 0, cum = 0;
+
+  /* l is sorted descending in the test: a prefix is the top set */
+  for (i = 0; i < keep; i++)
+    sum += exp (l[i] - l[0]);
+  if (top_p < 1.0f) {
+    for (i = 0; i < keep; i++) {
+      cum += exp (l[i] - l[0]) / sum;
+      if (cum >= top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+  }
+  sum = 0;
+  for (i = 0; i < V; i++) {
+    gboolean in = i < keep && exp (l[i] - l[0]) >= min_p;
+
+    p[i] = in ? exp ((l[i] - l[0]) / temp) : 0;
+    sum += p[i];
+  }
+  for (i = 0; i < V; i++)
+    p[i] /= sum;
+}
+
+static void
+test_sample_distribution (void)
+{
+  /* chi-square critical values at p = 0.001 for 1..7 degrees of freedom */
+  static const double crit[8] = { 0, 10.83, 13.82, 16.27, 18.47, 20.52,
+    22.46, 24.32
+  };
+  static const float l[8] = { 2.0f, 1.5f, 1.0f, 0.5f, 0.0f, -0.5f, -1.0f,
+    -3.0f
+  };
+  static const struct
+  {
+    gfloat temp;
+    guint top_k;
+    gfloat top_p, min_p;
+  } cases[] = {
+    {1.0f, 0, 1.0f, 0.0f},
+    {0.7f, 5, 1.0f, 0.0f},
+    {1.3f, 0, 0.8f, 0.0f},
+    {1.0f, 0, 1.0f, 0.2f},
+    {2.0f, 6, 0.9f, 0.1f},
+  };
+  const guint N = 100000;
+  guint c, i;
+
+  for (c = 0; c < G_N_ELEMENTS (cases); c++) {
+    NpuLlmSampler *s = new_sampler (cases[c].temp, cases[c].top_k,
+        cases[c].top_p, cases[c].min_p, 1.0f, 1234 + c, 8);
+    guint counts[8] = { 0, }, df = 0;
+    double p[8], chi2 = 0;
+
+    expected_probs (l, 8, cases[c].temp, cases[c].top_k, cases[c].top_p,
+        cases[c].min_p, p);
+    for (i = 0; i < N; i++)
+      counts[npu_llm_sampler_sample (s, l)]++;
+    for (i = 0; i < 8; i++) {
+      if (p[i] == 0) {
+        g_assert_cmpuint (counts[i], ==, 0);
+        continue;
+      }
+      chi2 += (counts[i] - N * p[i]) * (counts[i] - N * p[i]) / (N * p[i]);
+      df++;
+    }
+    df--;
+    g_test_message ("case %u: chi2 %.2f with %u degrees of freedom "
+        "(critical %.2f)", c, chi2, df, crit[df]);
+    g_assert_cmpuint (df, >=, 1);
+    g_assert_cmpfloat (chi2, <, crit[df]);
+    npu_llm_sampler_free (s);
+  }
+}
+
+static void
+expect_sampler_error (NpuLlmSamplerParams * p, const gchar * text)
+{
+  GError *error = NULL;
+
+  g_assert_null (npu_llm_sampler_new (p, 100, &error));
+  g_assert_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID);
+  if (!strstr (error->message, text))
+    g_error ("'%s' does not contain '%s'", error->message, text);
+  g_clear_error (&error);
+  npu_llm_sampler_params_init (p);
+}
+
+static void
+test_sample_params (void)
+{
+  NpuLlmSamplerParams p;
+
+  npu_llm_sampler_params_init (&p);
+  p.temperature = -1;
+  expect_sampler_error (&p, "temperature -1");
+  p.temperature = NAN;
+  expect_sampler_error (&p, "temperature");
+  p.top_p = 0;
+  expect_sampler_error (&p, "top-p 0");
+  p.top_p = 1.5f;
+  expect_sampler_error (&p, "top-p 1.5");
+  p.min_p = -0.1f;
+  expect_sampler_error (&p, "min-p");
+  p.min_p = 2;
+  expect_sampler_error (&p, "min-p 2");
+  p.repeat_penalty = 0;
+  expect_sampler_error (&p, "repeat penalty 0");
+  p.repeat_penalty = INFINITY;
+  expect_sampler_error (&p, "repeat penalty");
+}
+
+int
+main (int argc, char **argv)
+{
+  GError *error = NULL;
+  guint c;
+  int ret;
+
+  g_test_init (&argc, &argv, NULL);
+  tmpdir = g_dir_make_tmp ("test-llm-XXXXXX", &error);
+  g_assert_no_error (error);
+  device = npu_device_new_cpu (2);
+  queue = npu_queue_new (device, "test-llm");
+  native_isa = npu_matmul_get_isa ();
+
+  for (c = 0; c < G_N_ELEMENTS (configs); c++) {
+    gchar *path = g_strdup_printf ("/llm/reference/%s", configs[c].name);
+
+    g_test_add_data_func (path, &configs[c], test_reference);
+    g_free (path);
+  }
+  g_test_add_func ("/llm/batch-vs-decode", test_batch_vs_decode);
+  g_test_add_func ("/llm/embeddings", test_embeddings);
+  g_test_add_func ("/llm/sliding-window", test_sliding);
+  g_test_add_func ("/llm/no-alloc-per-token", test_no_alloc);
+  g_test_add_func ("/llm/errors", test_errors);
+  g_test_add_func ("/llm/sample/basic", test_sample_basic);
+  g_test_add_func ("/llm/sample/penalty", test_sample_penalty);
+  g_test_add_func ("/llm/sample/distribution", test_sample_distribution);
+  g_test_add_func ("/llm/sample/params", test_sample_params);
+  ret = g_test_run ();
+
+  npu_queue_free (queue);
+  npu_device_unref (device);
+  g_rmdir (tmpdir);
+  g_free (tmpdir);
+  return ret;
+}

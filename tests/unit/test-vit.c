@@ -1,0 +1,1042 @@
+/* gst-npu: vision encoder against a plain double-precision reference
+ *
+ * Tiny mmproj files are written by the model generator (both projectors,
+ * each paired with a tiny text model so the projector's output is that
+ * model's embedding size) and encoded by npu_vit_encode() and by ref_encode()
+ * below, a straight transcription of the definitions in double precision:
+ * patch embedding as the convolution sum, LayerNorm, softmax attention,
+ * GELU, HF Idefics3's pixel_shuffle as its view/permute sequence.  The
+ * reference shares no code with the runtime except the MXFP4 codec: both
+ * use the same MXFP4 weights (2-D matrices that are not MXFP4 in the file
+ * are quantised by npu_mxfp4_quantize_*() and decoded by
+ * npu_mxfp4_dequantize(), as the runtime does once at load time), so the
+ * comparison measures arithmetic, not the 4-bit weights.
+ *
+ * Tolerances, on max |y - y_ref| / rms (y_ref) over the whole output:
+ *
+ *  - matmul path "scalar" (exact F32): every operation is an F32 rounding
+ *    (2^-24 relative) of a double value; dot products are at most 256
+ *    terms, and through two blocks and the projector the measured error
+ *    is ~1e-6 of the output's rms.  Bound 1e-4.
+ *  - int8 paths (avx2, avx512, neon): npumatmul.h bounds each product's
+ *    error by sum_j |w_j| d_b(j) / 2 (+ F32 accumulation), d_b = max|x| / 127
+ *    of the activation's block of 32.  For these weights (std 1/sqrt(k))
+ *    and activations (block maximum ~3.5 rms) that is at most
+ *    0.8 sqrt(k) 3.5 / 254 ~ 9% (k = 64) to 18% (k = 256) of the product's
+ *    rms, if every rounding went the same way; random roundings give
+ *    ~sqrt(k) times less.  Checked twice:
+ *    a) against the exact reference: max error / rms <= 0.15, the
+ *       worst-case first-order bound of the largest product (measured:
+ *       2-5%);
+ *    b) against a reference that does what the kernels are documented to
+ *       do, rounding each activation block to d * round (x / d) before
+ *       every MXFP4 product: usually ~1e-6, but where F32 and double land
+ *       on either side of a rounding tie (x / d within ~1e-6 of a half) a
+ *       code differs by one, which moves that output by |w_j| d, itself
+ *       within the product's bound; a few such flips per model, propagated,
+ *       were measured up to 2.2e-2.  Bound 5e-2.
+ *
+ * Also: bad models give the documented GError (missing tensor, wrong
+ * dimension, not an mmproj, unknown projector, unsupported type); 1 and 2
+ * threads give identical bytes; a class token (CLIP/LLaVA files) injected
+ * through the lookup callback.
+ */
+#include "core/npuvit.h"
+#include "core/npumatmul.h"
+#include "core/npumxfp4.h"
+#include "core/npugguf.h"
+#include "tests/tools/npumodelgen.h"
+
+#include <glib/gstdio.h>
+#include <math.h>
+#include <string.h>
+
+static gchar *tmp_dir;
+
+/* ------------------------------------------------------------------------
+ * Lookup wrapper: the file's tensors, with one hidden, one reshaped, one
+ * retyped, or a class token added (and the position embeddings grown)
+ */
+typedef struct
+{
+  const NpuGguf *gguf;
+  const gchar *hide;
+  const gchar *reshape;
+  const gchar *retype;
+  gboolean add_class;
+  float *class_embd;            /* [dim] */
+  float *pos;                   /* [dim, n_patches + 1] */
+} Lookup;
+
+static gboolean
+lookup_func (const gchar * name, NpuVitTensorView * out, gpointer user_data)
+{
+  Lookup *lk = user_data;
+  const NpuGgufTensor *t;
+  guint i;
+
+  if (lk->hide && strcmp (name, lk->hide) == 0)
+    return FALSE;
+  if (lk->add_class && strcmp (name, "v.class_embd") == 0) {
+    t = npu_gguf_find_tensor (lk->gguf, "v.patch_embd.bias");
+    memset (out, 0, sizeof (*out));
+    out->type = NPU_GGML_TYPE_F32;
+    out->n_dims = 1;
+    out->ne[0] = t->ne[0];
+    out->ne[1] = out->ne[2] = out->ne[3] = 1;
+    out->data = lk->class_embd;
+    return TRUE;
+  }
+  t = npu_gguf_find_tensor (lk->gguf, name);
+  if (!t)
+    return FALSE;
+  out->type = t->type;
+  out->n_dims = t->n_dims;
+  for (i = 0; i < NPU_GGUF_MAX_DIMS; i++)
+    out->ne[i] = t->ne[i];
+  out->data = t->data;
+  if (lk->add_class && strcmp (name, "v.position_embd.weight") == 0) {
+    out->ne[1] += 1;
+    out->data = lk->pos;
+  }
+  if (lk->reshape && strcmp (name, lk->reshape) == 0)
+    out->ne[1] /= 2;
+  if (lk->retype && strcmp (name, lk->retype) == 0)
+    out->type = NPU_GGML_TYPE_Q4_0;
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------
+ * Reference
+ */
+typedef struct
+{
+  guint image, patch, side, np, npos, first, dim, ff, heads, layers;
+  guint out_dim, scale, grid, n_tokens, act;   /* act: 0 gelu, 1 quick, 2 silu */
+  gboolean mlp;
+  double eps;
+} RefParams;
+
+static gboolean
+get_view (Lookup * lk, const gchar * name, NpuVitTensorView * v)
+{
+  memset (v, 0, sizeof (*v));
+  return lookup_func (name, v, lk);
+}
+
+/* Any 2-D matrix, rows x k, as the runtime sees it: MXFP4 */
+static double *
+ref_matrix (Lookup * lk, const gchar * name, gsize rows, gsize k)
+{
+  NpuVitTensorView v;
+  gsize n = rows * k, i;
+  NpuBlockMxfp4 *blocks = NULL;
+  float *f = g_new (float, n);
+  double *d = g_new (double, n);
+
+  g_assert_true (get_view (lk, name, &v));
+  g_assert_cmpuint (v.ne[0] * v.ne[1] * v.ne[2] * v.ne[3], ==, n);
+  if (v.type == NPU_GGML_TYPE_MXFP4) {
+    npu_mxfp4_dequantize (v.data, f, n);
+  } else {
+    blocks = g_new (NpuBlockMxfp4, n / 32);
+    if (v.type == NPU_GGML_TYPE_F32)
+      npu_mxfp4_quantize_f32 (v.data, blocks, n);
+    else if (v.type == NPU_GGML_TYPE_F16)
+      npu_mxfp4_quantize_f16 (v.data, blocks, n);
+    else if (v.type == NPU_GGML_TYPE_BF16)
+      npu_mxfp4_quantize_bf16 (v.data, blocks, n);
+    else if (v.type == NPU_GGML_TYPE_Q8_0)
+      npu_mxfp4_quantize_q8_0 (v.data, blocks, n);
+    else
+      g_assert_not_reached ();
+    npu_mxfp4_dequantize (blocks, f, n);
+  }
+  for (i = 0; i < n; i++)
+    d[i] = f[i];
+  g_free (blocks);
+  g_free (f);
+  return d;
+}
+
+/* F32 or F16 tensor of n elements, exactly */
+static double *
+ref_plain (Lookup * lk, const gchar * name, gsize n)
+{
+  NpuVitTensorView v;
+  double *d;
+  gsize i;
+
+  if (!get_view (lk, name, &v))
+    return NULL;
+  d = g_new (double, n);
+  for (i = 0; i < n; i++) {
+    if (v.type == NPU_GGML_TYPE_F32)
+      d[i] = ((const float *) v.data)[i];
+    else if (v.type == NPU_GGML_TYPE_F16)
+      d[i] = npu_f16_to_f32 (((const guint16 *) v.data)[i]);
+    else
+      g_assert_not_reached ();
+  }
+  return d;
+}
+
+/* What the int8 kernels do to an activation row before the product */
+static void
+q8_round (const double *x, gsize k, double *y)
+{
+  gsize b, j;
+
+  for (b = 0; b < k; b += 32) {
+    float amax = 0.0f, d;
+
+    for (j = 0; j < 32; j++)
+      amax = MAX (amax, fabsf ((float) x[b + j]));
+    d = amax / 127.0f;
+    for (j = 0; j < 32; j++)
+      y[b + j] = amax == 0.0f ? 0.0 :
+          (double) d *(double) lrintf ((float) x[b + j] / d);
+  }
+}
+
+/* y[n x rows] = x[n x k] W^T + b */
+static void
+ref_linear (const double *x, gsize n, gsize k, const double *w, gsize rows,
+    const double *b, gboolean q8, double *y)
+{
+  double *xr = g_new (double, k);
+  gsize c, r, j;
+
+  for (c = 0; c < n; c++) {
+    if (q8)
+      q8_round (x + c * k, k, xr);
+    else
+      memcpy (xr, x + c * k, k * sizeof (double));
+    for (r = 0; r < rows; r++) {
+      double s = b ? b[r] : 0.0;
+
+      for (j = 0; j < k; j++)
+        s += w[r * k + j] * xr[j];
+      y[c * rows + r] = s;
+    }
+  }
+  g_free (xr);
+}
+
+static void
+ref_layernorm (double *x, gsize n, gsize dim, const double *w,
+    const double *b, double eps, double *y)
+{
+  gsize r, c;
+
+  for (r = 0; r < n; r++) {
+    double mean = 0.0, var = 0.0;
+
+    for (c = 0; c < dim; c++)
+      mean += x[r * dim + c];
+    mean /= dim;
+    for (c = 0; c < dim; c++)
+      var += (x[r * dim + c] - mean) * (x[r * dim + c] - mean);
+    var /= dim;
+    for (c = 0; c < dim; c++)
+      y[r * dim + c] = (x[r * dim + c] - mean) / sqrt (var + eps) * w[c] +
+          b[c];
+  }
+}
+
+static double
+ref_act (guint act, double x)
+{
+  if (act == 0)
+    return 0.5 * x * (1.0 + tanh (sqrt (2.0 / G_PI) * (x + 0.044715 * x * x *
+                x)));
+  if (act == 1)
+    return x / (1.0 + exp (-1.702 * x));
+  return x / (1.0 + exp (-x));
+}
+
+static void
+ref_params (const NpuGguf * g, Lookup * lk, RefParams * p)
+{
+  NpuVitTensorView v;
+  const gchar *proj = npu_gguf_get_string (g, "clip.projector_type", NULL,
+      NULL);
+  gfloat eps;
+
+  p->image = npu_gguf_get_u32_default (g, "clip.vision.image_size", 0);
+  p->patch = npu_gguf_get_u32_default (g, "clip.vision.patch_size", 0);
+  p->dim = npu_gguf_get_u32_default (g, "clip.vision.embedding_length", 0);
+  p->ff = npu_gguf_get_u32_default (g, "clip.vision.feed_forward_length", 0);
+  p->heads = npu_gguf_get_u32_default (g, "clip.vision.attention.head_count",
+      0);
+  p->layers = npu_gguf_get_u32_default (g, "clip.vision.block_count", 0);
+  g_assert_true (npu_gguf_get_f32 (g,
+          "clip.vision.attention.layer_norm_epsilon", &eps, NULL));
+  p->eps = eps;
+  p->act = npu_gguf_get_bool_default (g, "clip.use_gelu", FALSE) ? 0 : 1;
+  p->side = p->image / p->patch;
+  p->np = p->side * p->side;
+  p->first = lk->add_class ? 1 : 0;
+  p->npos = p->np + p->first;
+  p->mlp = g_strcmp0 (proj, "mlp") == 0;
+  if (p->mlp) {
+    g_assert_true (get_view (lk, "mm.2.weight", &v));
+    p->out_dim = v.ne[1];
+    p->grid = p->side;
+    p->n_tokens = p->np;
+  } else {
+    p->scale = npu_gguf_get_u32_default (g,
+        "clip.vision.projector.scale_factor", 0);
+    g_assert_true (get_view (lk, "mm.model.fc.weight", &v));
+    p->out_dim = v.ne[1];
+    g_assert_cmpuint (p->side % p->scale, ==, 0);
+    p->grid = p->side / p->scale;
+    p->n_tokens = p->grid * p->grid;
+  }
+}
+
+/* HF Idefics3Connector.pixel_shuffle, step by step:
+ *   x [seq, C] viewed as [h, w, C] -> view [h, w/s, C s] -> permute to
+ *   [w/s, h, C s] -> reshape [w/s, h/s, C s s] -> permute to
+ *   [h/s, w/s, C s s] -> reshape [seq / s^2, C s s] */
+static void
+ref_pixel_shuffle (const double *x, guint side, guint C, guint s, double *y)
+{
+  guint h = side, w = side, a, b, c;
+  gsize cs = (gsize) C * s, css = cs * s;
+  double *t1 = g_new (double, (gsize) side * side * C);
+  double *t2 = g_new (double, (gsize) side * side * C);
+
+  /* [h][w/s][Cs] is x itself; permute (1, 0, 2) -> t1 [w/s][h][Cs] */
+  for (a = 0; a < h; a++)
+    for (b = 0; b < w / s; b++)
+      for (c = 0; c < cs; c++)
+        t1[((gsize) b * h + a) * cs + c] = x[((gsize) a * (w / s) + b) * cs +
+            c];
+  /* t1 viewed as [w/s][h/s][Css]; permute (1, 0, 2) -> t2 [h/s][w/s][Css] */
+  for (a = 0; a < w / s; a++)
+    for (b = 0; b < h / s; b++)
+      for (c = 0; c < css; c++)
+        t2[((gsize) b * (w / s) + a) * css + c] =
+            t1[((gsize) a * (h / s) + b) * css + c];
+  memcpy (y, t2, (gsize) side * side * C * sizeof (double));
+  g_free (t1);
+  g_free (t2);
+}
+
+/* @q8: model the int8 activations of the fast matmul paths */
+static void
+ref_encode (const NpuGguf * g, Lookup * lk, const float *patches,
+    gboolean q8, double *out)
+{
+  RefParams p;
+  gsize n, dim, K, i, j, c, l, hh;
+  double *x, *h, *q, *k, *v, *att, *f, *tmp, *wp, *bp, *pos;
+  gboolean patch_mx;
+
+  ref_params (g, lk, &p);
+  n = p.npos;
+  dim = p.dim;
+  K = 3 * p.patch * p.patch;
+  x = g_new0 (double, n * dim);
+  h = g_new (double, n * dim);
+  q = g_new (double, n * dim);
+  k = g_new (double, n * dim);
+  v = g_new (double, n * dim);
+  att = g_new (double, n * dim);
+  f = g_new (double, n * p.ff);
+
+  /* Patch embedding: conv2d with kernel [p, p, 3, dim] (KW, KH, IC, OC)
+   * and stride p.  The patch input is already flattened as (ic, ky, kx),
+   * so out[o] = sum_{ic,ky,kx} K[kx,ky,ic,o] * patch[ic][ky][kx]. */
+  patch_mx = K % 32 == 0;
+  wp = patch_mx ? ref_matrix (lk, "v.patch_embd.weight", dim, K) :
+      ref_plain (lk, "v.patch_embd.weight", dim * K);
+  bp = ref_plain (lk, "v.patch_embd.bias", dim);
+  pos = ref_plain (lk, "v.position_embd.weight", n * dim);
+  {
+    double *pd = g_new (double, p.np * K);
+
+    for (i = 0; i < p.np * K; i++)
+      pd[i] = patches[i];
+    ref_linear (pd, p.np, K, wp, dim, bp, q8 && patch_mx,
+        x + p.first * dim);
+    g_free (pd);
+  }
+  if (lk->add_class)
+    for (c = 0; c < dim; c++)
+      x[c] = lk->class_embd[c];
+  for (i = 0; i < n * dim; i++)
+    x[i] += pos[i];
+  g_free (wp);
+  g_free (bp);
+  g_free (pos);
+
+  for (l = 0; l < p.layers; l++) {
+    gchar nm[64];
+    double *w1, *b1, *w2, *b2;
+    double *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
+    gsize hd = dim / p.heads;
+
+#define NAME(s) (g_snprintf (nm, sizeof (nm), "v.blk.%u." s, (guint) l), nm)
+    w1 = ref_plain (lk, NAME ("ln1.weight"), dim);
+    b1 = ref_plain (lk, NAME ("ln1.bias"), dim);
+    w2 = ref_plain (lk, NAME ("ln2.weight"), dim);
+    b2 = ref_plain (lk, NAME ("ln2.bias"), dim);
+    wq = ref_matrix (lk, NAME ("attn_q.weight"), dim, dim);
+    bq = ref_plain (lk, NAME ("attn_q.bias"), dim);
+    wk = ref_matrix (lk, NAME ("attn_k.weight"), dim, dim);
+    bk = ref_plain (lk, NAME ("attn_k.bias"), dim);
+    wv = ref_matrix (lk, NAME ("attn_v.weight"), dim, dim);
+    bv = ref_plain (lk, NAME ("attn_v.bias"), dim);
+    wo = ref_matrix (lk, NAME ("attn_out.weight"), dim, dim);
+    bo = ref_plain (lk, NAME ("attn_out.bias"), dim);
+
+    ref_layernorm (x, n, dim, w1, b1, p.eps, h);
+    ref_linear (h, n, dim, wq, dim, bq, q8, q);
+    ref_linear (h, n, dim, wk, dim, bk, q8, k);
+    ref_linear (h, n, dim, wv, dim, bv, q8, v);
+    /* softmax (q k^T / sqrt (hd)) v per head */
+    for (hh = 0; hh < p.heads; hh++) {
+      double *s = g_new (double, n);
+
+      for (i = 0; i < n; i++) {
+        double mx = -INFINITY, sum = 0.0;
+
+        for (j = 0; j < n; j++) {
+          double dot = 0.0;
+
+          for (c = 0; c < hd; c++)
+            dot += q[i * dim + hh * hd + c] * k[j * dim + hh * hd + c];
+          s[j] = dot / sqrt ((double) hd);
+          mx = MAX (mx, s[j]);
+        }
+        for (j = 0; j < n; j++)
+          sum += (s[j] = exp (s[j] - mx));
+        for (c = 0; c < hd; c++) {
+          double o = 0.0;
+
+          for (j = 0; j < n; j++)
+            o += s[j] / sum * v[j * dim + hh * hd + c];
+          att[i * dim + hh * hd + c] = o;
+        }
+      }
+      g_free (s);
+    }
+    ref_linear (att, n, dim, wo, dim, bo, q8, h);
+    for (i = 0; i < n * dim; i++)
+      x[i] += h[i];
+    g_free (wq);
+    g_free (bq);
+    g_free (wk);
+    g_free (bk);
+    g_free (wv);
+    g_free (bv);
+    g_free (wo);
+    g_free (bo);
+
+    wq = ref_matrix (lk, NAME ("ffn_up.weight"), p.ff, dim);
+    bq = ref_plain (lk, NAME ("ffn_up.bias"), p.ff);
+    wk = ref_matrix (lk, NAME ("ffn_down.weight"), dim, p.ff);
+    bk = ref_plain (lk, NAME ("ffn_down.bias"), dim);
+#undef NAME
+    ref_layernorm (x, n, dim, w2, b2, p.eps, h);
+    ref_linear (h, n, dim, wq, p.ff, bq, q8, f);
+    for (i = 0; i < n * p.ff; i++)
+      f[i] = ref_act (p.act, f[i]);
+    ref_linear (f, n, p.ff, wk, dim, bk, q8, h);
+    for (i = 0; i < n * dim; i++)
+      x[i] += h[i];
+    g_free (wq);
+    g_free (bq);
+    g_free (wk);
+    g_free (bk);
+    g_free (w1);
+    g_free (b1);
+    g_free (w2);
+    g_free (b2);
+  }
+  {
+    double *w = ref_plain (lk, "v.post_ln.weight", dim);
+    double *b = ref_plain (lk, "v.post_ln.bias", dim);
+
+    g_assert_nonnull (w);
+    ref_layernorm (x, n, dim, w, b, p.eps, x);
+    g_free (w);
+    g_free (b);
+  }
+
+  /* the projector sees the patches, not the class token */
+  tmp = x + p.first * dim;
+  if (p.mlp) {
+    double *w0 = ref_matrix (lk, "mm.0.weight", p.out_dim, dim);
+    double *b0 = ref_plain (lk, "mm.0.bias", p.out_dim);
+    double *w2 = ref_matrix (lk, "mm.2.weight", p.out_dim, p.out_dim);
+    double *b2 = ref_plain (lk, "mm.2.bias", p.out_dim);
+    double *y = g_new (double, p.np * p.out_dim);
+
+    ref_linear (tmp, p.np, dim, w0, p.out_dim, b0, q8, y);
+    for (i = 0; i < p.np * p.out_dim; i++)
+      y[i] = ref_act (0, y[i]);
+    ref_linear (y, p.np, p.out_dim, w2, p.out_dim, b2, q8, out);
+    g_free (w0);
+    g_free (b0);
+    g_free (w2);
+    g_free (b2);
+    g_free (y);
+  } else {
+    gsize in = dim * p.scale * p.scale;
+    double *wf = ref_matrix (lk, "mm.model.fc.weight", p.out_dim, in);
+    double *sh = g_new (double, p.np * dim);
+
+    ref_pixel_shuffle (tmp, p.side, dim, p.scale, sh);
+    ref_linear (sh, p.n_tokens, in, wf, p.out_dim, NULL, q8, out);
+    g_free (wf);
+    g_free (sh);
+  }
+  g_free (x);
+  g_free (h);
+  g_free (q);
+  g_free (k);
+  g_free (v);
+  g_free (att);
+  g_free (f);
+}
+
+/* ------------------------------------------------------------------------
+ * Models
+ */
+static gchar *
+write_text_model (NpuModelArch arch)
+{
+  NpuTextModelParams tp;
+  GError *error = NULL;
+  gchar *path = g_build_filename (tmp_dir, arch == NPU_MODEL_ARCH_LLAMA ?
+      "text-llama.gguf" : "text-qwen2.gguf", NULL);
+
+  if (g_file_test (path, G_FILE_TEST_EXISTS))
+    return path;
+  g_assert_true (npu_model_gen_text_preset (&tp, arch, "tiny", &error));
+  tp.seed = 7;
+  g_assert_true (npu_model_gen_write_text (&tp, path, NULL, &error));
+  g_assert_no_error (error);
+  return path;
+}
+
+static gchar *
+write_mmproj (NpuModelProjector proj, guint image, guint patch,
+    guint32 wtype, const gchar * text_path, const gchar * tag)
+{
+  NpuMmprojParams mp;
+  GError *error = NULL;
+  gchar *name = g_strdup_printf ("mmproj-%s.gguf", tag);
+  gchar *path = g_build_filename (tmp_dir, name, NULL);
+
+  g_assert_true (npu_model_gen_mmproj_preset (&mp, proj, "tiny", &error));
+  mp.image_size = image;
+  mp.patch = patch;
+  mp.wtype = wtype;
+  mp.seed = 11;
+  g_assert_true (npu_model_gen_write_mmproj (&mp, text_path, path, NULL,
+          &error));
+  g_assert_no_error (error);
+  g_free (name);
+  return path;
+}
+
+static float *
+random_patches (GRand * rand, guint n)
+{
+  float *p = g_new (float, n);
+  guint i;
+
+  /* normalised pixels: about [-2, 2] */
+  for (i = 0; i < n; i++)
+    p[i] = (float) g_rand_double_range (rand, -2.0, 2.0);
+  return p;
+}
+
+static double
+compare (const float *y, const double *ref, gsize n)
+{
+  double rms = 0.0, err = 0.0;
+  gsize i;
+
+  for (i = 0; i < n; i++) {
+    g_assert_true (isfinite (y[i]));
+    rms += ref[i] * ref[i];
+    err = MAX (err, fabs (y[i] - ref[i]));
+  }
+  rms = sqrt (rms / n);
+  g_assert_cmpfloat (rms, >, 0.0);
+  return err / rms;
+}
+
+/* Encode with npu_vit_encode() on the current matmul path and compare
+ * with the matching reference */
+static void
+check_model (const gchar * path, Lookup * lk, const gchar * what)
+{
+  GError *error = NULL;
+  NpuGguf *g = npu_gguf_open (path, &error);
+  Lookup plain = { 0, };
+  NpuVit *vit;
+  GRand *rand = g_rand_new_with_seed (1234);
+  gsize n_out;
+  float *patches, *y;
+  double *ref;
+  const gchar *isa = npu_matmul_get_isa ();
+  gboolean q8 = g_strcmp0 (isa, "scalar") != 0;
+  double err, tol = q8 ? 5e-2 : 1e-4;
+
+  g_assert_no_error (error);
+  if (!lk) {
+    plain.gguf = g;
+    lk = &plain;
+  }
+  lk->gguf = g;
+  vit = npu_vit_new (g, lookup_func, lk, &error);
+  g_assert_no_error (error);
+  g_assert_nonnull (vit);
+
+  n_out = (gsize) npu_vit_get_n_tokens (vit) * npu_vit_get_out_dim (vit);
+  patches = random_patches (rand, npu_vit_get_n_patches (vit) *
+      npu_vit_get_patch_dim (vit));
+  y = g_new (float, n_out);
+  ref = g_new (double, n_out);
+  g_assert_true (npu_vit_encode (vit, NULL, patches, y, &error));
+  g_assert_no_error (error);
+
+  ref_encode (g, lk, patches, q8, ref);
+  err = compare (y, ref, n_out);
+  if (q8) {
+    double *exact = g_new (double, n_out);
+    double err_exact;
+
+    ref_encode (g, lk, patches, FALSE, exact);
+    err_exact = compare (y, exact, n_out);
+    g_test_message ("%s [%s]: max err / rms %.2e against the exact "
+        "reference (bound 0.15), %.2e against the int8-modelling one "
+        "(bound %.0e)", what, isa, err_exact, err, tol);
+    g_assert_cmpfloat (err_exact, <=, 0.15);
+    g_free (exact);
+  } else {
+    g_test_message ("%s [%s]: max err / rms %.2e (bound %.0e)", what, isa,
+        err, tol);
+  }
+  g_assert_cmpfloat (err, <=, tol);
+
+  g_free (patches);
+  g_free (y);
+  g_free (ref);
+  npu_vit_free (vit);
+  npu_gguf_free (g);
+  g_rand_free (rand);
+}
+
+/* Every path this CPU has: "scalar" and the default fast one */
+static void
+check_model_all_isas (const gchar * path, Lookup * lk, const gchar * what)
+{
+  const gchar *fast = npu_matmul_get_isa ();
+  gchar *saved = g_strdup (fast);
+
+  g_assert_true (npu_matmul_set_isa ("scalar"));
+  check_model (path, lk, what);
+  g_assert_true (npu_matmul_set_isa (saved));
+  if (g_strcmp0 (saved, "scalar") != 0)
+    check_model (path, lk, what);
+  g_free (saved);
+}
+
+/* ------------------------------------------------------------------------
+ * Tests
+ */
+static void
+test_getters (void)
+{
+  gchar *text = write_text_model (NPU_MODEL_ARCH_QWEN2);
+  gchar *mlp = write_mmproj (NPU_MODEL_PROJECTOR_MLP, 224, 14,
+      NPU_GGML_TYPE_F32, text, "get-mlp");
+  gchar *ide = write_mmproj (NPU_MODEL_PROJECTOR_IDEFICS3, 224, 14,
+      NPU_GGML_TYPE_F16, text, "get-ide");
+  GError *error = NULL;
+  NpuGguf *tg = npu_gguf_open (text, &error);
+  guint32 text_dim = 0;
+  NpuVit *vit;
+  gfloat mean[3], std[3];
+  guint w, h;
+  gsize owned, borrowed, scratch;
+
+  g_assert_true (npu_gguf_get_u32 (tg, "qwen2.embedding_length", &text_dim,
+          &error));
+
+  vit = npu_vit_new_from_file (mlp, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (npu_vit_get_projector (vit), ==, NPU_VIT_PROJECTOR_MLP);
+  g_assert_cmpuint (npu_vit_get_image_size (vit), ==, 224);
+  g_assert_cmpuint (npu_vit_get_patch_size (vit), ==, 14);
+  g_assert_cmpuint (npu_vit_get_n_patches (vit), ==, 256);
+  g_assert_cmpuint (npu_vit_get_patch_dim (vit), ==, 588);
+  g_assert_cmpuint (npu_vit_get_n_tokens (vit), ==, 256);
+  npu_vit_get_token_grid (vit, &w, &h);
+  g_assert_cmpuint (w, ==, 16);
+  g_assert_cmpuint (h, ==, 16);
+  g_assert_cmpuint (npu_vit_get_out_dim (vit), ==, text_dim);
+  g_assert_cmpuint (npu_vit_get_dim (vit), ==, 64);
+  g_assert_cmpuint (npu_vit_get_n_layers (vit), ==, 2);
+  npu_vit_get_mean_std (vit, mean, std);
+  g_assert_cmpfloat (mean[0], ==, 0.48145466f);
+  g_assert_cmpfloat (std[2], ==, 0.27577711f);
+  npu_vit_get_memory (vit, &owned, &borrowed, &scratch);
+  g_assert_cmpuint (owned, >, 0);
+  g_assert_cmpuint (borrowed, ==, 0);
+  g_assert_cmpuint (scratch, >, 0);
+  npu_vit_free (vit);
+
+  vit = npu_vit_new_from_file (ide, &error);
+  g_assert_no_error (error);
+  g_assert_cmpint (npu_vit_get_projector (vit), ==,
+      NPU_VIT_PROJECTOR_IDEFICS3);
+  g_assert_cmpuint (npu_vit_get_n_tokens (vit), ==, 64);
+  npu_vit_get_token_grid (vit, &w, &h);
+  g_assert_cmpuint (w, ==, 8);
+  g_assert_cmpuint (h, ==, 8);
+  g_assert_cmpuint (npu_vit_get_out_dim (vit), ==, text_dim);
+  npu_vit_get_mean_std (vit, mean, std);
+  g_assert_cmpfloat (mean[1], ==, 0.5f);
+  g_assert_cmpfloat (std[1], ==, 0.5f);
+  npu_vit_free (vit);
+
+  npu_gguf_free (tg);
+  g_unlink (mlp);
+  g_unlink (ide);
+  g_free (mlp);
+  g_free (ide);
+  g_free (text);
+}
+
+typedef struct
+{
+  NpuModelProjector proj;
+  guint image, patch;
+  guint32 wtype;
+  const gchar *tag;
+} Case;
+
+static const Case cases[] = {
+  /* p = 14: 588 is not whole MXFP4 blocks, F32 patch embedding */
+  {NPU_MODEL_PROJECTOR_MLP, 56, 14, NPU_GGML_TYPE_F32, "mlp-f32-p14"},
+  {NPU_MODEL_PROJECTOR_IDEFICS3, 56, 14, NPU_GGML_TYPE_F16, "ide-f16-p14"},
+  /* p = 16: 768 is, MXFP4 patch embedding */
+  {NPU_MODEL_PROJECTOR_MLP, 64, 16, NPU_GGML_TYPE_MXFP4, "mlp-mxfp4-p16"},
+  {NPU_MODEL_PROJECTOR_IDEFICS3, 64, 16, NPU_GGML_TYPE_Q8_0, "ide-q8-p16"},
+  {NPU_MODEL_PROJECTOR_IDEFICS3, 64, 16, NPU_GGML_TYPE_BF16, "ide-bf16-p16"},
+  /* the real token counts: 256 and 64 */
+  {NPU_MODEL_PROJECTOR_MLP, 224, 14, NPU_GGML_TYPE_F16, "mlp-f16-224"},
+  {NPU_MODEL_PROJECTOR_IDEFICS3, 224, 14, NPU_GGML_TYPE_MXFP4, "ide-mxfp4-224"},
+};
+
+static void
+test_reference (gconstpointer data)
+{
+  const Case *c = data;
+  gchar *text = write_text_model (c->proj == NPU_MODEL_PROJECTOR_MLP ?
+      NPU_MODEL_ARCH_LLAMA : NPU_MODEL_ARCH_QWEN2);
+  gchar *path = write_mmproj (c->proj, c->image, c->patch, c->wtype, text,
+      c->tag);
+
+  check_model_all_isas (path, NULL, c->tag);
+  g_unlink (path);
+  g_free (path);
+  g_free (text);
+}
+
+/* CLIP (LLaVA 1.5) files carry a class token in front of the patches */
+static void
+test_class_token (void)
+{
+  gchar *text = write_text_model (NPU_MODEL_ARCH_LLAMA);
+  gchar *path = write_mmproj (NPU_MODEL_PROJECTOR_MLP, 56, 14,
+      NPU_GGML_TYPE_F32, text, "cls");
+  GError *error = NULL;
+  NpuGguf *g = npu_gguf_open (path, &error);
+  const NpuGgufTensor *pos = npu_gguf_find_tensor (g,
+      "v.position_embd.weight");
+  Lookup lk = { 0, };
+  GRand *rand = g_rand_new_with_seed (99);
+  gsize dim = pos->ne[0], n = pos->ne[1], i;
+
+  lk.add_class = TRUE;
+  lk.class_embd = g_new (float, dim);
+  lk.pos = g_new (float, dim * (n + 1));
+  for (i = 0; i < dim; i++)
+    lk.class_embd[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
+  for (i = 0; i < dim * (n + 1); i++)
+    lk.pos[i] = (float) g_rand_double_range (rand, -0.1, 0.1);
+  check_model_all_isas (path, &lk, "class token");
+
+  g_free (lk.class_embd);
+  g_free (lk.pos);
+  npu_gguf_free (g);
+  g_rand_free (rand);
+  g_unlink (path);
+  g_free (path);
+  g_free (text);
+}
+
+static void
+expect_error (const NpuGguf * g, Lookup * lk, gint code, const gchar * text)
+{
+  GError *error = NULL;
+  NpuVit *vit = npu_vit_new (g, lk ? lookup_func : NULL, lk, &error);
+
+  g_assert_null (vit);
+  g_assert_error (error, NPU_VIT_ERROR, code);
+  g_test_message ("%s", error->message);
+  if (!strstr (error->message, text))
+    g_error ("\"%s\" does not contain \"%s\"", error->message, text);
+  g_error_free (error);
+}
+
+/* Replace occurrence @nth (0 = first) of @from by @to (same length) in a
+ * copy of the file: edits a metadata key or string in place */
+static guint8 *
+patched_copy (const gchar * path, const gchar * from, const gchar * to,
+    guint nth, gsize * size)
+{
+  gchar *data;
+  gsize len = strlen (from), i;
+
+  g_assert_cmpuint (strlen (to), ==, len);
+  g_assert_true (g_file_get_contents (path, &data, size, NULL));
+  for (i = 0; i + len <= *size; i++) {
+    if (memcmp (data + i, from, len) == 0 && nth-- == 0) {
+      memcpy (data + i, to, len);
+      return (guint8 *) data;
+    }
+  }
+  g_assert_not_reached ();
+  return NULL;
+}
+
+static void
+test_bad_models (void)
+{
+  gchar *text = write_text_model (NPU_MODEL_ARCH_LLAMA);
+  gchar *path = write_mmproj (NPU_MODEL_PROJECTOR_IDEFICS3, 56, 14,
+      NPU_GGML_TYPE_F32, text, "bad");
+  GError *error = NULL;
+  NpuGguf *g = npu_gguf_open (path, &error), *tg, *pg;
+  Lookup lk = { 0, };
+  guint8 *bytes;
+  gsize size;
+
+  g_assert_no_error (error);
+  lk.gguf = g;
+
+  /* a text model is not an mmproj */
+  tg = npu_gguf_open (text, &error);
+  g_assert_no_error (error);
+  expect_error (tg, NULL, NPU_VIT_ERROR_NOT_MMPROJ,
+      "not an mmproj file: general.architecture is \"llama\", expected "
+      "\"clip\"");
+  npu_gguf_free (tg);
+  {
+    NpuVit *vit = npu_vit_new_from_file (text, &error);
+    gchar *base = g_path_get_basename (text);
+
+    g_assert_null (vit);
+    g_assert_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_NOT_MMPROJ);
+    g_assert_true (g_str_has_prefix (error->message, base));
+    g_clear_error (&error);
+    g_free (base);
+  }
+
+  /* missing tensors */
+  lk.hide = "v.blk.1.attn_k.weight";
+  expect_error (g, &lk, NPU_VIT_ERROR_MISSING,
+      "mmproj: tensor v.blk.1.attn_k.weight is missing");
+  lk.hide = "mm.model.fc.weight";
+  expect_error (g, &lk, NPU_VIT_ERROR_MISSING,
+      "tensor mm.model.fc.weight is missing");
+  lk.hide = "v.post_ln.bias";
+  expect_error (g, &lk, NPU_VIT_ERROR_MISSING,
+      "tensor v.post_ln.bias is missing");
+  lk.hide = NULL;
+
+  /* wrong dimensions */
+  lk.reshape = "v.blk.0.ffn_up.weight";
+  expect_error (g, &lk, NPU_VIT_ERROR_SHAPE,
+      "tensor v.blk.0.ffn_up.weight has ne [64, 128], expected [64, 256]");
+  lk.reshape = "v.position_embd.weight";
+  expect_error (g, &lk, NPU_VIT_ERROR_SHAPE,
+      "tensor v.position_embd.weight has ne [64, 8], expected [64, 16]");
+  lk.reshape = NULL;
+
+  /* a type the encoder does not take */
+  lk.retype = "v.blk.0.attn_q.weight";
+  expect_error (g, &lk, NPU_VIT_ERROR_UNSUPPORTED,
+      "tensor v.blk.0.attn_q.weight has type q4_0, not one of f32, f16, "
+      "bf16, q8_0, mxfp4");
+  lk.retype = NULL;
+
+  /* an unknown projector type (the first "idefics3" is in general.name) */
+  bytes = patched_copy (path, "idefics3", "resampl3", 1, &size);
+  pg = npu_gguf_open_bytes (bytes, size, &error);
+  g_assert_no_error (error);
+  expect_error (pg, NULL, NPU_VIT_ERROR_UNSUPPORTED,
+      "projector type \"resampl3\" is not supported (mlp, idefics3)");
+  npu_gguf_free (pg);
+  g_free (bytes);
+
+  /* no vision encoder: clip.has_vision_encoder absent means false */
+  bytes = patched_copy (path, "clip.has_vision_encoder",
+      "clip.has_vision_encodeX", 0, &size);
+  pg = npu_gguf_open_bytes (bytes, size, &error);
+  g_assert_no_error (error);
+  expect_error (pg, NULL, NPU_VIT_ERROR_NOT_MMPROJ,
+      "not a vision mmproj: clip.has_vision_encoder is not true");
+  npu_gguf_free (pg);
+  g_free (bytes);
+
+  /* a required key is absent */
+  bytes = patched_copy (path, "clip.vision.embedding_length",
+      "clip.vision.embedding_lengtX", 0, &size);
+  pg = npu_gguf_open_bytes (bytes, size, &error);
+  g_assert_no_error (error);
+  expect_error (pg, NULL, NPU_VIT_ERROR_MISSING,
+      "clip.vision.embedding_length");
+  npu_gguf_free (pg);
+  g_free (bytes);
+
+  npu_gguf_free (g);
+  g_unlink (path);
+  g_free (path);
+  g_free (text);
+}
+
+typedef struct
+{
+  NpuVit *vit;
+  const float *patches;
+  float *out;
+} EncodeJob;
+
+static gboolean
+encode_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  EncodeJob *job = user_data;
+
+  return npu_vit_encode (job->vit, task, job->patches, job->out, error);
+}
+
+static void
+encode_on (NpuVit * vit, guint n_threads, const float *patches, float *out)
+{
+  NpuDevice *dev = npu_device_new_cpu (n_threads);
+  NpuQueue *queue = npu_queue_new (dev, "vit");
+  EncodeJob job = { vit, patches, out };
+  GError *error = NULL;
+  NpuFence *fence = npu_queue_submit (queue, encode_task, &job, NULL, NULL,
+      0);
+
+  g_assert_true (npu_fence_wait (fence, 60 * G_USEC_PER_SEC, &error));
+  g_assert_no_error (error);
+  npu_fence_unref (fence);
+  npu_queue_free (queue);
+  npu_device_unref (dev);
+}
+
+static void
+test_threads (void)
+{
+  gchar *text = write_text_model (NPU_MODEL_ARCH_QWEN2);
+  const struct
+  {
+    NpuModelProjector proj;
+    guint patch;
+    guint32 wtype;
+  } runs[] = {
+    {NPU_MODEL_PROJECTOR_MLP, 14, NPU_GGML_TYPE_F16},
+    {NPU_MODEL_PROJECTOR_IDEFICS3, 16, NPU_GGML_TYPE_MXFP4},
+  };
+  guint r;
+
+  for (r = 0; r < G_N_ELEMENTS (runs); r++) {
+    gchar *path = write_mmproj (runs[r].proj, runs[r].patch * 8,
+        runs[r].patch, runs[r].wtype, text, "threads");
+    GError *error = NULL;
+    NpuVit *vit = npu_vit_new_from_file (path, &error);
+    GRand *rand = g_rand_new_with_seed (5);
+    gsize n_out;
+    float *patches, *y0, *y1, *y2;
+
+    g_assert_no_error (error);
+    n_out = (gsize) npu_vit_get_n_tokens (vit) * npu_vit_get_out_dim (vit);
+    patches = random_patches (rand, npu_vit_get_n_patches (vit) *
+        npu_vit_get_patch_dim (vit));
+    y0 = g_new (float, n_out);
+    y1 = g_new (float, n_out);
+    y2 = g_new (float, n_out);
+    g_assert_true (npu_vit_encode (vit, NULL, patches, y0, &error));
+    encode_on (vit, 1, patches, y1);
+    encode_on (vit, 2, patches, y2);
+    g_assert_cmpmem (y0, n_out * sizeof (float), y1, n_out * sizeof (float));
+    g_assert_cmpmem (y1, n_out * sizeof (float), y2, n_out * sizeof (float));
+    /* and again: the scratch buffers keep nothing from one frame */
+    encode_on (vit, 2, patches, y2);
+    g_assert_cmpmem (y1, n_out * sizeof (float), y2, n_out * sizeof (float));
+
+    g_free (patches);
+    g_free (y0);
+    g_free (y1);
+    g_free (y2);
+    g_rand_free (rand);
+    npu_vit_free (vit);
+    g_unlink (path);
+    g_free (path);
+  }
+  g_free (text);
+}
+
+int
+main (int argc, char **argv)
+{
+  GError *error = NULL;
+  guint i;
+  int ret;
+
+  g_test_init (&argc, &argv, NULL);
+  tmp_dir = g_dir_make_tmp ("test-vit-XXXXXX", &error);
+  g_assert_no_error (error);
+
+  g_test_add_func ("/vit/getters", test_getters);
+  for (i = 0; i < G_N_ELEMENTS (cases); i++) {
+    gchar *name = g_strdup_printf ("/vit/reference/%s", cases[i].tag);
+
+    g_test_add_data_func (name, &cases[i], test_reference);
+    g_free (name);
+  }
+  g_test_add_func ("/vit/class-token", test_class_token);
+  g_test_add_func ("/vit/bad-models", test_bad_models);
+  g_test_add_func ("/vit/threads", test_threads);
+  ret = g_test_run ();
+
+  {
+    const gchar *f;
+    GDir *dir = g_dir_open (tmp_dir, 0, NULL);
+
+    while (dir && (f = g_dir_read_name (dir))) {
+      gchar *p = g_build_filename (tmp_dir, f, NULL);
+
+      g_unlink (p);
+      g_free (p);
+    }
+    if (dir)
+      g_dir_close (dir);
+    g_rmdir (tmp_dir);
+  }
+  g_free (tmp_dir);
+  return ret;
+}

@@ -55,6 +55,7 @@ struct _NpuLlmModel
   double *inv_freq;             /* n_rot / 2 angular frequencies */
 
   Layer *layers;
+  NpuLlmLoadFlags flags;
   guint64 decode_bytes;
   guint64 converted_bytes;
 };
@@ -389,7 +390,12 @@ matrix_from_view (NpuLlmModel * model, const gchar * name,
     return FALSE;
   }
   if (v->type == NPU_GGML_TYPE_MXFP4) {
-    npu_mxfp4_matrix_init_view (&mat->m, v->data, rows, k);
+    if (model->flags & NPU_LLM_LOAD_REPACK) {
+      npu_mxfp4_matrix_repack (&mat->m, v->data, rows, k);
+      model->converted_bytes += npu_mxfp4_matrix_get_size (&mat->m);
+    } else {
+      npu_mxfp4_matrix_init_view (&mat->m, v->data, rows, k);
+    }
     return TRUE;
   }
   switch (v->type) {
@@ -419,9 +425,14 @@ matrix_from_view (NpuLlmModel * model, const gchar * name,
       npu_mxfp4_quantize_q8_0 (v->data, blocks, n);
       break;
   }
-  mat->converted = blocks;
-  model->converted_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
-  npu_mxfp4_matrix_init_view (&mat->m, blocks, rows, k);
+  if (model->flags & NPU_LLM_LOAD_REPACK) {
+    npu_mxfp4_matrix_repack (&mat->m, blocks, rows, k);
+    g_free (blocks);
+  } else {
+    mat->converted = blocks;
+    npu_mxfp4_matrix_init_view (&mat->m, blocks, rows, k);
+  }
+  model->converted_bytes += npu_mxfp4_matrix_get_size (&mat->m);
   return TRUE;
 }
 
@@ -452,7 +463,7 @@ matrix_clear (Matrix * mat)
 
 NpuLlmModel *
 npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
-    gpointer user_data, GError ** error)
+    gpointer user_data, NpuLlmLoadFlags flags, GError ** error)
 {
   NpuLlmModel *model;
   NpuLlmHParams *hp;
@@ -466,6 +477,7 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
 
   model = g_new0 (NpuLlmModel, 1);
   model->hp = *params;
+  model->flags = flags;
   hp = &model->hp;
   is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
   q_dim = hp->n_head * hp->head_dim;
@@ -606,7 +618,8 @@ gguf_lookup (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
 }
 
 NpuLlmModel *
-npu_llm_model_new_from_file (const gchar * path, GError ** error)
+npu_llm_model_new_from_file (const gchar * path, NpuLlmLoadFlags flags,
+    GError ** error)
 {
   NpuGguf *gguf;
   NpuLlmHParams hp;
@@ -617,7 +630,7 @@ npu_llm_model_new_from_file (const gchar * path, GError ** error)
   if (!gguf)
     return NULL;
   if (!npu_llm_hparams_from_gguf (gguf, &hp, &err) ||
-      !(model = npu_llm_model_new (&hp, gguf_lookup, gguf, &err))) {
+      !(model = npu_llm_model_new (&hp, gguf_lookup, gguf, flags, &err))) {
     gchar *base = g_path_get_basename (path);
 
     g_set_error (error, err->domain, err->code, "%s: %s", base, err->message);

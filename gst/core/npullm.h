@@ -99,22 +99,39 @@ typedef gboolean (*NpuLlmTensorLookup) (const gchar * name,
 typedef struct _NpuLlmModel NpuLlmModel;
 typedef struct _NpuLlmContext NpuLlmContext;
 
+/**
+ * NpuLlmLoadFlags:
+ * @NPU_LLM_LOAD_IN_PLACE: MXFP4 matrices are read where the lookup put
+ *   them (ggml's block layout): no copy, the data must outlive the model
+ * @NPU_LLM_LOAD_REPACK: every matrix is repacked once into the kernels'
+ *   split layout (npu_mxfp4_matrix_repack(): still 4.25 bits a weight, so
+ *   a private copy the size of the weights; the source may then go away).
+ *   Decoding is measurably faster (docs/llm-core.md).
+ */
+typedef enum
+{
+  NPU_LLM_LOAD_IN_PLACE = 0,
+  NPU_LLM_LOAD_REPACK = 1 << 0,
+} NpuLlmLoadFlags;
+
 /* Weight matrices must end up MXFP4: MXFP4 tensors are used in place, F32,
  * F16, BF16 and Q8_0 ones are converted once here (the model then owns
  * 17 bytes per 32 weights of each).  token_embd keeps its own type (rows
  * are dequantised one token at a time); with no output.weight the logits
  * use token_embd, converted if it is not MXFP4.  @hp is copied. */
 NpuLlmModel *npu_llm_model_new (const NpuLlmHParams * hp,
-    NpuLlmTensorLookup lookup, gpointer user_data, GError ** error);
+    NpuLlmTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
+    GError ** error);
 /* Opens (maps) the GGUF file and keeps it open for the model's life */
 NpuLlmModel *npu_llm_model_new_from_file (const gchar * path,
-    GError ** error);
+    NpuLlmLoadFlags flags, GError ** error);
 void npu_llm_model_free (NpuLlmModel * model);
 const NpuLlmHParams *npu_llm_model_get_hparams (const NpuLlmModel * model);
 /* Weight bytes one decoded token reads: every matrix, once, plus one
  * embedding row (the roofline's numerator) */
 guint64 npu_llm_model_get_decode_bytes (const NpuLlmModel * model);
-/* Bytes the model allocated for converted matrices (0 if all were MXFP4) */
+/* Bytes the model allocated for converted or repacked matrices (0 if all
+ * were MXFP4 and used in place) */
 guint64 npu_llm_model_get_converted_bytes (const NpuLlmModel * model);
 
 /**

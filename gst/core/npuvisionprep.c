@@ -52,7 +52,8 @@ typedef struct
 typedef struct
 {
   gfloat y_offset, y_scale;     /* v = (Y - y_offset) * y_scale */
-  gfloat r_v, g_u, g_v, b_u;    /* R = v + r_v V', G = v - g_u U' - g_v V', B = v + b_u U' */
+  /* R = v + r_v V', G = v - g_u U' - g_v V', B = v + b_u U' */
+  gfloat r_v, g_u, g_v, b_u;
 } ColourCoef;
 
 struct _NpuVisionPrepPlan
@@ -247,8 +248,7 @@ colour_coef_init (ColourCoef * c, NpuColorMatrix matrix, NpuColorRange range)
   gdouble cs = range == NPU_COLOR_RANGE_FULL ? 1.0 / 255 : 1.0 / 224;
 
   c->y_offset = range == NPU_COLOR_RANGE_FULL ? 0.0f : 16.0f;
-  c->y_scale = (gfloat) (range == NPU_COLOR_RANGE_FULL ? 1.0 / 255 :
-      1.0 / 219);
+  c->y_scale = (gfloat) (range == NPU_COLOR_RANGE_FULL ? 1.0 / 255 : 1.0 / 219);
   c->r_v = (gfloat) (2.0 * (1.0 - kr) * cs);
   c->b_u = (gfloat) (2.0 * (1.0 - kb) * cs);
   c->g_u = (gfloat) (2.0 * kb * (1.0 - kb) / kg * cs);
@@ -305,7 +305,8 @@ npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
     p.crop_width = p.width - p.crop_x;
   if (p.crop_height == 0)
     p.crop_height = p.height - p.crop_y;
-  if (p.crop_width > p.width - p.crop_x || p.crop_height > p.height - p.crop_y) {
+  if (p.crop_width > p.width - p.crop_x
+      || p.crop_height > p.height - p.crop_y) {
     g_set_error (error, NPU_VISION_PREP_ERROR, NPU_VISION_PREP_ERROR_CROP,
         "Crop %ux%u at (%u, %u) does not fit in the %ux%u frame",
         p.crop_width, p.crop_height, p.crop_x, p.crop_y, p.width, p.height);
@@ -400,7 +401,8 @@ npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
       plan->row_off[y] = (gsize) y * p.out_width;
   }
   plan->n_floats = (gsize) 3 * p.out_width * p.out_height;
-  plan->slot_floats = ((gsize) plan->cw + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+  plan->slot_floats =
+      ((gsize) plan->cw + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
 
 #ifdef HAVE_X86_DISPATCH
   __builtin_cpu_init ();
@@ -507,8 +509,7 @@ npu_vision_prep_plan_get_content_rect (const NpuVisionPrepPlan * plan,
 static inline gfloat
 clamp01 (gfloat v)
 {
-  /* Written so that NaN cannot arise from 8-bit inputs anyway; MIN/MAX
-   * compile to minss/maxss. */
+  /* Compiles to maxss/minss; inputs come from 8-bit codes, never NaN */
   return v < 0.0f ? 0.0f : (v > 1.0f ? 1.0f : v);
 }
 
@@ -725,8 +726,7 @@ convert_row_avx2 (const NpuVisionPrepPlan * plan,
 
 /* acc (+)= w * src over @n floats */
 static AVX2_FN void
-axpy_avx2 (gfloat * acc, const gfloat * src, gfloat w, gsize n,
-    gboolean first)
+axpy_avx2 (gfloat * acc, const gfloat * src, gfloat w, gsize n, gboolean first)
 {
   __m256 wv = _mm256_set1_ps (w);
   gsize i = 0;
@@ -813,8 +813,7 @@ hfilter_avx2 (const NpuVisionPrepPlan * plan, const gfloat * a, gfloat * o,
 #endif
 
 static void
-axpy_scalar (gfloat * acc, const gfloat * src, gfloat w, gsize n,
-    gboolean first)
+axpy_scalar (gfloat * acc, const gfloat * src, gfloat w, gsize n, gboolean first)
 {
   gsize i;
 

@@ -7,6 +7,7 @@
 
 #include "gstnpudeviceprovider.h"
 #include "gstmxfp4weights.h"
+#include "gstnpullm.h"
 
 static gboolean
 plugin_init (GstPlugin * plugin)
@@ -15,6 +16,7 @@ plugin_init (GstPlugin * plugin)
 
   ret |= GST_DEVICE_PROVIDER_REGISTER (npudeviceprovider, plugin);
   ret |= GST_ELEMENT_REGISTER (mxfp4weights, plugin);
+  ret |= GST_ELEMENT_REGISTER (npullm, plugin);
   return ret;
 }
 

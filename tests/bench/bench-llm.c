@@ -12,7 +12,9 @@
  * it (the spread shows how noisy the machine was).
  *
  * Usage: bench-llm [model.gguf] [--passes N (3)] [--decode N (32)]
- *          [--prefill N (64)] [--ctx N (1024)]
+ *          [--prefill N (64)] [--ctx N (1024)] [--in-place]
+ * --in-place reads MXFP4 weights from the file mapping in ggml's layout
+ * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).
  * Without a model a 1B llama (generator preset "1b", MXFP4) is written to
  * a temporary file first and removed at the end.
  * NPU_MATMUL_ISA=scalar|avx2|avx512|neon forces a kernel path.
@@ -166,6 +168,7 @@ main (int argc, char **argv)
   gint32 *prompt;
   guint64 wbytes;
   NpuParallelFunc read_func = read_slice_c;
+  NpuLlmLoadFlags flags = NPU_LLM_LOAD_REPACK;
 
   for (i = 1; i < (guint) argc; i++) {
     /* atoi () once: MAX () evaluates its arguments twice */
@@ -179,12 +182,15 @@ main (int argc, char **argv)
       n_prefill = v;
     else if (strcmp (argv[i], "--ctx") == 0 && v >= 16)
       n_ctx = v;
-    else if (argv[i][0] != '-') {
+    else if (strcmp (argv[i], "--in-place") == 0) {
+      flags = NPU_LLM_LOAD_IN_PLACE;
+      continue;
+    } else if (argv[i][0] != '-') {
       path = argv[i];
       continue;
     } else {
       g_printerr ("usage: %s [model.gguf] [--passes N] [--decode N] "
-          "[--prefill N (>= 2)] [--ctx N (>= 16)]\n", argv[0]);
+          "[--prefill N (>= 2)] [--ctx N (>= 16)] [--in-place]\n", argv[0]);
       return 2;
     }
     i++;
@@ -214,7 +220,7 @@ main (int argc, char **argv)
     path = tmp_path;
   }
 
-  model = npu_llm_model_new_from_file (path, &error);
+  model = npu_llm_model_new_from_file (path, flags, &error);
   if (!model)
     g_error ("%s", error->message);
   hp = npu_llm_model_get_hparams (model);
@@ -222,10 +228,11 @@ main (int argc, char **argv)
   printf ("model: %s, %s, %u layers, dim %u, ff %u, heads %u/%u, vocab %u\n",
       path, hp->arch == NPU_LLM_ARCH_LLAMA ? "llama" : "qwen2", hp->n_layer,
       hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv, hp->n_vocab);
-  printf ("weights read per decoded token: %.1f MiB (converted at load: "
-      "%.1f MiB)\nkernels: %s\n", wbytes / 1048576.0,
+  printf ("weights read per decoded token: %.1f MiB (converted or "
+      "repacked at load: %.1f MiB)\nkernels: %s, weights %s\n",
+      wbytes / 1048576.0,
       npu_llm_model_get_converted_bytes (model) / 1048576.0,
-      npu_matmul_get_isa ());
+      npu_matmul_get_isa (), flags ? "repacked" : "in place");
 
   buf = g_aligned_alloc (READ_BYTES, 1, 64);
   for (i = 0; i < READ_BYTES / 8; i++)

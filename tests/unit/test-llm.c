@@ -502,7 +502,8 @@ typedef struct
 } TestModel;
 
 static void
-test_model_open (TestModel * tm, const ModelConfig * cfg)
+test_model_open_full (TestModel * tm, const ModelConfig * cfg,
+    NpuLlmLoadFlags flags)
 {
   NpuTextModelParams p;
   GError *error = NULL;
@@ -515,11 +516,17 @@ test_model_open (TestModel * tm, const ModelConfig * cfg)
   p.seed = 7;
   tm->path = g_build_filename (tmpdir, cfg->name, NULL);
   g_assert_true (npu_model_gen_write_text (&p, tm->path, NULL, &error));
-  tm->model = npu_llm_model_new_from_file (tm->path, &error);
+  tm->model = npu_llm_model_new_from_file (tm->path, flags, &error);
   g_assert_no_error (error);
   tm->gguf = npu_gguf_open (tm->path, &error);
   g_assert_no_error (error);
   ref_load (&tm->ref, tm->gguf);
+}
+
+static void
+test_model_open (TestModel * tm, const ModelConfig * cfg)
+{
+  test_model_open_full (tm, cfg, NPU_LLM_LOAD_IN_PLACE);
 }
 
 static void
@@ -572,8 +579,11 @@ test_reference (gconstpointer data)
   static const gchar *const isas[] = { "scalar", "avx2", "avx512", "neon" };
   guint ii;
 
-  /* every kernel path this CPU has */
-  for (ii = 0; ii < G_N_ELEMENTS (isas); ii++) {
+  /* every kernel path this CPU has, on both weight layouts */
+  for (ii = 0; ii < 2 * G_N_ELEMENTS (isas); ii++) {
+    NpuLlmLoadFlags flags = ii & 1 ? NPU_LLM_LOAD_REPACK :
+        NPU_LLM_LOAD_IN_PLACE;
+    const gchar *isa = isas[ii / 2];
     TestModel tm;
     NpuLlmContext *ctx;
     RefRun run;
@@ -581,10 +591,10 @@ test_reference (gconstpointer data)
     double *ref_logits, worst = 0, tol;
     guint V, i, step;
 
-    if (!npu_matmul_set_isa (isas[ii]))
+    if (!npu_matmul_set_isa (isas[ii / 2]))
       continue;
-    tol = ii == 0 ? TOL_SCALAR : TOL_INT8;
-    test_model_open (&tm, cfg);
+    tol = ii / 2 == 0 ? TOL_SCALAR : TOL_INT8;
+    test_model_open_full (&tm, cfg, flags);
     V = tm.ref.vocab;
     g_assert_cmpuint (npu_llm_model_get_hparams (tm.model)->n_vocab, ==, V);
     ref_logits = g_new (double, V);
@@ -616,10 +626,10 @@ test_reference (gconstpointer data)
       ref_step_token (&run, tok, ref_logits);
       worst = MAX (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
     }
-    g_test_message ("%s on %s: max |diff| / range = %.3g (bound %g)",
-        cfg->name, isas[ii], worst, tol);
+    g_test_message ("%s on %s, %s: max |diff| / range = %.3g (bound %g)",
+        cfg->name, isa, flags ? "repacked" : "in place", worst, tol);
     g_assert_cmpfloat (worst, <=, tol);
-    if (cfg->wtype != NPU_GGML_TYPE_MXFP4)
+    if (cfg->wtype != NPU_GGML_TYPE_MXFP4 || flags)
       g_assert_cmpuint (npu_llm_model_get_converted_bytes (tm.model), >, 0);
 
     ref_run_clear (&run);
@@ -885,7 +895,8 @@ expect_model_error (TestModel * tm, const gchar * hide, const gchar * reshape,
   GError *error = NULL;
 
   g_assert_true (npu_llm_hparams_from_gguf (tm->gguf, &hp, NULL));
-  m = npu_llm_model_new (&hp, doctor_lookup, &d, &error);
+  m = npu_llm_model_new (&hp, doctor_lookup, &d, NPU_LLM_LOAD_IN_PLACE,
+      &error);
   g_assert_null (m);
   g_assert_error (error, NPU_LLM_ERROR, code);
   if (!strstr (error->message, text))
@@ -1021,7 +1032,7 @@ test_errors (void)
 
   /* the file path: errors name the file */
   g_assert_null (npu_llm_model_new_from_file ("/nonexistent/model.gguf",
-          &error));
+          NPU_LLM_LOAD_IN_PLACE, &error));
   g_assert_nonnull (error);
   g_clear_error (&error);
 }

@@ -260,8 +260,7 @@ ref_prep (const Frame * fr, const NpuVisionPrepParams * p, guint rect[4])
   gdouble *rgb = ref_to_rgb (fr, p->matrix, p->range);
   guint cw = p->crop_width ? p->crop_width : fr->width - p->crop_x;
   guint ch = p->crop_height ? p->crop_height : fr->height - p->crop_y;
-  guint ow = p->out_width, oh = p->out_height, dw = ow, dh = oh, dx = 0, dy =
-      0;
+  guint ow = p->out_width, oh = p->out_height, dw = ow, dh = oh, dx = 0, dy = 0;
   gdouble *crop, *out;
   gdouble **wx, **wy;
   guint x, y, i, j, c;
@@ -414,8 +413,7 @@ run_fused (const NpuVisionPrepParams * p, const Frame * fr, NpuQueue * queue)
 static gdouble worst_error;
 
 static void
-compare (const gfloat * got, const gdouble * want, gsize n,
-    const gchar * what)
+compare (const gfloat * got, const gdouble * want, gsize n, const gchar * what)
 {
   gsize i;
   gdouble worst = 0.0;

@@ -1,0 +1,414 @@
+/* gst-npu: answering prompts with a language model */
+#include "npullmsession.h"
+
+#include <string.h>
+
+/* Marks where media rows go in the formatted prompt; a control character
+ * no template or user text carries. */
+#define MEDIA_PLACEHOLDER "\x01media\x01"
+
+struct _NpuLlmSession
+{
+  NpuTokenizer *tokenizer;
+  NpuChatTemplate *tmpl;
+  NpuLlmModel *model;           /* owned */
+  NpuLlmContext *ctx;
+  NpuLlmSampler *sampler;
+  NpuLlmSessionParams params;
+  guint n_embd;
+};
+
+GQuark
+npu_llm_session_error_quark (void)
+{
+  return g_quark_from_static_string ("npu-llm-session-error-quark");
+}
+
+void
+npu_llm_session_params_init (NpuLlmSessionParams * params)
+{
+  memset (params, 0, sizeof (*params));
+  params->n_sink = 4;
+  params->max_tokens = 256;
+  npu_llm_sampler_params_init (&params->sampler);
+}
+
+void
+npu_llm_session_params_clear (NpuLlmSessionParams * params)
+{
+  g_free (params->system_prompt);
+  g_free (params->chat_template);
+  g_strfreev (params->stop);
+  memset (params, 0, sizeof (*params));
+}
+
+static NpuChatTemplate *
+make_template (const NpuGguf * gguf, const NpuTokenizer * tok,
+    const gchar * spec, GError ** error)
+{
+  if (!spec || !*spec || !g_strcmp0 (spec, "auto"))
+    return npu_chat_template_new_from_gguf (gguf, tok, error);
+  if (strstr (spec, "{prompt}"))
+    return npu_chat_template_new_custom (spec, error);
+  return npu_chat_template_new_from_name (spec, error);
+}
+
+/**
+ * npu_llm_session_new:
+ * @gguf: the model file's metadata (tokenizer, chat template); only read
+ *   during this call
+ * @model: (transfer full): the loaded weights
+ *
+ * Returns: (transfer full): a session with its context (the KV cache,
+ * allocated once here) and sampler, or %NULL with @error set.
+ */
+NpuLlmSession *
+npu_llm_session_new (const NpuGguf * gguf, NpuLlmModel * model,
+    const NpuLlmSessionParams * params, GError ** error)
+{
+  NpuLlmSession *s = g_new0 (NpuLlmSession, 1);
+  const NpuLlmHParams *hp = npu_llm_model_get_hparams (model);
+  NpuLlmContextParams cp;
+
+  s->model = model;
+  s->n_embd = hp->n_embd;
+  s->params = *params;
+  s->params.system_prompt = g_strdup (params->system_prompt);
+  s->params.chat_template = g_strdup (params->chat_template);
+  s->params.stop = g_strdupv (params->stop);
+
+  s->tokenizer = npu_tokenizer_new_from_gguf (gguf, error);
+  if (!s->tokenizer)
+    goto failed;
+  s->tmpl = make_template (gguf, s->tokenizer, params->chat_template, error);
+  if (!s->tmpl)
+    goto failed;
+
+  npu_llm_context_params_init (&cp);
+  cp.n_ctx = params->n_ctx ? params->n_ctx : MIN (hp->n_ctx_train ?
+      hp->n_ctx_train : 4096, 4096);
+  cp.n_sink = params->n_sink;
+  cp.streaming = TRUE;
+  s->params.n_ctx = cp.n_ctx;
+  s->ctx = npu_llm_context_new (model, &cp, error);
+  if (!s->ctx)
+    goto failed;
+  s->sampler = npu_llm_sampler_new (&params->sampler, hp->n_vocab, error);
+  if (!s->sampler)
+    goto failed;
+  return s;
+
+failed:
+  npu_llm_session_free (s);
+  return NULL;
+}
+
+void
+npu_llm_session_free (NpuLlmSession * s)
+{
+  if (!s)
+    return;
+  if (s->sampler)
+    npu_llm_sampler_free (s->sampler);
+  if (s->ctx)
+    npu_llm_context_free (s->ctx);
+  if (s->tmpl)
+    npu_chat_template_free (s->tmpl);
+  if (s->tokenizer)
+    npu_tokenizer_free (s->tokenizer);
+  npu_llm_model_free (s->model);
+  npu_llm_session_params_clear (&s->params);
+  g_free (s);
+}
+
+const NpuTokenizer *
+npu_llm_session_get_tokenizer (NpuLlmSession * s)
+{
+  return s->tokenizer;
+}
+
+const gchar *
+npu_llm_session_get_template_name (NpuLlmSession * s)
+{
+  return npu_chat_family_name (npu_chat_template_get_family (s->tmpl));
+}
+
+guint
+npu_llm_session_get_n_embd (NpuLlmSession * s)
+{
+  return s->n_embd;
+}
+
+/* ------------------------------------------------------------------------
+ * Evaluation on the backend, one task per step
+ */
+typedef struct
+{
+  NpuLlmContext *ctx;
+  const gint32 *tokens[2];
+  gsize n_tokens[2];
+  const NpuLlmMedia *media;
+  guint n_media;
+  const NpuTokenizer *tok;
+} EvalJob;
+
+static gboolean
+eval_marker (NpuLlmContext * ctx, NpuTask * task, const NpuTokenizer * tok,
+    const gchar * marker, GError ** error)
+{
+  gint32 id;
+
+  if (!marker)
+    return TRUE;
+  id = npu_tokenizer_find_token (tok, marker);
+  if (id == NPU_TOKEN_NULL)
+    return TRUE;
+  return npu_llm_eval_tokens (ctx, task, &id, 1, error);
+}
+
+static gboolean
+eval_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  EvalJob *job = user_data;
+  guint i;
+
+  if (job->n_tokens[0] && !npu_llm_eval_tokens (job->ctx, task,
+          job->tokens[0], job->n_tokens[0], error))
+    return FALSE;
+  for (i = 0; i < job->n_media; i++) {
+    if (npu_task_is_cancelled (task))
+      return TRUE;
+    if (!eval_marker (job->ctx, task, job->tok, job->media[i].marker, error))
+      return FALSE;
+    if (!npu_llm_eval_embeddings (job->ctx, task, job->media[i].rows,
+            job->media[i].n_rows, error))
+      return FALSE;
+  }
+  if (job->n_tokens[1] && !npu_llm_eval_tokens (job->ctx, task,
+          job->tokens[1], job->n_tokens[1], error))
+    return FALSE;
+  return TRUE;
+}
+
+static gboolean
+run_eval (NpuQueue * queue, EvalJob * job, GError ** error)
+{
+  NpuFence *fence = npu_queue_submit (queue, eval_task, job, NULL, NULL, 0);
+  GError *err = NULL;
+  gboolean ok = npu_fence_wait (fence, -1, &err);
+
+  npu_fence_unref (fence);
+  if (ok)
+    return TRUE;
+  if (g_error_matches (err, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED))
+    g_set_error (error, NPU_LLM_SESSION_ERROR,
+        NPU_LLM_SESSION_ERROR_CANCELLED, "%s", err->message);
+  else
+    g_propagate_error (error, g_steal_pointer (&err));
+  g_clear_error (&err);
+  return FALSE;
+}
+
+/* ------------------------------------------------------------------------
+ * Stop strings: text is held back while it could still become one
+ */
+static gsize
+stop_prefix_hold (const gchar * text, gsize len, gchar ** stop)
+{
+  gsize hold = 0;
+  gchar **s;
+
+  for (s = stop; s && *s; s++) {
+    gsize sl = strlen (*s), k;
+
+    for (k = MIN (sl - 1, len); k > hold; k--)
+      if (!memcmp (text + len - k, *s, k)) {
+        hold = k;
+        break;
+      }
+  }
+  return hold;
+}
+
+static const gchar *
+find_stop (const gchar * text, gsize len, gchar ** stop)
+{
+  const gchar *first = NULL;
+  gchar **s;
+
+  for (s = stop; s && *s; s++) {
+    const gchar *p = g_strstr_len (text, len, *s);
+    if (p && (!first || p < first))
+      first = p;
+  }
+  return first;
+}
+
+/**
+ * npu_llm_session_answer:
+ * @user: the user's text (the prompt)
+ * @media: (array length=n_media) (nullable): embeddings to splice in
+ *   before the user's text
+ * @emit: receives the answer piece by piece
+ *
+ * Answers one prompt from a fresh context (the cache is reused, not
+ * reallocated).  The same seed gives the same answer.
+ *
+ * Returns: %TRUE when the answer ended (end of generation, a stop string,
+ * max-tokens, or @emit asking to stop); %FALSE with @error set if the
+ * prompt does not fit, the model failed, or the queue was flushed
+ * (NPU_LLM_SESSION_ERROR_CANCELLED).
+ */
+gboolean
+npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
+    const gchar * user, const NpuLlmMedia * media, guint n_media,
+    NpuLlmTextFunc emit, gpointer user_data, NpuLlmAnswerStats * stats,
+    GError ** error)
+{
+  NpuLlmAnswerStats st = { 0, };
+  gchar *formatted, **parts;
+  gint32 *toks[2] = { NULL, NULL };
+  gsize n_toks[2] = { 0, 0 }, n_media_rows = 0;
+  gboolean add_special, ok = FALSE, go_on = TRUE;
+  NpuTokenDecoder *dec = NULL;
+  GString *pending = g_string_new (NULL);
+  EvalJob job = { 0, };
+  gint64 t0, t1;
+  guint i;
+
+  for (i = 0; i < n_media; i++) {
+    if (!media[i].rows && media[i].n_rows) {
+      g_set_error (error, NPU_LLM_SESSION_ERROR, NPU_LLM_SESSION_ERROR_MEDIA,
+          "media %u has no data", i);
+      goto out;
+    }
+    n_media_rows += media[i].n_rows + (media[i].marker ? 1 : 0);
+  }
+
+  /* Format with a placeholder where media go, then tokenise the two sides:
+   * only the first side gets BOS. */
+  {
+    gchar *u = n_media ? g_strconcat (MEDIA_PLACEHOLDER, user, NULL) :
+        g_strdup (user);
+
+    if (npu_chat_template_get_family (s->tmpl) == NPU_CHAT_NONE)
+      formatted = s->params.system_prompt && *s->params.system_prompt ?
+          g_strconcat (s->params.system_prompt, "\n\n", u, NULL) :
+          g_strdup (u);
+    else
+      formatted = npu_chat_format (s->tmpl, s->params.system_prompt, u,
+          TRUE);
+    g_free (u);
+  }
+  add_special = !npu_chat_template_has_bos (s->tmpl);
+  parts = g_strsplit (formatted, MEDIA_PLACEHOLDER, 2);
+  for (i = 0; i < 2 && parts[i]; i++)
+    toks[i] = npu_tokenizer_encode (s->tokenizer, parts[i], -1,
+        i == 0 && add_special, TRUE, &n_toks[i]);
+  g_strfreev (parts);
+  g_free (formatted);
+
+  st.n_prompt = n_toks[0] + n_toks[1] + n_media_rows;
+  if (st.n_prompt + 1 > s->params.n_ctx) {
+    g_set_error (error, NPU_LLM_SESSION_ERROR, NPU_LLM_SESSION_ERROR_PROMPT,
+        "the prompt is %u tokens long, the context holds %u",
+        st.n_prompt, s->params.n_ctx);
+    goto out;
+  }
+  if (st.n_prompt == 0) {
+    g_set_error (error, NPU_LLM_SESSION_ERROR, NPU_LLM_SESSION_ERROR_PROMPT,
+        "the prompt is empty");
+    goto out;
+  }
+
+  npu_llm_context_reset (s->ctx);
+  npu_llm_sampler_reset (s->sampler);
+  for (i = 0; i < 2; i++) {
+    gsize j;
+    for (j = 0; j < n_toks[i]; j++)
+      npu_llm_sampler_accept (s->sampler, toks[i][j]);
+  }
+
+  job.ctx = s->ctx;
+  job.tok = s->tokenizer;
+  job.tokens[0] = toks[0];
+  job.n_tokens[0] = n_toks[0];
+  job.tokens[1] = toks[1];
+  job.n_tokens[1] = n_toks[1];
+  job.media = media;
+  job.n_media = n_media;
+  t0 = g_get_monotonic_time ();
+  if (!run_eval (queue, &job, error))
+    goto out;
+  t1 = g_get_monotonic_time ();
+  st.prompt_us = t1 - t0;
+
+  dec = npu_token_decoder_new (s->tokenizer, NPU_DECODE_NONE);
+  memset (&job, 0, sizeof (job));
+  job.ctx = s->ctx;
+  while (go_on) {
+    gint32 tok = npu_llm_sampler_sample (s->sampler,
+        npu_llm_get_logits (s->ctx));
+    gchar *piece;
+    gsize len = 0, hold;
+    const gchar *stop;
+
+    if (npu_tokenizer_is_eog (s->tokenizer, tok)) {
+      st.hit_eog = TRUE;
+      break;
+    }
+    npu_llm_sampler_accept (s->sampler, tok);
+    st.n_generated++;
+
+    piece = npu_token_decoder_push (dec, tok, &len);
+    if (piece)
+      g_string_append_len (pending, piece, len);
+    g_free (piece);
+
+    stop = find_stop (pending->str, pending->len, s->params.stop);
+    if (stop) {
+      g_string_truncate (pending, stop - pending->str);
+      st.hit_stop = TRUE;
+      break;
+    }
+    hold = stop_prefix_hold (pending->str, pending->len, s->params.stop);
+    if (pending->len > hold) {
+      go_on = emit (pending->str, pending->len - hold, user_data);
+      g_string_erase (pending, 0, pending->len - hold);
+    }
+    if (st.n_generated >= s->params.max_tokens) {
+      st.hit_max = TRUE;
+      break;
+    }
+    if (!go_on)
+      break;
+
+    job.tokens[0] = &tok;
+    job.n_tokens[0] = 1;
+    if (!run_eval (queue, &job, error))
+      goto out;
+  }
+  st.decode_us = g_get_monotonic_time () - t1;
+
+  if (!st.hit_stop && go_on) {
+    gsize len = 0;
+    gchar *rest = npu_token_decoder_flush (dec, &len);
+
+    if (rest)
+      g_string_append_len (pending, rest, len);
+    g_free (rest);
+  }
+  if (go_on && pending->len)
+    emit (pending->str, pending->len, user_data);
+  ok = TRUE;
+
+out:
+  if (dec)
+    npu_token_decoder_free (dec);
+  g_string_free (pending, TRUE);
+  g_free (toks[0]);
+  g_free (toks[1]);
+  if (stats)
+    *stats = st;
+  return ok;
+}

@@ -1,0 +1,87 @@
+/* gst-npu: answering prompts with a language model
+ *
+ * Everything npullm does between "a prompt arrived" and "text came out",
+ * without GStreamer types: the chat template, tokenisation, splicing media
+ * embeddings in where the model expects them, evaluation on the backend
+ * (one task per step, so a flush cancels between steps), sampling, stop
+ * strings, and UTF-8-safe streaming of the answer.
+ */
+#ifndef __NPU_LLM_SESSION_H__
+#define __NPU_LLM_SESSION_H__
+
+#include <glib.h>
+#include "npubackend.h"
+#include "npugguf.h"
+#include "npullm.h"
+#include "nputokenizer.h"
+#include "npuchat.h"
+
+G_BEGIN_DECLS
+
+#define NPU_LLM_SESSION_ERROR (npu_llm_session_error_quark ())
+GQuark npu_llm_session_error_quark (void);
+
+typedef enum
+{
+  NPU_LLM_SESSION_ERROR_PROMPT,         /* prompt longer than the context */
+  NPU_LLM_SESSION_ERROR_MEDIA,          /* media rows of the wrong width */
+  NPU_LLM_SESSION_ERROR_CANCELLED,      /* the queue was flushed */
+} NpuLlmSessionError;
+
+typedef struct
+{
+  guint n_ctx;                  /* 0: the model's, at most 4096 */
+  guint n_sink;                 /* attention sinks kept when sliding */
+  guint max_tokens;             /* per answer */
+  gchar *system_prompt;         /* NULL: the template's default */
+  gchar *chat_template;         /* NULL/"auto", "none", a family, or custom */
+  gchar **stop;                 /* extra stop strings, NULL-terminated */
+  NpuLlmSamplerParams sampler;
+} NpuLlmSessionParams;
+
+/* Embeddings of one image or audio clip, n_rows x n_embd F32, spliced into
+ * the prompt in order, before the user's text. */
+typedef struct
+{
+  const float *rows;
+  guint n_rows;
+  const gchar *marker;          /* e.g. "<image>": wraps the rows if known */
+} NpuLlmMedia;
+
+typedef struct
+{
+  gint64 prompt_us;             /* prefill (time to first token) */
+  gint64 decode_us;
+  guint n_prompt;
+  guint n_generated;
+  gboolean hit_eog;
+  gboolean hit_stop;
+  gboolean hit_max;
+} NpuLlmAnswerStats;
+
+/* Receives each piece of the answer as it is generated: whole UTF-8
+ * characters only.  Returns FALSE to stop generating. */
+typedef gboolean (*NpuLlmTextFunc) (const gchar * text, gsize len,
+    gpointer user_data);
+
+typedef struct _NpuLlmSession NpuLlmSession;
+
+void npu_llm_session_params_init (NpuLlmSessionParams * params);
+void npu_llm_session_params_clear (NpuLlmSessionParams * params);
+
+NpuLlmSession *npu_llm_session_new (const NpuGguf * gguf,
+    NpuLlmModel * model, const NpuLlmSessionParams * params, GError ** error);
+void npu_llm_session_free (NpuLlmSession * session);
+
+const NpuTokenizer *npu_llm_session_get_tokenizer (NpuLlmSession * session);
+const gchar *npu_llm_session_get_template_name (NpuLlmSession * session);
+guint npu_llm_session_get_n_embd (NpuLlmSession * session);
+
+gboolean npu_llm_session_answer (NpuLlmSession * session, NpuQueue * queue,
+    const gchar * user, const NpuLlmMedia * media, guint n_media,
+    NpuLlmTextFunc emit, gpointer user_data, NpuLlmAnswerStats * stats,
+    GError ** error);
+
+G_END_DECLS
+
+#endif /* __NPU_LLM_SESSION_H__ */

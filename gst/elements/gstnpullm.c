@@ -1,0 +1,1327 @@
+/* gst-npu: npullm, tokens and prompts to streaming text
+ *
+ * SECTION:element-npullm
+ * @title: npullm
+ *
+ * A decoder-only language model (the llama and qwen2 architectures, from
+ * GGUF) that answers prompts as text, streamed as it is generated.
+ *
+ * - With no sink pad requested, `npullm model=m.gguf prompt="..." ! fdsink`
+ *   answers #GstNpuLlm:prompt once and ends the stream.
+ * - Text buffers on the `text` pad are prompts, answered one by one.
+ * - Token tensors on the `vision` and `audio` pads (from npuvisiontok,
+ *   npuaudiotok) are spliced into the prompt before the text; each media
+ *   buffer is answered with #GstNpuLlm:prompt.  When a new one arrives while
+ *   an answer is being generated, it replaces the one waiting (latest wins;
+ *   #GstNpuLlm:media-replaced counts them), so a live camera never builds a
+ *   backlog.
+ * - Weights come from #GstNpuLlm:model, or from mxfp4weights on the
+ *   `weights` pad: `mxfp4weights location=m.gguf ! llm.weights`.
+ *
+ * Output is `text/x-raw,format=utf8`, split only on UTF-8 boundaries, each
+ * buffer stamped with the PTS of the media (or text) it answers.
+ *
+ * ## Example launch lines
+ * |[
+ * gst-launch-1.0 npullm model=text.gguf prompt="Tell me a story." ! fdsink
+ * gst-launch-1.0 mxfp4weights location=text.gguf ! llm.weights \
+ *     npullm name=llm prompt="Hello" ! fdsink
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstnpullm.h"
+
+#include <string.h>
+#include <npu/npu.h>
+#include <core/npubackend.h>
+#include <core/npugguf.h>
+#include <core/npullm.h>
+#include <core/npullmsession.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_npu_llm_debug);
+#define GST_CAT_DEFAULT gst_npu_llm_debug
+
+#define DEFAULT_MODEL NULL
+#define DEFAULT_PROMPT "Describe what you see."
+#define DEFAULT_SYSTEM_PROMPT NULL
+#define DEFAULT_CHAT_TEMPLATE "auto"
+#define DEFAULT_MAX_TOKENS 128
+#define DEFAULT_TEMPERATURE 0.0
+#define DEFAULT_TOP_K 40
+#define DEFAULT_TOP_P 0.95
+#define DEFAULT_MIN_P 0.05
+#define DEFAULT_REPEAT_PENALTY 1.0
+#define DEFAULT_SEED 0
+#define DEFAULT_CONTEXT_LENGTH 0
+#define DEFAULT_N_THREADS 0
+#define DEFAULT_OUTPUT GST_NPU_LLM_OUTPUT_TOKEN
+#define DEFAULT_STOP NULL
+
+enum
+{
+  PROP_0,
+  PROP_MODEL,
+  PROP_PROMPT,
+  PROP_SYSTEM_PROMPT,
+  PROP_CHAT_TEMPLATE,
+  PROP_MAX_TOKENS,
+  PROP_TEMPERATURE,
+  PROP_TOP_K,
+  PROP_TOP_P,
+  PROP_MIN_P,
+  PROP_REPEAT_PENALTY,
+  PROP_SEED,
+  PROP_CONTEXT_LENGTH,
+  PROP_N_THREADS,
+  PROP_OUTPUT,
+  PROP_STOP,
+  PROP_TTFT,
+  PROP_PREFILL_TPS,
+  PROP_DECODE_TPS,
+  PROP_N_ANSWERS,
+  PROP_MEDIA_REPLACED,
+};
+
+/* One prompt to answer. */
+typedef struct
+{
+  gchar *text;
+  GstClockTime pts;
+  GstClockTime duration;
+  GList *media;                 /* MediaItem, in PTS order */
+  gboolean from_text_pad;
+} Job;
+
+typedef struct
+{
+  GstBuffer *buffer;
+  GstMapInfo map;
+  guint n_rows;
+  gchar *marker;
+} MediaItem;
+
+struct _GstNpuLlm
+{
+  GstElement parent;
+
+  GstPad *srcpad;
+  GstPad *textpad, *visionpad, *audiopad, *weightspad;
+
+  /* properties, under the object lock */
+  gchar *model;
+  gchar *prompt;
+  gchar *system_prompt;
+  gchar *chat_template;
+  guint max_tokens;
+  gdouble temperature;
+  guint top_k;
+  gdouble top_p;
+  gdouble min_p;
+  gdouble repeat_penalty;
+  guint64 seed;
+  guint context_length;
+  guint n_threads;
+  GstNpuLlmOutput output;
+  gchar *stop;
+
+  /* statistics, under the object lock */
+  gdouble ttft_ms, prefill_tps, decode_tps;
+  guint n_answers;
+  guint64 media_replaced;
+
+  /* the work queue, under lock */
+  GMutex lock;
+  GCond cond;
+  GQueue jobs;                  /* Job */
+  Job *latest_media_job;        /* waiting, replaceable */
+  gboolean flushing;
+  gboolean eos_pending;
+  gboolean text_only;
+  guint media_eos;              /* media/text pads that ended */
+  guint n_input_pads;
+
+  /* the model */
+  NpuLlmSession *session;
+  NpuQueue *queue;
+  GPtrArray *weights;           /* GstBuffer with tensor metas */
+  /* What the model reads in place, kept for its life */
+  NpuGguf *gguf;
+  GHashTable *mapped;           /* name -> MappedTensor */
+  gchar *weights_location;      /* from the npu-model event */
+  gboolean started_stream;
+};
+
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("text/x-raw, format=(string)utf8"));
+static GstStaticPadTemplate text_template = GST_STATIC_PAD_TEMPLATE ("text",
+    GST_PAD_SINK, GST_PAD_REQUEST,
+    GST_STATIC_CAPS ("text/x-raw, format=(string){ utf8, pango-markup }"));
+static GstStaticPadTemplate vision_template =
+GST_STATIC_PAD_TEMPLATE ("vision", GST_PAD_SINK, GST_PAD_REQUEST,
+    GST_STATIC_CAPS ("other/tensors, format=(string)static, "
+        "num_tensors=(int)1, types=(string)float32"));
+static GstStaticPadTemplate audio_template = GST_STATIC_PAD_TEMPLATE ("audio",
+    GST_PAD_SINK, GST_PAD_REQUEST,
+    GST_STATIC_CAPS ("other/tensors, format=(string)static, "
+        "num_tensors=(int)1, types=(string)float32"));
+static GstStaticPadTemplate weights_template =
+GST_STATIC_PAD_TEMPLATE ("weights", GST_PAD_SINK, GST_PAD_REQUEST,
+    GST_STATIC_CAPS ("other/npu-weights"));
+
+#define gst_npu_llm_parent_class parent_class
+G_DEFINE_TYPE (GstNpuLlm, gst_npu_llm, GST_TYPE_ELEMENT);
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (npullm, "npullm", GST_RANK_NONE,
+    GST_TYPE_NPU_LLM, GST_DEBUG_CATEGORY_INIT (gst_npu_llm_debug, "npullm", 0,
+        "language model"));
+
+#define GST_TYPE_NPU_LLM_OUTPUT (gst_npu_llm_output_get_type ())
+static GType
+gst_npu_llm_output_get_type (void)
+{
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+    {GST_NPU_LLM_OUTPUT_TOKEN, "A buffer per generated piece", "token"},
+    {GST_NPU_LLM_OUTPUT_SENTENCE, "A buffer per sentence or line",
+        "sentence"},
+    {GST_NPU_LLM_OUTPUT_RESPONSE, "One buffer per answer", "response"},
+    {0, NULL, NULL}
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstNpuLlmOutput", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+static void gst_npu_llm_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec);
+static void gst_npu_llm_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec);
+static void gst_npu_llm_finalize (GObject * object);
+static GstStateChangeReturn gst_npu_llm_change_state (GstElement * element,
+    GstStateChange transition);
+static GstPad *gst_npu_llm_request_new_pad (GstElement * element,
+    GstPadTemplate * templ, const gchar * name, const GstCaps * caps);
+static void gst_npu_llm_release_pad (GstElement * element, GstPad * pad);
+
+static void
+gst_npu_llm_class_init (GstNpuLlmClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+  const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
+  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
+  gobject_class->set_property = gst_npu_llm_set_property;
+  gobject_class->get_property = gst_npu_llm_get_property;
+  gobject_class->finalize = gst_npu_llm_finalize;
+
+  /**
+   * GstNpuLlm:model:
+   *
+   * A GGUF text model (llama or qwen2).  Leave unset to take the weights
+   * from mxfp4weights on the `weights` pad.
+   */
+  g_object_class_install_property (gobject_class, PROP_MODEL,
+      g_param_spec_string ("model", "Model",
+          "GGUF text model (llama, qwen2); unset: weights come on the "
+          "weights pad", DEFAULT_MODEL, rw_ready));
+  /**
+   * GstNpuLlm:prompt:
+   *
+   * The question asked about each media buffer, or once when no sink pad
+   * is linked.  Text arriving on the `text` pad is asked instead.
+   */
+  g_object_class_install_property (gobject_class, PROP_PROMPT,
+      g_param_spec_string ("prompt", "Prompt",
+          "The question asked about each image/clip, or once with no input",
+          DEFAULT_PROMPT, rw));
+  /**
+   * GstNpuLlm:system-prompt:
+   *
+   * The system message; unset uses the chat template's default.
+   */
+  g_object_class_install_property (gobject_class, PROP_SYSTEM_PROMPT,
+      g_param_spec_string ("system-prompt", "System prompt",
+          "System message (unset: the template's default)",
+          DEFAULT_SYSTEM_PROMPT, rw_ready));
+  /**
+   * GstNpuLlm:chat-template:
+   *
+   * "auto" (from the file's tokenizer.chat_template; a file without one is
+   * a base model, run as plain completion), "none" (force plain
+   * completion), "chatml", "llama3", "llama2", or a custom format with
+   * {system} and {prompt} placeholders.
+   */
+  g_object_class_install_property (gobject_class, PROP_CHAT_TEMPLATE,
+      g_param_spec_string ("chat-template", "Chat template",
+          "auto, none, chatml, llama3, llama2, or a format with {system} "
+          "and {prompt}", DEFAULT_CHAT_TEMPLATE, rw_ready));
+  g_object_class_install_property (gobject_class, PROP_MAX_TOKENS,
+      g_param_spec_uint ("max-tokens", "Max tokens",
+          "Most tokens generated per answer", 1, 1 << 20, DEFAULT_MAX_TOKENS,
+          rw_ready));
+  /**
+   * GstNpuLlm:temperature:
+   *
+   * Sampling temperature; 0 means greedy (always the likeliest token).
+   */
+  g_object_class_install_property (gobject_class, PROP_TEMPERATURE,
+      g_param_spec_double ("temperature", "Temperature",
+          "Sampling temperature (0 = greedy)", 0.0, 10.0,
+          DEFAULT_TEMPERATURE, rw_ready));
+  g_object_class_install_property (gobject_class, PROP_TOP_K,
+      g_param_spec_uint ("top-k", "Top k",
+          "Sample among the k likeliest tokens (0 = all)", 0, G_MAXINT,
+          DEFAULT_TOP_K, rw_ready));
+  g_object_class_install_property (gobject_class, PROP_TOP_P,
+      g_param_spec_double ("top-p", "Top p",
+          "Nucleus sampling: smallest set with this probability mass "
+          "(1 = off)", 0.0, 1.0, DEFAULT_TOP_P, rw_ready));
+  g_object_class_install_property (gobject_class, PROP_MIN_P,
+      g_param_spec_double ("min-p", "Min p",
+          "Drop tokens less likely than min-p times the likeliest (0 = off)",
+          0.0, 1.0, DEFAULT_MIN_P, rw_ready));
+  g_object_class_install_property (gobject_class, PROP_REPEAT_PENALTY,
+      g_param_spec_double ("repeat-penalty", "Repeat penalty",
+          "Penalty for tokens seen recently (1 = off)", 0.0, 10.0,
+          DEFAULT_REPEAT_PENALTY, rw_ready));
+  /**
+   * GstNpuLlm:seed:
+   *
+   * Seed of the sampler: the same seed gives the same text.
+   */
+  g_object_class_install_property (gobject_class, PROP_SEED,
+      g_param_spec_uint64 ("seed", "Seed",
+          "Sampler seed (same seed, same text)", 0, G_MAXUINT64,
+          DEFAULT_SEED, rw_ready));
+  /**
+   * GstNpuLlm:context-length:
+   *
+   * Tokens the KV cache holds, allocated once; 0 = the model's, at most
+   * 4096.  Longer streams slide, keeping the first tokens as attention
+   * sinks.
+   */
+  g_object_class_install_property (gobject_class, PROP_CONTEXT_LENGTH,
+      g_param_spec_uint ("context-length", "Context length",
+          "KV cache size in tokens (0 = the model's, at most 4096)", 0,
+          1 << 20, DEFAULT_CONTEXT_LENGTH, rw_ready));
+  g_object_class_install_property (gobject_class, PROP_N_THREADS,
+      g_param_spec_uint ("n-threads", "Threads",
+          "CPU backend threads (0 = one per CPU)", 0, 1024,
+          DEFAULT_N_THREADS, rw_ready));
+  g_object_class_install_property (gobject_class, PROP_OUTPUT,
+      g_param_spec_enum ("output", "Output",
+          "How the answer is cut into buffers", GST_TYPE_NPU_LLM_OUTPUT,
+          DEFAULT_OUTPUT, rw));
+  /**
+   * GstNpuLlm:stop:
+   *
+   * Strings that end an answer, separated by '|'.  The model's own end of
+   * generation tokens always end it.
+   */
+  g_object_class_install_property (gobject_class, PROP_STOP,
+      g_param_spec_string ("stop", "Stop strings",
+          "'|'-separated strings that end an answer", DEFAULT_STOP,
+          rw_ready));
+  g_object_class_install_property (gobject_class, PROP_TTFT,
+      g_param_spec_double ("ttft-ms", "Time to first token",
+          "Time to first token of the last answer, ms", 0, G_MAXDOUBLE, 0,
+          ro));
+  g_object_class_install_property (gobject_class, PROP_PREFILL_TPS,
+      g_param_spec_double ("prefill-tps", "Prefill tokens/s",
+          "Prompt tokens per second of the last answer", 0, G_MAXDOUBLE, 0,
+          ro));
+  g_object_class_install_property (gobject_class, PROP_DECODE_TPS,
+      g_param_spec_double ("decode-tps", "Decode tokens/s",
+          "Generated tokens per second of the last answer", 0, G_MAXDOUBLE,
+          0, ro));
+  g_object_class_install_property (gobject_class, PROP_N_ANSWERS,
+      g_param_spec_uint ("n-answers", "Answers", "Answers given", 0,
+          G_MAXUINT, 0, ro));
+  g_object_class_install_property (gobject_class, PROP_MEDIA_REPLACED,
+      g_param_spec_uint64 ("media-replaced", "Media replaced",
+          "Media buffers replaced by newer ones before being answered", 0,
+          G_MAXUINT64, 0, ro));
+
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_add_static_pad_template (element_class, &text_template);
+  gst_element_class_add_static_pad_template (element_class,
+      &vision_template);
+  gst_element_class_add_static_pad_template (element_class, &audio_template);
+  gst_element_class_add_static_pad_template (element_class,
+      &weights_template);
+  gst_element_class_set_static_metadata (element_class,
+      "NPU language model", "Filter/Converter/Text",
+      "Answers prompts about vision and audio tokens with a language model, "
+      "streaming the text as it is generated", "gst-npu developers");
+
+  element_class->change_state = GST_DEBUG_FUNCPTR (gst_npu_llm_change_state);
+  element_class->request_new_pad =
+      GST_DEBUG_FUNCPTR (gst_npu_llm_request_new_pad);
+  element_class->release_pad = GST_DEBUG_FUNCPTR (gst_npu_llm_release_pad);
+
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_LLM_OUTPUT, 0);
+}
+
+static void
+gst_npu_llm_init (GstNpuLlm * self)
+{
+  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  gst_pad_use_fixed_caps (self->srcpad);
+  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+
+  self->prompt = g_strdup (DEFAULT_PROMPT);
+  self->chat_template = g_strdup (DEFAULT_CHAT_TEMPLATE);
+  self->max_tokens = DEFAULT_MAX_TOKENS;
+  self->temperature = DEFAULT_TEMPERATURE;
+  self->top_k = DEFAULT_TOP_K;
+  self->top_p = DEFAULT_TOP_P;
+  self->min_p = DEFAULT_MIN_P;
+  self->repeat_penalty = DEFAULT_REPEAT_PENALTY;
+  self->seed = DEFAULT_SEED;
+  self->output = DEFAULT_OUTPUT;
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+  g_queue_init (&self->jobs);
+}
+
+static void
+media_item_free (MediaItem * m)
+{
+  gst_buffer_unmap (m->buffer, &m->map);
+  gst_buffer_unref (m->buffer);
+  g_free (m->marker);
+  g_free (m);
+}
+
+static void
+job_free (Job * job)
+{
+  g_free (job->text);
+  g_list_free_full (job->media, (GDestroyNotify) media_item_free);
+  g_free (job);
+}
+
+static void
+gst_npu_llm_finalize (GObject * object)
+{
+  GstNpuLlm *self = GST_NPU_LLM (object);
+
+  g_free (self->model);
+  g_free (self->prompt);
+  g_free (self->system_prompt);
+  g_free (self->chat_template);
+  g_free (self->stop);
+  g_free (self->weights_location);
+  g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_npu_llm_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstNpuLlm *self = GST_NPU_LLM (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_free (self->model);
+      self->model = g_value_dup_string (value);
+      break;
+    case PROP_PROMPT:
+      g_free (self->prompt);
+      self->prompt = g_value_dup_string (value);
+      break;
+    case PROP_SYSTEM_PROMPT:
+      g_free (self->system_prompt);
+      self->system_prompt = g_value_dup_string (value);
+      break;
+    case PROP_CHAT_TEMPLATE:
+      g_free (self->chat_template);
+      self->chat_template = g_value_dup_string (value);
+      break;
+    case PROP_MAX_TOKENS:
+      self->max_tokens = g_value_get_uint (value);
+      break;
+    case PROP_TEMPERATURE:
+      self->temperature = g_value_get_double (value);
+      break;
+    case PROP_TOP_K:
+      self->top_k = g_value_get_uint (value);
+      break;
+    case PROP_TOP_P:
+      self->top_p = g_value_get_double (value);
+      break;
+    case PROP_MIN_P:
+      self->min_p = g_value_get_double (value);
+      break;
+    case PROP_REPEAT_PENALTY:
+      self->repeat_penalty = g_value_get_double (value);
+      break;
+    case PROP_SEED:
+      self->seed = g_value_get_uint64 (value);
+      break;
+    case PROP_CONTEXT_LENGTH:
+      self->context_length = g_value_get_uint (value);
+      break;
+    case PROP_N_THREADS:
+      self->n_threads = g_value_get_uint (value);
+      break;
+    case PROP_OUTPUT:
+      self->output = g_value_get_enum (value);
+      break;
+    case PROP_STOP:
+      g_free (self->stop);
+      self->stop = g_value_dup_string (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
+    GParamSpec * pspec)
+{
+  GstNpuLlm *self = GST_NPU_LLM (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_value_set_string (value, self->model);
+      break;
+    case PROP_PROMPT:
+      g_value_set_string (value, self->prompt);
+      break;
+    case PROP_SYSTEM_PROMPT:
+      g_value_set_string (value, self->system_prompt);
+      break;
+    case PROP_CHAT_TEMPLATE:
+      g_value_set_string (value, self->chat_template);
+      break;
+    case PROP_MAX_TOKENS:
+      g_value_set_uint (value, self->max_tokens);
+      break;
+    case PROP_TEMPERATURE:
+      g_value_set_double (value, self->temperature);
+      break;
+    case PROP_TOP_K:
+      g_value_set_uint (value, self->top_k);
+      break;
+    case PROP_TOP_P:
+      g_value_set_double (value, self->top_p);
+      break;
+    case PROP_MIN_P:
+      g_value_set_double (value, self->min_p);
+      break;
+    case PROP_REPEAT_PENALTY:
+      g_value_set_double (value, self->repeat_penalty);
+      break;
+    case PROP_SEED:
+      g_value_set_uint64 (value, self->seed);
+      break;
+    case PROP_CONTEXT_LENGTH:
+      g_value_set_uint (value, self->context_length);
+      break;
+    case PROP_N_THREADS:
+      g_value_set_uint (value, self->n_threads);
+      break;
+    case PROP_OUTPUT:
+      g_value_set_enum (value, self->output);
+      break;
+    case PROP_STOP:
+      g_value_set_string (value, self->stop);
+      break;
+    case PROP_TTFT:
+      g_value_set_double (value, self->ttft_ms);
+      break;
+    case PROP_PREFILL_TPS:
+      g_value_set_double (value, self->prefill_tps);
+      break;
+    case PROP_DECODE_TPS:
+      g_value_set_double (value, self->decode_tps);
+      break;
+    case PROP_N_ANSWERS:
+      g_value_set_uint (value, self->n_answers);
+      break;
+    case PROP_MEDIA_REPLACED:
+      g_value_set_uint64 (value, self->media_replaced);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+/* ------------------------------------------------------------------------
+ * Loading the model
+ */
+typedef struct
+{
+  NpuGguf *gguf;                /* from the model property */
+  GHashTable *by_name;          /* weights pad: name -> MappedTensor */
+} LookupData;
+
+typedef struct
+{
+  GstBuffer *buffer;
+  GstMapInfo map;
+  GstNpuTensorMeta *meta;
+} MappedTensor;
+
+static void
+mapped_tensor_free (MappedTensor * t)
+{
+  gst_buffer_unmap (t->buffer, &t->map);
+  gst_buffer_unref (t->buffer);
+  g_free (t);
+}
+
+static gboolean
+lookup_tensor (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
+{
+  LookupData *ld = user_data;
+  guint i;
+
+  if (ld->by_name) {
+    MappedTensor *t = g_hash_table_lookup (ld->by_name, name);
+    if (!t)
+      return FALSE;
+    out->type = t->meta->type;
+    for (i = 0; i < 4; i++)
+      out->ne[i] = t->meta->ne[i];
+    out->data = t->map.data;
+    return TRUE;
+  } else {
+    const NpuGgufTensor *t = npu_gguf_find_tensor (ld->gguf, name);
+    if (!t)
+      return FALSE;
+    out->type = t->type;
+    for (i = 0; i < 4; i++)
+      out->ne[i] = i < t->n_dims ? t->ne[i] : 1;
+    out->data = t->data;
+    return TRUE;
+  }
+}
+
+static void
+fill_session_params (GstNpuLlm * self, NpuLlmSessionParams * p)
+{
+  npu_llm_session_params_init (p);
+  GST_OBJECT_LOCK (self);
+  p->n_ctx = self->context_length;
+  p->max_tokens = self->max_tokens;
+  p->system_prompt = g_strdup (self->system_prompt);
+  p->chat_template = g_strdup (self->chat_template);
+  if (self->stop && *self->stop)
+    p->stop = g_strsplit (self->stop, "|", -1);
+  p->sampler.temperature = self->temperature;
+  p->sampler.top_k = self->top_k;
+  p->sampler.top_p = self->top_p;
+  p->sampler.min_p = self->min_p;
+  p->sampler.repeat_penalty = self->repeat_penalty;
+  p->sampler.seed = self->seed;
+  GST_OBJECT_UNLOCK (self);
+}
+
+/* Builds the session from @path's metadata and the tensors @ld finds.
+ * Posts the error itself. */
+static gboolean
+load_session (GstNpuLlm * self, const gchar * path, GHashTable * by_name)
+{
+  LookupData ld = { NULL, by_name };
+  NpuLlmSessionParams params;
+  NpuLlmHParams hp;
+  NpuLlmModel *model;
+  GError *error = NULL;
+  guint n_threads;
+
+  ld.gguf = npu_gguf_open (path, &error);
+  if (!ld.gguf)
+    goto open_failed;
+  if (!npu_llm_hparams_from_gguf (ld.gguf, &hp, &error))
+    goto bad_model;
+  /* MXFP4 matrices are read in place: from the file mapping or from the
+   * buffers mxfp4weights pushed; both stay alive until stop(). */
+  model = npu_llm_model_new (&hp, lookup_tensor, &ld, NPU_LLM_LOAD_IN_PLACE,
+      &error);
+  if (!model)
+    goto bad_model;
+  fill_session_params (self, &params);
+  self->session = npu_llm_session_new (ld.gguf, model, &params, &error);
+  npu_llm_session_params_clear (&params);
+  self->gguf = ld.gguf;
+  if (!self->session)
+    goto bad_settings;
+
+  GST_OBJECT_LOCK (self);
+  n_threads = self->n_threads;
+  GST_OBJECT_UNLOCK (self);
+  self->queue = npu_queue_new (npu_device_get_cpu (n_threads),
+      GST_OBJECT_NAME (self));
+  npu_device_unref (npu_queue_get_device (self->queue));
+  GST_INFO_OBJECT (self, "%s: %u layers, %u-wide, chat template %s", path,
+      hp.n_layer, hp.n_embd,
+      npu_llm_session_get_template_name (self->session));
+  return TRUE;
+
+  /* ERRORS */
+open_failed:
+  {
+    if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT) ||
+        (error->domain == NPU_GGUF_ERROR
+            && !g_file_test (path, G_FILE_TEST_EXISTS)))
+      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+          ("Model file \"%s\" not found.", path), ("%s", error->message));
+    else
+      GST_ELEMENT_ERROR (self, STREAM, DECODE,
+          ("Model file \"%s\" is not a usable GGUF file: %s", path,
+              error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+bad_model:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, WRONG_TYPE,
+        ("Model \"%s\" cannot be run: %s", path, error->message),
+        ("%s", error->message));
+    g_error_free (error);
+    npu_gguf_free (ld.gguf);
+    return FALSE;
+  }
+bad_settings:
+  {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+        ("Cannot set up model \"%s\": %s", path, error->message),
+        ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Output
+ */
+typedef struct
+{
+  GstNpuLlm *self;
+  Job *job;
+  GString *pending;
+  GstNpuLlmOutput output;
+  GstFlowReturn flow;
+} EmitData;
+
+static GstFlowReturn
+push_text (GstNpuLlm * self, Job * job, const gchar * text, gsize len)
+{
+  GstBuffer *buf = gst_buffer_new_memdup (text, len);
+
+  GST_BUFFER_PTS (buf) = job->pts;
+  GST_BUFFER_DURATION (buf) = job->duration;
+  return gst_pad_push (self->srcpad, buf);
+}
+
+static gboolean
+ends_sentence (const gchar * s, gsize len)
+{
+  gsize i;
+
+  for (i = 0; i < len; i++)
+    if (s[i] == '.' || s[i] == '!' || s[i] == '?' || s[i] == '\n')
+      return TRUE;
+  return FALSE;
+}
+
+static gboolean
+emit_text (const gchar * text, gsize len, gpointer user_data)
+{
+  EmitData *ed = user_data;
+
+  if (ed->output == GST_NPU_LLM_OUTPUT_TOKEN) {
+    ed->flow = push_text (ed->self, ed->job, text, len);
+  } else {
+    g_string_append_len (ed->pending, text, len);
+    if (ed->output == GST_NPU_LLM_OUTPUT_SENTENCE &&
+        ends_sentence (text, len)) {
+      ed->flow = push_text (ed->self, ed->job, ed->pending->str,
+          ed->pending->len);
+      g_string_truncate (ed->pending, 0);
+    }
+  }
+  return ed->flow == GST_FLOW_OK;
+}
+
+static void
+start_stream (GstNpuLlm * self)
+{
+  gchar *id;
+  GstSegment segment;
+  GstCaps *caps;
+
+  if (self->started_stream)
+    return;
+  id = gst_pad_create_stream_id (self->srcpad, GST_ELEMENT (self), NULL);
+  gst_pad_push_event (self->srcpad, gst_event_new_stream_start (id));
+  g_free (id);
+  caps = gst_caps_new_simple ("text/x-raw", "format", G_TYPE_STRING, "utf8",
+      NULL);
+  gst_pad_push_event (self->srcpad, gst_event_new_caps (caps));
+  gst_caps_unref (caps);
+  gst_segment_init (&segment, GST_FORMAT_TIME);
+  gst_pad_push_event (self->srcpad, gst_event_new_segment (&segment));
+  self->started_stream = TRUE;
+}
+
+static void
+post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
+{
+  gdouble ttft = st->prompt_us / 1000.0;
+  gdouble prefill = st->prompt_us ? st->n_prompt * 1e6 / st->prompt_us : 0;
+  gdouble decode = st->decode_us ? st->n_generated * 1e6 / st->decode_us : 0;
+
+  GST_OBJECT_LOCK (self);
+  self->ttft_ms = ttft;
+  self->prefill_tps = prefill;
+  self->decode_tps = decode;
+  self->n_answers++;
+  GST_OBJECT_UNLOCK (self);
+
+  gst_element_post_message (GST_ELEMENT (self),
+      gst_message_new_element (GST_OBJECT (self),
+          gst_structure_new ("npullm-stats", "ttft-ms", G_TYPE_DOUBLE, ttft,
+              "prefill-tps", G_TYPE_DOUBLE, prefill, "decode-tps",
+              G_TYPE_DOUBLE, decode, "prompt-tokens", G_TYPE_UINT,
+              st->n_prompt, "generated-tokens", G_TYPE_UINT,
+              st->n_generated, "end", G_TYPE_STRING,
+              st->hit_eog ? "eog" : st->hit_stop ? "stop" : st->hit_max ?
+              "max-tokens" : "stopped", NULL)));
+}
+
+/* The src pad's task: answers jobs as they come. */
+static void
+gst_npu_llm_loop (GstNpuLlm * self)
+{
+  NpuLlmAnswerStats st;
+  NpuLlmMedia media[8];
+  guint n_media = 0;
+  EmitData ed;
+  GError *error = NULL;
+  GList *l;
+  Job *job;
+  gboolean ok;
+
+  g_mutex_lock (&self->lock);
+  while (!self->flushing && (!self->session ||
+          g_queue_is_empty (&self->jobs)) && !(self->eos_pending &&
+          g_queue_is_empty (&self->jobs)))
+    g_cond_wait (&self->cond, &self->lock);
+  if (self->flushing)
+    goto flushing_locked;
+  if (g_queue_is_empty (&self->jobs)) {
+    g_mutex_unlock (&self->lock);
+    start_stream (self);
+    gst_pad_push_event (self->srcpad, gst_event_new_eos ());
+    gst_pad_pause_task (self->srcpad);
+    return;
+  }
+  job = g_queue_pop_head (&self->jobs);
+  if (job == self->latest_media_job)
+    self->latest_media_job = NULL;
+  g_mutex_unlock (&self->lock);
+
+  start_stream (self);
+  for (l = job->media; l && n_media < G_N_ELEMENTS (media); l = l->next) {
+    MediaItem *m = l->data;
+    media[n_media].rows = (const float *) m->map.data;
+    media[n_media].n_rows = m->n_rows;
+    media[n_media].marker = m->marker;
+    n_media++;
+  }
+
+  ed.self = self;
+  ed.job = job;
+  ed.pending = g_string_new (NULL);
+  GST_OBJECT_LOCK (self);
+  ed.output = self->output;
+  GST_OBJECT_UNLOCK (self);
+  ed.flow = GST_FLOW_OK;
+  ok = npu_llm_session_answer (self->session, self->queue, job->text, media,
+      n_media, emit_text, &ed, &st, &error);
+  if (ok && ed.flow == GST_FLOW_OK && ed.pending->len)
+    ed.flow = push_text (self, job, ed.pending->str, ed.pending->len);
+  g_string_free (ed.pending, TRUE);
+  job_free (job);
+
+  if (!ok) {
+    if (g_error_matches (error, NPU_LLM_SESSION_ERROR,
+            NPU_LLM_SESSION_ERROR_CANCELLED)) {
+      g_error_free (error);
+      gst_pad_pause_task (self->srcpad);
+      return;
+    }
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Generating the answer failed: %s", error->message),
+        ("%s", error->message));
+    g_error_free (error);
+    gst_pad_pause_task (self->srcpad);
+    return;
+  }
+  post_stats (self, &st);
+  if (ed.flow != GST_FLOW_OK) {
+    GST_DEBUG_OBJECT (self, "pausing: %s", gst_flow_get_name (ed.flow));
+    if (ed.flow == GST_FLOW_NOT_LINKED || ed.flow < GST_FLOW_EOS)
+      GST_ELEMENT_FLOW_ERROR (self, ed.flow);
+    gst_pad_pause_task (self->srcpad);
+  }
+  return;
+
+flushing_locked:
+  g_mutex_unlock (&self->lock);
+  gst_pad_pause_task (self->srcpad);
+}
+
+/* ------------------------------------------------------------------------
+ * Input
+ */
+static void
+queue_job (GstNpuLlm * self, Job * job, gboolean replaceable)
+{
+  g_mutex_lock (&self->lock);
+  if (replaceable && self->latest_media_job) {
+    /* Latest wins: the waiting media job gets the new media instead. */
+    g_queue_remove (&self->jobs, self->latest_media_job);
+    job_free (self->latest_media_job);
+    GST_OBJECT_LOCK (self);
+    self->media_replaced++;
+    GST_OBJECT_UNLOCK (self);
+  }
+  g_queue_push_tail (&self->jobs, job);
+  if (replaceable)
+    self->latest_media_job = job;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+static GstFlowReturn
+gst_npu_llm_media_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuLlm *self = GST_NPU_LLM (parent);
+  MediaItem *m = g_new0 (MediaItem, 1);
+  Job *job;
+  guint n_embd;
+
+  g_mutex_lock (&self->lock);
+  while (!self->session && !self->flushing)
+    g_cond_wait (&self->cond, &self->lock);
+  g_mutex_unlock (&self->lock);
+  if (!self->session) {
+    gst_buffer_unref (buf);
+    g_free (m);
+    return GST_FLOW_FLUSHING;
+  }
+  n_embd = npu_llm_session_get_n_embd (self->session);
+
+  /* Mapping waits for the producer's fence; the map is held (no copy)
+   * until the answer is done. */
+  if (!gst_buffer_map (buf, &m->map, GST_MAP_READ))
+    goto map_failed;
+  if (m->map.size == 0 || m->map.size % (n_embd * sizeof (float)))
+    goto wrong_width;
+  m->buffer = buf;
+  m->n_rows = m->map.size / (n_embd * sizeof (float));
+
+  job = g_new0 (Job, 1);
+  GST_OBJECT_LOCK (self);
+  job->text = g_strdup (self->prompt);
+  GST_OBJECT_UNLOCK (self);
+  job->pts = GST_BUFFER_PTS (buf);
+  job->duration = GST_BUFFER_DURATION (buf);
+  job->media = g_list_append (NULL, m);
+  queue_job (self, job, TRUE);
+  return GST_FLOW_OK;
+
+  /* ERRORS */
+map_failed:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FAILED,
+        ("Cannot read the tokens on pad %s.", GST_PAD_NAME (pad)),
+        ("the buffer could not be mapped (its producer failed?)"));
+    gst_buffer_unref (buf);
+    g_free (m);
+    return GST_FLOW_ERROR;
+  }
+wrong_width:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("Tokens on pad %s do not fit the model.", GST_PAD_NAME (pad)),
+        ("%" G_GSIZE_FORMAT " bytes is not a whole number of %u-wide F32 "
+            "rows: the vision/audio projector must output the text model's "
+            "embedding size", m->map.size, n_embd));
+    gst_buffer_unmap (buf, &m->map);
+    gst_buffer_unref (buf);
+    g_free (m);
+    return GST_FLOW_ERROR;
+  }
+}
+
+static GstFlowReturn
+gst_npu_llm_text_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuLlm *self = GST_NPU_LLM (parent);
+  GstMapInfo map;
+  Job *job;
+
+  if (!gst_buffer_map (buf, &map, GST_MAP_READ)) {
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
+  if (!g_utf8_validate ((const gchar *) map.data, map.size, NULL)) {
+    gst_buffer_unmap (buf, &map);
+    gst_buffer_unref (buf);
+    GST_ELEMENT_ERROR (self, STREAM, DECODE, ("The prompt is not UTF-8."),
+        (NULL));
+    return GST_FLOW_ERROR;
+  }
+  job = g_new0 (Job, 1);
+  job->text = g_strndup ((const gchar *) map.data, map.size);
+  job->pts = GST_BUFFER_PTS (buf);
+  job->duration = GST_BUFFER_DURATION (buf);
+  job->from_text_pad = TRUE;
+  gst_buffer_unmap (buf, &map);
+  gst_buffer_unref (buf);
+  if (*g_strstrip (job->text) == '\0') {
+    job_free (job);
+    return GST_FLOW_OK;
+  }
+  queue_job (self, job, FALSE);
+  return GST_FLOW_OK;
+}
+
+static GstFlowReturn
+gst_npu_llm_weights_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuLlm *self = GST_NPU_LLM (parent);
+
+  if (!gst_buffer_get_npu_tensor_meta (buf)) {
+    gst_buffer_unref (buf);
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("The weights pad takes tensors from mxfp4weights."),
+        ("a buffer without a tensor meta"));
+    return GST_FLOW_ERROR;
+  }
+  g_ptr_array_add (self->weights, buf);
+  return GST_FLOW_OK;
+}
+
+static gboolean
+load_from_weights (GstNpuLlm * self)
+{
+  GHashTable *by_name = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+      (GDestroyNotify) mapped_tensor_free);
+  gboolean ok;
+  guint i;
+
+  if (!self->weights_location) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("The weights pad got no model description."),
+        ("no npu-model event before EOS: link mxfp4weights to it"));
+    g_hash_table_unref (by_name);
+    return FALSE;
+  }
+  for (i = 0; i < self->weights->len; i++) {
+    MappedTensor *t = g_new0 (MappedTensor, 1);
+    t->buffer = gst_buffer_ref (g_ptr_array_index (self->weights, i));
+    t->meta = gst_buffer_get_npu_tensor_meta (t->buffer);
+    /* Waits for each conversion's fence; stored tensors are file views. */
+    if (!gst_buffer_map (t->buffer, &t->map, GST_MAP_READ)) {
+      gst_buffer_unref (t->buffer);
+      g_free (t);
+      GST_ELEMENT_ERROR (self, STREAM, FAILED,
+          ("Cannot read the weights."), ("mapping a tensor failed"));
+      g_hash_table_unref (by_name);
+      return FALSE;
+    }
+    g_hash_table_replace (by_name, t->meta->name, t);
+  }
+  /* The model reads MXFP4 tensors in place: they stay mapped until stop. */
+  self->mapped = by_name;
+  ok = load_session (self, self->weights_location, by_name);
+  return ok;
+}
+
+static void
+input_ended (GstNpuLlm * self)
+{
+  g_mutex_lock (&self->lock);
+  if (++self->media_eos >= self->n_input_pads) {
+    self->eos_pending = TRUE;
+    g_cond_broadcast (&self->cond);
+  }
+  g_mutex_unlock (&self->lock);
+}
+
+static gboolean
+gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstNpuLlm *self = GST_NPU_LLM (parent);
+  gboolean is_weights = pad == self->weightspad;
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:{
+      const GstStructure *s = gst_event_get_structure (event);
+      if (is_weights && gst_structure_has_name (s, "npu-model")) {
+        g_free (self->weights_location);
+        self->weights_location = g_strdup (gst_structure_get_string (s,
+                "location"));
+      }
+      gst_event_unref (event);
+      return TRUE;
+    }
+    case GST_EVENT_EOS:
+      gst_event_unref (event);
+      if (is_weights) {
+        gboolean ok = self->session || load_from_weights (self);
+        g_mutex_lock (&self->lock);
+        g_cond_broadcast (&self->cond);
+        g_mutex_unlock (&self->lock);
+        return ok;
+      }
+      input_ended (self);
+      return TRUE;
+    case GST_EVENT_FLUSH_START:
+      if (is_weights) {
+        gst_event_unref (event);
+        return TRUE;
+      }
+      g_mutex_lock (&self->lock);
+      self->flushing = TRUE;
+      g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
+      self->latest_media_job = NULL;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      if (self->queue)
+        npu_queue_flush (self->queue);
+      gst_pad_push_event (self->srcpad, event);
+      gst_pad_pause_task (self->srcpad);
+      return TRUE;
+    case GST_EVENT_FLUSH_STOP:
+      if (is_weights) {
+        gst_event_unref (event);
+        return TRUE;
+      }
+      g_mutex_lock (&self->lock);
+      self->flushing = FALSE;
+      self->eos_pending = FALSE;
+      self->media_eos = 0;
+      g_mutex_unlock (&self->lock);
+      gst_pad_push_event (self->srcpad, event);
+      gst_pad_start_task (self->srcpad, (GstTaskFunction) gst_npu_llm_loop,
+          self, NULL);
+      return TRUE;
+    case GST_EVENT_CAPS:
+    case GST_EVENT_SEGMENT:
+    case GST_EVENT_STREAM_START:
+      /* The output stream is our own: one caps, one time segment. */
+      gst_event_unref (event);
+      return TRUE;
+    default:
+      if (is_weights || !GST_EVENT_IS_SERIALIZED (event))
+        return gst_pad_event_default (pad, parent, event);
+      gst_event_unref (event);
+      return TRUE;
+  }
+}
+
+static GstPad *
+gst_npu_llm_request_new_pad (GstElement * element, GstPadTemplate * templ,
+    const gchar * name, const GstCaps * caps)
+{
+  GstNpuLlm *self = GST_NPU_LLM (element);
+  const gchar *tname = GST_PAD_TEMPLATE_NAME_TEMPLATE (templ);
+  GstPad **slot;
+  GstPadChainFunction chain;
+  GstPad *pad;
+
+  if (!g_strcmp0 (tname, "text")) {
+    slot = &self->textpad;
+    chain = gst_npu_llm_text_chain;
+  } else if (!g_strcmp0 (tname, "vision")) {
+    slot = &self->visionpad;
+    chain = gst_npu_llm_media_chain;
+  } else if (!g_strcmp0 (tname, "audio")) {
+    slot = &self->audiopad;
+    chain = gst_npu_llm_media_chain;
+  } else if (!g_strcmp0 (tname, "weights")) {
+    slot = &self->weightspad;
+    chain = gst_npu_llm_weights_chain;
+  } else {
+    return NULL;
+  }
+  if (*slot) {
+    GST_WARNING_OBJECT (self, "pad %s already exists", tname);
+    return NULL;
+  }
+  pad = gst_pad_new_from_template (templ, tname);
+  gst_pad_set_chain_function (pad, chain);
+  gst_pad_set_event_function (pad, gst_npu_llm_sink_event);
+  GST_PAD_SET_PROXY_ALLOCATION (pad);
+  *slot = pad;
+  gst_element_add_pad (element, pad);
+  return pad;
+}
+
+static void
+gst_npu_llm_release_pad (GstElement * element, GstPad * pad)
+{
+  GstNpuLlm *self = GST_NPU_LLM (element);
+
+  if (pad == self->textpad)
+    self->textpad = NULL;
+  else if (pad == self->visionpad)
+    self->visionpad = NULL;
+  else if (pad == self->audiopad)
+    self->audiopad = NULL;
+  else if (pad == self->weightspad)
+    self->weightspad = NULL;
+  gst_element_remove_pad (element, pad);
+}
+
+/* ------------------------------------------------------------------------
+ * States
+ */
+static gboolean
+start (GstNpuLlm * self)
+{
+  gchar *model, *prompt;
+
+  GST_OBJECT_LOCK (self);
+  model = g_strdup (self->model);
+  prompt = g_strdup (self->prompt);
+  GST_OBJECT_UNLOCK (self);
+
+  self->flushing = FALSE;
+  self->eos_pending = FALSE;
+  self->media_eos = 0;
+  self->started_stream = FALSE;
+  self->n_input_pads = (self->textpad != NULL) + (self->visionpad != NULL) +
+      (self->audiopad != NULL);
+  self->text_only = self->n_input_pads == 0;
+  self->weights = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_buffer_unref);
+
+  if (!model && !self->weightspad) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model given."),
+        ("set the \"model\" property or link mxfp4weights to the weights "
+            "pad"));
+    goto failed;
+  }
+  if (model && !load_session (self, model, NULL))
+    goto failed;
+
+  if (self->text_only) {
+    Job *job;
+    if (!prompt || !*prompt) {
+      GST_ELEMENT_ERROR (self, RESOURCE, SETTINGS, ("No prompt given."),
+          ("with no input pad, npullm answers the \"prompt\" property"));
+      goto failed;
+    }
+    job = g_new0 (Job, 1);
+    job->text = g_strdup (prompt);
+    job->pts = 0;
+    job->duration = GST_CLOCK_TIME_NONE;
+    g_queue_push_tail (&self->jobs, job);
+    self->eos_pending = TRUE;
+  }
+  g_free (model);
+  g_free (prompt);
+  return TRUE;
+
+failed:
+  g_free (model);
+  g_free (prompt);
+  return FALSE;
+}
+
+static void
+stop (GstNpuLlm * self)
+{
+  g_mutex_lock (&self->lock);
+  self->flushing = TRUE;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  if (self->queue)
+    npu_queue_flush (self->queue);
+  gst_pad_stop_task (self->srcpad);
+
+  g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
+  self->latest_media_job = NULL;
+  if (self->queue)
+    npu_queue_free (self->queue);
+  self->queue = NULL;
+  npu_llm_session_free (self->session);
+  self->session = NULL;
+  g_clear_pointer (&self->mapped, g_hash_table_unref);
+  g_clear_pointer (&self->gguf, npu_gguf_free);
+  if (self->weights)
+    g_ptr_array_unref (self->weights);
+  self->weights = NULL;
+  g_clear_pointer (&self->weights_location, g_free);
+}
+
+static GstStateChangeReturn
+gst_npu_llm_change_state (GstElement * element, GstStateChange transition)
+{
+  GstNpuLlm *self = GST_NPU_LLM (element);
+  GstStateChangeReturn ret;
+
+  switch (transition) {
+    case GST_STATE_CHANGE_READY_TO_PAUSED:
+      if (!start (self)) {
+        stop (self);
+        return GST_STATE_CHANGE_FAILURE;
+      }
+      break;
+    case GST_STATE_CHANGE_PAUSED_TO_READY:
+      /* Unblock chain functions waiting for the model before the pads
+       * deactivate. */
+      g_mutex_lock (&self->lock);
+      self->flushing = TRUE;
+      g_cond_broadcast (&self->cond);
+      g_mutex_unlock (&self->lock);
+      if (self->queue)
+        npu_queue_flush (self->queue);
+      break;
+    default:
+      break;
+  }
+
+  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
+
+  switch (transition) {
+    case GST_STATE_CHANGE_READY_TO_PAUSED:
+      /* The source pad is active now: the answers can start flowing. */
+      if (ret != GST_STATE_CHANGE_FAILURE && !gst_pad_start_task (self->srcpad,
+              (GstTaskFunction) gst_npu_llm_loop, self, NULL))
+        ret = GST_STATE_CHANGE_FAILURE;
+      break;
+    case GST_STATE_CHANGE_PAUSED_TO_READY:
+      stop (self);
+      break;
+    default:
+      break;
+  }
+  return ret;
+}

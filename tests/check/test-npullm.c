@@ -1,0 +1,456 @@
+/* gst-npu: npullm element tests
+ *
+ * The decoder itself is checked against a double-precision reference in
+ * tests/unit/test-llm.c; here the element's plumbing is: what it streams
+ * must be exactly what the core session answers for the same prompt and
+ * settings, whichever way the weights arrive, and bad input must end in a
+ * clear error, never a hang.
+ */
+#include <string.h>
+#include <glib/gstdio.h>
+
+#include "npucheck.h"
+#include <core/npullmsession.h>
+#include <core/npugguf.h>
+#include "../tools/npumodelgen.h"
+
+static gchar *tmpdir, *qwen_path, *llama_path, *mmproj_path;
+
+static void
+write_models (void)
+{
+  NpuTextModelParams tp;
+  NpuMmprojParams mp;
+  GError *error = NULL;
+
+  tmpdir = g_dir_make_tmp ("npullm-XXXXXX", NULL);
+  qwen_path = g_build_filename (tmpdir, "qwen2.gguf", NULL);
+  llama_path = g_build_filename (tmpdir, "llama.gguf", NULL);
+  mmproj_path = g_build_filename (tmpdir, "mmproj.gguf", NULL);
+  fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_QWEN2, "tiny",
+          &error));
+  fail_unless (npu_model_gen_write_text (&tp, qwen_path, NULL, &error), "%s",
+      error ? error->message : "");
+  fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_LLAMA, "tiny",
+          &error));
+  fail_unless (npu_model_gen_write_text (&tp, llama_path, NULL, &error));
+  fail_unless (npu_model_gen_mmproj_preset (&mp, NPU_MODEL_PROJECTOR_MLP,
+          "tiny", &error));
+  fail_unless (npu_model_gen_write_mmproj (&mp, qwen_path, mmproj_path, NULL,
+          &error), "%s", error ? error->message : "");
+}
+
+static void
+setup (void)
+{
+  npu_check_load_plugins ();
+  write_models ();
+}
+
+static void
+teardown (void)
+{
+  g_unlink (qwen_path);
+  g_unlink (llama_path);
+  g_unlink (mmproj_path);
+  g_rmdir (tmpdir);
+  g_free (qwen_path);
+  g_free (llama_path);
+  g_free (mmproj_path);
+  g_free (tmpdir);
+}
+
+static gboolean
+collect (const gchar * text, gsize len, gpointer user_data)
+{
+  g_string_append_len (user_data, text, len);
+  return TRUE;
+}
+
+/* The answer the core gives, computed without the element. */
+static gchar *
+direct_answer (const gchar * path, const gchar * prompt, guint max_tokens,
+    gdouble temperature, guint64 seed, GBytes * media, guint n_embd)
+{
+  NpuGguf *gguf = npu_gguf_open (path, NULL);
+  NpuLlmHParams hp;
+  NpuLlmModel *model;
+  NpuLlmSessionParams p;
+  NpuLlmSession *s;
+  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "ref");
+  GString *out = g_string_new (NULL);
+  NpuLlmMedia m = { 0, };
+  GError *error = NULL;
+
+  npu_device_unref (npu_queue_get_device (q));
+  fail_unless (gguf && npu_llm_hparams_from_gguf (gguf, &hp, NULL));
+  model = npu_llm_model_new_from_file (path, NPU_LLM_LOAD_IN_PLACE, &error);
+  fail_unless (model != NULL, "%s", error ? error->message : "");
+  npu_llm_session_params_init (&p);
+  p.max_tokens = max_tokens;
+  p.chat_template = g_strdup ("auto");
+  p.sampler.temperature = temperature;
+  p.sampler.top_k = 40;
+  p.sampler.top_p = 0.95;
+  p.sampler.min_p = 0.05;
+  p.sampler.repeat_penalty = 1.0;
+  p.sampler.seed = seed;
+  s = npu_llm_session_new (gguf, model, &p, &error);
+  fail_unless (s != NULL, "%s", error ? error->message : "");
+  if (media) {
+    m.rows = g_bytes_get_data (media, NULL);
+    m.n_rows = g_bytes_get_size (media) / (n_embd * 4);
+  }
+  fail_unless (npu_llm_session_answer (s, q, prompt, media ? &m : NULL,
+          media ? 1 : 0, collect, out, NULL, &error), "%s",
+      error ? error->message : "");
+  npu_llm_session_params_clear (&p);
+  npu_llm_session_free (s);
+  npu_queue_free (q);
+  npu_gguf_free (gguf);
+  return g_string_free (out, FALSE);
+}
+
+typedef struct
+{
+  GString *text;
+  guint n_buffers;
+  GstClockTime first_pts;
+} Collected;
+
+static void
+on_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
+{
+  Collected *c = data;
+  GstMapInfo map;
+
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+  fail_unless (g_utf8_validate ((const gchar *) map.data, map.size, NULL),
+      "a buffer split a UTF-8 character");
+  g_string_append_len (c->text, (const gchar *) map.data, map.size);
+  gst_buffer_unmap (buf, &map);
+  if (c->n_buffers++ == 0)
+    c->first_pts = GST_BUFFER_PTS (buf);
+}
+
+/* Runs @desc (with a fakesink named "sink") to EOS or error. */
+static gchar *
+run (const gchar * desc, Collected * c, gchar ** error_message,
+    GstElement ** llm)
+{
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  GstElement *sink;
+  GstBus *bus;
+  GstMessage *msg;
+
+  fail_unless (pipeline != NULL, "%s", error ? error->message : "");
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  c->text = g_string_new (NULL);
+  c->n_buffers = 0;
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), c);
+  if (llm)
+    *llm = gst_bin_get_by_name (GST_BIN (pipeline), "llm");
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  bus = gst_element_get_bus (pipeline);
+  msg = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg != NULL, "pipeline neither ended nor failed");
+  if (error_message)
+    *error_message = NULL;
+  if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
+    GError *err = NULL;
+    gst_message_parse_error (msg, &err, NULL);
+    fail_unless (error_message != NULL, "unexpected error: %s",
+        err->message);
+    *error_message = g_strdup (err->message);
+    g_error_free (err);
+  }
+  gst_message_unref (msg);
+  gst_object_unref (bus);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  return g_string_free (c->text, FALSE);
+}
+
+GST_START_TEST (test_text_only_matches_core)
+{
+  const gchar *models[] = { qwen_path, llama_path };
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (models); i++) {
+    gchar *want = direct_answer (models[i], "Hello, who are you?", 24, 0.0,
+        0, NULL, 0);
+    gchar *desc = g_strdup_printf ("npullm name=llm model=%s "
+        "prompt=\"Hello, who are you?\" max-tokens=24 ! fakesink name=sink",
+        models[i]);
+    Collected c;
+    GstElement *llm;
+    gchar *got = run (desc, &c, NULL, &llm);
+    guint n_answers;
+    gdouble ttft, dtps;
+
+    fail_unless (strlen (want) > 0, "the model said nothing");
+    fail_unless_equals_string (got, want);
+    fail_unless (c.n_buffers >= 1 && c.n_buffers <= 24);
+    g_object_get (llm, "n-answers", &n_answers, "ttft-ms", &ttft,
+        "decode-tps", &dtps, NULL);
+    fail_unless_equals_int (n_answers, 1);
+    fail_unless (ttft > 0 && dtps > 0);
+    gst_object_unref (llm);
+    g_free (want);
+    g_free (got);
+    g_free (desc);
+  }
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_weights_pad_same_text)
+{
+  gchar *want = direct_answer (llama_path, "Once upon a time", 16, 0.0, 0,
+      NULL, 0);
+  /* convert="": the Q8_0 embedding table stays Q8_0, as the file path
+   * reads it (converting it to MXFP4 would change the numbers). */
+  gchar *desc = g_strdup_printf ("mxfp4weights location=%s convert=\"\" ! "
+      "llm.weights "
+      "npullm name=llm prompt=\"Once upon a time\" max-tokens=16 ! "
+      "fakesink name=sink", llama_path);
+  Collected c;
+  gchar *got = run (desc, &c, NULL, NULL);
+
+  fail_unless_equals_string (got, want);
+  g_free (want);
+  g_free (got);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_seed_and_output_modes)
+{
+  gchar *a, *b, *desc;
+  Collected c;
+
+  desc = g_strdup_printf ("npullm model=%s prompt=\"Tell me\" "
+      "max-tokens=20 temperature=0.9 seed=7 output=response ! "
+      "fakesink name=sink", qwen_path);
+  a = run (desc, &c, NULL, NULL);
+  fail_unless_equals_int (c.n_buffers, strlen (a) ? 1 : 0);
+  b = run (desc, &c, NULL, NULL);
+  fail_unless_equals_string (a, b);
+  g_free (b);
+  b = direct_answer (qwen_path, "Tell me", 20, 0.9, 7, NULL, 0);
+  fail_unless_equals_string (a, b);
+  g_free (a);
+  g_free (b);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_text_pad_answers_each)
+{
+  gchar *desc = g_strdup_printf ("appsrc name=src format=time "
+      "caps=text/x-raw,format=utf8 ! llm.text npullm name=llm model=%s "
+      "max-tokens=8 ! fakesink name=sink", qwen_path);
+  gchar *want1 = direct_answer (qwen_path, "first question", 8, 0, 0, NULL,
+      0);
+  gchar *want2 = direct_answer (qwen_path, "second one", 8, 0, 0, NULL, 0);
+  gchar *want = g_strconcat (want1, want2, NULL);
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  const gchar *qs[] = { "first question", "second one" };
+  Collected c = { g_string_new (NULL), 0, 0 };
+  GstMessage *msg;
+  GstFlowReturn flow;
+  guint i;
+
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), &c);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  for (i = 0; i < 2; i++) {
+    GstBuffer *buf = gst_buffer_new_memdup (qs[i], strlen (qs[i]));
+    GST_BUFFER_PTS (buf) = (i + 1) * GST_SECOND;
+    g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+    gst_buffer_unref (buf);
+  }
+  g_signal_emit_by_name (src, "end-of-stream", &flow);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  fail_unless_equals_string (c.text->str, want);
+  /* Stamped with the PTS of the text it answers. */
+  fail_unless_equals_uint64 (c.first_pts, GST_SECOND);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  g_string_free (c.text, TRUE);
+  gst_object_unref (src);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (want);
+  g_free (want1);
+  g_free (want2);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_vision_tokens_spliced)
+{
+  NpuGguf *g = npu_gguf_open (qwen_path, NULL);
+  NpuLlmHParams hp;
+  guint n_rows = 5, i;
+  float *rows;
+  GBytes *media;
+  gchar *want, *desc;
+  GError *error = NULL;
+  GstElement *pipeline, *src, *sink;
+  Collected c = { g_string_new (NULL), 0, 0 };
+  GstBuffer *buf;
+  GstFlowReturn flow;
+  GstMessage *msg;
+
+  fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
+  npu_gguf_free (g);
+  rows = g_new (float, n_rows * hp.n_embd);
+  for (i = 0; i < n_rows * hp.n_embd; i++)
+    rows[i] = ((i * 7919) % 200) / 100.0f - 1.0f;
+  media = g_bytes_new_take (rows, n_rows * hp.n_embd * 4);
+  want = direct_answer (qwen_path, "What is this?", 10, 0, 0, media,
+      hp.n_embd);
+  fail_unless (strlen (want) > 0);
+
+  desc = g_strdup_printf ("appsrc name=src format=time caps=\"other/tensors,"
+      "format=static,num_tensors=1,types=float32,dimensions=(string)%u:%u\" ! "
+      "llm.vision npullm name=llm model=%s prompt=\"What is this?\" "
+      "max-tokens=10 ! fakesink name=sink", hp.n_embd, n_rows, qwen_path);
+  pipeline = gst_parse_launch (desc, &error);
+  fail_unless (pipeline != NULL, "%s", error ? error->message : "");
+  src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), &c);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  buf = gst_buffer_new_memdup (g_bytes_get_data (media, NULL),
+      g_bytes_get_size (media));
+  GST_BUFFER_PTS (buf) = 3 * GST_SECOND;
+  g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+  gst_buffer_unref (buf);
+  g_signal_emit_by_name (src, "end-of-stream", &flow);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  fail_unless_equals_string (c.text->str, want);
+  fail_unless_equals_uint64 (c.first_pts, 3 * GST_SECOND);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+
+  /* Rows of the wrong width are refused with a reason. */
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  buf = gst_buffer_new_allocate (NULL, (hp.n_embd + 1) * 4, NULL);
+  g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+  gst_buffer_unref (buf);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR);
+  {
+    GError *err = NULL;
+    gchar *dbg = NULL;
+    gst_message_parse_error (msg, &err, &dbg);
+    fail_unless (strstr (err->message, "do not fit the model"), "%s",
+        err->message);
+    fail_unless (dbg && strstr (dbg, "embedding size"), "%s", dbg);
+    g_error_free (err);
+    g_free (dbg);
+  }
+  gst_message_unref (msg);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+
+  g_string_free (c.text, TRUE);
+  gst_object_unref (src);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_bytes_unref (media);
+  g_free (want);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_errors)
+{
+  Collected c;
+  gchar *desc, *msg, *got;
+
+  got = run ("npullm model=/nonexistent/m.gguf ! fakesink name=sink", &c,
+      &msg, NULL);
+  fail_unless (msg && strstr (msg, "not found") && strstr (msg, "m.gguf"),
+      "%s", msg);
+  g_free (msg);
+  g_free (got);
+
+  /* An mmproj is not a text model. */
+  desc = g_strdup_printf ("npullm model=%s ! fakesink name=sink",
+      mmproj_path);
+  got = run (desc, &c, &msg, NULL);
+  fail_unless (msg && strstr (msg, "cannot be run"), "%s", msg);
+  g_free (msg);
+  g_free (got);
+  g_free (desc);
+
+  got = run ("npullm ! fakesink name=sink", &c, &msg, NULL);
+  fail_unless (msg && strstr (msg, "No model"), "%s", msg);
+  g_free (msg);
+  g_free (got);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_stop_while_generating)
+{
+  gchar *desc = g_strdup_printf ("npullm model=%s prompt=\"Go on\" "
+      "max-tokens=100000 context-length=256 ! fakesink name=sink sync=false",
+      llama_path);
+  GError *error = NULL;
+  guint i;
+
+  /* Tear down at various moments of a very long answer: no hang, no
+   * leak (valgrind run). */
+  for (i = 0; i < 3; i++) {
+    GstElement *pipeline = gst_parse_launch (desc, &error);
+    fail_unless (pipeline != NULL);
+    gst_element_set_state (pipeline, GST_STATE_PLAYING);
+    g_usleep (20000 * i);
+    gst_element_set_state (pipeline, GST_STATE_NULL);
+    gst_object_unref (pipeline);
+  }
+  g_free (desc);
+}
+
+GST_END_TEST;
+
+static Suite *
+npullm_suite (void)
+{
+  Suite *s = suite_create ("npullm");
+  TCase *tc = tcase_create ("general");
+
+  suite_add_tcase (s, tc);
+  tcase_set_timeout (tc, 120);
+  tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_add_test (tc, test_text_only_matches_core);
+  tcase_add_test (tc, test_weights_pad_same_text);
+  tcase_add_test (tc, test_seed_and_output_modes);
+  tcase_add_test (tc, test_text_pad_answers_each);
+  tcase_add_test (tc, test_vision_tokens_spliced);
+  tcase_add_test (tc, test_errors);
+  tcase_add_test (tc, test_stop_while_generating);
+  return s;
+}
+
+GST_CHECK_MAIN (npullm);

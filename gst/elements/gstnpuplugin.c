@@ -8,6 +8,7 @@
 #include "gstnpudeviceprovider.h"
 #include "gstmxfp4weights.h"
 #include "gstnpullm.h"
+#include "gstnpuvisiontok.h"
 
 static gboolean
 plugin_init (GstPlugin * plugin)
@@ -17,6 +18,7 @@ plugin_init (GstPlugin * plugin)
   ret |= GST_DEVICE_PROVIDER_REGISTER (npudeviceprovider, plugin);
   ret |= GST_ELEMENT_REGISTER (mxfp4weights, plugin);
   ret |= GST_ELEMENT_REGISTER (npullm, plugin);
+  ret |= GST_ELEMENT_REGISTER (npuvisiontok, plugin);
   return ret;
 }
 

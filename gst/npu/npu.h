@@ -8,5 +8,6 @@
 #include <npu/gstnpuimport.h>
 #include <npu/gstnpuallocation.h>
 #include <npu/gstnputensormeta.h>
+#include <npu/gstnputokensmeta.h>
 
 #endif /* __GST_NPU_H__ */

@@ -44,13 +44,12 @@ read_slice_avx2 (gsize start, gsize end, guint worker, gpointer user_data)
   __m256i a0 = _mm256_setzero_si256 (), a1 = a0, a2 = a0, a3 = a0;
 
   for (; p + 128 <= e; p += 128) {
-    a0 = _mm256_add_epi32 (a0, _mm256_loadu_si256 ((const __m256i *) p));
-    a1 = _mm256_add_epi32 (a1, _mm256_loadu_si256 ((const __m256i *) (p +
-                32)));
-    a2 = _mm256_add_epi32 (a2, _mm256_loadu_si256 ((const __m256i *) (p +
-                64)));
-    a3 = _mm256_add_epi32 (a3, _mm256_loadu_si256 ((const __m256i *) (p +
-                96)));
+    const __m256i *v = (const __m256i *) p;
+
+    a0 = _mm256_add_epi32 (a0, _mm256_loadu_si256 (v));
+    a1 = _mm256_add_epi32 (a1, _mm256_loadu_si256 (v + 1));
+    a2 = _mm256_add_epi32 (a2, _mm256_loadu_si256 (v + 2));
+    a3 = _mm256_add_epi32 (a3, _mm256_loadu_si256 (v + 3));
   }
   a0 = _mm256_add_epi32 (_mm256_add_epi32 (a0, a1), _mm256_add_epi32 (a2, a3));
   bench_read_sink += _mm256_extract_epi32 (a0, 0) +

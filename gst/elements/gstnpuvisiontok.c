@@ -1,0 +1,1039 @@
+/* gst-npu: npuvisiontok, camera frames to vision tokens
+ *
+ * SECTION:element-npuvisiontok
+ * @title: npuvisiontok
+ *
+ * Turns video frames into the vision tokens of a CLIP/SigLIP-style encoder
+ * (llama.cpp "mmproj" GGUF), ready for npullm's `vision` pad.
+ *
+ * Frames are read in place: in NPU memory it proposes upstream (videotestsrc,
+ * appsrc, `v4l2src io-mode=dmabuf-import`), or through the fd of a dma-buf
+ * upstream allocated (`v4l2src io-mode=dmabuf`, which on GStreamer 1.22 sends
+ * dma-buf memory under plain video/x-raw caps).  #GstNpuVisionTok:bytes-copied
+ * counts what was copied: zero on these paths.
+ *
+ * One pass from the frame's pixels does crop/resize, colour conversion (by
+ * the caps' colorimetry), normalisation and patchify; the encoder and
+ * projector then run on the CPU backend as one task per frame.  The output
+ * buffer (`other/tensors`, one float32 tensor of dim x tokens, in NPU memory)
+ * is pushed at once with the task's fence and a #GstNpuTokensMeta; whoever
+ * maps it waits for the tokens, and npullm passes the fence on.
+ *
+ * At most #GstNpuVisionTok:max-inflight frames are being encoded at once;
+ * past that, #GstNpuVisionTok:policy blocks upstream or drops the new frame
+ * (counted in #GstNpuVisionTok:frames-dropped, and reported as QoS).
+ *
+ * ## Example launch line
+ * |[
+ * gst-launch-1.0 videotestsrc num-buffers=10 ! npuvisiontok model=mmproj.gguf ! fakesink
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstnpuvisiontok.h"
+
+#include <string.h>
+#include <gst/video/video.h>
+#include <npu/npu.h>
+#include <core/npubackend.h>
+#include <core/npugguf.h>
+#include <core/npuvisionprep.h>
+#include <core/npuvit.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_npu_vision_tok_debug);
+#define GST_CAT_DEFAULT gst_npu_vision_tok_debug
+
+#define DEFAULT_MODEL NULL
+#define DEFAULT_MAX_INFLIGHT 2
+#define DEFAULT_POLICY GST_NPU_VISION_TOK_POLICY_BLOCK
+#define DEFAULT_LETTERBOX FALSE
+#define DEFAULT_N_THREADS 0
+
+enum
+{
+  PROP_0,
+  PROP_MODEL,
+  PROP_MAX_INFLIGHT,
+  PROP_POLICY,
+  PROP_LETTERBOX,
+  PROP_N_THREADS,
+  PROP_BYTES_COPIED,
+  PROP_FRAMES_PROCESSED,
+  PROP_FRAMES_DROPPED,
+  PROP_FRAMES_DMABUF,
+};
+
+#define VIDEO_FORMATS "{ NV12, I420, YUY2, RGB, BGR, RGBA, BGRA, RGBx, BGRx, GRAY8 }"
+
+/* 1.22's form; the 1.24+ DMA_DRM form (format=DMA_DRM, drm-format=...)
+ * goes beside it under #if GST_CHECK_VERSION (1, 24, 0). */
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS (GST_VIDEO_CAPS_MAKE_WITH_FEATURES
+        (GST_CAPS_FEATURE_MEMORY_DMABUF, VIDEO_FORMATS) ";"
+        GST_VIDEO_CAPS_MAKE (VIDEO_FORMATS)));
+static GstStaticPadTemplate weights_template =
+GST_STATIC_PAD_TEMPLATE ("weights", GST_PAD_SINK, GST_PAD_REQUEST,
+    GST_STATIC_CAPS ("other/npu-weights"));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("other/tensors, format=(string)static, "
+        "num_tensors=(int)1, types=(string)float32"));
+
+typedef struct
+{
+  GstBuffer *buffer;
+  GstMapInfo map;
+  GstNpuTensorMeta *meta;
+} MappedTensor;
+
+struct _GstNpuVisionTok
+{
+  GstElement parent;
+
+  GstPad *sinkpad, *srcpad, *weightspad;
+
+  /* properties, under the object lock */
+  gchar *model;
+  guint max_inflight;
+  GstNpuVisionTokPolicy policy;
+  gboolean letterbox;
+  guint n_threads;
+  guint64 frames_processed, frames_dropped, frames_dmabuf;
+
+  /* the model */
+  GMutex lock;
+  GCond cond;
+  NpuVit *vit;
+  NpuGguf *gguf;                /* model property: the tensors live here */
+  GHashTable *mapped;           /* weights pad: name -> MappedTensor */
+  GPtrArray *weights;
+  gchar *weights_location;
+  gboolean flushing;
+
+  /* per caps */
+  GstVideoInfo info;
+  gboolean have_info;
+  NpuVisionPrepPlan *plan;
+  gfloat *patches;              /* one frame's encoder input */
+
+  NpuQueue *queue;
+  GstNpuImporter *importer;
+  GstAllocator *allocator;
+  guint inflight;
+  gint64 last_encode_us;
+};
+
+#define gst_npu_vision_tok_parent_class parent_class
+G_DEFINE_TYPE (GstNpuVisionTok, gst_npu_vision_tok, GST_TYPE_ELEMENT);
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (npuvisiontok, "npuvisiontok",
+    GST_RANK_NONE, GST_TYPE_NPU_VISION_TOK,
+    GST_DEBUG_CATEGORY_INIT (gst_npu_vision_tok_debug, "npuvisiontok", 0,
+        "frames to vision tokens"));
+
+#define GST_TYPE_NPU_VISION_TOK_POLICY (gst_npu_vision_tok_policy_get_type ())
+static GType
+gst_npu_vision_tok_policy_get_type (void)
+{
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+    {GST_NPU_VISION_TOK_POLICY_BLOCK, "Wait for a slot (back-pressure)",
+        "block"},
+    {GST_NPU_VISION_TOK_POLICY_DROP_NEWEST, "Drop the incoming frame",
+        "drop-newest"},
+    {0, NULL, NULL}
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstNpuVisionTokPolicy", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+static void gst_npu_vision_tok_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec);
+static void gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec);
+static void gst_npu_vision_tok_finalize (GObject * object);
+static GstStateChangeReturn gst_npu_vision_tok_change_state (GstElement *
+    element, GstStateChange transition);
+static GstPad *gst_npu_vision_tok_request_new_pad (GstElement * element,
+    GstPadTemplate * templ, const gchar * name, const GstCaps * caps);
+static void gst_npu_vision_tok_release_pad (GstElement * element,
+    GstPad * pad);
+static GstFlowReturn gst_npu_vision_tok_chain (GstPad * pad,
+    GstObject * parent, GstBuffer * buf);
+static gboolean gst_npu_vision_tok_sink_event (GstPad * pad,
+    GstObject * parent, GstEvent * event);
+static gboolean gst_npu_vision_tok_sink_query (GstPad * pad,
+    GstObject * parent, GstQuery * query);
+static gboolean gst_npu_vision_tok_src_query (GstPad * pad,
+    GstObject * parent, GstQuery * query);
+
+static void
+gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
+  gobject_class->set_property = gst_npu_vision_tok_set_property;
+  gobject_class->get_property = gst_npu_vision_tok_get_property;
+  gobject_class->finalize = gst_npu_vision_tok_finalize;
+
+  /**
+   * GstNpuVisionTok:model:
+   *
+   * An mmproj GGUF (llama.cpp's clip layout).  Leave unset to take the
+   * weights from mxfp4weights on the `weights` pad.
+   */
+  g_object_class_install_property (gobject_class, PROP_MODEL,
+      g_param_spec_string ("model", "Model",
+          "mmproj GGUF (CLIP/SigLIP vision encoder + projector); unset: "
+          "weights come on the weights pad", DEFAULT_MODEL,
+          rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:max-inflight:
+   *
+   * Frames being encoded at once; past that, #GstNpuVisionTok:policy.
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
+      g_param_spec_uint ("max-inflight", "Max in flight",
+          "Frames being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT, rw));
+  g_object_class_install_property (gobject_class, PROP_POLICY,
+      g_param_spec_enum ("policy", "Policy",
+          "What to do with a frame when max-inflight are being encoded",
+          GST_TYPE_NPU_VISION_TOK_POLICY, DEFAULT_POLICY, rw));
+  /**
+   * GstNpuVisionTok:letterbox:
+   *
+   * Keep the frame's aspect ratio, padding with the model's mean colour;
+   * otherwise the frame is stretched to the encoder's square input.
+   */
+  g_object_class_install_property (gobject_class, PROP_LETTERBOX,
+      g_param_spec_boolean ("letterbox", "Letterbox",
+          "Keep the aspect ratio (pad) instead of stretching",
+          DEFAULT_LETTERBOX, rw | GST_PARAM_MUTABLE_READY));
+  g_object_class_install_property (gobject_class, PROP_N_THREADS,
+      g_param_spec_uint ("n-threads", "Threads",
+          "CPU backend threads (0 = one per CPU)", 0, 1024,
+          DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:bytes-copied:
+   *
+   * Bytes of frames copied before encoding: zero, since frames are read in
+   * place; a measured figure, not a promise.
+   */
+  g_object_class_install_property (gobject_class, PROP_BYTES_COPIED,
+      g_param_spec_uint64 ("bytes-copied", "Bytes copied",
+          "Bytes of input frames copied (zero when read in place)", 0,
+          G_MAXUINT64, 0, ro));
+  g_object_class_install_property (gobject_class, PROP_FRAMES_PROCESSED,
+      g_param_spec_uint64 ("frames-processed", "Frames processed",
+          "Frames turned into tokens", 0, G_MAXUINT64, 0, ro));
+  g_object_class_install_property (gobject_class, PROP_FRAMES_DROPPED,
+      g_param_spec_uint64 ("frames-dropped", "Frames dropped",
+          "Frames dropped by the drop-newest policy", 0, G_MAXUINT64, 0, ro));
+  g_object_class_install_property (gobject_class, PROP_FRAMES_DMABUF,
+      g_param_spec_uint64 ("frames-dmabuf", "Frames in dma-bufs",
+          "Frames whose memory was a dma-buf", 0, G_MAXUINT64, 0, ro));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_add_static_pad_template (element_class,
+      &weights_template);
+  gst_element_class_set_static_metadata (element_class,
+      "NPU vision tokenizer", "Filter/Converter/Video/Tensor",
+      "Turns video frames, read in place, into the vision tokens of a "
+      "CLIP/SigLIP encoder for a language model", "gst-npu developers");
+
+  element_class->change_state =
+      GST_DEBUG_FUNCPTR (gst_npu_vision_tok_change_state);
+  element_class->request_new_pad =
+      GST_DEBUG_FUNCPTR (gst_npu_vision_tok_request_new_pad);
+  element_class->release_pad =
+      GST_DEBUG_FUNCPTR (gst_npu_vision_tok_release_pad);
+
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_VISION_TOK_POLICY, 0);
+}
+
+static void
+gst_npu_vision_tok_init (GstNpuVisionTok * self)
+{
+  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  gst_pad_set_chain_function (self->sinkpad, gst_npu_vision_tok_chain);
+  gst_pad_set_event_function (self->sinkpad, gst_npu_vision_tok_sink_event);
+  gst_pad_set_query_function (self->sinkpad, gst_npu_vision_tok_sink_query);
+  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
+
+  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  gst_pad_set_query_function (self->srcpad, gst_npu_vision_tok_src_query);
+  gst_pad_use_fixed_caps (self->srcpad);
+  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+
+  self->max_inflight = DEFAULT_MAX_INFLIGHT;
+  self->policy = DEFAULT_POLICY;
+  self->letterbox = DEFAULT_LETTERBOX;
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+}
+
+static void
+gst_npu_vision_tok_finalize (GObject * object)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (object);
+
+  g_free (self->model);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_npu_vision_tok_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_free (self->model);
+      self->model = g_value_dup_string (value);
+      break;
+    case PROP_MAX_INFLIGHT:
+      self->max_inflight = g_value_get_uint (value);
+      break;
+    case PROP_POLICY:
+      self->policy = g_value_get_enum (value);
+      break;
+    case PROP_LETTERBOX:
+      self->letterbox = g_value_get_boolean (value);
+      break;
+    case PROP_N_THREADS:
+      self->n_threads = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (object);
+  GstNpuImportStats stats = { 0, };
+
+  if (prop_id == PROP_BYTES_COPIED && self->importer)
+    gst_npu_importer_get_stats (self->importer, &stats);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_value_set_string (value, self->model);
+      break;
+    case PROP_MAX_INFLIGHT:
+      g_value_set_uint (value, self->max_inflight);
+      break;
+    case PROP_POLICY:
+      g_value_set_enum (value, self->policy);
+      break;
+    case PROP_LETTERBOX:
+      g_value_set_boolean (value, self->letterbox);
+      break;
+    case PROP_N_THREADS:
+      g_value_set_uint (value, self->n_threads);
+      break;
+    case PROP_BYTES_COPIED:
+      g_value_set_uint64 (value, stats.bytes_copied);
+      break;
+    case PROP_FRAMES_PROCESSED:
+      g_value_set_uint64 (value, self->frames_processed);
+      break;
+    case PROP_FRAMES_DROPPED:
+      g_value_set_uint64 (value, self->frames_dropped);
+      break;
+    case PROP_FRAMES_DMABUF:
+      g_value_set_uint64 (value, self->frames_dmabuf);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+/* ------------------------------------------------------------------------
+ * The model
+ */
+static void
+mapped_tensor_free (MappedTensor * t)
+{
+  gst_buffer_unmap (t->buffer, &t->map);
+  gst_buffer_unref (t->buffer);
+  g_free (t);
+}
+
+static gboolean
+lookup_mapped (const gchar * name, NpuVitTensorView * out, gpointer data)
+{
+  MappedTensor *t = g_hash_table_lookup (data, name);
+  guint i;
+
+  if (!t)
+    return FALSE;
+  out->type = t->meta->type;
+  out->n_dims = t->meta->n_dims;
+  for (i = 0; i < 4; i++)
+    out->ne[i] = t->meta->ne[i];
+  out->data = t->map.data;
+  return TRUE;
+}
+
+/* Opens the mmproj at @path; tensors from @mapped, else from the file. */
+static gboolean
+load_model (GstNpuVisionTok * self, const gchar * path, GHashTable * mapped)
+{
+  GError *error = NULL;
+
+  self->gguf = npu_gguf_open (path, &error);
+  if (!self->gguf)
+    goto open_failed;
+  self->vit = npu_vit_new (self->gguf, mapped ? lookup_mapped : NULL, mapped,
+      &error);
+  if (!self->vit)
+    goto bad_model;
+  GST_INFO_OBJECT (self, "%s: %ux%u input, %u tokens of %u", path,
+      npu_vit_get_image_size (self->vit), npu_vit_get_image_size (self->vit),
+      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit));
+  g_mutex_lock (&self->lock);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+
+  /* ERRORS */
+open_failed:
+  {
+    if (!g_file_test (path, G_FILE_TEST_EXISTS))
+      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+          ("Model file \"%s\" not found.", path), ("%s", error->message));
+    else
+      GST_ELEMENT_ERROR (self, STREAM, DECODE,
+          ("Model file \"%s\" is not a usable GGUF file: %s", path,
+              error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+bad_model:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, WRONG_TYPE,
+        ("Model \"%s\" is not a usable vision encoder: %s", path,
+            error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+}
+
+static gboolean
+load_from_weights (GstNpuVisionTok * self)
+{
+  guint i;
+
+  if (!self->weights_location) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("The weights pad got no model description."),
+        ("no npu-model event before EOS: link mxfp4weights to it"));
+    return FALSE;
+  }
+  self->mapped = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
+      (GDestroyNotify) mapped_tensor_free);
+  for (i = 0; i < self->weights->len; i++) {
+    MappedTensor *t = g_new0 (MappedTensor, 1);
+
+    t->buffer = gst_buffer_ref (g_ptr_array_index (self->weights, i));
+    t->meta = gst_buffer_get_npu_tensor_meta (t->buffer);
+    if (!t->meta || !gst_buffer_map (t->buffer, &t->map, GST_MAP_READ)) {
+      gst_buffer_unref (t->buffer);
+      g_free (t);
+      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("Cannot read the weights."),
+          ("a tensor could not be mapped"));
+      return FALSE;
+    }
+    g_hash_table_replace (self->mapped, t->meta->name, t);
+  }
+  return load_model (self, self->weights_location, self->mapped);
+}
+
+/* ------------------------------------------------------------------------
+ * Caps
+ */
+static NpuPixelFormat
+pixel_format (GstVideoFormat f)
+{
+  switch (f) {
+    case GST_VIDEO_FORMAT_NV12:
+      return NPU_PIXEL_FORMAT_NV12;
+    case GST_VIDEO_FORMAT_I420:
+      return NPU_PIXEL_FORMAT_I420;
+    case GST_VIDEO_FORMAT_YUY2:
+      return NPU_PIXEL_FORMAT_YUY2;
+    case GST_VIDEO_FORMAT_RGB:
+      return NPU_PIXEL_FORMAT_RGB;
+    case GST_VIDEO_FORMAT_BGR:
+      return NPU_PIXEL_FORMAT_BGR;
+    case GST_VIDEO_FORMAT_RGBA:
+      return NPU_PIXEL_FORMAT_RGBA;
+    case GST_VIDEO_FORMAT_BGRA:
+      return NPU_PIXEL_FORMAT_BGRA;
+    case GST_VIDEO_FORMAT_RGBx:
+      return NPU_PIXEL_FORMAT_RGBX;
+    case GST_VIDEO_FORMAT_BGRx:
+      return NPU_PIXEL_FORMAT_BGRX;
+    case GST_VIDEO_FORMAT_GRAY8:
+      return NPU_PIXEL_FORMAT_GRAY8;
+    default:
+      return NPU_PIXEL_FORMAT_UNKNOWN;
+  }
+}
+
+/* Waits until the encoder is loaded (weights pad); FALSE when flushing. */
+static gboolean
+wait_for_model (GstNpuVisionTok * self)
+{
+  g_mutex_lock (&self->lock);
+  while (!self->vit && !self->flushing)
+    g_cond_wait (&self->cond, &self->lock);
+  g_mutex_unlock (&self->lock);
+  return self->vit != NULL;
+}
+
+static gboolean
+set_caps (GstNpuVisionTok * self, GstCaps * caps)
+{
+  NpuVisionPrepParams p;
+  GstVideoInfo info;
+  GstCaps *out;
+  GError *error = NULL;
+  gchar *dims;
+  gfloat mean[3], std[3];
+  gboolean ok;
+  guint i;
+
+  if (!gst_video_info_from_caps (&info, caps))
+    goto bad_caps;
+  if (!wait_for_model (self))
+    return FALSE;
+
+  npu_vision_prep_params_init (&p);
+  p.format = pixel_format (GST_VIDEO_INFO_FORMAT (&info));
+  p.width = GST_VIDEO_INFO_WIDTH (&info);
+  p.height = GST_VIDEO_INFO_HEIGHT (&info);
+  p.matrix = info.colorimetry.matrix == GST_VIDEO_COLOR_MATRIX_BT709 ?
+      NPU_COLOR_MATRIX_BT709 : NPU_COLOR_MATRIX_BT601;
+  p.range = info.colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255 ?
+      NPU_COLOR_RANGE_FULL : NPU_COLOR_RANGE_LIMITED;
+  p.crop_x = p.crop_y = 0;
+  p.crop_width = p.width;
+  p.crop_height = p.height;
+  p.out_width = p.out_height = npu_vit_get_image_size (self->vit);
+  GST_OBJECT_LOCK (self);
+  p.mode = self->letterbox ? NPU_VISION_PREP_LETTERBOX :
+      NPU_VISION_PREP_STRETCH;
+  GST_OBJECT_UNLOCK (self);
+  npu_vit_get_mean_std (self->vit, mean, std);
+  for (i = 0; i < 3; i++) {
+    p.mean[i] = mean[i];
+    p.std[i] = std[i];
+    /* Letterbox bars: the mean colour, i.e. zero after normalisation. */
+    p.fill_rgb[i] = mean[i] * 255.0;
+  }
+  p.layout = NPU_VISION_PREP_LAYOUT_PATCHES;
+  p.patch_size = npu_vit_get_patch_size (self->vit);
+
+  if (self->plan)
+    npu_vision_prep_plan_free (self->plan);
+  self->plan = npu_vision_prep_plan_new (&p, &error);
+  if (!self->plan)
+    goto bad_plan;
+  g_free (self->patches);
+  self->patches = g_new (gfloat, npu_vision_prep_plan_get_n_floats
+      (self->plan));
+  self->info = info;
+  self->have_info = TRUE;
+
+  dims = g_strdup_printf ("%u:%u", npu_vit_get_out_dim (self->vit),
+      npu_vit_get_n_tokens (self->vit));
+  out = gst_caps_new_simple ("other/tensors", "format", G_TYPE_STRING,
+      "static", "num_tensors", G_TYPE_INT, 1, "types", G_TYPE_STRING,
+      "float32", "dimensions", G_TYPE_STRING, dims, "framerate",
+      GST_TYPE_FRACTION, GST_VIDEO_INFO_FPS_N (&info),
+      GST_VIDEO_INFO_FPS_D (&info), NULL);
+  g_free (dims);
+  ok = gst_pad_set_caps (self->srcpad, out);
+  gst_caps_unref (out);
+  return ok;
+
+  /* ERRORS */
+bad_caps:
+  {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Invalid video caps."),
+        ("%" GST_PTR_FORMAT, caps));
+    return FALSE;
+  }
+bad_plan:
+  {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+        ("Cannot preprocess %s %dx%d frames: %s",
+            GST_VIDEO_INFO_NAME (&info), GST_VIDEO_INFO_WIDTH (&info),
+            GST_VIDEO_INFO_HEIGHT (&info), error->message),
+        ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Frames
+ */
+typedef struct
+{
+  GstNpuVisionTok *self;
+  GstBuffer *inbuf;
+  GstNpuImportFrame frame;
+  GstMemory *outmem;
+  gfloat *out;
+} EncodeJob;
+
+static gboolean
+encode_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  EncodeJob *job = user_data;
+  GstNpuVisionTok *self = job->self;
+  const guint8 *planes[GST_VIDEO_MAX_PLANES];
+  gssize strides[GST_VIDEO_MAX_PLANES];
+  gint64 t0 = g_get_monotonic_time ();
+  gboolean ok;
+  guint i;
+
+  for (i = 0; i < job->frame.n_planes; i++) {
+    planes[i] = job->frame.data[i];
+    strides[i] = job->frame.stride[i];
+  }
+  /* Tasks of one queue run one at a time, so one scratch serves all. */
+  npu_vision_prep_run (self->plan, planes, strides, self->patches, task);
+  ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
+  gst_npu_memory_end_cpu_write (job->outmem);
+  self->last_encode_us = g_get_monotonic_time () - t0;
+  return ok;
+}
+
+static void
+encode_job_free (gpointer data)
+{
+  EncodeJob *job = data;
+  GstNpuVisionTok *self = job->self;
+
+  gst_npu_importer_unmap_frame (self->importer, &job->frame);
+  gst_buffer_unref (job->inbuf);
+  gst_memory_unref (job->outmem);
+  g_free (job);
+
+  g_mutex_lock (&self->lock);
+  self->inflight--;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+static void
+post_qos_drop (GstNpuVisionTok * self, GstBuffer * buf)
+{
+  GstSegment *segment = NULL;
+  GstEvent *ev = gst_pad_get_sticky_event (self->sinkpad, GST_EVENT_SEGMENT,
+      0);
+  GstClockTime ts = GST_BUFFER_PTS (buf), running = GST_CLOCK_TIME_NONE;
+  GstMessage *msg;
+
+  if (ev) {
+    gst_event_parse_segment (ev, (const GstSegment **) &segment);
+    running = gst_segment_to_running_time (segment, GST_FORMAT_TIME, ts);
+  }
+  msg = gst_message_new_qos (GST_OBJECT (self), FALSE, running,
+      ev ? gst_segment_to_stream_time (segment, GST_FORMAT_TIME, ts) :
+      GST_CLOCK_TIME_NONE, ts, GST_BUFFER_DURATION (buf));
+  GST_OBJECT_LOCK (self);
+  gst_message_set_qos_stats (msg, GST_FORMAT_BUFFERS, self->frames_processed,
+      self->frames_dropped);
+  GST_OBJECT_UNLOCK (self);
+  gst_element_post_message (GST_ELEMENT (self), msg);
+  if (ev)
+    gst_event_unref (ev);
+}
+
+static GstFlowReturn
+gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+  EncodeJob *job;
+  GstBuffer *outbuf;
+  NpuFence *fence;
+  gsize out_bytes;
+  guint max_inflight, gw, gh;
+  GstNpuVisionTokPolicy policy;
+
+  if (!self->have_info || !self->vit)
+    goto not_negotiated;
+
+  GST_OBJECT_LOCK (self);
+  max_inflight = self->max_inflight;
+  policy = self->policy;
+  GST_OBJECT_UNLOCK (self);
+
+  g_mutex_lock (&self->lock);
+  if (self->inflight >= max_inflight &&
+      policy == GST_NPU_VISION_TOK_POLICY_DROP_NEWEST) {
+    g_mutex_unlock (&self->lock);
+    GST_OBJECT_LOCK (self);
+    self->frames_dropped++;
+    GST_OBJECT_UNLOCK (self);
+    post_qos_drop (self, buf);
+    gst_buffer_unref (buf);
+    return GST_FLOW_OK;
+  }
+  while (self->inflight >= max_inflight && !self->flushing)
+    g_cond_wait (&self->cond, &self->lock);
+  if (self->flushing) {
+    g_mutex_unlock (&self->lock);
+    gst_buffer_unref (buf);
+    return GST_FLOW_FLUSHING;
+  }
+  self->inflight++;
+  g_mutex_unlock (&self->lock);
+
+  job = g_new0 (EncodeJob, 1);
+  job->self = self;
+  job->inbuf = buf;
+  /* In place: NPU memory, or a foreign dma-buf/fd through its fd. */
+  if (!gst_npu_importer_map_frame (self->importer, buf, &self->info,
+          &job->frame))
+    goto map_failed;
+
+  out_bytes = (gsize) npu_vit_get_out_dim (self->vit) *
+      npu_vit_get_n_tokens (self->vit) * sizeof (gfloat);
+  job->outmem = gst_allocator_alloc (self->allocator, out_bytes, NULL);
+  if (!job->outmem)
+    goto no_memory;
+  job->out = (gfloat *) gst_npu_memory_begin_cpu_write (job->outmem);
+
+  GST_OBJECT_LOCK (self);
+  self->frames_processed++;
+  if (job->frame.kind == GST_NPU_IMPORT_DMABUF)
+    self->frames_dmabuf++;
+  GST_OBJECT_UNLOCK (self);
+
+  outbuf = gst_buffer_new ();
+  gst_buffer_append_memory (outbuf, gst_memory_ref (job->outmem));
+  gst_buffer_copy_into (outbuf, buf, GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
+  npu_vit_get_token_grid (self->vit, &gw, &gh);
+  gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_VISION,
+      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit), gw,
+      gh, GST_BUFFER_PTS (buf), GST_BUFFER_DURATION (buf));
+
+  fence = npu_queue_submit (self->queue, encode_task, job, encode_job_free,
+      NULL, 0);
+  gst_buffer_add_npu_fence_meta (outbuf, fence);
+  npu_fence_unref (fence);
+  return gst_pad_push (self->srcpad, outbuf);
+
+  /* ERRORS */
+not_negotiated:
+  {
+    gst_buffer_unref (buf);
+    if (self->flushing)
+      return GST_FLOW_FLUSHING;
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
+        ("a frame arrived before caps"));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+map_failed:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("Cannot read the frame in place: it is smaller than its caps "
+            "(%s %dx%d) say, or its memory cannot be mapped.",
+            GST_VIDEO_INFO_NAME (&self->info),
+            GST_VIDEO_INFO_WIDTH (&self->info),
+            GST_VIDEO_INFO_HEIGHT (&self->info)),
+        ("buffer of %" G_GSIZE_FORMAT " bytes", gst_buffer_get_size (buf)));
+    job->outmem = gst_allocator_alloc (self->allocator, 1, NULL);
+    encode_job_free (job);
+    return GST_FLOW_ERROR;
+  }
+no_memory:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
+        ("Cannot allocate the token tensor."), (NULL));
+    job->outmem = gst_allocator_alloc (self->allocator, 1, NULL);
+    encode_job_free (job);
+    return GST_FLOW_ERROR;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Events and queries
+ */
+static void
+set_flushing (GstNpuVisionTok * self, gboolean flushing)
+{
+  g_mutex_lock (&self->lock);
+  self->flushing = flushing;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+static gboolean
+gst_npu_vision_tok_sink_event (GstPad * pad, GstObject * parent,
+    GstEvent * event)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+
+  if (pad == self->weightspad) {
+    switch (GST_EVENT_TYPE (event)) {
+      case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:{
+        const GstStructure *s = gst_event_get_structure (event);
+        if (gst_structure_has_name (s, "npu-model")) {
+          g_free (self->weights_location);
+          self->weights_location = g_strdup (gst_structure_get_string (s,
+                  "location"));
+        }
+        break;
+      }
+      case GST_EVENT_EOS:
+        gst_event_unref (event);
+        return self->vit || load_from_weights (self);
+      default:
+        break;
+    }
+    gst_event_unref (event);
+    return TRUE;
+  }
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_CAPS:{
+      GstCaps *caps;
+      gboolean ok;
+
+      gst_event_parse_caps (event, &caps);
+      ok = set_caps (self, caps);
+      gst_event_unref (event);
+      return ok;
+    }
+    case GST_EVENT_FLUSH_START:
+      set_flushing (self, TRUE);
+      if (self->queue)
+        npu_queue_flush (self->queue);
+      break;
+    case GST_EVENT_FLUSH_STOP:
+      set_flushing (self, FALSE);
+      break;
+    default:
+      break;
+  }
+  return gst_pad_event_default (pad, parent, event);
+}
+
+static gboolean
+gst_npu_vision_tok_sink_query (GstPad * pad, GstObject * parent,
+    GstQuery * query)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_ALLOCATION:{
+      guint max_inflight;
+
+      GST_OBJECT_LOCK (self);
+      max_inflight = self->max_inflight;
+      GST_OBJECT_UNLOCK (self);
+      /* Upstream writes frames straight into NPU memory; the frames in
+       * flight are held until their task has read them. */
+      return gst_npu_propose_allocation (query, self->allocator,
+          max_inflight + 1, 0);
+    }
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+static gboolean
+gst_npu_vision_tok_src_query (GstPad * pad, GstObject * parent,
+    GstQuery * query)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_LATENCY:{
+      gboolean live;
+      GstClockTime min, max, ours;
+      guint max_inflight;
+
+      if (!gst_pad_peer_query (self->sinkpad, query))
+        return FALSE;
+      gst_query_parse_latency (query, &live, &min, &max);
+      GST_OBJECT_LOCK (self);
+      max_inflight = self->max_inflight;
+      GST_OBJECT_UNLOCK (self);
+      /* Tokens are pushed at once, but only there when the encode is
+       * done; a consumer that waits sees up to max-inflight encodes. */
+      ours = self->last_encode_us * GST_USECOND * max_inflight;
+      min += ours;
+      if (max != GST_CLOCK_TIME_NONE)
+        max += ours;
+      gst_query_set_latency (query, live, min, max);
+      return TRUE;
+    }
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+static GstFlowReturn
+gst_npu_vision_tok_weights_chain (GstPad * pad, GstObject * parent,
+    GstBuffer * buf)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+
+  if (!gst_buffer_get_npu_tensor_meta (buf)) {
+    gst_buffer_unref (buf);
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("The weights pad takes tensors from mxfp4weights."),
+        ("a buffer without a tensor meta"));
+    return GST_FLOW_ERROR;
+  }
+  g_ptr_array_add (self->weights, buf);
+  return GST_FLOW_OK;
+}
+
+static GstPad *
+gst_npu_vision_tok_request_new_pad (GstElement * element,
+    GstPadTemplate * templ, const gchar * name, const GstCaps * caps)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (element);
+
+  if (self->weightspad)
+    return NULL;
+  self->weightspad = gst_pad_new_from_template (templ, "weights");
+  gst_pad_set_chain_function (self->weightspad,
+      gst_npu_vision_tok_weights_chain);
+  gst_pad_set_event_function (self->weightspad,
+      gst_npu_vision_tok_sink_event);
+  gst_element_add_pad (element, self->weightspad);
+  return self->weightspad;
+}
+
+static void
+gst_npu_vision_tok_release_pad (GstElement * element, GstPad * pad)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (element);
+
+  if (pad == self->weightspad)
+    self->weightspad = NULL;
+  gst_element_remove_pad (element, pad);
+}
+
+/* ------------------------------------------------------------------------
+ * States
+ */
+static gboolean
+start (GstNpuVisionTok * self)
+{
+  gchar *model;
+  guint n_threads;
+
+  GST_OBJECT_LOCK (self);
+  model = g_strdup (self->model);
+  n_threads = self->n_threads;
+  self->frames_processed = self->frames_dropped = self->frames_dmabuf = 0;
+  GST_OBJECT_UNLOCK (self);
+
+  self->flushing = FALSE;
+  self->inflight = 0;
+  self->have_info = FALSE;
+  self->weights = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_buffer_unref);
+  self->importer = gst_npu_importer_new (0);
+  self->allocator = gst_npu_allocator_get_default ();
+  self->queue = npu_queue_new (npu_device_get_cpu (n_threads),
+      GST_OBJECT_NAME (self));
+  npu_device_unref (npu_queue_get_device (self->queue));
+
+  if (!model && !self->weightspad) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model given."),
+        ("set the \"model\" property or link mxfp4weights to the weights "
+            "pad"));
+    g_free (model);
+    return FALSE;
+  }
+  if (model && !load_model (self, model, NULL)) {
+    g_free (model);
+    return FALSE;
+  }
+  g_free (model);
+  return TRUE;
+}
+
+static void
+stop (GstNpuVisionTok * self)
+{
+  set_flushing (self, TRUE);
+  if (self->queue)
+    npu_queue_free (self->queue);
+  self->queue = NULL;
+  if (self->vit)
+    npu_vit_free (self->vit);
+  self->vit = NULL;
+  g_clear_pointer (&self->mapped, g_hash_table_unref);
+  g_clear_pointer (&self->gguf, npu_gguf_free);
+  g_clear_pointer (&self->weights, g_ptr_array_unref);
+  g_clear_pointer (&self->weights_location, g_free);
+  g_clear_pointer (&self->plan, npu_vision_prep_plan_free);
+  g_clear_pointer (&self->patches, g_free);
+  g_clear_pointer (&self->importer, gst_npu_importer_free);
+  gst_clear_object (&self->allocator);
+  self->have_info = FALSE;
+}
+
+static GstStateChangeReturn
+gst_npu_vision_tok_change_state (GstElement * element,
+    GstStateChange transition)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (element);
+  GstStateChangeReturn ret;
+
+  switch (transition) {
+    case GST_STATE_CHANGE_READY_TO_PAUSED:
+      if (!start (self)) {
+        stop (self);
+        return GST_STATE_CHANGE_FAILURE;
+      }
+      break;
+    case GST_STATE_CHANGE_PAUSED_TO_READY:
+      set_flushing (self, TRUE);
+      if (self->queue)
+        npu_queue_flush (self->queue);
+      break;
+    default:
+      break;
+  }
+
+  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
+
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+    stop (self);
+  return ret;
+}

@@ -75,6 +75,7 @@ struct _GstMxfp4Weights
   GstMemory *file_mem;          /* the whole file, mapped once */
   GstAllocator *npu_allocator;
   NpuQueue *queue;
+  NpuFence *last_conversion;    /* the queue runs tasks in order */
   GPatternSpec **patterns;
   guint next;
   gboolean sent_model_event;
@@ -426,7 +427,19 @@ gst_mxfp4_weights_stop (GstBaseSrc * src)
 {
   GstMxfp4Weights *self = GST_MXFP4_WEIGHTS (src);
 
-  /* Conversions read the file: they must be over before it goes. */
+  /* Buffers already pushed may still be converting: let them finish (a
+   * flush would cancel them and fail their readers' maps), and they read
+   * the file, which must outlive them. */
+  if (self->last_conversion) {
+    GError *error = NULL;
+
+    if (!npu_fence_wait (self->last_conversion, -1, &error)) {
+      GST_WARNING_OBJECT (self, "conversion failed: %s", error->message);
+      g_error_free (error);
+    }
+    npu_fence_unref (self->last_conversion);
+    self->last_conversion = NULL;
+  }
   if (self->queue)
     npu_queue_free (self->queue);
   self->queue = NULL;
@@ -544,7 +557,9 @@ make_converted (GstMxfp4Weights * self, const NpuModelTensor * t)
   fence = npu_queue_submit (self->queue, convert_task, job, convert_job_free,
       NULL, 0);
   gst_buffer_add_npu_fence_meta (buf, fence);
-  npu_fence_unref (fence);
+  if (self->last_conversion)
+    npu_fence_unref (self->last_conversion);
+  self->last_conversion = fence;
 
   GST_OBJECT_LOCK (self);
   if (t->needs_repack)

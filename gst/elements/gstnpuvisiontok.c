@@ -841,6 +841,15 @@ gst_npu_vision_tok_sink_event (GstPad * pad, GstObject * parent,
     case GST_EVENT_FLUSH_STOP:
       set_flushing (self, FALSE);
       break;
+    case GST_EVENT_EOS:
+      /* Drain: the tokens pushed so far are all there before EOS, so a
+       * pipeline shut down at EOS does not cancel work already handed
+       * downstream. */
+      g_mutex_lock (&self->lock);
+      while (self->inflight > 0 && !self->flushing)
+        g_cond_wait (&self->cond, &self->lock);
+      g_mutex_unlock (&self->lock);
+      break;
     default:
       break;
   }

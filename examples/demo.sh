@@ -1,21 +1,46 @@
 #!/bin/sh
-# The main job: installs what is missing, builds, and runs the demo.
+# The main job: installs what is missing, builds, and runs the demo
+# pipelines on generated models (real weights cannot be downloaded here;
+# the models are random, so the text they write is noise: what the demo
+# shows is the pipeline, the zero-copy path and the figures).
 set -eu
 cd "$(dirname "$0")/.."
 ./tests/setup.sh
 
 export GST_PLUGIN_PATH="$(pwd)/build/gst/elements${GST_PLUGIN_PATH:+:$GST_PLUGIN_PATH}"
+GEN=./build/tests/tools/npu-model-gen
+M=build/demo-models
+mkdir -p "$M"
 
 echo "== compute devices (gst-device-monitor-1.0 Compute)"
 gst-device-monitor-1.0 Compute
+
+echo "== generated models: a small qwen2 text model (MXFP4) and its vision projector"
+$GEN text --arch qwen2 --size small --type mxfp4 --seed 1 -o $M/text.gguf
+$GEN mmproj --for $M/text.gguf --size tiny --seed 1 -o $M/mmproj.gguf
+
+echo "== camera to text: videotestsrc ! npuvisiontok ! npullm ! fdsink"
+gst-launch-1.0 -q \
+  videotestsrc num-buffers=3 ! video/x-raw,format=NV12,width=1280,height=720 ! \
+    npuvisiontok model=$M/mmproj.gguf ! llm.vision \
+  npullm name=llm model=$M/text.gguf prompt="Describe what you see." \
+    max-tokens=24 ! fdsink
+echo
+
+echo "== weights through mxfp4weights, text only"
+gst-launch-1.0 -q mxfp4weights location=$M/text.gguf ! llm.weights \
+  npullm name=llm prompt="Tell me a story." max-tokens=32 ! fdsink
+echo
+
+echo "== the same from an application (examples/npu-describe.c)"
+./build/examples/npu-describe $M/text.gguf $M/mmproj.gguf "What is this?"
 
 echo "== frames into NPU memory, read in place by a backend task"
 ./build/examples/npu-memory-demo 1280x720 120
 
 echo "== a generated F16 llama model, converted to MXFP4 by mxfp4weights"
-./build/tests/tools/npu-model-gen text --arch llama --size small --type f16 \
-  --seed 1 -o build/demo-text-f16.gguf
-gst-launch-1.0 mxfp4weights location=build/demo-text-f16.gguf ! \
-  filesink location=build/demo-weights.bin
-echo "model file: $(stat -c %s build/demo-text-f16.gguf) bytes;" \
-  "tensors as pushed (MXFP4 matrices): $(stat -c %s build/demo-weights.bin) bytes"
+$GEN text --arch llama --size small --type f16 --seed 1 -o $M/llama-f16.gguf
+gst-launch-1.0 -q mxfp4weights location=$M/llama-f16.gguf ! \
+  filesink location=$M/llama-weights.bin
+echo "model file: $(stat -c %s $M/llama-f16.gguf) bytes;" \
+  "tensors as pushed (MXFP4 matrices): $(stat -c %s $M/llama-weights.bin) bytes"

@@ -125,6 +125,7 @@ npu_check_load_plugins (void)
     {"videotestsrc", "libgstvideotestsrc.so"},
     {"videoconvert", "libgstvideoconvertscale.so"},
     {"audioconvert", "libgstaudioconvert.so"},
+    {"textoverlay", "libgstpango.so"},
   };
   guint i;
 

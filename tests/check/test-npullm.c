@@ -434,6 +434,34 @@ GST_START_TEST (test_stop_while_generating)
 
 GST_END_TEST;
 
+GST_START_TEST (test_caption_pipeline)
+{
+  /* The captioning pipeline of docs/npullm.md, on a finite source. */
+  gchar *mm = g_build_filename (tmpdir, "mmproj.gguf", NULL);
+  gchar *desc = g_strdup_printf ("videotestsrc num-buffers=10 ! "
+      "video/x-raw,format=NV12,width=320,height=240 ! tee name=t "
+      "t. ! queue ! npuvisiontok model=%s policy=drop-newest ! llm.vision "
+      "npullm name=llm model=%s prompt=\"One short caption.\" "
+      "output=sentence max-tokens=8 ! text/x-raw,format=utf8 ! tee name=tt "
+      "tt. ! queue ! ov.text_sink tt. ! queue ! fakesink name=sink "
+      "t. ! queue ! textoverlay name=ov wait-text=false ! fakesink",
+      mm, qwen_path);
+  Collected c;
+  GstElement *llm;
+  gchar *got = run (desc, &c, NULL, &llm);
+  guint n_answers;
+
+  g_object_get (llm, "n-answers", &n_answers, NULL);
+  fail_unless (n_answers >= 1);
+  fail_unless (c.n_buffers >= 1);
+  gst_object_unref (llm);
+  g_free (got);
+  g_free (desc);
+  g_free (mm);
+}
+
+GST_END_TEST;
+
 static Suite *
 npullm_suite (void)
 {
@@ -450,6 +478,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_vision_tokens_spliced);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_stop_while_generating);
+  tcase_add_test (tc, test_caption_pipeline);
   return s;
 }
 

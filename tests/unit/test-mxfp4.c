@@ -584,10 +584,11 @@ test_nan_inf (void)
 /* Decode then re-encode: a block holding a +-6 element pins its own scale,
  * so it must come back byte-identical, for every scale F32 can decode to */
 static void
-test_roundtrip (void)
+test_roundtrip_run (void)
 {
   GRand *r = g_rand_new_with_seed (42);
   int e, rep, i;
+
 
   for (e = 0; e <= 252; e++) {
     for (rep = 0; rep < 8; rep++) {
@@ -613,9 +614,10 @@ test_roundtrip (void)
 }
 
 static void
-test_f16_bf16_exhaustive (void)
+test_f16_bf16_exhaustive_run (void)
 {
   guint h;
+
 
   for (h = 0; h < 65536; h++) {
     double want = ref_f16 ((guint16) h);
@@ -711,7 +713,7 @@ random_f32_block (GRand *r, float *v)
 }
 
 static void
-test_random_f32 (void)
+test_random_f32_run (void)
 {
   GRand *r = g_rand_new_with_seed (0x5eed);
   float *src = g_new (float, (gsize) N_RANDOM_BLOCKS * QK);
@@ -720,6 +722,7 @@ test_random_f32 (void)
   float *yg = g_new (float, (gsize) N_RANDOM_BLOCKS * QK);
   gsize i;
   int j;
+
 
   for (i = 0; i < N_RANDOM_BLOCKS; i++)
     random_f32_block (r, src + i * QK);
@@ -841,13 +844,14 @@ test_random_16bit (gconstpointer data)
 }
 
 static void
-test_random_q8_0 (void)
+test_random_q8_0_run (void)
 {
   GRand *r = g_rand_new_with_seed (0x0080);
   guint8 *src = g_malloc ((gsize) N_RANDOM_BLOCKS * NPU_Q8_0_BLOCK_BYTES);
   NpuBlockMxfp4 *got = g_new (NpuBlockMxfp4, N_RANDOM_BLOCKS);
   gsize i;
   int j;
+
 
   for (i = 0; i < N_RANDOM_BLOCKS; i++) {
     guint8 *b = src + i * NPU_Q8_0_BLOCK_BYTES;
@@ -928,6 +932,50 @@ test_ggml_equivalence (void)
       }
     }
   }
+}
+
+static void
+test_f16_bf16_exhaustive (void)
+{
+  if (g_getenv ("NPU_UNDER_VALGRIND")) {
+    /* The same code runs on smaller inputs in the other cases. */
+    g_test_skip ("too slow under valgrind");
+    return;
+  }
+  test_f16_bf16_exhaustive_run ();
+}
+
+static void
+test_random_f32 (void)
+{
+  if (g_getenv ("NPU_UNDER_VALGRIND")) {
+    /* The same code runs on smaller inputs in the other cases. */
+    g_test_skip ("too slow under valgrind");
+    return;
+  }
+  test_random_f32_run ();
+}
+
+static void
+test_random_q8_0 (void)
+{
+  if (g_getenv ("NPU_UNDER_VALGRIND")) {
+    /* The same code runs on smaller inputs in the other cases. */
+    g_test_skip ("too slow under valgrind");
+    return;
+  }
+  test_random_q8_0_run ();
+}
+
+static void
+test_roundtrip (void)
+{
+  if (g_getenv ("NPU_UNDER_VALGRIND")) {
+    /* The same code runs on smaller inputs in the other cases. */
+    g_test_skip ("too slow under valgrind");
+    return;
+  }
+  test_roundtrip_run ();
 }
 
 int

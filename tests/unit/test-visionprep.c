@@ -594,11 +594,12 @@ test_crops (void)
 /* Camera frames: 1280x720 to 224 and 384 (area in both axes, or area and
  * bilinear), on several threads, with and without SIMD */
 static void
-test_camera (void)
+test_camera_run (void)
 {
   GRand *rand = g_rand_new_with_seed (4);
   NpuDevice *device = npu_device_new_cpu (3);
   NpuQueue *queue = npu_queue_new (device, "visionprep");
+
   static const NpuPixelFormat fmts[] = { NPU_PIXEL_FORMAT_NV12,
     NPU_PIXEL_FORMAT_I420, NPU_PIXEL_FORMAT_YUY2, NPU_PIXEL_FORMAT_BGRX
   };
@@ -629,12 +630,13 @@ test_camera (void)
 /* Threads, SIMD and scalar must agree: the same sums in the same order,
  * except FMA rounding, so within a few ulps */
 static void
-test_threads_simd (void)
+test_threads_simd_run (void)
 {
   GRand *rand = g_rand_new_with_seed (5);
   NpuDevice *device = npu_device_new_cpu (4);
   NpuQueue *queue = npu_queue_new (device, "visionprep");
   guint f;
+
 
   for (f = 0; f < G_N_ELEMENTS (all_formats); f++) {
     NpuVisionPrepParams p;
@@ -799,6 +801,28 @@ test_errors (void)
 
     g_assert_cmpuint (npu_vision_prep_plan_get_n_patches (plan), ==, 256);
   }
+}
+
+static void
+test_camera (void)
+{
+  if (g_getenv ("NPU_UNDER_VALGRIND")) {
+    /* The same code runs on smaller inputs in the other cases. */
+    g_test_skip ("too slow under valgrind");
+    return;
+  }
+  test_camera_run ();
+}
+
+static void
+test_threads_simd (void)
+{
+  if (g_getenv ("NPU_UNDER_VALGRIND")) {
+    /* The same code runs on smaller inputs in the other cases. */
+    g_test_skip ("too slow under valgrind");
+    return;
+  }
+  test_threads_simd_run ();
 }
 
 int

@@ -57,6 +57,15 @@ t device-nodes bash -c "$(declare -f nodes); nodes"
 t rk-memory "$BIN/rk-memory" --paths
 t rk-memory-sync "$BIN/rk-memory" --sync
 t rk-fence "$BIN/rk-fence"
+
+# vivid camera into npuvisiontok, both dma-buf modes, on a generated model.
+BUILD=${BIN%/tests/realkernel}
+GEN=$BUILD/tests/tools/npu-model-gen
+SYSPLUGINS=$(pkg-config --variable=pluginsdir gstreamer-1.0 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/gstreamer-1.0)
+mkdir -p /tmp/rk-models
+t generate-models bash -c "$GEN text --arch qwen2 --size tiny -o /tmp/rk-models/text.gguf && $GEN mmproj --for /tmp/rk-models/text.gguf --size tiny -o /tmp/rk-models/mmproj.gguf"
+t v4l2src-dmabuf-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf
+t v4l2src-dmabuf-import-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf-import
 echo "suite $(up)" >> "$OUT/times"
 echo "guest: $pass passed, $fail failed, up $(up)s"
 [ $fail -eq 0 ]

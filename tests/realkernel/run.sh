@@ -28,7 +28,7 @@ mkdir -p "$BIN" 2>/dev/null
 
 result() { echo "REALKERNEL-RESULT $*"; }
 missing=""
-for p in rk-memory rk-fence; do [ -x "$BIN/$p" ] || missing="$missing $p"; done
+for p in rk-memory rk-fence rk-visiontok; do [ -x "$BIN/$p" ] || missing="$missing $p"; done
 if [ -n "$missing" ]; then
   echo "[FAIL] realkernel-build"
   echo "    not built in $BIN:$missing (run ninja -C $BUILD)"
@@ -89,8 +89,8 @@ fi
 # The evidence, from the guest's own words: which exporter each dma-buf
 # came from, and the vgem fence's states as the kernel reports them.
 echo "realkernel: what the guest kernel reported:"
-grep -E 'has the line "exp_name|sync_file fd [0-9]+ name=.*(active|signalled)|the task ran, .* after the signal|has not run|VGEM_FENCE_SIGNAL|NPU_FENCE_ERROR_TIMEOUT|kprobe: dma_buf_ioctl' "$LOG" \
-  | sed 's/^ *//; s/^/    /' | awk '!seen[$0]++' | head -n 24
+grep -E 'has the line "exp_name|sync_file fd [0-9]+ name=.*(active|signalled)|the task ran, .* after the signal|has not run|VGEM_FENCE_SIGNAL|NPU_FENCE_ERROR_TIMEOUT|kprobe: dma_buf_ioctl|frames into npuvisiontok|io-mode=.*(dma-buf|copied|filled|place)' "$LOG" \
+  | sed 's/^ *//; s/^/    /' | awk '!seen[$0]++' | head -n 40
 boot=$(awk '$1 == "boot" {print $2}' "$RES/times" 2>/dev/null)
 suite=$(awk '$1 == "boot" {b = $2} $1 == "suite" {printf "%.1f", $2 - b}' "$RES/times" 2>/dev/null)
 echo "realkernel: guest up after ${boot:-?}s, suite ${suite:-?}s, total $(awk -v a="$T0" -v b="$T1" 'BEGIN { printf "%.1f", b - a }')s; console log: $LOG"

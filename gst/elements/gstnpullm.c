@@ -146,11 +146,9 @@ struct _GstNpuLlm
   /* the model */
   NpuLlmSession *session;
   NpuQueue *queue;
-  GPtrArray *weights;           /* GstBuffer with tensor metas */
   /* What the model reads in place, kept for its life */
+  GstNpuWeights *weights;       /* from the weights pad */
   NpuGguf *gguf;
-  GHashTable *mapped;           /* name -> MappedTensor */
-  gchar *weights_location;      /* from the npu-model event */
   gboolean started_stream;
 };
 
@@ -419,7 +417,6 @@ gst_npu_llm_finalize (GObject * object)
   g_free (self->system_prompt);
   g_free (self->chat_template);
   g_free (self->stop);
-  g_free (self->weights_location);
   g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
@@ -572,23 +569,8 @@ gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
 typedef struct
 {
   NpuGguf *gguf;                /* from the model property */
-  GHashTable *by_name;          /* weights pad: name -> MappedTensor */
+  GstNpuWeights *weights;       /* or from the weights pad */
 } LookupData;
-
-typedef struct
-{
-  GstBuffer *buffer;
-  GstMapInfo map;
-  GstNpuTensorMeta *meta;
-} MappedTensor;
-
-static void
-mapped_tensor_free (MappedTensor * t)
-{
-  gst_buffer_unmap (t->buffer, &t->map);
-  gst_buffer_unref (t->buffer);
-  g_free (t);
-}
 
 static gboolean
 lookup_tensor (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
@@ -596,14 +578,14 @@ lookup_tensor (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
   LookupData *ld = user_data;
   guint i;
 
-  if (ld->by_name) {
-    MappedTensor *t = g_hash_table_lookup (ld->by_name, name);
-    if (!t)
+  if (ld->weights) {
+    GstNpuWeightsTensor t;
+    if (!gst_npu_weights_lookup (ld->weights, name, &t))
       return FALSE;
-    out->type = t->meta->type;
+    out->type = t.type;
     for (i = 0; i < 4; i++)
-      out->ne[i] = t->meta->ne[i];
-    out->data = t->map.data;
+      out->ne[i] = t.ne[i];
+    out->data = t.data;
     return TRUE;
   } else {
     const NpuGgufTensor *t = npu_gguf_find_tensor (ld->gguf, name);
@@ -640,9 +622,9 @@ fill_session_params (GstNpuLlm * self, NpuLlmSessionParams * p)
 /* Builds the session from @path's metadata and the tensors @ld finds.
  * Posts the error itself. */
 static gboolean
-load_session (GstNpuLlm * self, const gchar * path, GHashTable * by_name)
+load_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
 {
-  LookupData ld = { NULL, by_name };
+  LookupData ld = { NULL, weights };
   NpuLlmSessionParams params;
   NpuLlmHParams hp;
   NpuLlmModel *model;
@@ -1015,51 +997,31 @@ gst_npu_llm_weights_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
 {
   GstNpuLlm *self = GST_NPU_LLM (parent);
 
-  if (!gst_buffer_get_npu_tensor_meta (buf)) {
-    gst_buffer_unref (buf);
+  if (!gst_npu_weights_add (self->weights, buf)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
         ("The weights pad takes tensors from mxfp4weights."),
         ("a buffer without a tensor meta"));
     return GST_FLOW_ERROR;
   }
-  g_ptr_array_add (self->weights, buf);
   return GST_FLOW_OK;
 }
 
 static gboolean
 load_from_weights (GstNpuLlm * self)
 {
-  GHashTable *by_name = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
-      (GDestroyNotify) mapped_tensor_free);
-  gboolean ok;
-  guint i;
+  GError *error = NULL;
 
-  if (!self->weights_location) {
+  /* Waits for each conversion; the model then reads MXFP4 tensors in
+   * place, and the collection keeps them mapped until stop(). */
+  if (!gst_npu_weights_map (self->weights, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("The weights pad got no model description."),
-        ("no npu-model event before EOS: link mxfp4weights to it"));
-    g_hash_table_unref (by_name);
+        ("Cannot use the weights: %s", error->message),
+        ("%s", error->message));
+    g_error_free (error);
     return FALSE;
   }
-  for (i = 0; i < self->weights->len; i++) {
-    MappedTensor *t = g_new0 (MappedTensor, 1);
-    t->buffer = gst_buffer_ref (g_ptr_array_index (self->weights, i));
-    t->meta = gst_buffer_get_npu_tensor_meta (t->buffer);
-    /* Waits for each conversion's fence; stored tensors are file views. */
-    if (!gst_buffer_map (t->buffer, &t->map, GST_MAP_READ)) {
-      gst_buffer_unref (t->buffer);
-      g_free (t);
-      GST_ELEMENT_ERROR (self, STREAM, FAILED,
-          ("Cannot read the weights."), ("mapping a tensor failed"));
-      g_hash_table_unref (by_name);
-      return FALSE;
-    }
-    g_hash_table_replace (by_name, t->meta->name, t);
-  }
-  /* The model reads MXFP4 tensors in place: they stay mapped until stop. */
-  self->mapped = by_name;
-  ok = load_session (self, self->weights_location, by_name);
-  return ok;
+  return load_session (self, gst_npu_weights_get_location (self->weights),
+      self->weights);
 }
 
 static void
@@ -1080,16 +1042,11 @@ gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   gboolean is_weights = pad == self->weightspad;
 
   switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:{
-      const GstStructure *s = gst_event_get_structure (event);
-      if (is_weights && gst_structure_has_name (s, "npu-model")) {
-        g_free (self->weights_location);
-        self->weights_location = g_strdup (gst_structure_get_string (s,
-                "location"));
-      }
+    case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
+      if (is_weights)
+        gst_npu_weights_take_event (self->weights, event);
       gst_event_unref (event);
       return TRUE;
-    }
     case GST_EVENT_EOS:
       gst_event_unref (event);
       if (is_weights) {
@@ -1219,8 +1176,7 @@ start (GstNpuLlm * self)
   self->n_input_pads = (self->textpad != NULL) + (self->visionpad != NULL) +
       (self->audiopad != NULL);
   self->text_only = self->n_input_pads == 0;
-  self->weights = g_ptr_array_new_with_free_func ((GDestroyNotify)
-      gst_buffer_unref);
+  self->weights = gst_npu_weights_new ();
 
   if (!model && !self->weightspad) {
     GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model given."),
@@ -1273,12 +1229,8 @@ stop (GstNpuLlm * self)
   self->queue = NULL;
   npu_llm_session_free (self->session);
   self->session = NULL;
-  g_clear_pointer (&self->mapped, g_hash_table_unref);
   g_clear_pointer (&self->gguf, npu_gguf_free);
-  if (self->weights)
-    g_ptr_array_unref (self->weights);
-  self->weights = NULL;
-  g_clear_pointer (&self->weights_location, g_free);
+  g_clear_pointer (&self->weights, gst_npu_weights_free);
 }
 
 static GstStateChangeReturn

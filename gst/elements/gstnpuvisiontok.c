@@ -82,13 +82,6 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
     GST_STATIC_CAPS ("other/tensors, format=(string)static, "
         "num_tensors=(int)1, types=(string)float32"));
 
-typedef struct
-{
-  GstBuffer *buffer;
-  GstMapInfo map;
-  GstNpuTensorMeta *meta;
-} MappedTensor;
-
 struct _GstNpuVisionTok
 {
   GstElement parent;
@@ -108,9 +101,7 @@ struct _GstNpuVisionTok
   GCond cond;
   NpuVit *vit;
   NpuGguf *gguf;                /* model property: the tensors live here */
-  GHashTable *mapped;           /* weights pad: name -> MappedTensor */
-  GPtrArray *weights;
-  gchar *weights_location;
+  GstNpuWeights *weights;       /* or the weights pad's */
   gboolean flushing;
 
   /* per caps */
@@ -373,41 +364,34 @@ gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
 /* ------------------------------------------------------------------------
  * The model
  */
-static void
-mapped_tensor_free (MappedTensor * t)
-{
-  gst_buffer_unmap (t->buffer, &t->map);
-  gst_buffer_unref (t->buffer);
-  g_free (t);
-}
-
 static gboolean
-lookup_mapped (const gchar * name, NpuVitTensorView * out, gpointer data)
+lookup_weights (const gchar * name, NpuVitTensorView * out, gpointer data)
 {
-  MappedTensor *t = g_hash_table_lookup (data, name);
+  GstNpuWeightsTensor t;
   guint i;
 
-  if (!t)
+  if (!gst_npu_weights_lookup (data, name, &t))
     return FALSE;
-  out->type = t->meta->type;
-  out->n_dims = t->meta->n_dims;
+  out->type = t.type;
+  out->n_dims = t.n_dims;
   for (i = 0; i < 4; i++)
-    out->ne[i] = t->meta->ne[i];
-  out->data = t->map.data;
+    out->ne[i] = t.ne[i];
+  out->data = t.data;
   return TRUE;
 }
 
-/* Opens the mmproj at @path; tensors from @mapped, else from the file. */
+/* Opens the mmproj at @path; tensors from @weights, else from the file. */
 static gboolean
-load_model (GstNpuVisionTok * self, const gchar * path, GHashTable * mapped)
+load_model (GstNpuVisionTok * self, const gchar * path,
+    GstNpuWeights * weights)
 {
   GError *error = NULL;
 
   self->gguf = npu_gguf_open (path, &error);
   if (!self->gguf)
     goto open_failed;
-  self->vit = npu_vit_new (self->gguf, mapped ? lookup_mapped : NULL, mapped,
-      &error);
+  self->vit = npu_vit_new (self->gguf, weights ? lookup_weights : NULL,
+      weights, &error);
   if (!self->vit)
     goto bad_model;
   GST_INFO_OBJECT (self, "%s: %ux%u input, %u tokens of %u", path,
@@ -444,31 +428,17 @@ bad_model:
 static gboolean
 load_from_weights (GstNpuVisionTok * self)
 {
-  guint i;
+  GError *error = NULL;
 
-  if (!self->weights_location) {
+  if (!gst_npu_weights_map (self->weights, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("The weights pad got no model description."),
-        ("no npu-model event before EOS: link mxfp4weights to it"));
+        ("Cannot use the weights: %s", error->message),
+        ("%s", error->message));
+    g_error_free (error);
     return FALSE;
   }
-  self->mapped = g_hash_table_new_full (g_str_hash, g_str_equal, NULL,
-      (GDestroyNotify) mapped_tensor_free);
-  for (i = 0; i < self->weights->len; i++) {
-    MappedTensor *t = g_new0 (MappedTensor, 1);
-
-    t->buffer = gst_buffer_ref (g_ptr_array_index (self->weights, i));
-    t->meta = gst_buffer_get_npu_tensor_meta (t->buffer);
-    if (!t->meta || !gst_buffer_map (t->buffer, &t->map, GST_MAP_READ)) {
-      gst_buffer_unref (t->buffer);
-      g_free (t);
-      GST_ELEMENT_ERROR (self, STREAM, FAILED, ("Cannot read the weights."),
-          ("a tensor could not be mapped"));
-      return FALSE;
-    }
-    g_hash_table_replace (self->mapped, t->meta->name, t);
-  }
-  return load_model (self, self->weights_location, self->mapped);
+  return load_model (self, gst_npu_weights_get_location (self->weights),
+      self->weights);
 }
 
 /* ------------------------------------------------------------------------
@@ -804,15 +774,9 @@ gst_npu_vision_tok_sink_event (GstPad * pad, GstObject * parent,
 
   if (pad == self->weightspad) {
     switch (GST_EVENT_TYPE (event)) {
-      case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:{
-        const GstStructure *s = gst_event_get_structure (event);
-        if (gst_structure_has_name (s, "npu-model")) {
-          g_free (self->weights_location);
-          self->weights_location = g_strdup (gst_structure_get_string (s,
-                  "location"));
-        }
+      case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
+        gst_npu_weights_take_event (self->weights, event);
         break;
-      }
       case GST_EVENT_EOS:
         gst_event_unref (event);
         return self->vit || load_from_weights (self);
@@ -917,14 +881,12 @@ gst_npu_vision_tok_weights_chain (GstPad * pad, GstObject * parent,
 {
   GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
 
-  if (!gst_buffer_get_npu_tensor_meta (buf)) {
-    gst_buffer_unref (buf);
+  if (!gst_npu_weights_add (self->weights, buf)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
         ("The weights pad takes tensors from mxfp4weights."),
         ("a buffer without a tensor meta"));
     return GST_FLOW_ERROR;
   }
-  g_ptr_array_add (self->weights, buf);
   return GST_FLOW_OK;
 }
 
@@ -973,8 +935,7 @@ start (GstNpuVisionTok * self)
   self->flushing = FALSE;
   self->inflight = 0;
   self->have_info = FALSE;
-  self->weights = g_ptr_array_new_with_free_func ((GDestroyNotify)
-      gst_buffer_unref);
+  self->weights = gst_npu_weights_new ();
   self->importer = gst_npu_importer_new (0);
   self->allocator = gst_npu_allocator_get_default ();
   self->queue = npu_queue_new (npu_device_get_cpu (n_threads),
@@ -1006,10 +967,8 @@ stop (GstNpuVisionTok * self)
   if (self->vit)
     npu_vit_free (self->vit);
   self->vit = NULL;
-  g_clear_pointer (&self->mapped, g_hash_table_unref);
   g_clear_pointer (&self->gguf, npu_gguf_free);
-  g_clear_pointer (&self->weights, g_ptr_array_unref);
-  g_clear_pointer (&self->weights_location, g_free);
+  g_clear_pointer (&self->weights, gst_npu_weights_free);
   g_clear_pointer (&self->plan, npu_vision_prep_plan_free);
   g_clear_pointer (&self->patches, g_free);
   g_clear_pointer (&self->importer, gst_npu_importer_free);

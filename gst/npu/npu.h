@@ -9,5 +9,6 @@
 #include <npu/gstnpuallocation.h>
 #include <npu/gstnputensormeta.h>
 #include <npu/gstnputokensmeta.h>
+#include <npu/gstnpuweights.h>
 
 #endif /* __GST_NPU_H__ */

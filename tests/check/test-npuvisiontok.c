@@ -497,6 +497,52 @@ GST_START_TEST (test_state_changes_in_flight)
 
 GST_END_TEST;
 
+static GBytes *
+first_tokens (const gchar * desc)
+{
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  GstSample *sample = NULL;
+  GstMapInfo map;
+  GBytes *bytes;
+
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  g_signal_emit_by_name (sink, "pull-sample", &sample);
+  fail_unless (sample != NULL);
+  fail_unless (gst_buffer_map (gst_sample_get_buffer (sample), &map,
+          GST_MAP_READ));
+  bytes = g_bytes_new (map.data, map.size);
+  gst_buffer_unmap (gst_sample_get_buffer (sample), &map);
+  gst_sample_unref (sample);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  return bytes;
+}
+
+GST_START_TEST (test_weights_pad_same_tokens)
+{
+  /* convert="": the tensors arrive as stored, as the model property reads
+   * them, so the tokens must be identical. */
+  gchar *a = g_strdup_printf ("videotestsrc num-buffers=1 pattern=ball ! "
+      "video/x-raw,format=NV12,width=320,height=240 ! npuvisiontok model=%s "
+      "! appsink name=sink sync=false", mmproj_path);
+  gchar *b = g_strdup_printf ("mxfp4weights location=%s convert=\"\" ! "
+      "vt.weights videotestsrc num-buffers=1 pattern=ball ! "
+      "video/x-raw,format=NV12,width=320,height=240 ! npuvisiontok name=vt ! "
+      "appsink name=sink sync=false", mmproj_path);
+  GBytes *ta = first_tokens (a), *tb = first_tokens (b);
+
+  fail_unless (g_bytes_get_size (ta) > 0);
+  fail_unless (g_bytes_equal (ta, tb));
+  g_bytes_unref (ta);
+  g_bytes_unref (tb);
+  g_free (a);
+  g_free (b);
+}
+
+GST_END_TEST;
+
 static Suite *
 npuvisiontok_suite (void)
 {
@@ -512,6 +558,7 @@ npuvisiontok_suite (void)
   tcase_add_test (tc, test_drop_newest_counts);
   tcase_add_test (tc, test_bad_models_and_frames);
   tcase_add_test (tc, test_state_changes_in_flight);
+  tcase_add_test (tc, test_weights_pad_same_tokens);
   return s;
 }
 

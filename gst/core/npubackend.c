@@ -621,6 +621,47 @@ npu_queue_flush (NpuQueue * queue)
 }
 
 /**
+ * npu_queue_cancel:
+ * @fence: the fence npu_queue_submit() returned for the task
+ *
+ * Cancels one task of @queue that has not started: its data is freed and
+ * its fence fails with NPU_FENCE_ERROR_CANCELLED.  A running or finished
+ * task is left alone.
+ *
+ * Returns: %TRUE if the task was cancelled.
+ */
+gboolean
+npu_queue_cancel (NpuQueue * queue, NpuFence * fence)
+{
+  NpuDevice *device = queue->device;
+  NpuTask *found = NULL;
+  GList *l;
+
+  g_mutex_lock (&device->lock);
+  for (l = queue->tasks.head; l; l = l->next) {
+    NpuTask *task = l->data;
+
+    if (task->out_fence != fence)
+      continue;
+    if (task->state == TASK_WAITING || task->state == TASK_READY) {
+      g_atomic_int_set (&task->cancelled, 1);
+      if (task->state == TASK_READY)
+        g_queue_remove (&device->ready, task);
+      task_retire_locked (task);
+      found = task;
+    }
+    break;
+  }
+  g_mutex_unlock (&device->lock);
+
+  if (found)
+    task_complete (found, g_error_new (NPU_FENCE_ERROR,
+            NPU_FENCE_ERROR_CANCELLED, "%s: task cancelled before it ran",
+            queue->name));
+  return found != NULL;
+}
+
+/**
  * npu_queue_get_n_pending:
  *
  * Returns: tasks submitted to @queue that have not finished.

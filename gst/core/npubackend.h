@@ -51,6 +51,7 @@ NpuFence *npu_queue_submit (NpuQueue * queue, NpuTaskFunc func,
     gpointer user_data, GDestroyNotify destroy,
     NpuFence * const *in_fences, guint n_in_fences);
 void npu_queue_flush (NpuQueue * queue);
+gboolean npu_queue_cancel (NpuQueue * queue, NpuFence * fence);
 guint npu_queue_get_n_pending (NpuQueue * queue);
 
 gboolean npu_task_is_cancelled (NpuTask * task);

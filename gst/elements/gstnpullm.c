@@ -99,6 +99,7 @@ typedef struct
 {
   GstBuffer *buffer;
   GstMapInfo map;
+  gboolean mapped;
   guint n_rows;
   gchar *marker;
 } MediaItem;
@@ -393,7 +394,8 @@ gst_npu_llm_init (GstNpuLlm * self)
 static void
 media_item_free (MediaItem * m)
 {
-  gst_buffer_unmap (m->buffer, &m->map);
+  if (m->mapped)
+    gst_buffer_unmap (m->buffer, &m->map);
   gst_buffer_unref (m->buffer);
   g_free (m->marker);
   g_free (m);
@@ -792,6 +794,48 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
               "max-tokens" : "stopped", NULL)));
 }
 
+/* Maps a job's media once its producer is done.  Returns FALSE with
+ * @skip set when a producer dropped the media (its task was cancelled), or
+ * with @error set when it failed or the rows do not fit the model. */
+static gboolean
+map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
+{
+  guint n_embd = npu_llm_session_get_n_embd (self->session);
+  GList *l;
+
+  *skip = FALSE;
+  for (l = job->media; l; l = l->next) {
+    MediaItem *m = l->data;
+    GError *err = NULL;
+
+    if (!gst_npu_buffer_wait (m->buffer, -1, &err)) {
+      if (g_error_matches (err, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED)) {
+        *skip = TRUE;
+        g_error_free (err);
+      } else {
+        g_propagate_prefixed_error (error, err,
+            "the tokens' producer failed: ");
+      }
+      return FALSE;
+    }
+    if (!gst_buffer_map (m->buffer, &m->map, GST_MAP_READ)) {
+      g_set_error (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FAILED,
+          "the token buffer cannot be mapped");
+      return FALSE;
+    }
+    m->mapped = TRUE;
+    if (m->map.size == 0 || m->map.size % (n_embd * sizeof (float))) {
+      g_set_error (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT,
+          "Tokens do not fit the model: %" G_GSIZE_FORMAT " bytes is not a "
+          "whole number of %u-wide F32 rows (the vision/audio projector must "
+          "output the text model's embedding size)", m->map.size, n_embd);
+      return FALSE;
+    }
+    m->n_rows = m->map.size / (n_embd * sizeof (float));
+  }
+  return TRUE;
+}
+
 /* The src pad's task: answers jobs as they come. */
 static void
 gst_npu_llm_loop (GstNpuLlm * self)
@@ -825,6 +869,22 @@ gst_npu_llm_loop (GstNpuLlm * self)
   g_mutex_unlock (&self->lock);
 
   start_stream (self);
+  {
+    gboolean skip;
+
+    if (!map_media (self, job, &skip, &error)) {
+      job_free (job);
+      if (skip) {
+        GST_DEBUG_OBJECT (self, "media dropped by its producer, skipped");
+        return;
+      }
+      GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("%s", error->message),
+          ("%s", error->message));
+      g_error_free (error);
+      gst_pad_pause_task (self->srcpad);
+      return;
+    }
+  }
   for (l = job->media; l && n_media < G_N_ELEMENTS (media); l = l->next) {
     MediaItem *m = l->data;
     media[n_media].rows = (const float *) m->map.data;
@@ -903,28 +963,10 @@ gst_npu_llm_media_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   GstNpuLlm *self = GST_NPU_LLM (parent);
   MediaItem *m = g_new0 (MediaItem, 1);
   Job *job;
-  guint n_embd;
 
-  g_mutex_lock (&self->lock);
-  while (!self->session && !self->flushing)
-    g_cond_wait (&self->cond, &self->lock);
-  g_mutex_unlock (&self->lock);
-  if (!self->session) {
-    gst_buffer_unref (buf);
-    g_free (m);
-    return GST_FLOW_FLUSHING;
-  }
-  n_embd = npu_llm_session_get_n_embd (self->session);
-
-  /* Mapping waits for the producer's fence; the map is held (no copy)
-   * until the answer is done. */
-  if (!gst_buffer_map (buf, &m->map, GST_MAP_READ))
-    goto map_failed;
-  if (m->map.size == 0 || m->map.size % (n_embd * sizeof (float)))
-    goto wrong_width;
+  /* Not mapped here: the tokens may still be computing (their fence), and
+   * waiting would stall the producer.  The answering thread maps them. */
   m->buffer = buf;
-  m->n_rows = m->map.size / (n_embd * sizeof (float));
-
   job = g_new0 (Job, 1);
   GST_OBJECT_LOCK (self);
   job->text = g_strdup (self->prompt);
@@ -934,29 +976,6 @@ gst_npu_llm_media_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   job->media = g_list_append (NULL, m);
   queue_job (self, job, TRUE);
   return GST_FLOW_OK;
-
-  /* ERRORS */
-map_failed:
-  {
-    GST_ELEMENT_ERROR (self, STREAM, FAILED,
-        ("Cannot read the tokens on pad %s.", GST_PAD_NAME (pad)),
-        ("the buffer could not be mapped (its producer failed?)"));
-    gst_buffer_unref (buf);
-    g_free (m);
-    return GST_FLOW_ERROR;
-  }
-wrong_width:
-  {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("Tokens on pad %s do not fit the model.", GST_PAD_NAME (pad)),
-        ("%" G_GSIZE_FORMAT " bytes is not a whole number of %u-wide F32 "
-            "rows: the vision/audio projector must output the text model's "
-            "embedding size", m->map.size, n_embd));
-    gst_buffer_unmap (buf, &m->map);
-    gst_buffer_unref (buf);
-    g_free (m);
-    return GST_FLOW_ERROR;
-  }
 }
 
 static GstFlowReturn

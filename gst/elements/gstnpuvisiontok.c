@@ -114,6 +114,7 @@ struct _GstNpuVisionTok
   GstNpuImporter *importer;
   GstAllocator *allocator;
   guint inflight;
+  GQueue pending;               /* NpuFence of frames submitted, oldest first */
   gint64 last_encode_us;
 };
 
@@ -134,6 +135,8 @@ gst_npu_vision_tok_policy_get_type (void)
         "block"},
     {GST_NPU_VISION_TOK_POLICY_DROP_NEWEST, "Drop the incoming frame",
         "drop-newest"},
+    {GST_NPU_VISION_TOK_POLICY_DROP_OLDEST,
+        "Cancel the oldest frame not yet being encoded", "drop-oldest"},
     {0, NULL, NULL}
   };
 
@@ -601,6 +604,9 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
   gst_npu_memory_end_cpu_write (job->outmem);
   self->last_encode_us = g_get_monotonic_time () - t0;
+  GST_OBJECT_LOCK (self);
+  self->frames_processed++;
+  GST_OBJECT_UNLOCK (self);
   return ok;
 }
 
@@ -646,6 +652,44 @@ post_qos_drop (GstNpuVisionTok * self, GstBuffer * buf)
     gst_event_unref (ev);
 }
 
+/* Cancels the oldest frame that is not being encoded yet.  Called with
+ * the lock held; returns TRUE if one was cancelled. */
+static gboolean
+cancel_oldest_locked (GstNpuVisionTok * self)
+{
+  GList *l;
+
+  for (l = self->pending.head; l;) {
+    NpuFence *fence = l->data;
+    GList *next = l->next;
+    gboolean done = npu_fence_is_signalled (fence), cancelled = FALSE;
+
+    if (!done) {
+      /* The job's destroy takes the lock: let go while cancelling. */
+      g_mutex_unlock (&self->lock);
+      cancelled = npu_queue_cancel (self->queue, fence);
+      g_mutex_lock (&self->lock);
+    }
+    if (done || cancelled) {
+      g_queue_delete_link (&self->pending, l);
+      npu_fence_unref (fence);
+      if (cancelled)
+        return TRUE;
+    }
+    l = next;
+  }
+  return FALSE;
+}
+
+static void
+count_drop (GstNpuVisionTok * self, GstBuffer * buf)
+{
+  GST_OBJECT_LOCK (self);
+  self->frames_dropped++;
+  GST_OBJECT_UNLOCK (self);
+  post_qos_drop (self, buf);
+}
+
 static GstFlowReturn
 gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
 {
@@ -669,12 +713,16 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   if (self->inflight >= max_inflight &&
       policy == GST_NPU_VISION_TOK_POLICY_DROP_NEWEST) {
     g_mutex_unlock (&self->lock);
-    GST_OBJECT_LOCK (self);
-    self->frames_dropped++;
-    GST_OBJECT_UNLOCK (self);
-    post_qos_drop (self, buf);
+    count_drop (self, buf);
     gst_buffer_unref (buf);
     return GST_FLOW_OK;
+  }
+  if (self->inflight >= max_inflight &&
+      policy == GST_NPU_VISION_TOK_POLICY_DROP_OLDEST &&
+      cancel_oldest_locked (self)) {
+    g_mutex_unlock (&self->lock);
+    count_drop (self, buf);
+    g_mutex_lock (&self->lock);
   }
   while (self->inflight >= max_inflight && !self->flushing)
     g_cond_wait (&self->cond, &self->lock);
@@ -702,7 +750,6 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   job->out = (gfloat *) gst_npu_memory_begin_cpu_write (job->outmem);
 
   GST_OBJECT_LOCK (self);
-  self->frames_processed++;
   if (job->frame.kind == GST_NPU_IMPORT_DMABUF)
     self->frames_dmabuf++;
   GST_OBJECT_UNLOCK (self);
@@ -718,7 +765,12 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   fence = npu_queue_submit (self->queue, encode_task, job, encode_job_free,
       NULL, 0);
   gst_buffer_add_npu_fence_meta (outbuf, fence);
-  npu_fence_unref (fence);
+  g_mutex_lock (&self->lock);
+  while (!g_queue_is_empty (&self->pending) &&
+      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
+    npu_fence_unref (g_queue_pop_head (&self->pending));
+  g_queue_push_tail (&self->pending, fence);
+  g_mutex_unlock (&self->lock);
   return gst_pad_push (self->srcpad, outbuf);
 
   /* ERRORS */
@@ -969,6 +1021,7 @@ stop (GstNpuVisionTok * self)
   self->vit = NULL;
   g_clear_pointer (&self->gguf, npu_gguf_free);
   g_clear_pointer (&self->weights, gst_npu_weights_free);
+  g_queue_clear_full (&self->pending, (GDestroyNotify) npu_fence_unref);
   g_clear_pointer (&self->plan, npu_vision_prep_plan_free);
   g_clear_pointer (&self->patches, g_free);
   g_clear_pointer (&self->importer, gst_npu_importer_free);

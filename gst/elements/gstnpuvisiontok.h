@@ -14,11 +14,15 @@ G_DECLARE_FINAL_TYPE (GstNpuVisionTok, gst_npu_vision_tok, GST,
  * GstNpuVisionTokPolicy:
  * @GST_NPU_VISION_TOK_POLICY_BLOCK: wait for a slot (back-pressure upstream)
  * @GST_NPU_VISION_TOK_POLICY_DROP_NEWEST: drop the incoming frame
+ * @GST_NPU_VISION_TOK_POLICY_DROP_OLDEST: cancel the oldest frame not yet
+ *   being encoded; its token buffer, already pushed, carries a cancelled
+ *   fence (npullm skips it; a map of it fails)
  */
 typedef enum
 {
   GST_NPU_VISION_TOK_POLICY_BLOCK,
   GST_NPU_VISION_TOK_POLICY_DROP_NEWEST,
+  GST_NPU_VISION_TOK_POLICY_DROP_OLDEST,
 } GstNpuVisionTokPolicy;
 
 GST_ELEMENT_REGISTER_DECLARE (npuvisiontok);

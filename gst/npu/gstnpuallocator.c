@@ -385,6 +385,10 @@ gst_npu_memory_get_fence (GstMemory * mem)
 
   g_return_val_if_fail (mem != NULL, NULL);
 
+  /* Only NPU memory carries a fence (and before any exists, the quark
+   * is not even registered). */
+  if (!gst_is_npu_memory (mem))
+    return NULL;
   g_mutex_lock (&fence_lock);
   fence = gst_mini_object_get_qdata (GST_MINI_OBJECT (root_memory (mem)),
       fence_quark);

@@ -406,6 +406,74 @@ GST_START_TEST (test_drop_newest_counts)
 
 GST_END_TEST;
 
+GST_START_TEST (test_drop_oldest_cancels)
+{
+  gchar *desc = g_strdup_printf ("appsrc name=src format=time "
+      "caps=video/x-raw,format=GRAY8,width=64,height=64,framerate=30/1 ! "
+      "npuvisiontok name=tok model=%s max-inflight=2 policy=drop-oldest ! "
+      "appsink name=sink sync=false max-buffers=0", mmproj_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
+  NpuFence *gate = npu_fence_new (), *blocked;
+  GstVideoInfo info, l;
+  guint64 processed, dropped;
+  guint i, n_ok = 0, n_cancelled = 0;
+  GstFlowReturn flow;
+
+  npu_device_unref (npu_queue_get_device (q));
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  /* Hold the shared CPU device: every frame stays queued, so each new one
+   * past the second cancels the oldest. */
+  blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_GRAY8, 64, 64);
+  for (i = 0; i < 10; i++) {
+    GstBuffer *b = make_frame (&info, 0, NULL, i, &l);
+    GST_BUFFER_PTS (b) = i * GST_SECOND / 30;
+    fail_unless_equals_int (push (src, b), GST_FLOW_OK);
+    gst_buffer_unref (b);
+  }
+  npu_fence_signal (gate);
+  fail_unless (npu_fence_wait (blocked, -1, NULL));
+  g_signal_emit_by_name (src, "end-of-stream", &flow);
+  for (i = 0; i < 10; i++) {
+    GstSample *sample = NULL;
+    GError *err = NULL;
+
+    g_signal_emit_by_name (sink, "pull-sample", &sample);
+    fail_unless (sample != NULL);
+    if (gst_npu_buffer_wait (gst_sample_get_buffer (sample), -1, &err)) {
+      n_ok++;
+    } else {
+      fail_unless (g_error_matches (err, NPU_FENCE_ERROR,
+              NPU_FENCE_ERROR_CANCELLED), "%s", err->message);
+      n_cancelled++;
+      g_error_free (err);
+    }
+    gst_sample_unref (sample);
+  }
+  g_object_get (tok, "frames-processed", &processed, "frames-dropped",
+      &dropped, NULL);
+  /* The two newest are encoded; the eight before them were cancelled. */
+  fail_unless_equals_int (n_ok, 2);
+  fail_unless_equals_int (n_cancelled, 8);
+  fail_unless_equals_uint64 (processed, 2);
+  fail_unless_equals_uint64 (dropped, 8);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  npu_fence_unref (gate);
+  npu_fence_unref (blocked);
+  npu_queue_free (q);
+  gst_object_unref (src);
+  gst_object_unref (tok);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
 static gchar *
 run_expect_error (const gchar * desc)
 {
@@ -556,6 +624,7 @@ npuvisiontok_suite (void)
   tcase_add_test (tc, test_videotestsrc_writes_npu_memory);
   tcase_add_test (tc, test_upstream_uses_npu_pool);
   tcase_add_test (tc, test_drop_newest_counts);
+  tcase_add_test (tc, test_drop_oldest_cancels);
   tcase_add_test (tc, test_bad_models_and_frames);
   tcase_add_test (tc, test_state_changes_in_flight);
   tcase_add_test (tc, test_weights_pad_same_tokens);

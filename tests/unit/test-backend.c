@@ -582,6 +582,46 @@ test_flush_pending (void)
   npu_device_unref (device);
 }
 
+/* Cancelling one task: only that one, only before it runs. */
+static void
+test_cancel_one (void)
+{
+  NpuDevice *device = npu_device_new_cpu (2);
+  NpuQueue *queue = npu_queue_new (device, "cancelling");
+  NpuFence *gate = npu_fence_new ();
+  NpuFence *f[3];
+  Rec recs[3];
+  guint i;
+
+  memset (recs, 0, sizeof (recs));
+  for (i = 0; i < 3; i++)
+    f[i] = submit_rec (queue, &recs[i], &gate, 1);
+  g_assert_true (npu_queue_cancel (queue, f[1]));
+  g_assert_true (npu_fence_is_signalled (f[1]));
+  assert_fence_error (f[1], NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED,
+      "cancelling", "cancelled", NULL);
+  g_assert_cmpint (recs[1].destroyed, ==, 1);
+  /* Twice, or a fence of another queue: nothing to cancel. */
+  g_assert_false (npu_queue_cancel (queue, f[1]));
+  g_assert_false (npu_queue_cancel (queue, gate));
+
+  npu_fence_signal (gate);
+  assert_fence_ok (f[0]);
+  assert_fence_ok (f[2]);
+  g_assert_cmpint (recs[0].ran, ==, 1);
+  g_assert_cmpint (recs[1].ran, ==, 0);
+  g_assert_cmpint (recs[2].ran, ==, 1);
+  /* A finished task cannot be cancelled. */
+  g_assert_false (npu_queue_cancel (queue, f[0]));
+  for (i = 0; i < 3; i++) {
+    g_assert_cmpint (recs[i].destroyed, ==, 1);
+    npu_fence_unref (f[i]);
+  }
+  npu_fence_unref (gate);
+  npu_queue_free (queue);
+  npu_device_unref (device);
+}
+
 typedef struct
 {
   GMutex lock;
@@ -1169,6 +1209,7 @@ main (int argc, char **argv)
       test_parallel_for_fresh_device);
   g_test_add_func ("/backend/stress/dependencies", test_stress);
   g_test_add_func ("/backend/stress/flush", test_stress_flush);
+  g_test_add_func ("/backend/cancel-one", test_cancel_one);
 
   return g_test_run ();
 }

@@ -139,6 +139,17 @@ npu_llm_session_get_n_embd (NpuLlmSession * s)
   return s->n_embd;
 }
 
+/**
+ * npu_llm_session_set_max_tokens:
+ *
+ * Sets the length limit of the answers that start from now on.
+ */
+void
+npu_llm_session_set_max_tokens (NpuLlmSession * s, guint max_tokens)
+{
+  s->params.max_tokens = MAX (max_tokens, 1);
+}
+
 /* ------------------------------------------------------------------------
  * Evaluation on the backend, one task per step
  */

@@ -76,6 +76,8 @@ void npu_llm_session_free (NpuLlmSession * session);
 const NpuTokenizer *npu_llm_session_get_tokenizer (NpuLlmSession * session);
 const gchar *npu_llm_session_get_template_name (NpuLlmSession * session);
 guint npu_llm_session_get_n_embd (NpuLlmSession * session);
+void npu_llm_session_set_max_tokens (NpuLlmSession * session,
+    guint max_tokens);
 
 gboolean npu_llm_session_answer (NpuLlmSession * session, NpuQueue * queue,
     const gchar * user, const NpuLlmMedia * media, guint n_media,

@@ -151,6 +151,7 @@ struct _GstNpuLlm
   GstNpuWeights *weights;       /* from the weights pad */
   NpuGguf *gguf;
   gboolean started_stream;
+  gboolean need_segment;        /* a flush cleared the segment downstream */
 };
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
@@ -262,10 +263,15 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
       g_param_spec_string ("chat-template", "Chat template",
           "auto, none, chatml, llama3, llama2, or a format with {system} "
           "and {prompt}", DEFAULT_CHAT_TEMPLATE, rw_ready));
+  /**
+   * GstNpuLlm:max-tokens:
+   *
+   * Most tokens per answer; a change applies from the next answer on.
+   */
   g_object_class_install_property (gobject_class, PROP_MAX_TOKENS,
       g_param_spec_uint ("max-tokens", "Max tokens",
-          "Most tokens generated per answer", 1, 1 << 20, DEFAULT_MAX_TOKENS,
-          rw_ready));
+          "Most tokens generated per answer (from the next answer on)", 1,
+          1 << 20, DEFAULT_MAX_TOKENS, rw | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstNpuLlm:temperature:
    *
@@ -755,18 +761,21 @@ start_stream (GstNpuLlm * self)
   GstSegment segment;
   GstCaps *caps;
 
-  if (self->started_stream)
+  if (self->started_stream && !self->need_segment)
     return;
-  id = gst_pad_create_stream_id (self->srcpad, GST_ELEMENT (self), NULL);
-  gst_pad_push_event (self->srcpad, gst_event_new_stream_start (id));
-  g_free (id);
-  caps = gst_caps_new_simple ("text/x-raw", "format", G_TYPE_STRING, "utf8",
-      NULL);
-  gst_pad_push_event (self->srcpad, gst_event_new_caps (caps));
-  gst_caps_unref (caps);
+  if (!self->started_stream) {
+    id = gst_pad_create_stream_id (self->srcpad, GST_ELEMENT (self), NULL);
+    gst_pad_push_event (self->srcpad, gst_event_new_stream_start (id));
+    g_free (id);
+    caps = gst_caps_new_simple ("text/x-raw", "format", G_TYPE_STRING,
+        "utf8", NULL);
+    gst_pad_push_event (self->srcpad, gst_event_new_caps (caps));
+    gst_caps_unref (caps);
+  }
   gst_segment_init (&segment, GST_FORMAT_TIME);
   gst_pad_push_event (self->srcpad, gst_event_new_segment (&segment));
   self->started_stream = TRUE;
+  self->need_segment = FALSE;
 }
 
 static void
@@ -898,6 +907,7 @@ gst_npu_llm_loop (GstNpuLlm * self)
   ed.pending = g_string_new (NULL);
   GST_OBJECT_LOCK (self);
   ed.output = self->output;
+  npu_llm_session_set_max_tokens (self->session, self->max_tokens);
   GST_OBJECT_UNLOCK (self);
   ed.flow = GST_FLOW_OK;
   ok = npu_llm_session_answer (self->session, self->queue, job->text, media,
@@ -1102,6 +1112,7 @@ gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       self->flushing = FALSE;
       self->eos_pending = FALSE;
       self->media_eos = 0;
+      self->need_segment = TRUE;
       g_mutex_unlock (&self->lock);
       gst_pad_push_event (self->srcpad, event);
       gst_pad_start_task (self->srcpad, (GstTaskFunction) gst_npu_llm_loop,

@@ -434,6 +434,67 @@ GST_START_TEST (test_stop_while_generating)
 
 GST_END_TEST;
 
+GST_START_TEST (test_flush_while_generating)
+{
+  /* A flush in the middle of a long answer cancels it; the next prompt is
+   * answered in full, in a new segment, and the stream ends. */
+  gchar *desc = g_strdup_printf ("appsrc name=src format=time "
+      "caps=text/x-raw,format=utf8 ! llm.text npullm name=llm model=%s "
+      "max-tokens=8 ! fakesink name=sink sync=false", qwen_path);
+  gchar *want = direct_answer (qwen_path, "second one", 8, 0, 0, NULL, 0);
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  GstElement *llm = gst_bin_get_by_name (GST_BIN (pipeline), "llm");
+  GstPad *textpad = gst_element_get_static_pad (llm, "text");
+  Collected c = { g_string_new (NULL), 0, 0 };
+  GstBuffer *buf;
+  GstFlowReturn flow;
+  GstMessage *msg;
+
+  g_object_set (llm, "max-tokens", 100000, NULL);
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  buf = gst_buffer_new_memdup ("go on and on", 12);
+  g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+  gst_buffer_unref (buf);
+  g_usleep (100 * 1000);
+
+  fail_unless (gst_pad_send_event (textpad, gst_event_new_flush_start ()));
+  fail_unless (gst_pad_send_event (textpad, gst_event_new_flush_stop (TRUE)));
+  {
+    /* As upstream does after a flushing seek. */
+    GstSegment seg;
+    gst_segment_init (&seg, GST_FORMAT_TIME);
+    fail_unless (gst_pad_send_event (textpad, gst_event_new_segment (&seg)));
+  }
+  /* Count only what comes after the flush. */
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), &c);
+  g_object_set (llm, "max-tokens", 8, NULL);
+  buf = gst_buffer_new_memdup ("second one", 10);
+  g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+  gst_buffer_unref (buf);
+  g_signal_emit_by_name (src, "end-of-stream", &flow);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  fail_unless_equals_string (c.text->str, want);
+
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  g_string_free (c.text, TRUE);
+  gst_object_unref (textpad);
+  gst_object_unref (llm);
+  gst_object_unref (src);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (want);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_caption_pipeline)
 {
   /* The captioning pipeline of docs/npullm.md, on a finite source. */
@@ -479,6 +540,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_stop_while_generating);
   tcase_add_test (tc, test_caption_pipeline);
+  tcase_add_test (tc, test_flush_while_generating);
   return s;
 }
 

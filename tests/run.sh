@@ -26,6 +26,10 @@ run_meson() {
     # meson itself failed: show why and count it.
     cat "$log"
     bad=1
+  elif [ "$bad" != 0 ]; then
+    # The failing tests' own logs (--print-errorlogs puts them in $log).
+    echo "-- logs of the failing tests:"
+    cat "$log"
   fi
   passed=$((passed + ok))
   failed=$((failed + bad))

@@ -1060,9 +1060,14 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
     for (t = 0; t < n; t++)
       rms_norm (ctx->x + t * dim, l->attn_norm, ctx->xn + t * dim, dim,
           hp->rms_eps);
-    npu_matmul_mxfp4 (task, &l->wq.m, ctx->xn, n, ctx->q);
-    npu_matmul_mxfp4 (task, &l->wk.m, ctx->xn, n, ctx->k);
-    npu_matmul_mxfp4 (task, &l->wv.m, ctx->xn, n, ctx->v);
+    {
+      /* One pass over q, k and v: the activations are quantised once and
+       * the three matrices stream as one read. */
+      const NpuMxfp4Matrix *w[3] = { &l->wq.m, &l->wk.m, &l->wv.m };
+      float *const y[3] = { ctx->q, ctx->k, ctx->v };
+
+      npu_matmul_mxfp4_multi (task, w, 3, ctx->xn, n, y);
+    }
     add_bias (ctx->q, l->bq, n, ctx->q_dim);
     add_bias (ctx->k, l->bk, n, ctx->kv_dim);
     add_bias (ctx->v, l->bv, n, ctx->kv_dim);
@@ -1101,8 +1106,12 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
     for (t = 0; t < n; t++)
       rms_norm (ctx->x + t * dim, l->ffn_norm, ctx->xn + t * dim, dim,
           hp->rms_eps);
-    npu_matmul_mxfp4 (task, &l->wgate.m, ctx->xn, n, ctx->gate);
-    npu_matmul_mxfp4 (task, &l->wup.m, ctx->xn, n, ctx->up);
+    {
+      const NpuMxfp4Matrix *w[2] = { &l->wgate.m, &l->wup.m };
+      float *const y[2] = { ctx->gate, ctx->up };
+
+      npu_matmul_mxfp4_multi (task, w, 2, ctx->xn, n, y);
+    }
     for (i = 0; i < n * ff; i++) {
       float g = ctx->gate[i];
 

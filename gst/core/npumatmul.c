@@ -482,3 +482,110 @@ npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w, const float *x,
   n_col_tiles = (n + job.col_tile - 1) / job.col_tile;
   run_parallel (task, job.n_row_tiles * n_col_tiles, 1, tile_slice, &job);
 }
+
+/* ------------------------------------------------------------------------
+ * Several products of the same activations
+ */
+typedef struct
+{
+  MatmulJob jobs[NPU_MATMUL_MAX_MULTI];
+  gsize first_tile[NPU_MATMUL_MAX_MULTI + 1];
+  guint n_jobs;
+} MultiJob;
+
+static void
+multi_tile_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MultiJob *mj = data;
+  guint i = 0;
+  gsize t;
+
+  for (t = start; t < end; t++) {
+    MatmulJob *job;
+    gsize r0;
+
+    while (t >= mj->first_tile[i + 1])
+      i++;
+    job = &mj->jobs[i];
+    r0 = (t - mj->first_tile[i]) * job->row_tile;
+    job->tile (job->w, r0, MIN (r0 + job->row_tile, job->w->rows), &job->xq,
+        0, job->n, job->y, job->w->rows);
+  }
+}
+
+/**
+ * npu_matmul_mxfp4_multi:
+ * @w: (array length=n_w): matrices with the same k
+ * @y: (array length=n_w): one output per matrix, n x rows each
+ *
+ * y[i] = w[i] x for every i: what a transformer layer does with q, k and v
+ * (or gate and up).  For a decode step (n <= 4) the activations are
+ * quantised once and the matrices streamed in one parallel loop, so the
+ * memory system sees one long read instead of several short ones; larger
+ * n runs the products one after the other.  Results are those of
+ * npu_matmul_mxfp4() on each matrix.
+ */
+void
+npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
+    guint n_w, const float *x, gsize n, float *const *y)
+{
+  MultiJob mj;
+  guint i;
+
+  g_return_if_fail (n_w <= NPU_MATMUL_MAX_MULTI);
+
+  matmul_init ();
+  for (i = 0; i < n_w; i++)
+    if (w[i]->k != w[0]->k || w[i]->k == 0 || w[i]->rows == 0)
+      break;
+  if (n == 0 || n > GEMV_MAX_N || i < n_w || current_isa == ISA_SCALAR) {
+    for (i = 0; i < n_w; i++)
+      npu_matmul_mxfp4 (task, w[i], x, n, y[i]);
+    return;
+  }
+
+  memset (&mj, 0, sizeof (mj));
+  mj.n_jobs = n_w;
+  for (i = 0; i < n_w; i++) {
+    MatmulJob *job = &mj.jobs[i];
+
+    job->w = w[i];
+    job->x = x;
+    job->n = n;
+    job->y = y[i];
+    switch (current_isa) {
+#if defined(__x86_64__)
+      case ISA_AVX2:
+        job->tile = npu_mxfp4_tile_avx2;
+        break;
+      case ISA_AVX512:
+        job->tile = npu_mxfp4_tile_avx512;
+        break;
+#endif
+#if defined(__aarch64__)
+      case ISA_NEON:
+        job->tile = npu_mxfp4_tile_neon;
+        break;
+#endif
+      default:
+        g_assert_not_reached ();
+    }
+    job->row_tile = GEMV_ROW_TILE;
+    job->col_tile = n;
+    job->n_row_tiles = (w[i]->rows + GEMV_ROW_TILE - 1) / GEMV_ROW_TILE;
+    mj.first_tile[i + 1] = mj.first_tile[i] + job->n_row_tiles;
+  }
+
+  /* One quantisation serves every matrix: they share k and the layout of
+   * the quantised activations depends on k only. */
+  mj.jobs[0].xq.n = n;
+  mj.jobs[0].xq.n_groups = (w[0]->n_blocks + 3) / 4;
+  mj.jobs[0].xq.row_stride = mj.jobs[0].xq.n_groups * NPU_Q8_GROUP_BYTES;
+  mj.jobs[0].xq.data = get_workspace (n * mj.jobs[0].xq.row_stride);
+  run_parallel (task, n, MAX (1, 16384 / w[0]->k), quantize_slice,
+      &mj.jobs[0]);
+  for (i = 1; i < n_w; i++)
+    mj.jobs[i].xq = mj.jobs[0].xq;
+
+  run_parallel (task, mj.first_tile[n_w], 1, multi_tile_slice, &mj);
+}

@@ -97,6 +97,10 @@ void npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w,
 
 /* Reference: plain loops, double accumulation, its own decoder.  @blocks in
  * ggml layout, rows x k. */
+#define NPU_MATMUL_MAX_MULTI 4
+void npu_matmul_mxfp4_multi (NpuTask * task,
+    const NpuMxfp4Matrix * const *w, guint n_w, const float *x, gsize n,
+    float *const *y);
 void npu_matmul_mxfp4_ref (const NpuBlockMxfp4 * blocks, gsize rows,
     gsize k, const float *x, gsize n, float *y);
 

@@ -383,6 +383,87 @@ test_reference_matches_codec (void)
   g_rand_free (rand);
 }
 
+/* Several matrices in one pass give exactly what one call each gives,
+ * on every path, in both layouts, with 1 and 2 threads. */
+typedef struct
+{
+  const NpuMxfp4Matrix *const *w;
+  guint n_w;
+  const float *x;
+  gsize n;
+  float *const *y;
+} MultiArgs;
+
+static gboolean
+multi_task (NpuTask * task, gpointer data, GError ** error)
+{
+  MultiArgs *a = data;
+
+  npu_matmul_mxfp4_multi (task, a->w, a->n_w, a->x, a->n, a->y);
+  return TRUE;
+}
+
+static void
+test_multi (void)
+{
+  static const gsize rows[3] = { 96, 33, 130 };
+  GRand *rand = g_rand_new_with_seed (11);
+  gsize k = 288, n, i;
+  guint a, m, threads, layout;
+  NpuBlockMxfp4 *blocks[3];
+  gchar *saved = g_strdup (npu_matmul_get_isa ());
+
+  for (m = 0; m < 3; m++) {
+    blocks[m] = g_new (NpuBlockMxfp4, rows[m] * k / 32);
+    random_weights (rand, blocks[m], rows[m] * k / 32, 110, 135);
+  }
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    for (layout = 0; layout < 2; layout++)
+      for (threads = 1; threads <= 2; threads++)
+        for (n = 1; n <= 5; n += 2) {
+          NpuDevice *dev = npu_device_new_cpu (threads);
+          NpuQueue *q = npu_queue_new (dev, "multi");
+          NpuMxfp4Matrix mats[3];
+          const NpuMxfp4Matrix *wp[3];
+          float *x = g_new (float, n * k), *ys[3], *want;
+          MultiArgs args = { wp, 3, x, n, ys };
+          NpuFence *f;
+
+          random_activations (rand, x, n * k, 0);
+          for (m = 0; m < 3; m++) {
+            if (layout)
+              npu_mxfp4_matrix_repack (&mats[m], blocks[m], rows[m], k);
+            else
+              npu_mxfp4_matrix_init_view (&mats[m], blocks[m], rows[m], k);
+            wp[m] = &mats[m];
+            ys[m] = g_new (float, n * rows[m]);
+          }
+          f = npu_queue_submit (q, multi_task, &args, NULL, NULL, 0);
+          g_assert_true (npu_fence_wait (f, -1, NULL));
+          npu_fence_unref (f);
+          for (m = 0; m < 3; m++) {
+            want = g_new (float, n * rows[m]);
+            npu_matmul_mxfp4 (NULL, &mats[m], x, n, want);
+            for (i = 0; i < n * rows[m]; i++)
+              g_assert_cmpfloat (ys[m][i], ==, want[i]);
+            g_free (want);
+            g_free (ys[m]);
+            npu_mxfp4_matrix_clear (&mats[m]);
+          }
+          g_free (x);
+          npu_queue_free (q);
+          npu_device_unref (dev);
+        }
+  }
+  restore_isa (saved);
+  g_free (saved);
+  for (m = 0; m < 3; m++)
+    g_free (blocks[m]);
+  g_rand_free (rand);
+}
+
 static void
 test_random_shapes (void)
 {
@@ -403,6 +484,7 @@ main (int argc, char **argv)
   g_test_add_func ("/matmul/reference-matches-codec",
       test_reference_matches_codec);
   g_test_add_func ("/matmul/random-shapes", test_random_shapes);
+  g_test_add_func ("/matmul/multi", test_multi);
   g_test_add_func ("/matmul/special-values", test_special_values);
 
   return g_test_run ();

@@ -352,6 +352,23 @@ GST_START_TEST (test_upstream_uses_npu_pool)
 
 GST_END_TEST;
 
+/* appsrc hands frames on from its own thread: wait until npuvisiontok has
+ * seen them all (its drop count says so) before the device is released. */
+static void
+wait_for_drops (GstElement * tok, guint64 want)
+{
+  gint64 end = g_get_monotonic_time () + 120 * G_USEC_PER_SEC;
+  guint64 dropped = 0;
+
+  while (g_get_monotonic_time () < end) {
+    g_object_get (tok, "frames-dropped", &dropped, NULL);
+    if (dropped >= want)
+      return;
+    g_usleep (5000);
+  }
+  fail_unless_equals_uint64 (dropped, want);
+}
+
 static gboolean
 block_task (NpuTask * task, gpointer data, GError ** error)
 {
@@ -385,6 +402,7 @@ GST_START_TEST (test_drop_newest_counts)
     fail_unless_equals_int (push (src, b), GST_FLOW_OK);
     gst_buffer_unref (b);
   }
+  wait_for_drops (tok, 9);
   npu_fence_signal (gate);
   fail_unless (npu_fence_wait (blocked, -1, NULL));
   g_signal_emit_by_name (src, "end-of-stream", &i);
@@ -437,6 +455,7 @@ GST_START_TEST (test_drop_oldest_cancels)
     fail_unless_equals_int (push (src, b), GST_FLOW_OK);
     gst_buffer_unref (b);
   }
+  wait_for_drops (tok, 8);
   npu_fence_signal (gate);
   fail_unless (npu_fence_wait (blocked, -1, NULL));
   g_signal_emit_by_name (src, "end-of-stream", &flow);

@@ -851,23 +851,24 @@ cache_slot (const NpuLlmContext * ctx, guint64 pos)
   return ctx->p.n_sink + (gsize) ((pos - ctx->p.n_sink) % ctx->window);
 }
 
-/* Dot product with four partial sums, so the compiler can keep them in
- * vector lanes without reassociating a single sum */
+/* Dot product with sixteen partial sums, so the compiler can keep them in
+ * vector lanes (one zmm, two ymm or four xmm) without reassociating a
+ * single sum */
 static inline float
 dot (const float *a, const float *b, guint n)
 {
-  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  guint i = 0;
+  float acc[16] = { 0, };
+  float s = 0.0f;
+  guint i = 0, j;
 
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
-  }
+  for (; i + 16 <= n; i += 16)
+    for (j = 0; j < 16; j++)
+      acc[j] += a[i + j] * b[i + j];
   for (; i < n; i++)
-    s0 += a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
+    acc[i % 16] += a[i] * b[i];
+  for (j = 0; j < 16; j++)
+    s += acc[j];
+  return s;
 }
 
 static void

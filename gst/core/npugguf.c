@@ -7,6 +7,7 @@
  * over, and every multiplication of untrusted numbers is overflow-checked.
  */
 #include "npugguf.h"
+#include "npufilemap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -843,8 +844,6 @@ npu_gguf_open (const gchar * path, GError ** error)
 {
   NpuGguf *g;
   gchar *base;
-  struct stat st;
-  void *map;
 
   g_return_val_if_fail (path != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
@@ -853,47 +852,10 @@ npu_gguf_open (const gchar * path, GError ** error)
   g = npu_gguf_new (base);
   g_free (base);
 
-  g->fd = open (path, O_RDONLY | O_CLOEXEC);
-  if (g->fd < 0) {
-    int e = errno;
-
-    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_IO,
-        "%s: cannot open: %s", g->name, g_strerror (e));
+  if (!npu_file_map (path, g->name, NPU_GGUF_ERROR, NPU_GGUF_ERROR_IO,
+          &g->fd, &g->base, &g->size, error))
     goto fail;
-  }
-  if (fstat (g->fd, &st) < 0) {
-    int e = errno;
-
-    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_IO,
-        "%s: cannot stat: %s", g->name, g_strerror (e));
-    goto fail;
-  }
-  if (!S_ISREG (st.st_mode)) {
-    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_IO,
-        "%s: not a regular file", g->name);
-    goto fail;
-  }
-  if ((guint64) st.st_size > G_MAXSIZE) {
-    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_IO,
-        "%s: too large to map", g->name);
-    goto fail;
-  }
-  g->size = st.st_size;
-  /* mmap of 0 bytes fails; an empty file is left to the parser, which
-   * reports it as truncated */
-  if (g->size > 0) {
-    map = mmap (NULL, g->size, PROT_READ, MAP_SHARED, g->fd, 0);
-    if (map == MAP_FAILED) {
-      int e = errno;
-
-      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_IO,
-          "%s: cannot map %" G_GSIZE_FORMAT " bytes: %s", g->name, g->size,
-          g_strerror (e));
-      goto fail;
-    }
-    g->base = map;
-    g->mapped = TRUE;
-  }
+  g->mapped = g->base != NULL;
   if (!parse_header (g, error))
     goto fail;
   return g;

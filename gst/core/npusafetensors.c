@@ -6,6 +6,7 @@
  * allocation it makes is bounded by the header bytes it has consumed.
  */
 #include "npusafetensors.h"
+#include "npufilemap.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -807,9 +808,7 @@ NpuSafetensors *
 npu_safetensors_open (const gchar * path, GError ** error)
 {
   NpuSafetensors *st;
-  struct stat sb;
   gchar *base;
-  void *map;
 
   g_return_val_if_fail (path != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
@@ -818,45 +817,10 @@ npu_safetensors_open (const gchar * path, GError ** error)
   st = npu_safetensors_new (base);
   g_free (base);
 
-  st->fd = open (path, O_RDONLY | O_CLOEXEC);
-  if (st->fd < 0) {
-    int e = errno;
-
-    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_IO,
-        "%s: cannot open: %s", st->name, g_strerror (e));
+  if (!npu_file_map (path, st->name, NPU_SAFETENSORS_ERROR,
+          NPU_SAFETENSORS_ERROR_IO, &st->fd, &st->base, &st->size, error))
     goto fail;
-  }
-  if (fstat (st->fd, &sb) < 0) {
-    int e = errno;
-
-    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_IO,
-        "%s: cannot stat: %s", st->name, g_strerror (e));
-    goto fail;
-  }
-  if (!S_ISREG (sb.st_mode)) {
-    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_IO,
-        "%s: not a regular file", st->name);
-    goto fail;
-  }
-  if ((guint64) sb.st_size > G_MAXSIZE) {
-    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_IO,
-        "%s: too large to map", st->name);
-    goto fail;
-  }
-  st->size = sb.st_size;
-  if (st->size > 0) {
-    map = mmap (NULL, st->size, PROT_READ, MAP_SHARED, st->fd, 0);
-    if (map == MAP_FAILED) {
-      int e = errno;
-
-      g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_IO,
-          "%s: cannot map %" G_GSIZE_FORMAT " bytes: %s", st->name, st->size,
-          g_strerror (e));
-      goto fail;
-    }
-    st->base = map;
-    st->mapped = TRUE;
-  }
+  st->mapped = st->base != NULL;
   if (!parse (st, error))
     goto fail;
   return st;

@@ -426,6 +426,26 @@ tile_slice (gsize start, gsize end, guint worker, gpointer data)
   }
 }
 
+/* The tile kernel of the path in use; NULL for the scalar paths. */
+static NpuMxfp4TileFunc
+current_tile_func (void)
+{
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX2:
+      return npu_mxfp4_tile_avx2;
+    case ISA_AVX512:
+      return npu_mxfp4_tile_avx512;
+#endif
+#if defined(__aarch64__)
+    case ISA_NEON:
+      return npu_mxfp4_tile_neon;
+#endif
+    default:
+      return NULL;
+  }
+}
+
 void
 npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w, const float *x,
     gsize n, float *y)
@@ -445,23 +465,10 @@ npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w, const float *x,
     return;
   }
 
-  switch (current_isa) {
-#if defined(__x86_64__)
-    case ISA_AVX2:
-      job.tile = npu_mxfp4_tile_avx2;
-      break;
-    case ISA_AVX512:
-      job.tile = npu_mxfp4_tile_avx512;
-      break;
-#endif
-#if defined(__aarch64__)
-    case ISA_NEON:
-      job.tile = npu_mxfp4_tile_neon;
-      break;
-#endif
-    default:
-      run_parallel (task, w->rows, 16, scalar_slice, &job);
-      return;
+  job.tile = current_tile_func ();
+  if (!job.tile) {
+    run_parallel (task, w->rows, 16, scalar_slice, &job);
+    return;
   }
 
   job.xq.n = n;
@@ -538,7 +545,7 @@ npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
   for (i = 0; i < n_w; i++)
     if (w[i]->k != w[0]->k || w[i]->k == 0 || w[i]->rows == 0)
       break;
-  if (n == 0 || n > GEMV_MAX_N || i < n_w || current_isa == ISA_SCALAR) {
+  if (n == 0 || n > GEMV_MAX_N || i < n_w || !current_tile_func ()) {
     for (i = 0; i < n_w; i++)
       npu_matmul_mxfp4 (task, w[i], x, n, y[i]);
     return;
@@ -553,23 +560,7 @@ npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
     job->x = x;
     job->n = n;
     job->y = y[i];
-    switch (current_isa) {
-#if defined(__x86_64__)
-      case ISA_AVX2:
-        job->tile = npu_mxfp4_tile_avx2;
-        break;
-      case ISA_AVX512:
-        job->tile = npu_mxfp4_tile_avx512;
-        break;
-#endif
-#if defined(__aarch64__)
-      case ISA_NEON:
-        job->tile = npu_mxfp4_tile_neon;
-        break;
-#endif
-      default:
-        g_assert_not_reached ();
-    }
+    job->tile = current_tile_func ();
     job->row_tile = GEMV_ROW_TILE;
     job->col_tile = n;
     job->n_row_tiles = (w[i]->rows + GEMV_ROW_TILE - 1) / GEMV_ROW_TILE;

@@ -10,6 +10,7 @@
 #endif
 
 #include "gstnpuallocator.h"
+#include "gstnpuprivate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -424,16 +425,10 @@ gst_npu_memory_wait (GstMemory * mem, gint64 timeout_us, GError ** error)
 static void
 dmabuf_sync (GstMemory * mem, guint64 flags)
 {
-  struct dma_buf_sync sync = { flags };
-
-  if (!gst_is_dmabuf_memory (mem))
-    return;
-  while (ioctl (gst_fd_memory_get_fd (mem), DMA_BUF_IOCTL_SYNC, &sync) < 0)
-    if (errno != EINTR && errno != EAGAIN) {
-      GST_WARNING_OBJECT (mem->allocator, "DMA_BUF_IOCTL_SYNC failed: %s",
-          g_strerror (errno));
-      break;
-    }
+  if (gst_is_dmabuf_memory (mem)
+      && !gst_npu_dmabuf_sync (gst_fd_memory_get_fd (mem), flags))
+    GST_WARNING_OBJECT (mem->allocator, "DMA_BUF_IOCTL_SYNC failed: %s",
+        g_strerror (errno));
 }
 
 /**

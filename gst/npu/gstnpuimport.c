@@ -15,6 +15,7 @@
 
 #include "gstnpuimport.h"
 #include "gstnpuallocator.h"
+#include "gstnpuprivate.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -156,15 +157,22 @@ gst_npu_importer_free (GstNpuImporter * importer)
   g_free (importer);
 }
 
-static gboolean
-dmabuf_sync (int fd, guint64 flags)
+/**
+ * gst_npu_dmabuf_sync: (skip)
+ * @flags: DMA_BUF_SYNC_START or _END with _READ and/or _WRITE
+ *
+ * Brackets CPU access to the dma-buf @fd.  Returns %FALSE (errno set) if
+ * the kernel refused; an fd that is no dma-buf (memfd, shm) needs no cache
+ * maintenance and counts as done.
+ */
+gboolean
+gst_npu_dmabuf_sync (int fd, guint64 flags)
 {
   struct dma_buf_sync sync = { flags };
 
   while (ioctl (fd, DMA_BUF_IOCTL_SYNC, &sync) < 0) {
     if (errno == EINTR || errno == EAGAIN)
       continue;
-    /* memfd and shm are not dma-bufs and need no cache maintenance. */
     return errno == ENOTTY;
   }
   return TRUE;
@@ -327,7 +335,7 @@ gst_npu_importer_map (GstNpuImporter * importer, GstMemory * mem,
     map->kind = gst_is_dmabuf_memory (mem) ? GST_NPU_IMPORT_DMABUF :
         GST_NPU_IMPORT_FD;
     map->fd = fd;
-    if (!dmabuf_sync (fd, DMA_BUF_SYNC_START | sync_flags (flags)))
+    if (!gst_npu_dmabuf_sync (fd, DMA_BUF_SYNC_START | sync_flags (flags)))
       GST_WARNING ("DMA_BUF_IOCTL_SYNC start on fd %d failed: %s", fd,
           g_strerror (errno));
   }
@@ -361,7 +369,8 @@ gst_npu_importer_unmap (GstNpuImporter * importer, GstNpuImportMap * map)
   if (map->kind == GST_NPU_IMPORT_DMABUF || map->kind == GST_NPU_IMPORT_FD) {
     CacheEntry *entry = map->entry;
 
-    if (!dmabuf_sync (map->fd, DMA_BUF_SYNC_END | sync_flags (map->flags)))
+    if (!gst_npu_dmabuf_sync (map->fd,
+            DMA_BUF_SYNC_END | sync_flags (map->flags)))
       GST_WARNING ("DMA_BUF_IOCTL_SYNC end on fd %d failed: %s", map->fd,
           g_strerror (errno));
     g_mutex_lock (&importer->lock);

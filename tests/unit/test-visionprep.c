@@ -1,11 +1,9 @@
 /* gst-npu: fused vision preprocessing against a plain reference
  *
- * The reference here is written the naive way, in double precision, straight
- * from the definitions in npuvisionprep.h: the whole source frame is
- * converted to an RGB image (matrix from Kr and Kb, G solved from the luma
- * equation, clamp), then cropped, then resized with the filter computed from
- * its definition (bilinear sample position, or the exact overlap of each
- * source pixel with the output pixel's footprint), then normalised, then
+ * The reference (tests/reference/npurefvision.c) is written the naive way,
+ * in double precision, straight from the definitions in npuvisionprep.h:
+ * the whole source frame is converted to an RGB image, then cropped,
+ * resized with the filter computed from its definition, normalised and
  * patchified by index arithmetic.  No code is shared with the fused path.
  *
  * Tolerance: 1e-4 absolute on normalised values.  The fused path computes in
@@ -19,6 +17,7 @@
  * and typically 100 times more with random pixels) cannot hide under it.
  */
 #include "core/npuvisionprep.h"
+#include "tests/reference/npurefvision.h"
 
 #include <math.h>
 #include <string.h>
@@ -30,11 +29,8 @@
  */
 typedef struct
 {
-  NpuPixelFormat format;
-  guint width, height;
+  NpuRefFrame ref;              /* what the plane pointers see */
   guint8 *mem[3];
-  const guint8 *planes[3];
-  gssize strides[3];
 } Frame;
 
 static const NpuPixelFormat all_formats[] = {
@@ -97,9 +93,9 @@ frame_new (NpuPixelFormat f, guint w, guint h, guint pad, gboolean flip,
   Frame *fr = g_new0 (Frame, 1);
   guint p, i;
 
-  fr->format = f;
-  fr->width = w;
-  fr->height = h;
+  fr->ref.format = f;
+  fr->ref.width = w;
+  fr->ref.height = h;
   for (p = 0; p < npu_pixel_format_n_planes (f); p++) {
     guint rb, rows;
     gsize stride, size;
@@ -111,11 +107,11 @@ frame_new (NpuPixelFormat f, guint w, guint h, guint pad, gboolean flip,
     for (i = 0; i < size; i++)
       fr->mem[p][i] = g_rand_int_range (rand, 0, 256);
     if (flip) {
-      fr->planes[p] = fr->mem[p] + stride * (rows - 1);
-      fr->strides[p] = -(gssize) stride;
+      fr->ref.planes[p] = fr->mem[p] + stride * (rows - 1);
+      fr->ref.strides[p] = -(gssize) stride;
     } else {
-      fr->planes[p] = fr->mem[p];
-      fr->strides[p] = stride;
+      fr->ref.planes[p] = fr->mem[p];
+      fr->ref.strides[p] = stride;
     }
   }
   return fr;
@@ -129,238 +125,6 @@ frame_free (Frame * fr)
   for (p = 0; p < 3; p++)
     g_free (fr->mem[p]);
   g_free (fr);
-}
-
-/* ------------------------------------------------------------------------
- * Reference
- */
-static const guint8 *
-at (const Frame * fr, guint p, guint x, guint y)
-{
-  return fr->planes[p] + (gssize) y * fr->strides[p] + x;
-}
-
-static void
-ref_yuv (guint yc, guint uc, guint vc, NpuColorMatrix m, NpuColorRange r,
-    gdouble rgb[3])
-{
-  gdouble kr = m == NPU_COLOR_MATRIX_BT709 ? 0.2126 : 0.299;
-  gdouble kb = m == NPU_COLOR_MATRIX_BT709 ? 0.0722 : 0.114;
-  gdouble kg = 1.0 - kr - kb;
-  gdouble ey, pb, pr, R, G, B;
-  guint c;
-
-  if (r == NPU_COLOR_RANGE_FULL) {
-    ey = yc / 255.0;
-    pb = (uc - 128.0) / 255.0;
-    pr = (vc - 128.0) / 255.0;
-  } else {
-    ey = (yc - 16.0) / 219.0;
-    pb = (uc - 128.0) / 224.0;
-    pr = (vc - 128.0) / 224.0;
-  }
-  /* Pb = (B - Y) / (2 (1 - Kb)), Pr = (R - Y) / (2 (1 - Kr)),
-   * Y = Kr R + Kg G + Kb B */
-  R = ey + 2.0 * (1.0 - kr) * pr;
-  B = ey + 2.0 * (1.0 - kb) * pb;
-  G = (ey - kr * R - kb * B) / kg;
-  rgb[0] = R;
-  rgb[1] = G;
-  rgb[2] = B;
-  for (c = 0; c < 3; c++)
-    rgb[c] = CLAMP (rgb[c], 0.0, 1.0);
-}
-
-/* Whole frame to RGB doubles [h][w][3] */
-static gdouble *
-ref_to_rgb (const Frame * fr, NpuColorMatrix m, NpuColorRange r)
-{
-  gdouble *img = g_new (gdouble, (gsize) fr->width * fr->height * 3);
-  guint x, y, c;
-
-  for (y = 0; y < fr->height; y++) {
-    for (x = 0; x < fr->width; x++) {
-      gdouble *o = img + ((gsize) y * fr->width + x) * 3;
-      const guint8 *px;
-
-      switch (fr->format) {
-        case NPU_PIXEL_FORMAT_NV12:
-          ref_yuv (*at (fr, 0, x, y), *at (fr, 1, (x / 2) * 2, y / 2),
-              *at (fr, 1, (x / 2) * 2 + 1, y / 2), m, r, o);
-          break;
-        case NPU_PIXEL_FORMAT_I420:
-          ref_yuv (*at (fr, 0, x, y), *at (fr, 1, x / 2, y / 2),
-              *at (fr, 2, x / 2, y / 2), m, r, o);
-          break;
-        case NPU_PIXEL_FORMAT_YUY2:
-          px = at (fr, 0, (x / 2) * 4, y);      /* Y0 U Y1 V */
-          ref_yuv (px[(x % 2) * 2], px[1], px[3], m, r, o);
-          break;
-        case NPU_PIXEL_FORMAT_GRAY8:{
-          gdouble v = r == NPU_COLOR_RANGE_FULL ? *at (fr, 0, x, y) / 255.0 :
-              (*at (fr, 0, x, y) - 16.0) / 219.0;
-          o[0] = o[1] = o[2] = CLAMP (v, 0.0, 1.0);
-          break;
-        }
-        case NPU_PIXEL_FORMAT_RGB:
-        case NPU_PIXEL_FORMAT_BGR:
-          px = at (fr, 0, x * 3, y);
-          for (c = 0; c < 3; c++)
-            o[c] = px[fr->format == NPU_PIXEL_FORMAT_RGB ? c : 2 - c] / 255.0;
-          break;
-        case NPU_PIXEL_FORMAT_RGBA:
-        case NPU_PIXEL_FORMAT_RGBX:
-          px = at (fr, 0, x * 4, y);
-          for (c = 0; c < 3; c++)
-            o[c] = px[c] / 255.0;
-          break;
-        default:                /* BGRA, BGRx */
-          px = at (fr, 0, x * 4, y);
-          for (c = 0; c < 3; c++)
-            o[c] = px[2 - c] / 255.0;
-          break;
-      }
-    }
-  }
-  return img;
-}
-
-/* Weight of source pixel @i for output position @o, resizing @src to @dst,
- * straight from the definition. */
-static gdouble
-ref_weight (guint src, guint dst, guint o, guint i)
-{
-  gdouble s = (gdouble) src / dst;
-
-  if (s > 2.0) {
-    gdouble a = o * s, b = (o + 1) * s;
-    gdouble lo = MAX (a, (gdouble) i), hi = MIN (b, (gdouble) i + 1);
-
-    return hi > lo ? (hi - lo) / s : 0.0;
-  } else {
-    gdouble p = (o + 0.5) * s - 0.5, f;
-    gint i0;
-
-    p = CLAMP (p, 0.0, src - 1.0);
-    i0 = (gint) floor (p);
-    f = p - i0;
-    if ((gint) i == i0)
-      return 1.0 - f;
-    if ((gint) i == i0 + 1)
-      return f;
-    return 0.0;
-  }
-}
-
-/* The whole pipeline; returns CHW doubles [3][oh][ow] (normalised) and the
- * content rectangle it used. */
-static gdouble *
-ref_prep (const Frame * fr, const NpuVisionPrepParams * p, guint rect[4])
-{
-  gdouble *rgb = ref_to_rgb (fr, p->matrix, p->range);
-  guint cw = p->crop_width ? p->crop_width : fr->width - p->crop_x;
-  guint ch = p->crop_height ? p->crop_height : fr->height - p->crop_y;
-  guint ow = p->out_width, oh = p->out_height, dw = ow, dh = oh, dx = 0, dy = 0;
-  gdouble *crop, *out;
-  gdouble **wx, **wy;
-  guint x, y, i, j, c;
-
-  /* Crop */
-  crop = g_new (gdouble, (gsize) cw * ch * 3);
-  for (y = 0; y < ch; y++)
-    memcpy (crop + (gsize) y * cw * 3,
-        rgb + (((gsize) y + p->crop_y) * fr->width + p->crop_x) * 3,
-        cw * 3 * sizeof (gdouble));
-  g_free (rgb);
-
-  /* Letterbox geometry: scale by the smaller ratio, round, centre */
-  if (p->mode == NPU_VISION_PREP_LETTERBOX) {
-    gdouble s = MIN ((gdouble) ow / cw, (gdouble) oh / ch);
-
-    if ((gdouble) ow / cw <= (gdouble) oh / ch)
-      dh = (guint) floor ((gdouble) ch * ow / cw + 0.5);
-    else
-      dw = (guint) floor ((gdouble) cw * oh / ch + 0.5);
-    (void) s;
-    dw = CLAMP (dw, 1, ow);
-    dh = CLAMP (dh, 1, oh);
-    dx = (ow - dw) / 2;
-    dy = (oh - dh) / 2;
-  }
-  rect[0] = dx;
-  rect[1] = dy;
-  rect[2] = dw;
-  rect[3] = dh;
-
-  wx = g_new (gdouble *, dw);
-  for (x = 0; x < dw; x++) {
-    wx[x] = g_new (gdouble, cw);
-    for (i = 0; i < cw; i++)
-      wx[x][i] = ref_weight (cw, dw, x, i);
-  }
-  wy = g_new (gdouble *, dh);
-  for (y = 0; y < dh; y++) {
-    wy[y] = g_new (gdouble, ch);
-    for (j = 0; j < ch; j++)
-      wy[y][j] = ref_weight (ch, dh, y, j);
-  }
-
-  out = g_new (gdouble, (gsize) 3 * ow * oh);
-  for (y = 0; y < oh; y++) {
-    for (x = 0; x < ow; x++) {
-      gdouble v[3] = { 0, 0, 0 };
-
-      if (x < dx || x >= dx + dw || y < dy || y >= dy + dh) {
-        for (c = 0; c < 3; c++)
-          v[c] = p->fill_rgb[c] / 255.0;
-      } else {
-        /* 2-D sum over the source, the product of the 1-D weights */
-        for (j = 0; j < ch; j++) {
-          gdouble a = wy[y - dy][j];
-
-          if (a == 0.0)
-            continue;
-          for (i = 0; i < cw; i++) {
-            gdouble w = a * wx[x - dx][i];
-
-            if (w == 0.0)
-              continue;
-            for (c = 0; c < 3; c++)
-              v[c] += w * crop[((gsize) j * cw + i) * 3 + c];
-          }
-        }
-      }
-      for (c = 0; c < 3; c++)
-        out[((gsize) c * oh + y) * ow + x] = (v[c] - p->mean[c]) / p->std[c];
-    }
-  }
-  for (x = 0; x < dw; x++)
-    g_free (wx[x]);
-  for (y = 0; y < dh; y++)
-    g_free (wy[y]);
-  g_free (wx);
-  g_free (wy);
-  g_free (crop);
-  return out;
-}
-
-/* CHW to [n_patches][3][ph][pw], patches in raster order */
-static gdouble *
-ref_patchify (const gdouble * chw, guint ow, guint oh, guint patch)
-{
-  guint gx = ow / patch, gy = oh / patch;
-  gdouble *o = g_new (gdouble, (gsize) 3 * ow * oh);
-  guint py, px, c, dy, dx;
-  gsize n = 0;
-
-  for (py = 0; py < gy; py++)
-    for (px = 0; px < gx; px++)
-      for (c = 0; c < 3; c++)
-        for (dy = 0; dy < patch; dy++)
-          for (dx = 0; dx < patch; dx++)
-            o[n++] = chw[((gsize) c * oh + py * patch + dy) * ow
-                + px * patch + dx];
-  return o;
 }
 
 /* ------------------------------------------------------------------------
@@ -378,7 +142,8 @@ run_task (NpuTask * task, gpointer user_data, GError ** error)
 {
   TaskCtx *t = user_data;
 
-  npu_vision_prep_run (t->plan, t->fr->planes, t->fr->strides, t->out, task);
+  npu_vision_prep_run (t->plan, t->fr->ref.planes, t->fr->ref.strides, t->out,
+      task);
   return TRUE;
 }
 
@@ -404,7 +169,7 @@ run_fused (const NpuVisionPrepParams * p, const Frame * fr, NpuQueue * queue)
     g_assert_no_error (error);
     npu_fence_unref (fence);
   } else {
-    npu_vision_prep_run (plan, fr->planes, fr->strides, out, NULL);
+    npu_vision_prep_run (plan, fr->ref.planes, fr->ref.strides, out, NULL);
   }
   npu_vision_prep_plan_free (plan);
   return out;
@@ -444,7 +209,7 @@ check_case (NpuVisionPrepParams * p, guint pad, gboolean flip,
 {
   Frame *fr = frame_new (p->format, p->width, p->height, pad, flip, rand);
   guint rect[4], got_rect[4];
-  gdouble *want = ref_prep (fr, p, rect);
+  gdouble *want = npu_ref_vision_prep (&fr->ref, p, rect);
   gchar *what = g_strdup_printf ("%s %ux%u crop %u,%u %ux%u -> %ux%u %s "
       "%s %s pad %u%s", format_name (p->format), p->width, p->height,
       p->crop_x, p->crop_y, p->crop_width, p->crop_height, p->out_width,
@@ -470,7 +235,7 @@ check_case (NpuVisionPrepParams * p, guint pad, gboolean flip,
 
   if (p->patch_size && p->out_width % p->patch_size == 0
       && p->out_height % p->patch_size == 0) {
-    gdouble *wantp = ref_patchify (want, p->out_width, p->out_height,
+    gdouble *wantp = npu_ref_patchify (want, p->out_width, p->out_height,
         p->patch_size);
 
     p->layout = NPU_VISION_PREP_LAYOUT_PATCHES;

@@ -1,0 +1,28 @@
+/* gst-npu tests: double-precision reference of the vision encoder */
+#ifndef __NPU_REF_VIT_H__
+#define __NPU_REF_VIT_H__
+
+#include "core/npugguf.h"
+#include "core/npuvit.h"
+
+G_BEGIN_DECLS
+
+/* Where the reference finds the model: hyper-parameters from @gguf, tensors
+ * from @func (called with @user_data) or, with @func NULL, from @gguf. */
+typedef struct
+{
+  const NpuGguf *gguf;
+  NpuVitTensorLookup func;
+  gpointer user_data;
+} NpuRefLookup;
+
+/* Encodes @patches ([n_patches][3][patch][patch], normalised) into
+ * @out ([n_tokens][out_dim]).  With @q8, every activation row entering an
+ * MXFP4 product is first rounded as the int8 kernels document it
+ * (blocks of 32, d = max |x| / 127, x -> d round (x / d)). */
+void npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
+    gboolean q8, double *out);
+
+G_END_DECLS
+
+#endif /* __NPU_REF_VIT_H__ */

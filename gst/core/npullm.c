@@ -21,6 +21,7 @@
  * computed in double, so positions stay exact over days of stream.
  */
 #include "npullm.h"
+#include "npuattention.h"
 #include "npumatmul.h"
 #include "npumxfp4.h"
 
@@ -951,6 +952,39 @@ typedef struct
   gsize n;
 } AttnJob;
 
+/* Rows [r, r + n) of a K/V pair of buffers with rows of kv_dim floats */
+static inline guint
+add_span (NpuAttnSpan * sp, const float *q, const float *k, const float *v,
+    gsize kv_dim, gsize r, guint64 n)
+{
+  sp->q = q;
+  sp->k = k + r * kv_dim;
+  sp->v = v + r * kv_dim;
+  sp->stride = kv_dim;
+  sp->n = (guint) n;
+  return 1;
+}
+
+/* The cache rows of positions [a0, a1), all in the window part of the
+ * ring, as at most two runs of slots (the ring may wrap inside) */
+static guint
+window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
+    const float *q, const float *kc, const float *vc, NpuAttnSpan * out)
+{
+  gsize s0, n, n1;
+
+  if (a1 <= a0)
+    return 0;
+  s0 = cache_slot (ctx, a0);
+  n = (gsize) (a1 - a0);
+  n1 = MIN (n, ctx->p.n_ctx - s0);
+  add_span (&out[0], q, kc, vc, ctx->kv_dim, s0, n1);
+  if (n1 == n)
+    return 1;
+  return 1 + add_span (&out[1], q, kc, vc, ctx->kv_dim, ctx->p.n_sink,
+      n - n1);
+}
+
 /* Heads [start, end): every query of the chunk attends to the sinks and to
  * the window ending at itself.  Keys before the chunk come from the cache,
  * the chunk's own from the batch buffers (the cache is written after, so
@@ -962,64 +996,49 @@ attn_slice (gsize start, gsize end, guint worker, gpointer user_data)
   NpuLlmContext *ctx = job->ctx;
   const NpuLlmHParams *hp = &ctx->model->hp;
   guint hd = hp->head_dim, gqa = hp->n_head / hp->n_head_kv;
-  guint n_sink = ctx->p.n_sink, n_ctx = ctx->p.n_ctx;
+  guint64 n_sink = ctx->p.n_sink, n_ctx = ctx->p.n_ctx, p0 = job->p0;
   gsize kv_dim = ctx->kv_dim, layer_off =
       (gsize) job->layer * n_ctx * kv_dim;
-  const float *kc = ctx->k_cache + layer_off, *vc = ctx->v_cache + layer_off;
   float scale = 1.0f / sqrtf ((float) hd);
   gsize h, t;
 
   for (h = start; h < end; h++) {
-    gsize g = h / gqa;
+    /* this head's KV group: its columns of the cache and of the chunk */
+    gsize off = (h / gqa) * hd;
+    const float *kc = ctx->k_cache + layer_off + off;
+    const float *vc = ctx->v_cache + layer_off + off;
+    const float *kb = ctx->k + off, *vb = ctx->v + off;
     float *sc = ctx->scores + h * n_ctx;
 
     for (t = 0; t < job->n; t++) {
-      guint64 pt = job->p0 + t, a, lo, nsk;
+      guint64 pt = p0 + t, lo, nsk, a;
       const float *qa = ctx->q + t * ctx->q_dim + h * hd;
       const float *qs = (pt >= n_ctx) ? ctx->qr + t * ctx->q_dim + h * hd : qa;
-      float *out = ctx->att + t * ctx->q_dim + h * hd;
-      float mx = -INFINITY, sum = 0.0f;
-      guint j = 0, m, d;
+      NpuAttnSpan spans[5];
+      guint n_spans = 0;
 
-      /* retained: [0, nsk) and [lo, pt] */
-      nsk = MIN ((guint64) n_sink, pt + 1);
+      /* retained: the sinks [0, nsk) and the window [lo, pt] */
+      nsk = MIN (n_sink, pt + 1);
       lo = pt + 1 >= ctx->window ? pt + 1 - ctx->window : 0;
       lo = MAX (lo, nsk);
 
-#define KEY(a) ((a) < job->p0 ? kc + cache_slot (ctx, a) * kv_dim + g * hd \
-    : ctx->k + ((a) - job->p0) * kv_dim + g * hd)
-#define VAL(a) ((a) < job->p0 ? vc + cache_slot (ctx, a) * kv_dim + g * hd \
-    : ctx->v + ((a) - job->p0) * kv_dim + g * hd)
-      for (a = 0; a < nsk; a++, j++)
-        sc[j] = dot (qs, KEY (a), hd) * scale;
-      for (a = lo; a <= pt; a++, j++)
-        sc[j] = dot (qa, KEY (a), hd) * scale;
-      m = j;
-      for (j = 0; j < m; j++)
-        mx = MAX (mx, sc[j]);
-      for (j = 0; j < m; j++) {
-        sc[j] = expf (sc[j] - mx);
-        sum += sc[j];
-      }
-      for (d = 0; d < hd; d++)
-        out[d] = 0.0f;
-      j = 0;
-      for (a = 0; a < nsk; a++, j++) {
-        const float *vv = VAL (a);
-        float p = sc[j] / sum;
+      /* sinks in the cache (slot = position), then in the chunk */
+      a = MIN (nsk, p0);
+      if (a > 0)
+        n_spans += add_span (&spans[n_spans], qs, kc, vc, kv_dim, 0, a);
+      if (nsk > p0)
+        n_spans += add_span (&spans[n_spans], qs, kb, vb, kv_dim, 0,
+            nsk - p0);
+      /* the window: in the cache up to the chunk, then in the chunk */
+      n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc,
+          &spans[n_spans]);
+      a = MAX (lo, p0);
+      if (pt + 1 > a)
+        n_spans += add_span (&spans[n_spans], qa, kb, vb, kv_dim, a - p0,
+            pt + 1 - a);
 
-        for (d = 0; d < hd; d++)
-          out[d] += p * vv[d];
-      }
-      for (a = lo; a <= pt; a++, j++) {
-        const float *vv = VAL (a);
-        float p = sc[j] / sum;
-
-        for (d = 0; d < hd; d++)
-          out[d] += p * vv[d];
-      }
-#undef KEY
-#undef VAL
+      npu_attention_row (spans, n_spans, hd, scale, sc,
+          ctx->att + t * ctx->q_dim + h * hd);
     }
   }
 }

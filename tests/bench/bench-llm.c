@@ -12,7 +12,8 @@
  * it (the spread shows how noisy the machine was).
  *
  * Usage: bench-llm [model.gguf] [--passes N (3)] [--decode N (32)]
- *          [--prefill N (64)] [--ctx N (1024)] [--in-place]
+ *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
+ * --threads N runs on N threads only (default: 1, then every online CPU).
  * --in-place reads MXFP4 weights from the file mapping in ggml's layout
  * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).
  * Without a model a 1B llama (generator preset "1b", MXFP4) is written to
@@ -160,6 +161,7 @@ main (int argc, char **argv)
   const gchar *path = NULL;
   gchar *tmp_path = NULL;
   guint passes = 3, n_decode = 32, n_prefill = 64, n_ctx = 1024;
+  guint only_threads = 0;
   guint thread_counts[2], n_counts, ti, i;
   NpuLlmModel *model;
   const NpuLlmHParams *hp;
@@ -182,6 +184,8 @@ main (int argc, char **argv)
       n_prefill = v;
     else if (strcmp (argv[i], "--ctx") == 0 && v >= 16)
       n_ctx = v;
+    else if (strcmp (argv[i], "--threads") == 0 && v > 0)
+      only_threads = v;
     else if (strcmp (argv[i], "--in-place") == 0) {
       flags = NPU_LLM_LOAD_IN_PLACE;
       continue;
@@ -190,7 +194,8 @@ main (int argc, char **argv)
       continue;
     } else {
       g_printerr ("usage: %s [model.gguf] [--passes N] [--decode N] "
-          "[--prefill N (>= 2)] [--ctx N (>= 16)] [--in-place]\n", argv[0]);
+          "[--prefill N (>= 2)] [--ctx N (>= 16)] [--threads N] "
+          "[--in-place]\n", argv[0]);
       return 2;
     }
     i++;
@@ -244,6 +249,10 @@ main (int argc, char **argv)
   thread_counts[0] = 1;
   thread_counts[1] = npu_cpu_count ();
   n_counts = thread_counts[1] > 1 ? 2 : 1;
+  if (only_threads) {
+    thread_counts[0] = only_threads;
+    n_counts = 1;
+  }
 
   for (ti = 0; ti < n_counts; ti++) {
     NpuDevice *device = npu_device_new_cpu (thread_counts[ti]);

@@ -19,7 +19,8 @@
 typedef struct
 {
   guint image, patch, side, np, npos, first, dim, ff, heads, layers;
-  guint out_dim, scale, grid, n_tokens, act;   /* act: 0 gelu, 1 quick, 2 silu */
+  guint out_dim, scale, grid, n_tokens;
+  guint act;                    /* 0 gelu, 1 quick gelu, 2 silu */
   gboolean mlp;
   double eps;
 } RefParams;

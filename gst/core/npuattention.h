@@ -1,0 +1,32 @@
+/* gst-npu: softmax attention of one query row (internal to the core)
+ *
+ * The keys a query attends to sit in a few contiguous runs of rows: the
+ * attention sinks, the part of the sliding window that is in the KV cache
+ * (two runs when the ring has wrapped), the current batch's own rows.
+ * Softmax does not depend on the order of the keys, so the runs are taken
+ * as they lie in memory and every row is read with plain vector loads.
+ */
+#ifndef __NPU_ATTENTION_H__
+#define __NPU_ATTENTION_H__
+
+#include <glib.h>
+
+G_BEGIN_DECLS
+
+typedef struct
+{
+  const float *q;               /* the query used against these keys */
+  const float *k;               /* first key row */
+  const float *v;               /* first value row */
+  gsize stride;                 /* floats from one row to the next */
+  guint n;                      /* rows */
+} NpuAttnSpan;
+
+/* out[0, hd) = sum_j softmax_j (scale q_j . k_j) v_j over the rows of
+ * @spans; @scores holds one float per row (scratch).  At least one row. */
+void npu_attention_row (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    float scale, float *scores, float *out);
+
+G_END_DECLS
+
+#endif /* __NPU_ATTENTION_H__ */

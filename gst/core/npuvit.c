@@ -6,6 +6,7 @@
  * and says where we differ on purpose.
  */
 #include "npuvit.h"
+#include "npuattention.h"
 #include "npumatmul.h"
 #include "npumxfp4.h"
 
@@ -1154,7 +1155,7 @@ attention_slice (gsize start, gsize end, guint worker, gpointer data)
   gsize n_qblocks = (n + ATTN_QUERY_BLOCK - 1) / ATTN_QUERY_BLOCK;
   float scale = 1.0f / sqrtf ((float) hd);
   float *s = vit->scores + (gsize) worker * n;
-  gsize item, i, j, d;
+  gsize item, i;
 
   for (item = start; item < end; item++) {
     gsize head = item / n_qblocks, qb = item % n_qblocks;
@@ -1162,34 +1163,11 @@ attention_slice (gsize start, gsize end, guint worker, gpointer data)
     gsize off = head * hd;
 
     for (i = i0; i < i1; i++) {
-      const float *q = vit->q + i * dim + off;
-      float *o = vit->att + i * dim + off;
-      float mx = -INFINITY, sum = 0.0f, inv;
+      NpuAttnSpan all = { vit->q + i * dim + off, vit->k + off, vit->v + off,
+        dim, (guint) n
+      };
 
-      for (j = 0; j < n; j++) {
-        const float *kr = vit->k + j * dim + off;
-        float dot = 0.0f;
-
-        for (d = 0; d < hd; d++)
-          dot += q[d] * kr[d];
-        s[j] = dot * scale;
-        mx = MAX (mx, s[j]);
-      }
-      for (j = 0; j < n; j++) {
-        s[j] = expf (s[j] - mx);
-        sum += s[j];
-      }
-      memset (o, 0, hd * sizeof (float));
-      for (j = 0; j < n; j++) {
-        const float *vr = vit->v + j * dim + off;
-        float p = s[j];
-
-        for (d = 0; d < hd; d++)
-          o[d] += p * vr[d];
-      }
-      inv = 1.0f / sum;
-      for (d = 0; d < hd; d++)
-        o[d] *= inv;
+      npu_attention_row (&all, 1, hd, scale, s, vit->att + i * dim + off);
     }
   }
 }

@@ -33,6 +33,7 @@
 #endif
 
 #include "gstnpuvisiontok.h"
+#include "gstnpuvideoformats.h"
 
 #include <string.h>
 #include <gst/video/video.h>
@@ -65,15 +66,8 @@ enum
   PROP_FRAMES_DMABUF,
 };
 
-#define VIDEO_FORMATS "{ NV12, I420, YUY2, RGB, BGR, RGBA, BGRA, RGBx, BGRx, GRAY8 }"
-
-/* 1.22's form; the 1.24+ DMA_DRM form (format=DMA_DRM, drm-format=...)
- * goes beside it under #if GST_CHECK_VERSION (1, 24, 0). */
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS (GST_VIDEO_CAPS_MAKE_WITH_FEATURES
-        (GST_CAPS_FEATURE_MEMORY_DMABUF, VIDEO_FORMATS) ";"
-        GST_VIDEO_CAPS_MAKE (VIDEO_FORMATS)));
+/* The sink template is made in class_init from the format table
+ * (gstnpuvideoformats.c), where the 1.24+ DMA_DRM form goes too. */
 static GstStaticPadTemplate weights_template =
 GST_STATIC_PAD_TEMPLATE ("weights", GST_PAD_SINK, GST_PAD_REQUEST,
     GST_STATIC_CAPS ("other/npu-weights"));
@@ -174,6 +168,7 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
   const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
   const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+  GstCaps *sink_caps;
 
   gobject_class->set_property = gst_npu_vision_tok_set_property;
   gobject_class->get_property = gst_npu_vision_tok_get_property;
@@ -236,7 +231,10 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       g_param_spec_uint64 ("frames-dmabuf", "Frames in dma-bufs",
           "Frames whose memory was a dma-buf", 0, G_MAXUINT64, 0, ro));
 
-  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  sink_caps = gst_npu_video_formats_sink_caps ();
+  gst_element_class_add_pad_template (element_class,
+      gst_pad_template_new ("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
+  gst_caps_unref (sink_caps);
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_add_static_pad_template (element_class,
       &weights_template);
@@ -258,7 +256,8 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
 static void
 gst_npu_vision_tok_init (GstNpuVisionTok * self)
 {
-  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  self->sinkpad = gst_pad_new_from_template (gst_element_class_get_pad_template
+      (GST_ELEMENT_GET_CLASS (self), "sink"), "sink");
   gst_pad_set_chain_function (self->sinkpad, gst_npu_vision_tok_chain);
   gst_pad_set_event_function (self->sinkpad, gst_npu_vision_tok_sink_event);
   gst_pad_set_query_function (self->sinkpad, gst_npu_vision_tok_sink_query);
@@ -447,34 +446,6 @@ load_from_weights (GstNpuVisionTok * self)
 /* ------------------------------------------------------------------------
  * Caps
  */
-static NpuPixelFormat
-pixel_format (GstVideoFormat f)
-{
-  switch (f) {
-    case GST_VIDEO_FORMAT_NV12:
-      return NPU_PIXEL_FORMAT_NV12;
-    case GST_VIDEO_FORMAT_I420:
-      return NPU_PIXEL_FORMAT_I420;
-    case GST_VIDEO_FORMAT_YUY2:
-      return NPU_PIXEL_FORMAT_YUY2;
-    case GST_VIDEO_FORMAT_RGB:
-      return NPU_PIXEL_FORMAT_RGB;
-    case GST_VIDEO_FORMAT_BGR:
-      return NPU_PIXEL_FORMAT_BGR;
-    case GST_VIDEO_FORMAT_RGBA:
-      return NPU_PIXEL_FORMAT_RGBA;
-    case GST_VIDEO_FORMAT_BGRA:
-      return NPU_PIXEL_FORMAT_BGRA;
-    case GST_VIDEO_FORMAT_RGBx:
-      return NPU_PIXEL_FORMAT_RGBX;
-    case GST_VIDEO_FORMAT_BGRx:
-      return NPU_PIXEL_FORMAT_BGRX;
-    case GST_VIDEO_FORMAT_GRAY8:
-      return NPU_PIXEL_FORMAT_GRAY8;
-    default:
-      return NPU_PIXEL_FORMAT_UNKNOWN;
-  }
-}
 
 /* Waits until the encoder is loaded (weights pad); FALSE when flushing. */
 static gboolean
@@ -491,6 +462,7 @@ static gboolean
 set_caps (GstNpuVisionTok * self, GstCaps * caps)
 {
   NpuVisionPrepParams p;
+  NpuPixelFormat format;
   GstVideoInfo info;
   GstCaps *out;
   GError *error = NULL;
@@ -499,13 +471,13 @@ set_caps (GstNpuVisionTok * self, GstCaps * caps)
   gboolean ok;
   guint i;
 
-  if (!gst_video_info_from_caps (&info, caps))
+  if (!gst_npu_video_formats_parse (caps, &info, &format, &error))
     goto bad_caps;
   if (!wait_for_model (self))
     return FALSE;
 
   npu_vision_prep_params_init (&p);
-  p.format = pixel_format (GST_VIDEO_INFO_FORMAT (&info));
+  p.format = format;
   p.width = GST_VIDEO_INFO_WIDTH (&info);
   p.height = GST_VIDEO_INFO_HEIGHT (&info);
   p.matrix = info.colorimetry.matrix == GST_VIDEO_COLOR_MATRIX_BT709 ?
@@ -556,8 +528,9 @@ set_caps (GstNpuVisionTok * self, GstCaps * caps)
   /* ERRORS */
 bad_caps:
   {
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("Invalid video caps."),
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("%s", error->message),
         ("%" GST_PTR_FORMAT, caps));
+    g_error_free (error);
     return FALSE;
   }
 bad_plan:

@@ -1,0 +1,264 @@
+/* gst-npu: the video formats npuvisiontok reads, and their caps
+ *
+ * GStreamer 1.22 negotiates dma-bufs as video/x-raw(memory:DMABuf) with a
+ * plain format; 1.24 added a second form for them, format=DMA_DRM with
+ * drm-format="<DRM fourcc>[:<modifier>]".  Both name the same layouts, so
+ * the table below carries each layout's names in all three vocabularies
+ * (GstVideoFormat, NpuPixelFormat, DRM fourcc) and the caps code never
+ * spells a mapping out anywhere else.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstnpuvideoformats.h"
+
+#include <gst/allocators/allocators.h>
+
+/* DRM fourccs as drm_fourcc.h's fourcc_code() builds them: the first
+ * character in the lowest byte, which is also GST_MAKE_FOURCC's order.
+ * Spelled out so that building does not need libdrm; the check test
+ * compares every row with drm_fourcc.h wherever libdrm is installed. */
+#define DRM_FOURCC(a, b, c, d) GST_MAKE_FOURCC (a, b, c, d)
+
+/* The pairs are GStreamer's own (gst_video_dma_drm_fourcc_from_format(),
+ * 1.24+).  DRM names list a little-endian word's components from its top
+ * bits, GStreamer's list the bytes in memory order: hence GStreamer's RGB
+ * is DRM's BGR888 and RGBx its XBGR8888.
+ * GRAY8 = R8 is ours: GStreamer's map has no GRAY8 in 1.24 (nor, as far as
+ * known, 1.26; later versions add this very pair); R8 is DRM's 8-bit
+ * single-channel plane. */
+/* *INDENT-OFF* */
+static const GstNpuVideoFormat video_formats[] = {
+  {GST_VIDEO_FORMAT_NV12, NPU_PIXEL_FORMAT_NV12,
+      DRM_FOURCC ('N', 'V', '1', '2')},               /* DRM_FORMAT_NV12 */
+  {GST_VIDEO_FORMAT_I420, NPU_PIXEL_FORMAT_I420,
+      DRM_FOURCC ('Y', 'U', '1', '2')},               /* DRM_FORMAT_YUV420 */
+  {GST_VIDEO_FORMAT_YUY2, NPU_PIXEL_FORMAT_YUY2,
+      DRM_FOURCC ('Y', 'U', 'Y', 'V')},               /* DRM_FORMAT_YUYV */
+  {GST_VIDEO_FORMAT_RGB, NPU_PIXEL_FORMAT_RGB,
+      DRM_FOURCC ('B', 'G', '2', '4')},               /* DRM_FORMAT_BGR888 */
+  {GST_VIDEO_FORMAT_BGR, NPU_PIXEL_FORMAT_BGR,
+      DRM_FOURCC ('R', 'G', '2', '4')},               /* DRM_FORMAT_RGB888 */
+  {GST_VIDEO_FORMAT_RGBA, NPU_PIXEL_FORMAT_RGBA,
+      DRM_FOURCC ('A', 'B', '2', '4')},               /* DRM_FORMAT_ABGR8888 */
+  {GST_VIDEO_FORMAT_BGRA, NPU_PIXEL_FORMAT_BGRA,
+      DRM_FOURCC ('A', 'R', '2', '4')},               /* DRM_FORMAT_ARGB8888 */
+  {GST_VIDEO_FORMAT_RGBx, NPU_PIXEL_FORMAT_RGBX,
+      DRM_FOURCC ('X', 'B', '2', '4')},               /* DRM_FORMAT_XBGR8888 */
+  {GST_VIDEO_FORMAT_BGRx, NPU_PIXEL_FORMAT_BGRX,
+      DRM_FOURCC ('X', 'R', '2', '4')},               /* DRM_FORMAT_XRGB8888 */
+  {GST_VIDEO_FORMAT_GRAY8, NPU_PIXEL_FORMAT_GRAY8,
+      DRM_FOURCC ('R', '8', ' ', ' ')},               /* DRM_FORMAT_R8 */
+};
+/* *INDENT-ON* */
+
+/**
+ * gst_npu_video_formats_get:
+ * @n_formats: (out): number of rows
+ *
+ * Returns: the table, in the order the caps list the formats.
+ */
+const GstNpuVideoFormat *
+gst_npu_video_formats_get (guint * n_formats)
+{
+  *n_formats = G_N_ELEMENTS (video_formats);
+  return video_formats;
+}
+
+/**
+ * gst_npu_video_formats_from_video_format:
+ *
+ * Returns: (nullable): the row of @format, %NULL if it is not read.
+ */
+const GstNpuVideoFormat *
+gst_npu_video_formats_from_video_format (GstVideoFormat format)
+{
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (video_formats); i++) {
+    if (video_formats[i].video_format == format)
+      return &video_formats[i];
+  }
+  return NULL;
+}
+
+/**
+ * gst_npu_video_formats_from_drm_fourcc:
+ * @fourcc: a DRM_FORMAT_*, the layout of a linear (untiled) buffer
+ *
+ * Returns: (nullable): the row of @fourcc, %NULL if it is not read.
+ */
+const GstNpuVideoFormat *
+gst_npu_video_formats_from_drm_fourcc (guint32 fourcc)
+{
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (video_formats); i++) {
+    if (video_formats[i].drm_fourcc == fourcc)
+      return &video_formats[i];
+  }
+  return NULL;
+}
+
+/**
+ * gst_npu_video_formats_to_drm_fourcc:
+ *
+ * Returns: the DRM fourcc of @format, 0 (DRM_FORMAT_INVALID) if it is not
+ *   read.
+ */
+guint32
+gst_npu_video_formats_to_drm_fourcc (NpuPixelFormat format)
+{
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (video_formats); i++) {
+    if (video_formats[i].pixel_format == format)
+      return video_formats[i].drm_fourcc;
+  }
+  return 0;
+}
+
+/* video/x-raw with @formats at any size and rate, fields in the order
+ * GST_VIDEO_CAPS_MAKE() writes them (what the static template had). */
+static GstStructure *
+raw_structure (const GValue * formats)
+{
+  GstStructure *s = gst_structure_new_empty ("video/x-raw");
+
+  gst_structure_set_value (s, "format", formats);
+  gst_structure_set (s, "width", GST_TYPE_INT_RANGE, 1, G_MAXINT,
+      "height", GST_TYPE_INT_RANGE, 1, G_MAXINT,
+      "framerate", GST_TYPE_FRACTION_RANGE, 0, 1, G_MAXINT, 1, NULL);
+  return s;
+}
+
+/**
+ * gst_npu_video_formats_sink_caps:
+ *
+ * The sink template's caps: video/x-raw(memory:DMABuf), then video/x-raw,
+ * each with the table's formats at any size and frame rate.
+ *
+ * Returns: (transfer full): the caps
+ */
+GstCaps *
+gst_npu_video_formats_sink_caps (void)
+{
+  GValue formats = G_VALUE_INIT;
+  GstCaps *caps = gst_caps_new_empty ();
+  guint i;
+
+  g_value_init (&formats, GST_TYPE_LIST);
+  for (i = 0; i < G_N_ELEMENTS (video_formats); i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init (&v, G_TYPE_STRING);
+    g_value_set_static_string (&v,
+        gst_video_format_to_string (video_formats[i].video_format));
+    gst_value_list_append_and_take_value (&formats, &v);
+  }
+
+  /* dma-buf memory first: caps order is preference order, and a dma-buf
+   * is read in place through its fd. */
+  gst_caps_append_structure_full (caps, raw_structure (&formats),
+      gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_DMABUF, NULL));
+  /* GStreamer 1.24+: the DMA_DRM structure goes here, under
+   * GST_CHECK_VERSION (1, 24, 0): memory:DMABuf, format=DMA_DRM,
+   * drm-format={ each row's gst_video_dma_drm_fourcc_to_string
+   * (drm_fourcc, DRM_FORMAT_MOD_LINEAR), i.e. "NV12", "YU12", ... }, same
+   * width, height and framerate ranges; elements of 1.24+ send dma-bufs
+   * only in that form. */
+  gst_caps_append_structure (caps, raw_structure (&formats));
+  g_value_unset (&formats);
+  return caps;
+}
+
+static gchar *
+supported_names (void)
+{
+  GString *s = g_string_new (NULL);
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (video_formats); i++) {
+    g_string_append_printf (s, "%s%s", i ? ", " : "",
+        gst_video_format_to_string (video_formats[i].video_format));
+  }
+  return g_string_free (s, FALSE);
+}
+
+/**
+ * gst_npu_video_formats_parse:
+ * @caps: fixed caps from the sink pad
+ * @info: (out): the frames' layout, colorimetry and rate
+ * @format: (out): the layout for the preprocessing
+ * @error: why @caps cannot be read (GST_CORE_ERROR_NEGOTIATION)
+ *
+ * The one place caps become a #GstVideoInfo and a pixel format.  @info and
+ * @format are only written on success.
+ *
+ * Returns: %TRUE if @caps describe frames the element reads.
+ */
+gboolean
+gst_npu_video_formats_parse (GstCaps * caps, GstVideoInfo * info,
+    NpuPixelFormat * format, GError ** error)
+{
+  const GstNpuVideoFormat *row;
+  GstVideoInfo parsed;
+
+  g_return_val_if_fail (GST_IS_CAPS (caps), FALSE);
+  g_return_val_if_fail (info != NULL, FALSE);
+  g_return_val_if_fail (format != NULL, FALSE);
+  g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
+
+  /* GStreamer 1.24+: the DMA_DRM branch goes here, under
+   * GST_CHECK_VERSION (1, 24, 0), before gst_video_info_from_caps(),
+   * which does not turn format=DMA_DRM into a plain format.
+   * gst_video_is_dma_drm_caps() picks that form out;
+   * gst_video_info_dma_drm_from_caps() gives drm_fourcc and drm_modifier.
+   * Refuse any modifier but DRM_FORMAT_MOD_LINEAR (the preprocessing reads
+   * plain rows; tiled or compressed layouts would be misread, not
+   * rejected later) and take the row from
+   * gst_npu_video_formats_from_drm_fourcc(), an unknown fourcc being the
+   * same "Unsupported" error as below.  Do not take the format from
+   * gst_video_info_dma_drm_to_video_info(): it goes through GStreamer's
+   * own DRM map, which lacks GRAY8 (R8) in 1.24 (and 1.26, as far as
+   * known), so it fails there.
+   * Instead parse a copy of @caps with format set to the row's
+   * GstVideoFormat and drm-format removed by the code below: both forms
+   * then give the same GstVideoInfo. */
+
+  /* gst_video_info_from_caps() takes fixed caps only (a critical
+   * otherwise); caps events are fixed, but this is also public API. */
+  if (!gst_caps_is_fixed (caps) || !gst_video_info_from_caps (&parsed, caps))
+    goto invalid;
+
+  row = gst_npu_video_formats_from_video_format (GST_VIDEO_INFO_FORMAT
+      (&parsed));
+  if (!row)
+    goto unsupported;
+
+  *info = parsed;
+  *format = row->pixel_format;
+  return TRUE;
+
+  /* ERRORS */
+invalid:
+  {
+    gchar *str = gst_caps_to_string (caps);
+
+    g_set_error (error, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION,
+        "Invalid video caps: %s", str);
+    g_free (str);
+    return FALSE;
+  }
+unsupported:
+  {
+    gchar *names = supported_names ();
+
+    g_set_error (error, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION,
+        "Unsupported video format %s (supported: %s)",
+        GST_VIDEO_INFO_NAME (&parsed), names);
+    g_free (names);
+    return FALSE;
+  }
+}

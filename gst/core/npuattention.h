@@ -24,6 +24,7 @@ typedef struct
 
 /* out[0, hd) = sum_j softmax_j (scale q_j . k_j) v_j over the rows of
  * @spans; @scores holds one float per row (scratch).  At least one row. */
+G_GNUC_INTERNAL
 void npu_attention_row (const NpuAttnSpan * spans, guint n_spans, guint hd,
     float scale, float *scores, float *out);
 

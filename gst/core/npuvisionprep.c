@@ -242,8 +242,11 @@ is_yuv (NpuPixelFormat format)
 static void
 colour_coef_init (ColourCoef * c, NpuColorMatrix matrix, NpuColorRange range)
 {
-  gdouble kr = matrix == NPU_COLOR_MATRIX_BT709 ? 0.2126 : 0.299;
-  gdouble kb = matrix == NPU_COLOR_MATRIX_BT709 ? 0.0722 : 0.114;
+  static const gdouble k[][2] = {
+    {0.299, 0.114}, {0.2126, 0.0722}, {0.2627, 0.0593}, {0.212, 0.087},
+    {0.30, 0.11}
+  };
+  gdouble kr = k[matrix][0], kb = k[matrix][1];
   gdouble kg = 1.0 - kr - kb;
   gdouble cs = range == NPU_COLOR_RANGE_FULL ? 1.0 / 255 : 1.0 / 224;
 
@@ -312,7 +315,7 @@ npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
         p.crop_width, p.crop_height, p.crop_x, p.crop_y, p.width, p.height);
     return NULL;
   }
-  if ((guint) p.matrix > NPU_COLOR_MATRIX_BT709
+  if ((guint) p.matrix > NPU_COLOR_MATRIX_FCC
       || (guint) p.range > NPU_COLOR_RANGE_FULL
       || (guint) p.mode > NPU_VISION_PREP_LETTERBOX
       || (guint) p.layout > NPU_VISION_PREP_LAYOUT_PATCHES) {

@@ -71,10 +71,16 @@ typedef enum
   NPU_PIXEL_FORMAT_GRAY8,
 } NpuPixelFormat;
 
+/* The Y'CbCr matrices of GStreamer's GstVideoColorMatrix, by their Kr and
+ * Kb: BT.601 (0.299, 0.114), BT.709 (0.2126, 0.0722), BT.2020 (0.2627,
+ * 0.0593), SMPTE 240M (0.212, 0.087), FCC (0.30, 0.11) */
 typedef enum
 {
   NPU_COLOR_MATRIX_BT601,
   NPU_COLOR_MATRIX_BT709,
+  NPU_COLOR_MATRIX_BT2020,
+  NPU_COLOR_MATRIX_SMPTE240M,
+  NPU_COLOR_MATRIX_FCC,
 } NpuColorMatrix;
 
 typedef enum

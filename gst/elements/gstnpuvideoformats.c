@@ -262,3 +262,39 @@ unsupported:
     return FALSE;
   }
 }
+
+/**
+ * gst_npu_video_formats_colorimetry:
+ * @info: parsed caps
+ * @matrix: (out): the Y'CbCr matrix the caps name
+ * @range: (out): their quantisation range
+ *
+ * The colorimetry of @info for the preprocessing.  Every matrix GStreamer
+ * names has its own; an unknown one is BT.601 and an unknown range is
+ * limited (studio) range, as for most cameras' Y'CbCr.  Neither matters
+ * for RGB and GRAY8 frames but their range.
+ */
+void
+gst_npu_video_formats_colorimetry (const GstVideoInfo * info,
+    NpuColorMatrix * matrix, NpuColorRange * range)
+{
+  switch (info->colorimetry.matrix) {
+    case GST_VIDEO_COLOR_MATRIX_BT709:
+      *matrix = NPU_COLOR_MATRIX_BT709;
+      break;
+    case GST_VIDEO_COLOR_MATRIX_BT2020:
+      *matrix = NPU_COLOR_MATRIX_BT2020;
+      break;
+    case GST_VIDEO_COLOR_MATRIX_SMPTE240M:
+      *matrix = NPU_COLOR_MATRIX_SMPTE240M;
+      break;
+    case GST_VIDEO_COLOR_MATRIX_FCC:
+      *matrix = NPU_COLOR_MATRIX_FCC;
+      break;
+    default:
+      *matrix = NPU_COLOR_MATRIX_BT601;
+      break;
+  }
+  *range = info->colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255 ?
+      NPU_COLOR_RANGE_FULL : NPU_COLOR_RANGE_LIMITED;
+}

@@ -43,6 +43,9 @@ GstCaps *gst_npu_video_formats_sink_caps (void);
 gboolean gst_npu_video_formats_parse (GstCaps * caps, GstVideoInfo * info,
     NpuPixelFormat * format, GError ** error);
 
+void gst_npu_video_formats_colorimetry (const GstVideoInfo * info,
+    NpuColorMatrix * matrix, NpuColorRange * range);
+
 G_END_DECLS
 
 #endif /* __GST_NPU_VIDEO_FORMATS_H__ */

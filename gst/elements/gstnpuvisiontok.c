@@ -480,10 +480,7 @@ set_caps (GstNpuVisionTok * self, GstCaps * caps)
   p.format = format;
   p.width = GST_VIDEO_INFO_WIDTH (&info);
   p.height = GST_VIDEO_INFO_HEIGHT (&info);
-  p.matrix = info.colorimetry.matrix == GST_VIDEO_COLOR_MATRIX_BT709 ?
-      NPU_COLOR_MATRIX_BT709 : NPU_COLOR_MATRIX_BT601;
-  p.range = info.colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255 ?
-      NPU_COLOR_RANGE_FULL : NPU_COLOR_RANGE_LIMITED;
+  gst_npu_video_formats_colorimetry (&info, &p.matrix, &p.range);
   p.crop_x = p.crop_y = 0;
   p.crop_width = p.width;
   p.crop_height = p.height;

@@ -152,7 +152,9 @@ reference_tokens (NpuVit * vit, const GstVideoInfo * info,
   /* What the caps say (gst_video_info_set_format() picks BT.601 limited
    * range for SD YUV, BT.709 for HD, full range for RGB) */
   p.matrix = info->colorimetry.matrix == GST_VIDEO_COLOR_MATRIX_BT709 ?
-      NPU_COLOR_MATRIX_BT709 : NPU_COLOR_MATRIX_BT601;
+      NPU_COLOR_MATRIX_BT709 :
+      info->colorimetry.matrix == GST_VIDEO_COLOR_MATRIX_BT2020 ?
+      NPU_COLOR_MATRIX_BT2020 : NPU_COLOR_MATRIX_BT601;
   p.range = info->colorimetry.range == GST_VIDEO_COLOR_RANGE_0_255 ?
       NPU_COLOR_RANGE_FULL : NPU_COLOR_RANGE_LIMITED;
   p.crop_width = p.width;
@@ -227,7 +229,7 @@ typedef struct
   gboolean fd_memory;           /* fd memory, as a camera's dma-buf */
   gboolean dmabuf_caps;         /* video/x-raw(memory:DMABuf) */
   gboolean letterbox;
-  gboolean bt709_full;          /* else what set_format() picks */
+  GstVideoColorMatrix matrix;   /* with full range; 0: set_format()'s */
 } FrameCase;
 
 /* Tolerances, on max |y - y_ref| / rms (y_ref) of the tokens:
@@ -261,8 +263,8 @@ check_frame (const FrameCase * fc)
 
   fail_unless (vit != NULL);
   gst_video_info_set_format (&info, fc->format, fc->width, fc->height);
-  if (fc->bt709_full) {
-    info.colorimetry.matrix = GST_VIDEO_COLOR_MATRIX_BT709;
+  if (fc->matrix) {
+    info.colorimetry.matrix = fc->matrix;
     info.colorimetry.range = GST_VIDEO_COLOR_RANGE_0_255;
   }
   caps = gst_video_info_to_caps (&info);
@@ -301,10 +303,10 @@ check_frame (const FrameCase * fc)
   fail_unless (gst_buffer_map (frame, &map, GST_MAP_READ));
   fail_unless_equals_uint64 (map.size, n * sizeof (gfloat));
   err = relative_error ((const gfloat *) map.data, want, n);
-  GST_INFO ("%s %ux%u%s%s [%s]: max err / rms %.2e",
+  GST_INFO ("%s %ux%u%s matrix %d [%s]: max err / rms %.2e",
       gst_video_format_to_string (fc->format), fc->width, fc->height,
-      fc->letterbox ? " letterbox" : "", fc->bt709_full ? " bt709 full" : "",
-      npu_matmul_get_isa (), err);
+      fc->letterbox ? " letterbox" : "", fc->matrix, npu_matmul_get_isa (),
+      err);
   fail_unless (err <= (q8 ? 0.15 : 1e-4), "%s %ux%u [%s]: max err / rms %g",
       gst_video_format_to_string (fc->format), fc->width, fc->height,
       npu_matmul_get_isa (), err);
@@ -345,13 +347,9 @@ GST_START_TEST (test_every_format)
 
   fail_unless (npu_matmul_set_isa ("scalar"));
   for (i = 0; i < G_N_ELEMENTS (all_formats); i++) {
-    FrameCase plain = { all_formats[i], 320, 240, 0, FALSE, FALSE, FALSE,
-      FALSE
-    };
+    FrameCase plain = { all_formats[i], 320, 240, 0, FALSE, FALSE, FALSE, 0 };
     /* odd sizes, odd strides, fd memory under DMABuf caps */
-    FrameCase odd = { all_formats[i], 321, 241, 13, TRUE, TRUE, FALSE,
-      FALSE
-    };
+    FrameCase odd = { all_formats[i], 321, 241, 13, TRUE, TRUE, FALSE, 0 };
 
     /* Under valgrind the odd-size case alone covers the same code. */
     if (!g_getenv ("NPU_UNDER_VALGRIND"))
@@ -370,9 +368,13 @@ GST_START_TEST (test_colorimetry_letterbox_fast_kernels)
 {
   gchar *isa = g_strdup (npu_matmul_get_isa ());
   FrameCase c[] = {
-    {GST_VIDEO_FORMAT_NV12, 320, 240, 0, FALSE, FALSE, FALSE, TRUE},
-    {GST_VIDEO_FORMAT_YUY2, 322, 180, 6, TRUE, FALSE, TRUE, FALSE},
-    {GST_VIDEO_FORMAT_I420, 161, 243, 3, FALSE, TRUE, TRUE, TRUE},
+    {GST_VIDEO_FORMAT_NV12, 320, 240, 0, FALSE, FALSE, FALSE,
+        GST_VIDEO_COLOR_MATRIX_BT709},
+    {GST_VIDEO_FORMAT_YUY2, 322, 180, 6, TRUE, FALSE, TRUE, 0},
+    {GST_VIDEO_FORMAT_I420, 161, 243, 3, FALSE, TRUE, TRUE,
+        GST_VIDEO_COLOR_MATRIX_BT709},
+    {GST_VIDEO_FORMAT_NV12, 322, 182, 2, TRUE, TRUE, FALSE,
+        GST_VIDEO_COLOR_MATRIX_BT2020},
   };
   guint i;
 

@@ -24,8 +24,16 @@ static void
 ref_yuv (guint yc, guint uc, guint vc, NpuColorMatrix m, NpuColorRange r,
     gdouble rgb[3])
 {
-  gdouble kr = m == NPU_COLOR_MATRIX_BT709 ? 0.2126 : 0.299;
-  gdouble kb = m == NPU_COLOR_MATRIX_BT709 ? 0.0722 : 0.114;
+  /* Kr, Kb as ITU-R BT.601, BT.709, BT.2020, SMPTE 240M and FCC define
+   * them */
+  gdouble kr = m == NPU_COLOR_MATRIX_BT709 ? 0.2126 :
+      m == NPU_COLOR_MATRIX_BT2020 ? 0.2627 :
+      m == NPU_COLOR_MATRIX_SMPTE240M ? 0.212 :
+      m == NPU_COLOR_MATRIX_FCC ? 0.30 : 0.299;
+  gdouble kb = m == NPU_COLOR_MATRIX_BT709 ? 0.0722 :
+      m == NPU_COLOR_MATRIX_BT2020 ? 0.0593 :
+      m == NPU_COLOR_MATRIX_SMPTE240M ? 0.087 :
+      m == NPU_COLOR_MATRIX_FCC ? 0.11 : 0.114;
   gdouble kg = 1.0 - kr - kb;
   gdouble ey, pb, pr, R, G, B;
   guint c;

@@ -274,7 +274,7 @@ test_formats (void)
   guint f, m, r;
 
   for (f = 0; f < G_N_ELEMENTS (all_formats); f++) {
-    for (m = 0; m < 2; m++) {
+    for (m = 0; m <= NPU_COLOR_MATRIX_FCC; m++) {
       for (r = 0; r < 2; r++) {
         NpuVisionPrepParams p;
 

@@ -74,8 +74,11 @@ struct _NpuDevice
   GCond job_cond;
   GCond job_done_cond;
   ParallelJob *job;
-  guint job_generation;         /* atomically read by spinning helpers */
-  guint job_busy;               /* helpers that took the job, not done */
+  /* Atomics, see helper_thread() */
+  guint job_generation;         /* bumped for every job */
+  guint job_busy;               /* helpers that may be using the job */
+  guint helpers_sleeping;       /* changed under job_lock */
+  gboolean dispatcher_sleeping; /* under job_lock */
   gboolean helpers_quit;        /* under job_lock, unlike quit */
 };
 
@@ -127,6 +130,28 @@ run_job_slices (ParallelJob * job, guint worker)
   }
 }
 
+static inline void
+cpu_relax (void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause ();
+#elif defined(__aarch64__)
+  __asm__ __volatile__ ("yield");
+#endif
+}
+
+/* The hand-over of a parallel loop takes no lock on the way in or out:
+ * with GLib's mutex a helper that found the dispatcher inside its
+ * critical section slept in the kernel and came back tens of
+ * microseconds later, after most of the loop's slices were gone.  The
+ * locks are only for going to sleep, after spinning SPIN_ITERATIONS
+ * pauses, and for waking a sleeper.
+ *
+ * Claiming a job: a helper counts itself in job_busy *before* it reads
+ * the job pointer, and the dispatcher clears the pointer *before* it
+ * waits for job_busy to drop to zero (all sequentially consistent), so a
+ * helper that read the pointer is always waited for, and one that came
+ * too late reads NULL and counts itself out. */
 static gpointer
 helper_thread (gpointer data)
 {
@@ -148,35 +173,36 @@ helper_thread (gpointer data)
     guint i;
 
     for (i = 0; i < SPIN_ITERATIONS; i++) {
-      if (__atomic_load_n (&device->job_generation, __ATOMIC_ACQUIRE) != seen)
+      if (__atomic_load_n (&device->job_generation, __ATOMIC_SEQ_CST) != seen)
         break;
-#if defined(__x86_64__) || defined(__i386__)
-      __builtin_ia32_pause ();
-#endif
+      cpu_relax ();
     }
-
-    g_mutex_lock (&device->job_lock);
-    while (device->job_generation == seen && !device->helpers_quit)
-      g_cond_wait (&device->job_cond, &device->job_lock);
-    if (device->helpers_quit) {
+    if (i == SPIN_ITERATIONS) {
+      g_mutex_lock (&device->job_lock);
+      __atomic_add_fetch (&device->helpers_sleeping, 1, __ATOMIC_SEQ_CST);
+      while (__atomic_load_n (&device->job_generation, __ATOMIC_SEQ_CST) ==
+          seen && !device->helpers_quit)
+        g_cond_wait (&device->job_cond, &device->job_lock);
+      __atomic_sub_fetch (&device->helpers_sleeping, 1, __ATOMIC_SEQ_CST);
+      if (device->helpers_quit) {
+        g_mutex_unlock (&device->job_lock);
+        break;
+      }
       g_mutex_unlock (&device->job_lock);
-      break;
     }
-    seen = device->job_generation;
+    seen = __atomic_load_n (&device->job_generation, __ATOMIC_SEQ_CST);
+
+    __atomic_add_fetch (&device->job_busy, 1, __ATOMIC_SEQ_CST);
     /* NULL if the loop was over before this helper came round to it. */
-    job = device->job;
+    job = __atomic_load_n (&device->job, __ATOMIC_SEQ_CST);
     if (job)
-      device->job_busy++;
-    g_mutex_unlock (&device->job_lock);
-
-    if (!job)
-      continue;
-    run_job_slices (job, worker);
-
-    g_mutex_lock (&device->job_lock);
-    if (--device->job_busy == 0)
-      g_cond_signal (&device->job_done_cond);
-    g_mutex_unlock (&device->job_lock);
+      run_job_slices (job, worker);
+    if (__atomic_sub_fetch (&device->job_busy, 1, __ATOMIC_SEQ_CST) == 0) {
+      g_mutex_lock (&device->job_lock);
+      if (device->dispatcher_sleeping)
+        g_cond_signal (&device->job_done_cond);
+      g_mutex_unlock (&device->job_lock);
+    }
   }
   return NULL;
 }
@@ -195,6 +221,7 @@ npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
 {
   NpuDevice *device = task->device;
   ParallelJob job = { func, user_data, n, MAX (grain, 1), 0, 0 };
+  guint i;
 
   if (n == 0)
     return;
@@ -205,22 +232,35 @@ npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
     return;
   }
 
-  g_mutex_lock (&device->job_lock);
-  device->job = &job;
-  __atomic_add_fetch (&device->job_generation, 1, __ATOMIC_RELEASE);
-  g_cond_broadcast (&device->job_cond);
-  g_mutex_unlock (&device->job_lock);
+  __atomic_store_n (&device->job, &job, __ATOMIC_SEQ_CST);
+  __atomic_add_fetch (&device->job_generation, 1, __ATOMIC_SEQ_CST);
+  /* A helper counts itself asleep before it looks at the generation one
+   * last time, under job_lock: it either sees the new generation or is
+   * counted here and woken. */
+  if (__atomic_load_n (&device->helpers_sleeping, __ATOMIC_SEQ_CST) > 0) {
+    g_mutex_lock (&device->job_lock);
+    g_cond_broadcast (&device->job_cond);
+    g_mutex_unlock (&device->job_lock);
+  }
 
   run_job_slices (&job, 0);
 
   /* Every slice is claimed: close the job to helpers yet to come round to
    * it (one descheduled helper must not stall every loop for a time
    * slice), and wait only for those that took it, as they use @job, which
-   * lives in this stack frame. */
+   * lives in this stack frame.  They finish their last slice within
+   * microseconds: spin for that before sleeping. */
+  __atomic_store_n (&device->job, NULL, __ATOMIC_SEQ_CST);
+  for (i = 0; i < SPIN_ITERATIONS; i++) {
+    if (__atomic_load_n (&device->job_busy, __ATOMIC_SEQ_CST) == 0)
+      return;
+    cpu_relax ();
+  }
   g_mutex_lock (&device->job_lock);
-  device->job = NULL;
-  while (device->job_busy > 0)
+  device->dispatcher_sleeping = TRUE;
+  while (__atomic_load_n (&device->job_busy, __ATOMIC_SEQ_CST) > 0)
     g_cond_wait (&device->job_done_cond, &device->job_lock);
+  device->dispatcher_sleeping = FALSE;
   g_mutex_unlock (&device->job_lock);
 }
 

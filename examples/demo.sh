@@ -16,7 +16,10 @@ echo "== compute devices (gst-device-monitor-1.0 Compute)"
 gst-device-monitor-1.0 Compute
 
 echo "== generated models: a small qwen2 text model (MXFP4) and its vision projector"
-$GEN text --arch qwen2 --size small --type mxfp4 --seed 1 -o $M/text.gguf
+# --untied: a random model with tied embeddings only repeats its last input
+# token (docs/models.md), which shows nothing of the pipeline
+$GEN text --arch qwen2 --size small --type mxfp4 --untied --seed 1 \
+  -o $M/text.gguf
 $GEN mmproj --for $M/text.gguf --size tiny --seed 1 -o $M/mmproj.gguf
 
 echo "== camera to text: videotestsrc ! npuvisiontok ! npullm ! fdsink"

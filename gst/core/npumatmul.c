@@ -5,6 +5,7 @@
  */
 #include "npumatmul.h"
 #include "npumatmul-private.h"
+#include "npuhugemem.h"
 
 #include <math.h>
 #include <string.h>
@@ -40,6 +41,7 @@ static const float e2m1_values[16] = {
  * tiles are multiples of every kernel's micro tile; a GEMM tile's weights
  * (64 rows) and activations (64 columns) stay in L2 while it runs. */
 #define GEMV_MAX_N 4
+#define HUGE_MATRIX_BYTES ((gsize) 2 << 20)
 #define GEMV_ROW_TILE 32
 #define GEMM_ROW_TILE 64
 #define GEMM_COL_TILE 64
@@ -148,7 +150,7 @@ void
 npu_mxfp4_matrix_repack (NpuMxfp4Matrix * m, const NpuBlockMxfp4 * blocks,
     gsize rows, gsize k)
 {
-  gsize nb, stride, r, b;
+  gsize nb, stride, r, b, size;
   guint8 *nibbles, *scales;
 
   g_return_if_fail (k % NPU_MXFP4_BLOCK_SIZE == 0);
@@ -157,8 +159,15 @@ npu_mxfp4_matrix_repack (NpuMxfp4Matrix * m, const NpuBlockMxfp4 * blocks,
   nb = k / NPU_MXFP4_BLOCK_SIZE;
   stride = (nb + 3) & ~(gsize) 3;
   /* One allocation: nibbles first so they keep the 64-byte alignment; the
-   * padding blocks are zero (scale 2^-127, elements 0). */
-  nibbles = g_aligned_alloc0 (rows * stride * 17 + 1, 1, 64);
+   * padding blocks are zero (scale 2^-127, elements 0).  Matrices of a
+   * huge page or more go on huge pages (npuhugemem.h). */
+  size = rows * stride * 17 + 1;
+  if (size >= HUGE_MATRIX_BYTES) {
+    nibbles = npu_huge_alloc0 (size);
+    m->owned_size = size;
+  } else {
+    nibbles = g_aligned_alloc0 (size, 1, 64);
+  }
   scales = nibbles + rows * stride * 16;
   for (r = 0; r < rows; r++) {
     for (b = 0; b < nb; b++) {
@@ -181,7 +190,9 @@ npu_mxfp4_matrix_repack (NpuMxfp4Matrix * m, const NpuBlockMxfp4 * blocks,
 void
 npu_mxfp4_matrix_clear (NpuMxfp4Matrix * m)
 {
-  if (m->owned)
+  if (m->owned_size)
+    npu_huge_free (m->owned, m->owned_size);
+  else if (m->owned)
     g_aligned_free (m->owned);
   memset (m, 0, sizeof (*m));
 }

@@ -79,6 +79,7 @@ typedef struct
   const guint8 *nibbles;
 
   gpointer owned;               /* freed by npu_mxfp4_matrix_clear() */
+  gsize owned_size;             /* > 0: owned is on huge pages */
 } NpuMxfp4Matrix;
 
 void npu_mxfp4_matrix_init_view (NpuMxfp4Matrix * m,

@@ -3,7 +3,7 @@
  *   npu-model-gen text --arch llama|qwen2 [--size tiny|small|1b]
  *       [--layers N --dim D --ff F --heads H --kv-heads K --vocab V --ctx C]
  *       [--type f32|f16|bf16|q8_0|mxfp4] [--tied|--untied] [--seed S]
- *       -o text.gguf
+ *       [--all-mxfp4] [--mxfp4-values] -o text.gguf
  *   npu-model-gen mmproj (--for text.gguf | --text-dim D)
  *       [--projector mlp|idefics3] [--size tiny|small|base]
  *       [--image-size 224] [--patch 14] [--scale-factor 2]
@@ -28,6 +28,7 @@ static gchar *opt_projector = NULL;
 static gint opt_layers = -1, opt_dim = -1, opt_ff = -1, opt_heads = -1;
 static gint opt_kv_heads = -1, opt_vocab = -1, opt_ctx = -1;
 static gboolean opt_tied = FALSE, opt_untied = FALSE;
+static gboolean opt_all_mxfp4 = FALSE, opt_mxfp4_values = FALSE;
 static gint opt_image_size = -1, opt_patch = -1, opt_scale = -1;
 static gint opt_text_dim = -1;
 
@@ -54,6 +55,12 @@ static GOptionEntry text_entries[] = {
       "No output.weight (token_embd reused; qwen2's default)", NULL},
   {"untied", 0, 0, G_OPTION_ARG_NONE, &opt_untied,
       "Separate output.weight (llama's default)", NULL},
+  {"all-mxfp4", 0, 0, G_OPTION_ARG_NONE, &opt_all_mxfp4,
+      "With --type mxfp4: token_embd and output in MXFP4 too (not Q8_0)",
+      NULL},
+  {"mxfp4-values", 0, 0, G_OPTION_ARG_NONE, &opt_mxfp4_values,
+      "Round every matrix to MXFP4's values, stored in --type (f32, f16, "
+      "bf16)", NULL},
   {NULL}
 };
 
@@ -185,6 +192,8 @@ main (int argc, char **argv)
         p.tied = TRUE;
       if (opt_untied)
         p.tied = FALSE;
+      p.all_mxfp4 = opt_all_mxfp4;
+      p.mxfp4_values = opt_mxfp4_values;
       ok = npu_model_gen_write_text (&p, opt_out, &stats, &error);
     }
   } else {

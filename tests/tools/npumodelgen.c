@@ -260,7 +260,9 @@ typedef struct
   gdouble mean;
   gdouble std;
   guint64 seed;
+  gboolean mxfp4_grid;          /* round each row to MXFP4 values first */
   float *row;                   /* ne[0] floats, for the fill callback */
+  NpuBlockMxfp4 *blocks;        /* ne[0] / 32 blocks, for mxfp4_grid */
 } TensorSpec;
 
 static void
@@ -269,6 +271,7 @@ tensor_spec_free (gpointer p)
   TensorSpec *t = p;
 
   g_free (t->row);
+  g_free (t->blocks);
   g_free (t->name);
   g_free (t);
 }
@@ -312,8 +315,16 @@ fill_tensor (const gchar * name, guint8 * dst, guint64 offset, gsize n_bytes,
 
   if (t->row == NULL)
     t->row = g_new (float, n);
+  if (t->mxfp4_grid && t->blocks == NULL)
+    t->blocks = g_new (NpuBlockMxfp4, n / NPU_MXFP4_BLOCK_SIZE);
   for (; row < end; row++, dst += row_bytes) {
     gen_row (t, row, t->row);
+    if (t->mxfp4_grid) {
+      /* the values an MXFP4 copy of the row decodes to: exact in F32, F16
+       * and BF16 (an E2M1 value has two significant bits) */
+      npu_mxfp4_quantize_f32 (t->row, t->blocks, n);
+      npu_mxfp4_dequantize (t->blocks, t->row, n);
+    }
     switch (t->type) {
       case NPU_GGML_TYPE_F32:
         for (j = 0; j < n; j++) {
@@ -348,11 +359,13 @@ fill_tensor (const gchar * name, guint8 * dst, guint64 offset, gsize n_bytes,
   return TRUE;
 }
 
-/* Adds a random tensor: mean + std * (bell-shaped noise) */
+/* Adds a random tensor: mean + std * (bell-shaped noise), rounded to
+ * MXFP4's values first if @mxfp4_grid (ne0 a multiple of 32) */
 static gboolean
 add_random (NpuGgufWriter * w, guint64 seed, NpuModelGenStats * stats,
-    const gchar * name, guint32 type, gdouble mean, gdouble std, guint n_dims,
-    guint64 ne0, guint64 ne1, guint64 ne2, guint64 ne3, GError ** error)
+    const gchar * name, guint32 type, gboolean mxfp4_grid, gdouble mean,
+    gdouble std, guint n_dims, guint64 ne0, guint64 ne1, guint64 ne2,
+    guint64 ne3, GError ** error)
 {
   TensorSpec *t = g_new0 (TensorSpec, 1);
   guint64 s = seed ^ fnv1a64 (name);
@@ -366,6 +379,7 @@ add_random (NpuGgufWriter * w, guint64 seed, NpuModelGenStats * stats,
   t->type = type;
   t->mean = mean;
   t->std = std;
+  t->mxfp4_grid = mxfp4_grid;
   t->seed = splitmix64 (&s);
   stats->n_params += ne0 * ne1 * ne2 * ne3;
   stats->n_tensors++;
@@ -981,8 +995,8 @@ check_ne0 (guint64 ne0, guint32 type, const gchar * what, GError ** error)
 static gboolean
 check_text (const NpuTextModelParams * p, GError ** error)
 {
-  guint32 big = p->wtype == NPU_GGML_TYPE_MXFP4 ? NPU_GGML_TYPE_Q8_0 :
-      p->wtype;
+  guint32 big = p->wtype == NPU_GGML_TYPE_MXFP4 && !p->all_mxfp4 ?
+      NPU_GGML_TYPE_Q8_0 : p->wtype;
 
   if (!p->n_layers || !p->dim || !p->ff || !p->n_heads || !p->n_kv_heads
       || !p->ctx) {
@@ -1004,9 +1018,24 @@ check_text (const NpuTextModelParams * p, GError ** error)
         min_vocab (p->arch));
     return FALSE;
   }
+  if (p->all_mxfp4 && p->wtype != NPU_GGML_TYPE_MXFP4) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "all-MXFP4 needs type mxfp4");
+    return FALSE;
+  }
+  if (p->mxfp4_values && p->wtype != NPU_GGML_TYPE_F32
+      && p->wtype != NPU_GGML_TYPE_F16 && p->wtype != NPU_GGML_TYPE_BF16) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "MXFP4 values need type f32, f16 or bf16 (%s cannot hold them "
+        "exactly)", npu_ggml_type_name (p->wtype));
+    return FALSE;
+  }
+  if (p->mxfp4_values)
+    big = NPU_GGML_TYPE_MXFP4;  /* rows are whole MXFP4 blocks */
   return check_ne0 (p->dim, p->wtype, "dim", error)
       && check_ne0 (p->ff, p->wtype, "ff", error)
-      && check_ne0 (p->dim, big, "dim", error);
+      && check_ne0 (p->dim, big, "dim", error)
+      && check_ne0 (p->ff, big, "ff", error);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1032,7 +1061,8 @@ npu_model_gen_write_text (const NpuTextModelParams * p, const gchar * path,
    * token_embd and output in Q8_0; every other type applies to all 2-D
    * weights, as llama-quantize does for F16/BF16/Q8_0 files. */
   guint32 wt = p->wtype;
-  guint32 et = wt == NPU_GGML_TYPE_MXFP4 ? NPU_GGML_TYPE_Q8_0 : wt;
+  guint32 et = wt == NPU_GGML_TYPE_MXFP4 && !p->all_mxfp4 ?
+      NPU_GGML_TYPE_Q8_0 : wt;
   NpuModelGenStats stats = { 0 };
   NpuGgufWriter *w;
   gchar *key = NULL, *name, *desc;
@@ -1088,10 +1118,11 @@ npu_model_gen_write_text (const NpuTextModelParams * p, const gchar * path,
   s_res = 1.0 / sqrt (2.0 * p->n_layers);
   s_emb = 1.0 / sqrt (sqrt ((gdouble) p->dim));
 #define T2(n, t, std, a, b) \
-  add_random (w, p->seed, &stats, n, t, 0.0, std, 2, a, b, 1, 1, error)
-#define T1(n, mean, std, a) \
-  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, mean, std, 1, a, 1, \
+  add_random (w, p->seed, &stats, n, t, p->mxfp4_values, 0.0, std, 2, a, b, \
       1, 1, error)
+#define T1(n, mean, std, a) \
+  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, FALSE, mean, std, 1, \
+      a, 1, 1, 1, error)
   ok = ok && T2 ("token_embd.weight", et, s_emb, p->dim, p->vocab);
   for (i = 0; ok && i < p->n_layers; i++) {
     gchar *b = g_strdup_printf ("blk.%u.", i);
@@ -1264,10 +1295,11 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
   s_ff = 1.0 / sqrt ((gdouble) p->ff);
   s_res = 1.0 / sqrt (2.0 * p->n_layers);
 #define T(n, t, std, nd, a, b, c, d) \
-  add_random (w, p->seed, &stats, n, t, 0.0, std, nd, a, b, c, d, error)
+  add_random (w, p->seed, &stats, n, t, FALSE, 0.0, std, nd, a, b, c, d, \
+      error)
 #define T1(n, mean, std, a) \
-  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, mean, std, 1, a, 1, \
-      1, 1, error)
+  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, FALSE, mean, std, 1, \
+      a, 1, 1, 1, error)
   /* pixels are normalised to about [-1, 1]: the convolution is a
    * projection of 3 * patch^2 inputs */
   ok = ok && T ("v.patch_embd.weight", conv_t,

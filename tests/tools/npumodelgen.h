@@ -50,6 +50,15 @@ typedef struct
   guint ctx;
   guint32 wtype;                /* ggml type of the 2-D weights */
   gboolean tied;                /* no output.weight: token_embd is reused */
+  gboolean all_mxfp4;           /* with wtype MXFP4: token_embd and output
+                                 * MXFP4 too instead of Q8_0 (llama-quantize
+                                 * --token-embedding-type mxfp4
+                                 * --output-tensor-type mxfp4) */
+  gboolean mxfp4_values;        /* every 2-D weight (token_embd and output
+                                 * too) rounded to the values an MXFP4 copy
+                                 * decodes to, stored in wtype (F32, F16 or
+                                 * BF16): ggml then computes with exactly
+                                 * the weights an MXFP4 runtime uses */
   guint64 seed;
   gfloat rms_eps;
   gfloat rope_base;

@@ -11,6 +11,7 @@
  */
 #include "core/npugguf.h"
 #include "core/npuggufwriter.h"
+#include "core/npumxfp4.h"
 #include "tests/tools/npumodelgen.h"
 
 #include <glib/gstdio.h>
@@ -515,7 +516,7 @@ check_text_model (const gchar * path, const NpuTextModelParams * p)
   NpuGguf *g = npu_gguf_open (path, &err);
   const gchar *arch = p->arch == NPU_MODEL_ARCH_LLAMA ? "llama" : "qwen2";
   guint hd = p->dim / p->n_heads, kv = hd * p->n_kv_heads, i;
-  guint32 wt = p->wtype, et = wt == NPU_GGML_TYPE_MXFP4 ?
+  guint32 wt = p->wtype, et = wt == NPU_GGML_TYPE_MXFP4 && !p->all_mxfp4 ?
       NPU_GGML_TYPE_Q8_0 : wt;
   const NpuGgufValue *toks, *types, *scores;
   const NpuGgufTensor *t;
@@ -944,6 +945,86 @@ test_gen_errors (void)
   g_free (path);
 }
 
+/* --all-mxfp4 puts token_embd and output in MXFP4; --mxfp4-values stores
+ * every matrix as the values an MXFP4 copy decodes to: the same weights as
+ * the MXFP4 file of the same seed (so ggml computes with F32 weights
+ * exactly what an MXFP4 runtime uses), and requantising them changes
+ * nothing */
+static void
+test_gen_mxfp4_options (void)
+{
+  static const gchar *const mats[] = { "token_embd.weight", "output.weight",
+    "blk.0.attn_q.weight", "blk.1.ffn_down.weight"
+  };
+  NpuTextModelParams p;
+  GError *err = NULL;
+  gchar *mx = tmp_path ("all-mxfp4.gguf"), *f32 = tmp_path ("values.gguf");
+  gchar *bad = tmp_path ("bad.gguf");
+  NpuGguf *gm, *gf;
+  guint k;
+
+  g_assert_true (npu_model_gen_text_preset (&p, NPU_MODEL_ARCH_LLAMA, "tiny",
+          &err));
+  p.tied = FALSE;
+  p.wtype = NPU_GGML_TYPE_MXFP4;
+  p.all_mxfp4 = TRUE;
+  g_assert_true (npu_model_gen_write_text (&p, mx, NULL, &err));
+  g_assert_no_error (err);
+  check_text_model (mx, &p);
+  p.all_mxfp4 = FALSE;
+  p.wtype = NPU_GGML_TYPE_F32;
+  p.mxfp4_values = TRUE;
+  g_assert_true (npu_model_gen_write_text (&p, f32, NULL, &err));
+  g_assert_no_error (err);
+  check_text_model (f32, &p);
+
+  gm = npu_gguf_open (mx, &err);
+  g_assert_no_error (err);
+  gf = npu_gguf_open (f32, &err);
+  g_assert_no_error (err);
+  for (k = 0; k < G_N_ELEMENTS (mats); k++) {
+    const NpuGgufTensor *tm = npu_gguf_find_tensor (gm, mats[k]);
+    const NpuGgufTensor *tf = npu_gguf_find_tensor (gf, mats[k]);
+    gsize n = tf->ne[0] * tf->ne[1], i;
+    float *dec = g_new (float, n), *again = g_new (float, n);
+    NpuBlockMxfp4 *blocks = g_new (NpuBlockMxfp4, n / 32);
+
+    g_assert_cmpint (tm->type, ==, NPU_GGML_TYPE_MXFP4);
+    g_assert_cmpint (tf->type, ==, NPU_GGML_TYPE_F32);
+    npu_mxfp4_dequantize ((const NpuBlockMxfp4 *) tm->data, dec, n);
+    g_assert_true (memcmp (dec, tf->data, n * sizeof (float)) == 0);
+    npu_mxfp4_quantize_f32 ((const float *) tf->data, blocks, n);
+    npu_mxfp4_dequantize (blocks, again, n);
+    /* the same values (+0 and -0 compare equal) */
+    for (i = 0; i < n; i++)
+      g_assert_true (again[i] == dec[i]);
+    g_free (dec);
+    g_free (again);
+    g_free (blocks);
+  }
+  npu_gguf_free (gm);
+  npu_gguf_free (gf);
+
+  /* Q8_0 cannot hold MXFP4 values exactly; all-MXFP4 needs MXFP4 */
+  p.wtype = NPU_GGML_TYPE_Q8_0;
+  g_assert_false (npu_model_gen_write_text (&p, bad, NULL, &err));
+  g_assert_error (err, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID);
+  g_clear_error (&err);
+  p.mxfp4_values = FALSE;
+  p.wtype = NPU_GGML_TYPE_F16;
+  p.all_mxfp4 = TRUE;
+  g_assert_false (npu_model_gen_write_text (&p, bad, NULL, &err));
+  g_assert_error (err, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID);
+  g_clear_error (&err);
+  g_assert_false (g_file_test (bad, G_FILE_TEST_EXISTS));
+
+  g_unlink (mx);
+  g_unlink (f32);
+  g_free (mx);
+  g_free (f32);
+  g_free (bad);
+}
+
 static gchar *
 gen_checksum (NpuModelArch arch, const gchar * type, guint64 seed,
     gboolean mmproj)
@@ -1025,6 +1106,7 @@ main (int argc, char **argv)
   g_test_add_func ("/model-gen/llama", test_gen_llama);
   g_test_add_func ("/model-gen/qwen2", test_gen_qwen2);
   g_test_add_func ("/model-gen/errors", test_gen_errors);
+  g_test_add_func ("/model-gen/mxfp4-options", test_gen_mxfp4_options);
   g_test_add_func ("/model-gen/determinism", test_determinism);
   ret = g_test_run ();
   g_rmdir (tmpdir);

@@ -1,0 +1,181 @@
+#!/bin/bash
+# Cross-check of the core's decoder (gst/core/npullm.h) against llama.cpp on
+# the same GGUF files: greedy tokens and logits, step by step.  A developer
+# tool, not part of the test suite (it builds llama.cpp, ~5 minutes on two
+# cores, and needs npm; see build-llamacpp.sh).
+#
+#   tests/crosscheck/run.sh [BUILD_DIR] [--quick]
+#
+# BUILD_DIR is a meson build of this tree (default: build/, set up and
+# built here if it lacks the tools).  --quick skips the 1B models.
+# Environment: LLAMACPP_DIR (/tmp/llamacpp), WORK (/tmp/npu-crosscheck)
+# for the generated models and the logs, N (16) greedy steps.
+#
+# For each model, llama-greedy (llama.cpp) and npu-greedy (ours) decode N
+# greedy steps from the same prompt ids; then npu-greedy evaluates
+# llama.cpp's sequence (teacher forcing) and compares every step's logits.
+# A case passes when max |ours - llama.cpp| / (range of llama.cpp's
+# logits) stays within its tolerance at every step and every argmax
+# disagreement is a near tie (llama.cpp's top-1/top-2 margin below twice
+# that step's max |diff|).  Tolerances, by what separates the two sides:
+#   exact    1e-4  same weights (matrices generated on MXFP4's values,
+#                  --mxfp4-values, stored F32), our scalar kernels, llama.cpp
+#                  in F32 (F32 KV cache, no flash attention): F32 rounding
+#                  only.  Tests RoPE, norms, biases, GQA, tied output.
+#   f16      1e-2  the same in F16 storage: llama.cpp rounds activations to
+#                  F16 for F16 weights (ggml's vec_dot_type).
+#   int8     3e-2  same weights, our int8-activation kernels (the unit
+#                  test's bound, tests/unit/test-llm.c).
+#   q8act    3e-2  an all-MXFP4 file (--all-mxfp4): the same weights, with
+#                  llama.cpp's Q8_0 activations and our int8 ones.
+#   layout   3e-2  llama.cpp's MXFP4 layout (Q8_0 token_embd and output):
+#                  both sides read the Q8_0 output matrix (or the tied
+#                  embedding) as it is, so only the activations' int8 / Q8_0
+#                  rounding differs, as q8act.
+#   requant  info  F16/Q8_0 files of random (not MXFP4-valued) weights: we
+#                  requantise every matrix to MXFP4, llama.cpp does not;
+#                  the figures are printed, not judged.
+set -euo pipefail
+
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+BUILD=
+QUICK=0
+for a in "$@"; do
+  case $a in
+    --quick) QUICK=1 ;;
+    *) BUILD=$a ;;
+  esac
+done
+BUILD=${BUILD:-$SRC/build}
+export LLAMACPP_DIR=${LLAMACPP_DIR:-/tmp/llamacpp}
+WORK=${WORK:-/tmp/npu-crosscheck}
+N=${N:-16}
+mkdir -p "$WORK"
+
+echo "== building llama.cpp"
+"$HERE/build-llamacpp.sh"
+LG=$LLAMACPP_DIR/llama-greedy
+
+echo "== building gst-npu's tools in $BUILD"
+if [ ! -f "$BUILD/build.ninja" ]; then
+  meson setup "$BUILD" "$SRC" >"$WORK/meson-setup.log"
+fi
+ninja -C "$BUILD" tests/crosscheck/npu-greedy tests/tools/npu-model-gen \
+    >"$WORK/ninja.log"
+NG=$BUILD/tests/crosscheck/npu-greedy
+GEN=$BUILD/tests/tools/npu-model-gen
+
+passed=0
+failed=0
+pass () { echo "PASS  $*"; passed=$((passed + 1)); }
+fail () { echo "FAIL  $*"; failed=$((failed + 1)); }
+
+# check NAME ISA TOL GENERATOR-ARGS... [-- PROMPT-ARGS...]
+# ISA: scalar, or "default" (the kernels the CPU picks); TOL: a relative
+# tolerance, or "info".  MODEL=OTHER reuses case OTHER's model file,
+# NPU_ARGS adds options to npu-greedy.
+check () {
+  local name=$1 isa=$2 tol=$3
+  shift 3
+  local gen=() prompt=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do gen+=("$1"); shift; done
+  [ $# -gt 0 ] && shift
+  prompt=("$@")
+  local model=$WORK/${MODEL:-$name}.gguf ref=$WORK/$name.ref log=$WORK/$name
+  local -a env=()
+  [ "$isa" != default ] && env=(NPU_MATMUL_ISA="$isa")
+
+  if [ ! -f "$model" ]; then
+    "$GEN" text "${gen[@]}" -o "$model" >/dev/null
+  fi
+  if ! "$LG" -m "$model" -n "$N" "${prompt[@]}" --logits "$ref" \
+      >"$log.llama.txt" 2>"$log.llama.err"; then
+    fail "$name: llama.cpp did not load or run it (see $log.llama.err)"
+    return
+  fi
+  local tolarg=()
+  [ "$tol" != info ] && tolarg=(--tol "$tol")
+  local rc=0
+  local -a extra=()
+  [ -n "${NPU_ARGS:-}" ] && read -r -a extra <<<"$NPU_ARGS"
+  env "${env[@]}" "$NG" "$model" "${prompt[@]}" --reference "$ref" \
+      "${tolarg[@]}" "${extra[@]}" >"$log.npu.txt" 2>"$log.npu.err" || rc=$?
+  local free summary
+  free=$(sed -n 's/^free run: \([0-9]*\/[0-9]*\) steps equal.*/\1/p' \
+      "$log.npu.txt")
+  summary=$(sed -n 's/^summary: //p' "$log.npu.txt")
+  if [ -z "$summary" ]; then
+    fail "$name: npu-greedy failed (see $log.npu.err)"
+  elif [ "$tol" = info ]; then
+    echo "INFO  $name [$isa]: free run $free equal; $summary"
+  elif [ $rc -eq 0 ]; then
+    pass "$name [$isa, tol $tol]: free run $free equal; $summary"
+  else
+    fail "$name [$isa, tol $tol]: free run $free equal; $summary"
+  fi
+}
+
+# tokenize NAME MODEL TEXT: the same ids from both tokenizers
+tokenize () {
+  local name=$1 model=$2 text=$3 a b shown
+  shown=${text//$'\n'/\\n}
+  shown=${shown//$'\t'/\\t}
+  a=$("$LG" -m "$model" --tokenize "$text" 2>/dev/null \
+      | sed -n 's/^tokens://p') || true
+  b=$("$NG" "$model" --tokenize "$text" 2>"$WORK/tokenize.err" \
+      | sed -n 's/^tokens://p') || true
+  if [ -n "$a" ] && [ "$a" = "$b" ]; then
+    pass "tokenize $name: '$shown' ->$a"
+  else
+    fail "tokenize $name: '$shown': llama.cpp$a, ours$b"
+  fi
+}
+
+echo "== cross-check, $N greedy steps per model (logs in $WORK)"
+for arch in llama qwen2; do
+  for size in tiny small; do
+    check "$arch-$size-f32-exact" scalar 1e-4 --arch "$arch" --size "$size" \
+        --type f32 --mxfp4-values
+  done
+  # the output the architecture does not default to (llama untied, qwen2
+  # tied)
+  other=tied
+  [ "$arch" = qwen2 ] && other=untied
+  check "$arch-tiny-f32-exact-$other" scalar 1e-4 --arch "$arch" \
+      --type f32 --mxfp4-values "--$other"
+  check "$arch-tiny-f16-exact" scalar 1e-2 --arch "$arch" --type f16 \
+      --mxfp4-values
+  check "$arch-tiny-bf16-exact" scalar 1e-2 --arch "$arch" --type bf16 \
+      --mxfp4-values
+  check "$arch-small-f32-exact-int8" default 3e-2 --arch "$arch" \
+      --size small --type f32 --mxfp4-values
+  for size in tiny small; do
+    check "$arch-$size-all-mxfp4" default 3e-2 --arch "$arch" \
+        --size "$size" --type mxfp4 --all-mxfp4
+    check "$arch-$size-mxfp4" default 3e-2 --arch "$arch" --size "$size" \
+        --type mxfp4
+  done
+  MODEL=$arch-small-mxfp4 check "$arch-small-mxfp4-text-prompt" default \
+      3e-2 --arch "$arch" --size small --type mxfp4 \
+      -- --prompt "the camera sees a person"
+  for t in f16 q8_0; do
+    check "$arch-small-$t" default info --arch "$arch" --size small --type "$t"
+  done
+  if [ $QUICK -eq 0 ]; then
+    check "$arch-1b-mxfp4" default 3e-2 --arch "$arch" --size 1b \
+        --type mxfp4
+  fi
+done
+
+for arch in llama qwen2; do
+  model=$WORK/$arch-small-mxfp4.gguf
+  tokenize "$arch" "$model" "the camera sees a person"
+  tokenize "$arch" "$model" "Hello, World! It's 2024: naïve café, 3.14"
+  tokenize "$arch" "$model" "  two  spaces, a	tab and
+a newline"
+  tokenize "$arch" "$model" "<image> what is in the image? <|im_end|>"
+done
+
+echo "crosscheck: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -10,11 +10,12 @@
  *   answers #GstNpuLlm:prompt once and ends the stream.
  * - Text buffers on the `text` pad are prompts, answered one by one.
  * - Token tensors on the `vision` and `audio` pads (from npuvisiontok,
- *   npuaudiotok) are spliced into the prompt before the text; each media
- *   buffer is answered with #GstNpuLlm:prompt.  When a new one arrives while
- *   an answer is being generated, it replaces the one waiting (latest wins;
- *   #GstNpuLlm:media-replaced counts them), so a live camera never builds a
- *   backlog.
+ *   npuaudiotok) are spliced into the prompt before the text and answered
+ *   with #GstNpuLlm:prompt.  While an answer is being generated, media
+ *   waits for the next one: a newer buffer from the same pad replaces the
+ *   waiting one (latest wins; #GstNpuLlm:media-replaced counts them), so a
+ *   live camera never builds a backlog, and buffers from different pads
+ *   join the same answer in timestamp order.
  * - Weights come from #GstNpuLlm:model, or from mxfp4weights on the
  *   `weights` pad: `mxfp4weights location=m.gguf ! llm.weights`.
  *
@@ -97,6 +98,7 @@ typedef struct
 
 typedef struct
 {
+  GstPad *pad;                  /* which pad it came on (not a reference) */
   GstBuffer *buffer;
   GstMapInfo map;
   gboolean mapped;
@@ -764,7 +766,10 @@ start_stream (GstNpuLlm * self)
   if (self->started_stream && !self->need_segment)
     return;
   if (!self->started_stream) {
-    id = gst_pad_create_stream_id (self->srcpad, GST_ELEMENT (self), NULL);
+    /* Made up, as aggregators do: gst_pad_create_stream_id() derives it
+     * from the single upstream stream and refuses an element with several
+     * sink pads (vision + audio, or weights + vision) */
+    id = g_strdup_printf ("npullm-%08x", g_random_int ());
     gst_pad_push_event (self->srcpad, gst_event_new_stream_start (id));
     g_free (id);
     caps = gst_caps_new_simple ("text/x-raw", "format", G_TYPE_STRING,
@@ -803,28 +808,34 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
               "max-tokens" : "stopped", NULL)));
 }
 
-/* Maps a job's media once its producer is done.  Returns FALSE with
- * @skip set when a producer dropped the media (its task was cancelled), or
- * with @error set when it failed or the rows do not fit the model. */
+/* Maps a job's media once its producer is done.  Media a producer
+ * dropped (its task was cancelled) leaves the job; returns FALSE with
+ * @skip set when none is left, or with @error set when a producer failed
+ * or the rows do not fit the model. */
 static gboolean
 map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
 {
   guint n_embd = npu_llm_session_get_n_embd (self->session);
-  GList *l;
+  GList *l, *next;
 
   *skip = FALSE;
-  for (l = job->media; l; l = l->next) {
+  for (l = job->media; l; l = next) {
     MediaItem *m = l->data;
     GError *err = NULL;
 
+    next = l->next;
     if (!gst_npu_buffer_wait (m->buffer, -1, &err)) {
       if (g_error_matches (err, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED)) {
-        *skip = TRUE;
         g_error_free (err);
-      } else {
-        g_propagate_prefixed_error (error, err,
-            "the tokens' producer failed: ");
+        media_item_free (m);
+        job->media = g_list_delete_link (job->media, l);
+        *skip = job->media == NULL;
+        if (*skip)
+          return FALSE;
+        continue;
       }
+      g_propagate_prefixed_error (error, err,
+          "the tokens' producer failed: ");
       return FALSE;
     }
     if (!gst_buffer_map (m->buffer, &m->map, GST_MAP_READ)) {
@@ -949,42 +960,96 @@ flushing_locked:
  * Input
  */
 static void
-queue_job (GstNpuLlm * self, Job * job, gboolean replaceable)
+queue_job (GstNpuLlm * self, Job * job)
 {
   g_mutex_lock (&self->lock);
-  if (replaceable && self->latest_media_job) {
-    /* Latest wins: the waiting media job gets the new media instead. */
-    g_queue_remove (&self->jobs, self->latest_media_job);
-    job_free (self->latest_media_job);
-    GST_OBJECT_LOCK (self);
-    self->media_replaced++;
-    GST_OBJECT_UNLOCK (self);
-  }
   g_queue_push_tail (&self->jobs, job);
-  if (replaceable)
-    self->latest_media_job = job;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
 }
 
+static gint
+compare_media_pts (gconstpointer a, gconstpointer b)
+{
+  GstClockTime pa = GST_BUFFER_PTS (((const MediaItem *) a)->buffer);
+  GstClockTime pb = GST_BUFFER_PTS (((const MediaItem *) b)->buffer);
+
+  /* Media without a timestamp goes after the timed one */
+  if (pa == pb)
+    return 0;
+  if (!GST_CLOCK_TIME_IS_VALID (pa))
+    return 1;
+  if (!GST_CLOCK_TIME_IS_VALID (pb))
+    return -1;
+  return pa < pb ? -1 : 1;
+}
+
+/* The job's timestamp spans its media: from the first PTS to the end of
+ * the last one */
+static void
+job_update_times (Job * job)
+{
+  GstClockTime start = GST_CLOCK_TIME_NONE, end = GST_CLOCK_TIME_NONE;
+  GList *l;
+
+  for (l = job->media; l; l = l->next) {
+    GstBuffer *b = ((MediaItem *) l->data)->buffer;
+    GstClockTime pts = GST_BUFFER_PTS (b), e;
+
+    if (!GST_CLOCK_TIME_IS_VALID (pts))
+      continue;
+    if (!GST_CLOCK_TIME_IS_VALID (start) || pts < start)
+      start = pts;
+    e = pts + (GST_BUFFER_DURATION_IS_VALID (b) ? GST_BUFFER_DURATION (b) :
+        0);
+    if (!GST_CLOCK_TIME_IS_VALID (end) || e > end)
+      end = e;
+  }
+  job->pts = start;
+  job->duration = GST_CLOCK_TIME_IS_VALID (start) && end > start ?
+      end - start : GST_CLOCK_TIME_NONE;
+}
+
+/* Media waits in one job that the answering thread has not taken yet.  A
+ * buffer from a pad that already has one there replaces it (latest wins,
+ * counted); one from another pad joins it, in PTS order, so that an answer
+ * about a camera and a microphone sees both, in the order they happened. */
 static GstFlowReturn
 gst_npu_llm_media_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
 {
   GstNpuLlm *self = GST_NPU_LLM (parent);
   MediaItem *m = g_new0 (MediaItem, 1);
   Job *job;
+  GList *l;
 
   /* Not mapped here: the tokens may still be computing (their fence), and
    * waiting would stall the producer.  The answering thread maps them. */
+  m->pad = pad;
   m->buffer = buf;
-  job = g_new0 (Job, 1);
-  GST_OBJECT_LOCK (self);
-  job->text = g_strdup (self->prompt);
-  GST_OBJECT_UNLOCK (self);
-  job->pts = GST_BUFFER_PTS (buf);
-  job->duration = GST_BUFFER_DURATION (buf);
-  job->media = g_list_append (NULL, m);
-  queue_job (self, job, TRUE);
+  g_mutex_lock (&self->lock);
+  job = self->latest_media_job;
+  if (!job) {
+    job = g_new0 (Job, 1);
+    GST_OBJECT_LOCK (self);
+    job->text = g_strdup (self->prompt);
+    GST_OBJECT_UNLOCK (self);
+    g_queue_push_tail (&self->jobs, job);
+    self->latest_media_job = job;
+  }
+  for (l = job->media; l; l = l->next) {
+    if (((MediaItem *) l->data)->pad == pad) {
+      media_item_free (l->data);
+      job->media = g_list_delete_link (job->media, l);
+      GST_OBJECT_LOCK (self);
+      self->media_replaced++;
+      GST_OBJECT_UNLOCK (self);
+      break;
+    }
+  }
+  job->media = g_list_insert_sorted (job->media, m, compare_media_pts);
+  job_update_times (job);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
   return GST_FLOW_OK;
 }
 
@@ -1017,7 +1082,7 @@ gst_npu_llm_text_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     job_free (job);
     return GST_FLOW_OK;
   }
-  queue_job (self, job, FALSE);
+  queue_job (self, job);
   return GST_FLOW_OK;
 }
 

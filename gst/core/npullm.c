@@ -51,6 +51,11 @@ struct _NpuLlmModel
   NpuLlmTensorView tok_embd;
   gsize embd_row_bytes;
   const float *output_norm;
+  /* The logits' matrix: output.weight, or token_embd for a tied model.  In
+   * Q8_0 it is read in place by npu_matmul_q8_0(), as llama.cpp computes
+   * the logits of its MXFP4 files (requantising it to MXFP4 moved the
+   * logits by ~7 % of their range); any other type goes to @output. */
+  const NpuBlockQ8_0 *output_q8_0;
   Matrix output;
   const float *rope_freqs;      /* optional rope_freqs.weight [n_rot / 2] */
   double *inv_freq;             /* n_rot / 2 angular frequencies */
@@ -375,6 +380,18 @@ load_vector (NpuLlmTensorLookup lookup, gpointer user_data,
   return TRUE;
 }
 
+static gboolean
+check_row_length (const gchar * name, gsize k, GError ** error)
+{
+  if (k % NPU_MXFP4_BLOCK_SIZE != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "tensor '%s': row length %" G_GSIZE_FORMAT " is not a multiple of 32",
+        name, k);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 /* A view as an MXFP4 matrix: in place if it is MXFP4, else converted once
  * (17 bytes per 32 weights owned by the model). */
 static gboolean
@@ -384,12 +401,8 @@ matrix_from_view (NpuLlmModel * model, const gchar * name,
   gsize k = v->ne[0], rows = v->ne[1], n = k * rows;
   NpuBlockMxfp4 *blocks;
 
-  if (k % NPU_MXFP4_BLOCK_SIZE != 0) {
-    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-        "tensor '%s': row length %" G_GSIZE_FORMAT " is not a multiple of 32",
-        name, k);
+  if (!check_row_length (name, k, error))
     return FALSE;
-  }
   if (v->type == NPU_GGML_TYPE_MXFP4) {
     if (model->flags & NPU_LLM_LOAD_REPACK) {
       npu_mxfp4_matrix_repack (&mat->m, v->data, rows, k);
@@ -541,11 +554,23 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
     goto fail;
   /* Tied output: the logits are token_embd . x, as llama.cpp does when a
    * file has no output.weight */
-  if (!matrix_from_view (model, found ? "output.weight" : "token_embd.weight",
-          found ? &v : &model->tok_embd, &model->output, error))
-    goto fail;
-  model->decode_bytes += npu_mxfp4_matrix_get_size (&model->output.m)
-      + model->embd_row_bytes;
+  {
+    const gchar *name = found ? "output.weight" : "token_embd.weight";
+    const NpuLlmTensorView *out = found ? &v : &model->tok_embd;
+
+    if (out->type == NPU_GGML_TYPE_Q8_0) {
+      if (!check_row_length (name, hp->n_embd, error))
+        goto fail;
+      model->output_q8_0 = out->data;
+      model->decode_bytes += (guint64) hp->n_vocab *
+          (hp->n_embd / NPU_MXFP4_BLOCK_SIZE) * sizeof (NpuBlockQ8_0);
+    } else {
+      if (!matrix_from_view (model, name, out, &model->output, error))
+        goto fail;
+      model->decode_bytes += npu_mxfp4_matrix_get_size (&model->output.m);
+    }
+  }
+  model->decode_bytes += model->embd_row_bytes;
 
   /* Llama 3's per-frequency RoPE factors, optional (llama.cpp divides each
    * frequency by its factor) */
@@ -1150,7 +1175,11 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
     rms_norm (ctx->x + src * dim, model->output_norm, ctx->xn + t * dim, dim,
         hp->rms_eps);
   }
-  npu_matmul_mxfp4 (task, &model->output.m, ctx->xn, n_out, ctx->logits);
+  if (model->output_q8_0)
+    npu_matmul_q8_0 (task, model->output_q8_0, hp->n_vocab, dim, ctx->xn,
+        n_out, ctx->logits);
+  else
+    npu_matmul_mxfp4 (task, &model->output.m, ctx->xn, n_out, ctx->logits);
   ctx->n_logits = n_out;
 }
 

@@ -103,9 +103,10 @@ typedef struct _NpuLlmContext NpuLlmContext;
  * NpuLlmLoadFlags:
  * @NPU_LLM_LOAD_IN_PLACE: MXFP4 matrices are read where the lookup put
  *   them (ggml's block layout): no copy, the data must outlive the model
- * @NPU_LLM_LOAD_REPACK: every matrix is repacked once into the kernels'
- *   split layout (npu_mxfp4_matrix_repack(): still 4.25 bits a weight, so
- *   a private copy the size of the weights; the source may then go away).
+ * @NPU_LLM_LOAD_REPACK: every MXFP4 matrix is repacked once into the
+ *   kernels' split layout (npu_mxfp4_matrix_repack(): still 4.25 bits a
+ *   weight, so a private copy the size of the weights; their source may
+ *   then go away, not token_embd's nor a Q8_0 output's, read in place).
  *   Decoding is measurably faster (docs/llm-core.md).
  */
 typedef enum
@@ -118,7 +119,9 @@ typedef enum
  * F16, BF16 and Q8_0 ones are converted once here (the model then owns
  * 17 bytes per 32 weights of each).  token_embd keeps its own type (rows
  * are dequantised one token at a time); with no output.weight the logits
- * use token_embd, converted if it is not MXFP4.  @hp is copied. */
+ * use token_embd.  The logits' matrix is used in place if it is Q8_0 (as
+ * llama.cpp does; npu_matmul_q8_0()), so it must outlive the model, and is
+ * converted like the others otherwise.  @hp is copied. */
 NpuLlmModel *npu_llm_model_new (const NpuLlmHParams * hp,
     NpuLlmTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
     GError ** error);

@@ -1,11 +1,18 @@
-/* gst-npu: MXFP4 x int8 kernel for AVX2 + FMA
+/* gst-npu: MXFP4 x int8 and Q8_0 x int8 kernels for AVX2 + FMA (+ F16C)
  *
- * Built with -mavx2 -mfma; only called when the CPU has them.  One ymm holds
+ * Built with -mavx2 -mfma -mf16c; only called when the CPU has them.  One ymm
+ * holds
  * 2 blocks (one per 128-bit lane, low nibbles then high nibbles), decoded by
  * vpshufb into unsigned 2 * P + 12.  Without VNNI the products go through
  * vpmaddubsw (u8 x s8 -> pairs summed to s16: at most 2 * 24 * 127, and two
  * of those added stay below 2^15) and vpmaddwd by ones to int32.  Scales come
  * from a 256-entry table, broadcast straight from memory.
+ *
+ * Q8_0 weights: one ymm holds one block's 32 codes, multiplied as ggml's
+ * vec_dot_q8_0_q8_0 does: vpmaddubsw takes |w| (unsigned) and x with w's
+ * sign (vpsignb), pairs of products at most 2 * 128 * 127 < 2^15, then
+ * vpmaddwd by ones gives 8 int32 lanes of 4 products each, scaled by
+ * d_w d_x (the F16 d_w widened by vcvtph2ps).
  */
 #include "npumatmul-private.h"
 
@@ -201,6 +208,103 @@ npu_mxfp4_tile_avx2 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
         MICRO_CASES (RM, FALSE);
       for (; r < r1; r++)
         MICRO_CASES (1, FALSE);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Q8_0 weights
+ */
+typedef struct
+{
+  __m256i w, aw;                /* codes and |codes| */
+  __m256 s;                     /* d_w in every lane */
+} Q8Decoded;
+
+static ALWAYS_INLINE Q8Decoded
+q8_0_decode (const NpuBlockQ8_0 * blk)
+{
+  Q8Decoded d;
+
+  d.w = _mm256_loadu_si256 ((const __m256i *) blk->qs);
+  d.aw = _mm256_sign_epi8 (d.w, d.w);
+  d.s = _mm256_cvtph_ps (_mm_set1_epi16 ((short) (blk->d[0] |
+              blk->d[1] << 8)));
+  return d;
+}
+
+/* Block @h of a pair: R decoded weight rows times C activation rows */
+static ALWAYS_INLINE void
+q8_0_step (const Q8Decoded * wd, const guint8 * xp, gsize xstride, int h,
+    __m256 acc[RM][CM], const int R, const int C)
+{
+  const __m256i ones = _mm256_set1_epi16 (1);
+  int i, j;
+
+  for (j = 0; j < C; j++) {
+    const guint8 *xg = xp + j * xstride;
+    const __m256i x = _mm256_load_si256 ((const __m256i *) (xg + 32 * h));
+    const __m256 dx = _mm256_load_ps ((const float *) (xg + 64 + 32 * h));
+
+    for (i = 0; i < R; i++) {
+      const __m256i s16 = _mm256_maddubs_epi16 (wd[i].aw,
+          _mm256_sign_epi8 (x, wd[i].w));
+      const __m256i t = _mm256_madd_epi16 (s16, ones);
+
+      acc[i][j] = _mm256_fmadd_ps (_mm256_cvtepi32_ps (t),
+          _mm256_mul_ps (wd[i].s, dx), acc[i][j]);
+    }
+  }
+}
+
+static ALWAYS_INLINE void
+q8_0_micro (const NpuBlockQ8_0 * w, gsize nb, gsize r, const NpuQ8Act * xq,
+    gsize c, float *y, gsize ldy, const int R, const int C)
+{
+  __m256 acc[RM][CM];
+  Q8Decoded wd[RM];
+  const guint8 *xp = xq->data + c * xq->row_stride;
+  gsize b;
+  int i, j;
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      acc[i][j] = _mm256_setzero_ps ();
+
+  for (b = 0; b < nb; b++) {
+    for (i = 0; i < R; i++) {
+      const NpuBlockQ8_0 *blk = w + (r + i) * nb + b;
+
+      if (b % 2 == 0)
+        _mm_prefetch ((const char *) blk + PF_DIST, _MM_HINT_T0);
+      wd[i] = q8_0_decode (blk);
+    }
+    q8_0_step (wd, xp + b / 2 * NPU_Q8_0_PAIR_BYTES, xq->row_stride, b % 2,
+        acc, R, C);
+  }
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      y[(c + j) * ldy + r + i] = hsum (acc[i][j]);
+}
+
+void
+npu_q8_0_tile_avx2 (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy)
+{
+  gsize c, r;
+
+  G_STATIC_ASSERT (CM == 2);
+  for (c = c0; c < c1; c += CM) {
+    if (c + 1 == c1) {
+      /* GEMV: one sequential stream per thread */
+      for (r = r0; r < r1; r++)
+        q8_0_micro (w, nb, r, xq, c, y, ldy, 1, 1);
+    } else {
+      for (r = r0; r + RM <= r1; r += RM)
+        q8_0_micro (w, nb, r, xq, c, y, ldy, RM, CM);
+      for (; r < r1; r++)
+        q8_0_micro (w, nb, r, xq, c, y, ldy, 1, CM);
     }
   }
 }

@@ -1,5 +1,5 @@
-/* gst-npu: MXFP4 x int8 kernel for AArch64 NEON with the dot-product
- * extension (ARMv8.2 SDOT)
+/* gst-npu: MXFP4 x int8 and Q8_0 x int8 kernels for AArch64 NEON with the
+ * dot-product extension (ARMv8.2 SDOT)
  *
  * Built with -march=armv8.2-a+dotprod; only called when the CPU reports
  * asimddp.  One q register holds one block's 16 nibble bytes; tbl decodes
@@ -8,6 +8,11 @@
  * block's sum in 4 int32 lanes, which are converted and scaled by
  * 2^(e-127) * d / 2.  Blocks are processed one at a time, so k needs no
  * multiple of 4 blocks and the ggml layout needs no tail copy.
+ *
+ * Q8_0 weights: two q registers hold a block's 32 codes, which meet the
+ * activations in two sdot (signed x signed, no sign trick), as ggml's
+ * vec_dot_q8_0_q8_0; the block's sum, in 4 int32 lanes, is scaled by
+ * d_w d_x (the F16 d_w widened by fcvtl).
  */
 #include "npumatmul-private.h"
 
@@ -109,6 +114,82 @@ npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
         MICRO_CASES (RM, FALSE);
       for (; r < r1; r++)
         MICRO_CASES (1, FALSE);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Q8_0 weights
+ */
+static ALWAYS_INLINE void
+q8_0_micro (const NpuBlockQ8_0 * w, gsize nb, gsize r, const NpuQ8Act * xq,
+    gsize c, float *y, gsize ldy, const int R, const int C)
+{
+  const guint8 *xp = xq->data + c * xq->row_stride;
+  float32x4_t acc[RM][CM];
+  int8x16_t wlo[RM], whi[RM];
+  float32x4_t sw[RM];
+  gsize b;
+  int i, j;
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      acc[i][j] = vdupq_n_f32 (0.0f);
+
+  for (b = 0; b < nb; b++) {
+    /* block b % 2 of its pair: codes at 32 (b % 2), scale lanes at
+     * 64 + 32 (b % 2) */
+    const gsize xoff = (b / 2) * NPU_Q8_0_PAIR_BYTES + (b % 2) * 32;
+
+    for (i = 0; i < R; i++) {
+      const NpuBlockQ8_0 *blk = w + (r + i) * nb + b;
+      const uint16x4_t d = vdup_n_u16 ((guint16) (blk->d[0] |
+              blk->d[1] << 8));
+
+      __builtin_prefetch ((const guint8 *) blk + 4096);
+      wlo[i] = vld1q_s8 (blk->qs);
+      whi[i] = vld1q_s8 (blk->qs + 16);
+      sw[i] = vcvt_f32_f16 (vreinterpret_f16_u16 (d));
+    }
+    for (j = 0; j < C; j++) {
+      const guint8 *xg = xp + j * xq->row_stride + xoff;
+      const int8x16_t xlo = vld1q_s8 ((const gint8 *) xg);
+      const int8x16_t xhi = vld1q_s8 ((const gint8 *) (xg + 16));
+      const float32x4_t dx = vld1q_f32 ((const float *) (xg + 64));
+
+      for (i = 0; i < R; i++) {
+        int32x4_t t = vdotq_s32 (vdupq_n_s32 (0), wlo[i], xlo);
+
+        t = vdotq_s32 (t, whi[i], xhi);
+        acc[i][j] = vfmaq_f32 (acc[i][j], vcvtq_f32_s32 (t),
+            vmulq_f32 (sw[i], dx));
+      }
+    }
+  }
+
+  for (i = 0; i < R; i++)
+    for (j = 0; j < C; j++)
+      y[(c + j) * ldy + r + i] = vaddvq_f32 (acc[i][j]);
+}
+
+void
+npu_q8_0_tile_neon (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy)
+{
+  gsize c, r;
+
+  G_STATIC_ASSERT (CM == 2);
+  for (c = c0; c < c1; c += CM) {
+    if (c + 1 == c1) {
+      for (r = r0; r + RM <= r1; r += RM)
+        q8_0_micro (w, nb, r, xq, c, y, ldy, RM, 1);
+      for (; r < r1; r++)
+        q8_0_micro (w, nb, r, xq, c, y, ldy, 1, 1);
+    } else {
+      for (r = r0; r + RM <= r1; r += RM)
+        q8_0_micro (w, nb, r, xq, c, y, ldy, RM, CM);
+      for (; r < r1; r++)
+        q8_0_micro (w, nb, r, xq, c, y, ldy, 1, CM);
     }
   }
 }

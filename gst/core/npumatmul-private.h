@@ -26,11 +26,28 @@ G_BEGIN_DECLS
  * 2 * P.  Blocks past k are zero. */
 #define NPU_Q8_GROUP_BYTES 256
 
+/* Activations quantised for the Q8_0 int8 paths: per activation row, one
+ * 192-byte pair per 2 blocks, 64-byte aligned:
+ *
+ *   gint8   q[64]      block 2i at q[0 ...], block 2i + 1 at q[32 ...]
+ *   float   dx[16]     d of block 2i in lanes 0..7, of 2i + 1 in 8..15
+ *   gint32  corr[16]   -128 * (q[4l] + q[4l + 1] + q[4l + 2] + q[4l + 3])
+ *                      in lane l
+ *
+ * A 64-byte load then holds 2 blocks, the codes in the order of the
+ * weights', and the scales come spread over each block's 8 int32 lanes of
+ * a 512-bit (or its 4 lanes of a 128-bit) dot product.  corr is for
+ * vpdpbusd (unsigned x signed), which takes the weights as w + 128: it
+ * starts each lane at minus the bias of that lane's own 4 products, so
+ * every lane ends as their exact sum.  A block past k is zero. */
+#define NPU_Q8_0_PAIR_BYTES 192
+
 typedef struct
 {
   gsize n;                      /* activation rows */
-  gsize n_groups;               /* ceil (n_blocks / 4) */
-  gsize row_stride;             /* bytes: n_groups * 256 */
+  gsize n_groups;               /* ceil (n_blocks / 4), or for Q8_0 pairs
+                                 * ceil (n_blocks / 2) */
+  gsize row_stride;             /* bytes: n_groups * group bytes */
   guint8 *data;
 } NpuQ8Act;
 
@@ -44,6 +61,19 @@ void npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 void npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+
+/* Y[c][r] for r in [r0, r1), c in [c0, c1) of the rows x (n_blocks * 32)
+ * Q8_0 matrix @w: y[c * ldy + r] */
+typedef void (*NpuQ8_0TileFunc) (const NpuBlockQ8_0 * w, gsize n_blocks,
+    gsize r0, gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y,
+    gsize ldy);
+
+void npu_q8_0_tile_avx2 (const NpuBlockQ8_0 * w, gsize n_blocks, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+void npu_q8_0_tile_avx512 (const NpuBlockQ8_0 * w, gsize n_blocks, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+void npu_q8_0_tile_neon (const NpuBlockQ8_0 * w, gsize n_blocks, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 
 /* 2^(e - 127) as a float (e = 0 is the subnormal 2^-127, 0xFF is NaN),
  * filled before any kernel runs */

@@ -1,7 +1,7 @@
-/* gst-npu: MXFP4 matrix products: reference, exact scalar path, activation
- * quantiser, run-time dispatch and threading.  The SIMD kernels are in
- * npumatmul-<isa>.c, each built with its own instruction-set flags so that
- * this file runs on any CPU of the architecture.
+/* gst-npu: MXFP4 and Q8_0 matrix products: reference, exact scalar paths,
+ * activation quantisers, run-time dispatch and threading.  The SIMD kernels
+ * are in npumatmul-<isa>.c, each built with its own instruction-set flags so
+ * that this file runs on any CPU of the architecture.
  */
 #include "npumatmul.h"
 #include "npumatmul-private.h"
@@ -54,7 +54,9 @@ isa_available (Isa isa)
       return TRUE;
 #if defined(__x86_64__)
     case ISA_AVX2:
-      return __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma");
+      /* F16C for the Q8_0 scales: every AVX2 CPU has it */
+      return __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma")
+          && __builtin_cpu_supports ("f16c");
     case ISA_AVX512:
       return __builtin_cpu_supports ("avx512f")
           && __builtin_cpu_supports ("avx512bw")
@@ -279,13 +281,72 @@ scalar_row (const NpuMxfp4Matrix * w, gsize r, const float *x, gsize n,
   }
 }
 
+/* Exact scalar Q8_0 path: each weight d * q is exact in F32 (an 11-bit
+ * significand times an 8-bit integer, never below 2^-24), so the only
+ * roundings are those of F32 products and sums, as in scalar_row(). */
+static void
+scalar_row_q8_0 (const NpuBlockQ8_0 * w, gsize nb, gsize rows, gsize r,
+    const float *x, gsize n, float *y)
+{
+  gsize c, b, j;
+
+  for (c = 0; c < n; c++) {
+    const float *xc = x + c * nb * 32;
+    float sum = 0.0f;
+
+    for (b = 0; b < nb; b++) {
+      const NpuBlockQ8_0 *blk = &w[r * nb + b];
+      float d = npu_f16_to_f32 ((guint16) (blk->d[0] | blk->d[1] << 8));
+      float bs = 0.0f;
+
+      for (j = 0; j < 32; j++)
+        bs += d * (float) blk->qs[j] * xc[b * 32 + j];
+      sum += bs;
+    }
+    y[c * rows + r] = sum;
+  }
+}
+
 /* ------------------------------------------------------------------------
- * Activation quantiser (Q8 per block of 32, F32 scale)
+ * Activation quantisers (Q8 per block of 32, F32 scale)
  *
  * q = round (x / d) with d = max|x| / 127, so |q| <= 127 and
  * |x - d q| <= d (1/2 + 2^-17): the division is correctly rounded, |x / d|
  * <= 127, and the rounding to the nearest integer adds at most 1/2.
  */
+
+/* One block: its 32 codes into @q; returns its scale */
+static float
+quantize_block (const float *xb, gint8 * q)
+{
+  float amax = 0.0f, d;
+  gboolean finite = TRUE;
+  guint j;
+
+  for (j = 0; j < 32; j++) {
+    float a = fabsf (xb[j]);
+
+    /* MAX() would let a later element replace a NaN */
+    finite &= a <= G_MAXFLOAT;
+    amax = a > amax ? a : amax;
+  }
+  if (!finite) {
+    /* NaN or Inf in the block: its codes are 0, its scale NaN, so every
+     * output it meets is NaN. */
+    memset (q, 0, 32);
+    return NAN;
+  }
+  if (amax == 0.0f) {
+    memset (q, 0, 32);
+    return 0.0f;
+  }
+  d = amax / 127.0f;
+  for (j = 0; j < 32; j++)
+    q[j] = (gint8) lrintf (xb[j] / d);
+  return d;
+}
+
+/* The MXFP4 kernels' layout (npumatmul-private.h) */
 static void
 quantize_row (const float *x, gsize nb, gsize n_groups, guint8 * dst)
 {
@@ -299,8 +360,7 @@ quantize_row (const float *x, gsize nb, gsize n_groups, guint8 * dst)
 
     for (i = 0; i < 4; i++) {
       gsize b = g * 4 + i;
-      const float *xb = x + b * 32;
-      float amax = 0.0f, d;
+      float d;
       gint32 qsum = 0;
       gint8 q[32];
 
@@ -313,21 +373,7 @@ quantize_row (const float *x, gsize nb, gsize n_groups, guint8 * dst)
         }
         continue;
       }
-      for (j = 0; j < 32; j++)
-        amax = MAX (amax, fabsf (xb[j]));
-      if (!(amax <= G_MAXFLOAT)) {
-        /* NaN or Inf in the block: its codes are 0, its scale NaN, so
-         * every output it meets is NaN. */
-        memset (q, 0, sizeof (q));
-        d = NAN;
-      } else if (amax == 0.0f) {
-        memset (q, 0, sizeof (q));
-        d = 0.0f;
-      } else {
-        d = amax / 127.0f;
-        for (j = 0; j < 32; j++)
-          q[j] = (gint8) lrintf (xb[j] / d);
-      }
+      d = quantize_block (x + b * 32, q);
       for (j = 0; j < 32; j++)
         qsum += q[j];
       memcpy (lo + 16 * i, q, 16);
@@ -337,6 +383,34 @@ quantize_row (const float *x, gsize nb, gsize n_groups, guint8 * dst)
         dx[4 * i + j] = d * 0.5f;
       }
     }
+  }
+}
+
+/* The Q8_0 kernels' layout (npumatmul-private.h) */
+static void
+quantize_row_q8_0 (const float *x, gsize nb, gsize n_pairs, guint8 * dst)
+{
+  gsize p, i, j;
+
+  for (p = 0; p < n_pairs; p++) {
+    guint8 *pair = dst + p * NPU_Q8_0_PAIR_BYTES;
+    const gint8 *q = (const gint8 *) pair;
+    float *dx = (float *) (pair + 64);
+    gint32 *corr = (gint32 *) (pair + 128);
+
+    for (i = 0; i < 2; i++) {
+      gsize b = 2 * p + i;
+      float d = 0.0f;
+
+      if (b < nb)
+        d = quantize_block (x + b * 32, (gint8 *) pair + 32 * i);
+      else
+        memset (pair + 32 * i, 0, 32);
+      for (j = 0; j < 8; j++)
+        dx[8 * i + j] = d;
+    }
+    for (j = 0; j < 16; j++)
+      corr[j] = -128 * (q[4 * j] + q[4 * j + 1] + q[4 * j + 2] + q[4 * j + 3]);
   }
 }
 
@@ -590,4 +664,124 @@ npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
     mj.jobs[i].xq = mj.jobs[0].xq;
 
   run_parallel (task, mj.first_tile[n_w], 1, multi_tile_slice, &mj);
+}
+
+/* ------------------------------------------------------------------------
+ * Q8_0 weights
+ */
+typedef struct
+{
+  const NpuBlockQ8_0 *w;
+  gsize rows, nb;
+  const float *x;
+  gsize n;
+  float *y;
+  NpuQ8Act xq;
+  NpuQ8_0TileFunc tile;
+  gsize row_tile, col_tile, n_row_tiles;
+} Q8_0Job;
+
+static void
+q8_0_scalar_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  Q8_0Job *job = data;
+  gsize r;
+
+  for (r = start; r < end; r++)
+    scalar_row_q8_0 (job->w, job->nb, job->rows, r, job->x, job->n, job->y);
+}
+
+static void
+q8_0_quantize_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  Q8_0Job *job = data;
+  gsize c;
+
+  for (c = start; c < end; c++)
+    quantize_row_q8_0 (job->x + c * job->nb * 32, job->nb, job->xq.n_groups,
+        job->xq.data + c * job->xq.row_stride);
+}
+
+static void
+q8_0_tile_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  Q8_0Job *job = data;
+  gsize t;
+
+  for (t = start; t < end; t++) {
+    gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
+    gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
+
+    job->tile (job->w, job->nb, r0, MIN (r0 + job->row_tile, job->rows),
+        &job->xq, c0, MIN (c0 + job->col_tile, job->n), job->y, job->rows);
+  }
+}
+
+static NpuQ8_0TileFunc
+current_q8_0_tile_func (void)
+{
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX2:
+      return npu_q8_0_tile_avx2;
+    case ISA_AVX512:
+      return npu_q8_0_tile_avx512;
+#endif
+#if defined(__aarch64__)
+    case ISA_NEON:
+      return npu_q8_0_tile_neon;
+#endif
+    default:
+      return NULL;
+  }
+}
+
+void
+npu_matmul_q8_0 (NpuTask * task, const NpuBlockQ8_0 * w, gsize rows, gsize k,
+    const float *x, gsize n, float *y)
+{
+  Q8_0Job job = { 0, };
+  gsize n_col_tiles;
+
+  g_return_if_fail (k % 32 == 0);
+
+  matmul_init ();
+  if (n == 0 || rows == 0)
+    return;
+  if (k == 0) {
+    memset (y, 0, n * rows * sizeof (float));
+    return;
+  }
+  job.w = w;
+  job.rows = rows;
+  job.nb = k / 32;
+  job.x = x;
+  job.n = n;
+  job.y = y;
+
+  job.tile = current_q8_0_tile_func ();
+  if (!job.tile) {
+    run_parallel (task, rows, 16, q8_0_scalar_slice, &job);
+    return;
+  }
+
+  job.xq.n = n;
+  job.xq.n_groups = (job.nb + 1) / 2;
+  job.xq.row_stride = job.xq.n_groups * NPU_Q8_0_PAIR_BYTES;
+  job.xq.data = get_workspace (n * job.xq.row_stride);
+  run_parallel (task, n, MAX (1, 16384 / k), q8_0_quantize_slice, &job);
+
+  /* The MXFP4 product's tiles: a GEMV tile of 32 rows is ~70 KiB of Q8_0
+   * at k = 2048, a GEMM tile's weights and activations still fit in L2. */
+  if (n <= GEMV_MAX_N) {
+    job.row_tile = GEMV_ROW_TILE;
+    job.col_tile = n;
+  } else {
+    job.row_tile = GEMM_ROW_TILE;
+    job.col_tile = GEMM_COL_TILE;
+  }
+  job.n_row_tiles = (rows + job.row_tile - 1) / job.row_tile;
+  n_col_tiles = (n + job.col_tile - 1) / job.col_tile;
+  run_parallel (task, job.n_row_tiles * n_col_tiles, 1, q8_0_tile_slice,
+      &job);
 }

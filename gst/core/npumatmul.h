@@ -29,6 +29,23 @@
  * Non-finite values: a NaN scale (e = 0xFF) or a NaN/Inf activation makes
  * the affected outputs non-finite (NaN in the int8 paths).
  *
+ * Q8_0 weights (npu_matmul_q8_0(): ggml's block_q8_0, an F16 scale and 32
+ * int8 values, as llama.cpp keeps the output matrix of its MXFP4 files) go
+ * through the same paths: "scalar" multiplies the exactly decoded weights
+ * with F32 activations, the int8 paths quantise the activations as above and
+ * multiply int8 by int8, as llama.cpp's vec_dot_q8_0_q8_0.  Per output, with
+ * w_j = d_w q_j the weights and d_b = max|x| / 127 of element j's activation
+ * block:
+ *
+ *      |y - y_ref| <= sum_j |w_j| * d_b(j) * (1/2 + 2^-17)
+ *                     + (k/32 + 6) * 2^-24 * sum_j |w_j| * (|x_j| + d_b(j))
+ *
+ *    (activation rounding as above; the int32 partial sums are exact, and
+ *    each of them, scaled, takes one rounding for d_w d_x, at most k/32 in
+ *    the F32 accumulation and 4 in the final horizontal sum, plus one for
+ *    second-order terms).  The scalar path is bound like MXFP4's:
+ *    |y - y_ref| <= (k/32 + 34) * 2^-24 * sum_j |w_j x_j|.
+ *
  * This is compute core: GLib only, no GStreamer types.
  */
 #ifndef __NPU_MATMUL_H__
@@ -105,7 +122,31 @@ void npu_matmul_mxfp4_multi (NpuTask * task,
 void npu_matmul_mxfp4_ref (const NpuBlockMxfp4 * blocks, gsize rows,
     gsize k, const float *x, gsize n, float *y);
 
-/* "scalar", "avx2", "avx512" or "neon": the path npu_matmul_mxfp4() uses */
+/**
+ * NpuBlockQ8_0:
+ * @d: the scale, IEEE binary16, little-endian
+ * @qs: 32 values; element j is d * qs[j]
+ *
+ * ggml's block_q8_0 byte for byte (NPU_Q8_0_BLOCK_BYTES), so a GGUF Q8_0
+ * tensor is an array of these.  No alignment is needed: a GGUF file may
+ * align its tensors to 1 byte.
+ */
+typedef struct
+{
+  guint8 d[2];
+  gint8 qs[32];
+} NpuBlockQ8_0;
+
+G_STATIC_ASSERT (sizeof (NpuBlockQ8_0) == NPU_Q8_0_BLOCK_BYTES);
+
+/* y[c * rows + r] = sum_j w[r][j] * x[c * k + j] for c < n, @w rows x k
+ * (k a multiple of 32) in ggml's layout, read in place.  @task as for
+ * npu_matmul_mxfp4(); the path is the one npu_matmul_get_isa() names. */
+void npu_matmul_q8_0 (NpuTask * task, const NpuBlockQ8_0 * w, gsize rows,
+    gsize k, const float *x, gsize n, float *y);
+
+/* "scalar", "avx2", "avx512" or "neon": the path npu_matmul_mxfp4() and
+ * npu_matmul_q8_0() use */
 const gchar *npu_matmul_get_isa (void);
 
 /* For tests and benchmarks: force a path by name, as NPU_MATMUL_ISA does.

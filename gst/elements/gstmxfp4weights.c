@@ -15,6 +15,12 @@
  *   layout) in NPU memory.  The conversion runs on the CPU backend; the
  *   buffer is pushed at once with the conversion's fence, and anyone who
  *   maps it waits for the data.
+ * - Except token_embd.weight, and output.weight when it is Q8_0, which are
+ *   pushed as stored: npullm looks token rows up in the embedding table in
+ *   its own type, and computes the logits from a Q8_0 output (or tied
+ *   embedding) in Q8_0, as llama.cpp does with its MXFP4 files; MXFP4 would
+ *   move the numbers, and the same file through the `model` property would
+ *   then answer differently.
  * - gpt-oss MXFP4 pairs in safetensors ("W.blocks" + "W.scales") are
  *   repacked into block_mxfp4 in NPU memory: their nibble order differs, so
  *   they cannot be used in place.  These bytes count in #bytes-copied.
@@ -33,6 +39,7 @@
 #include "gstmxfp4weights.h"
 
 #include <errno.h>
+#include <string.h>
 #include <unistd.h>
 #include <gst/allocators/allocators.h>
 #include <npu/npu.h>
@@ -137,8 +144,10 @@ gst_mxfp4_weights_class_init (GstMxfp4WeightsClass * klass)
    *
    * Comma-separated name patterns ('*' and '?' wildcards) of the tensors to
    * convert to MXFP4.  Only F32, F16, BF16 and Q8_0 tensors with two or more
-   * dimensions and rows a multiple of 32 long can be converted; a pattern
-   * never makes another tensor an error.  "" converts nothing.
+   * dimensions and rows a multiple of 32 long can be converted, and
+   * token_embd.weight or a Q8_0 output.weight never is (npullm reads them in
+   * their own type); a pattern never makes another tensor an error.  ""
+   * converts nothing.
    */
   g_object_class_install_property (gobject_class, PROP_CONVERT,
       g_param_spec_string ("convert", "Convert",
@@ -316,12 +325,25 @@ parse_patterns (const gchar * list)
   return (GPatternSpec **) g_ptr_array_free (specs, FALSE);
 }
 
+/* What npullm reads in the file's own type: the embedding table (rows are
+ * looked up one token at a time; a tied model's logits convert it at load
+ * as the model property path does) and a Q8_0 output matrix (as llama.cpp
+ * reads its MXFP4 files).  Converting them here would only change the
+ * numbers. */
+static gboolean
+keep_as_stored (const NpuModelTensor * t)
+{
+  return strcmp (t->name, "token_embd.weight") == 0 ||
+      (t->type == NPU_TENSOR_TYPE_Q8_0 &&
+      strcmp (t->name, "output.weight") == 0);
+}
+
 static gboolean
 wants_conversion (GstMxfp4Weights * self, const NpuModelTensor * t)
 {
   GPatternSpec **p;
 
-  if (!npu_model_tensor_can_convert (t))
+  if (!npu_model_tensor_can_convert (t) || keep_as_stored (t))
     return FALSE;
   for (p = self->patterns; *p; p++)
     if (g_pattern_spec_match_string (*p, t->name))

@@ -225,10 +225,9 @@ GST_START_TEST (test_weights_pad_same_text)
 {
   gchar *want = direct_answer (llama_path, "Once upon a time", 16, 0.0, 0,
       NULL, 0);
-  /* convert="": the Q8_0 embedding table stays Q8_0, as the file path
-   * reads it (converting it to MXFP4 would change the numbers). */
-  gchar *desc = g_strdup_printf ("mxfp4weights location=%s convert=\"\" ! "
-      "llm.weights "
+  /* The default conversion: matrices to MXFP4 by the same rules as the
+   * loader's, a Q8_0 embedding table or output kept, so the same text. */
+  gchar *desc = g_strdup_printf ("mxfp4weights location=%s ! llm.weights "
       "npullm name=llm prompt=\"Once upon a time\" max-tokens=16 ! "
       "fakesink name=sink", llama_path);
   Collected c;

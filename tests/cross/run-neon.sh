@@ -23,6 +23,7 @@ $cc $flags -march=armv8.2-a+dotprod -c "$src/gst/core/npumatmul-neon.c" \
 $cc $flags -o "$out/test-matmul" "$src/tests/unit/test-matmul.c" \
   "$src/gst/core/npumatmul.c" "$src/gst/core/npumxfp4.c" \
   "$src/gst/core/npubackend.c" "$src/gst/core/npufence.c" \
+  "$src/gst/core/npuhugemem.c" \
   "$out/npumatmul-neon.o" $glib -lpthread -lm
 
 # -cpu max: a CPU with the dot-product extension, so "neon" is available

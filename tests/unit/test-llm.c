@@ -4,7 +4,9 @@
  * block weights, Q8_0 token_embd / output as llama.cpp's MXFP4 files have
  * them), and the same model is evaluated here with straightforward loops
  * in double: weights dequantised with the codec, the Q8_0 output matrix
- * converted to MXFP4 exactly as the runtime documents, attention computed
+ * (or token_embd for a tied model) with its exact values, as the runtime
+ * keeps it in Q8_0, other types converted to MXFP4 by the codec as the
+ * runtime documents, attention computed
  * from un-rotated keys with RoPE applied at each token's position inside
  * the cache (the StreamingLLM rule), so the runtime's shortcut (keys
  * rotated once at their absolute position) is checked, not copied.
@@ -105,8 +107,8 @@ to_double (const float *f, gsize n)
   return d;
 }
 
-/* A matrix as the runtime sees it: MXFP4 as stored, anything else
- * converted to MXFP4 by the codec first */
+/* A matrix as the runtime sees it: MXFP4 as stored, F32 converted to
+ * MXFP4 by the codec first (the models here have no other types) */
 static double *
 ref_matrix (NpuGguf * gguf, const gchar * name)
 {
@@ -121,13 +123,9 @@ ref_matrix (NpuGguf * gguf, const gchar * name)
   if (t->type == NPU_GGML_TYPE_MXFP4) {
     blocks = (const NpuBlockMxfp4 *) t->data;
   } else {
+    g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
     conv = g_new (NpuBlockMxfp4, n / 32);
-    if (t->type == NPU_GGML_TYPE_F32)
-      npu_mxfp4_quantize_f32 ((const float *) t->data, conv, n);
-    else if (t->type == NPU_GGML_TYPE_Q8_0)
-      npu_mxfp4_quantize_q8_0 (t->data, conv, n);
-    else
-      g_assert_not_reached ();
+    npu_mxfp4_quantize_f32 ((const float *) t->data, conv, n);
     blocks = conv;
   }
   npu_mxfp4_dequantize (blocks, f, n);
@@ -148,32 +146,55 @@ ref_vector (NpuGguf * gguf, const gchar * name)
   return to_double ((const float *) t->data, t->ne[0]);
 }
 
+/* The exact values of a Q8_0 tensor: d * q */
+static double *
+ref_q8_0 (const NpuGgufTensor * t)
+{
+  gsize n = t->ne[0] * t->ne[1], i, j;
+  double *d = g_new (double, n);
+
+  for (i = 0; i < n / 32; i++) {
+    const guint8 *b = t->data + i * 34;
+    guint16 h;
+    double s;
+
+    memcpy (&h, b, 2);
+    s = npu_f16_to_f32 (h);
+    for (j = 0; j < 32; j++)
+      d[i * 32 + j] = s * (gint8) b[2 + j];
+  }
+  return d;
+}
+
 /* token_embd in its own type: the embedding rows are not converted */
 static double *
 ref_embeddings (NpuGguf * gguf)
 {
   const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, "token_embd.weight");
-  gsize n = t->ne[0] * t->ne[1], i, j;
-  double *d = g_new (double, n);
+  gsize n = t->ne[0] * t->ne[1], i;
+  double *d;
 
-  if (t->type == NPU_GGML_TYPE_F32) {
-    for (i = 0; i < n; i++)
-      d[i] = ((const float *) t->data)[i];
-  } else if (t->type == NPU_GGML_TYPE_Q8_0) {
-    for (i = 0; i < n / 32; i++) {
-      const guint8 *b = t->data + i * 34;
-      guint16 h;
-      double s;
-
-      memcpy (&h, b, 2);
-      s = npu_f16_to_f32 (h);
-      for (j = 0; j < 32; j++)
-        d[i * 32 + j] = s * (gint8) b[2 + j];
-    }
-  } else {
-    g_assert_not_reached ();
-  }
+  if (t->type == NPU_GGML_TYPE_Q8_0)
+    return ref_q8_0 (t);
+  g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
+  d = g_new (double, n);
+  for (i = 0; i < n; i++)
+    d[i] = ((const float *) t->data)[i];
   return d;
+}
+
+/* The logits' matrix (output.weight, or token_embd when tied): Q8_0 with
+ * its exact values, as the runtime multiplies it; else as ref_matrix() */
+static double *
+ref_output (NpuGguf * gguf)
+{
+  const gchar *name = npu_gguf_find_tensor (gguf, "output.weight") ?
+      "output.weight" : "token_embd.weight";
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+
+  if (t->type == NPU_GGML_TYPE_Q8_0)
+    return ref_q8_0 (t);
+  return ref_matrix (gguf, name);
 }
 
 static void
@@ -196,8 +217,7 @@ ref_load (Ref * r, NpuGguf * gguf)
   r->base = hp.rope_freq_base;
   r->vocab = npu_gguf_find_tensor (gguf, "token_embd.weight")->ne[1];
   r->tok = ref_embeddings (gguf);
-  r->out = ref_matrix (gguf, npu_gguf_find_tensor (gguf, "output.weight") ?
-      "output.weight" : "token_embd.weight");
+  r->out = ref_output (gguf);
   r->out_norm = ref_vector (gguf, "output_norm.weight");
   r->L = g_new0 (RefLayer, r->n_layer);
   for (il = 0; il < r->n_layer; il++) {
@@ -570,6 +590,37 @@ make_prompt (gint32 * tokens, guint n, guint vocab)
 
 static const gchar *native_isa;
 
+/* Weight bytes a decoded token reads, from the file: each layer matrix as
+ * the runtime holds it (17 bytes per block, rows padded to 4 blocks when
+ * repacked), the output (or tied token_embd) as stored if Q8_0, else the
+ * same way, and one embedding row */
+static guint64
+expected_decode_bytes (NpuGguf * gguf, gboolean repacked)
+{
+  const NpuGgufTensor *embd = npu_gguf_find_tensor (gguf, "token_embd.weight");
+  const NpuGgufTensor *out = npu_gguf_find_tensor (gguf, "output.weight");
+  guint64 sum = embd->n_bytes / embd->ne[1];
+  guint i;
+
+  if (!out)
+    out = embd;
+  for (i = 0; i < npu_gguf_n_tensors (gguf); i++) {
+    const NpuGgufTensor *t = npu_gguf_get_tensor (gguf, i);
+    gboolean is_out = strcmp (t->name, out->name) == 0;
+    guint64 nb = t->ne[0] / 32;
+
+    if (is_out && t->type == NPU_GGML_TYPE_Q8_0) {
+      sum += t->n_bytes;
+    } else if (is_out || (g_str_has_prefix (t->name, "blk.") &&
+            t->n_dims == 2)) {
+      if (repacked)
+        nb = (nb + 3) / 4 * 4;
+      sum += t->ne[1] * nb * sizeof (NpuBlockMxfp4);
+    }
+  }
+  return sum;
+}
+
 /* Prefill PROMPT_LEN tokens in one batch, compare every row; then 5
  * greedy steps, the runtime's choice fed to both */
 static void
@@ -629,8 +680,14 @@ test_reference (gconstpointer data)
     g_test_message ("%s on %s, %s: max |diff| / range = %.3g (bound %g)",
         cfg->name, isa, flags ? "repacked" : "in place", worst, tol);
     g_assert_cmpfloat (worst, <=, tol);
+    /* MXFP4 matrices in place and the Q8_0 output as stored: nothing is
+     * converted */
     if (cfg->wtype != NPU_GGML_TYPE_MXFP4 || flags)
       g_assert_cmpuint (npu_llm_model_get_converted_bytes (tm.model), >, 0);
+    else
+      g_assert_cmpuint (npu_llm_model_get_converted_bytes (tm.model), ==, 0);
+    g_assert_cmpuint (npu_llm_model_get_decode_bytes (tm.model), ==,
+        expected_decode_bytes (tm.gguf, flags != 0));
 
     ref_run_clear (&run);
     npu_llm_context_free (ctx);

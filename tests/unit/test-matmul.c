@@ -1,4 +1,4 @@
-/* gst-npu: MXFP4 matrix kernels against the double-precision reference
+/* gst-npu: MXFP4 and Q8_0 matrix kernels against double-precision references
  *
  * Every path this CPU has (scalar, avx2, avx512, neon), on both weight
  * layouts, with no task and inside tasks on 1 and 2 threads, on random
@@ -11,6 +11,9 @@
  *  - int8 paths: activation rounding sum |w| d (1/2 + 2^-17), with
  *    d = max|x| / 127 of the element's block, plus the F32 accumulation
  *    (k/32 + 4) 2^-24 sum |w| (|x| + d).
+ *
+ * Q8_0 weights (the output matrix of llama.cpp's MXFP4 files) the same way,
+ * against a reference of their own below, with npumatmul.h's Q8_0 bounds.
  */
 #include "core/npumatmul.h"
 
@@ -305,13 +308,14 @@ test_random_shapes_run (void)
 }
 
 /* A NaN scale poisons its row; zero activations and zero weights give
- * exact zeros; a non-finite activation makes the outputs non-finite. */
+ * exact zeros; a non-finite activation makes the outputs non-finite, a NaN
+ * in the middle of a block included. */
 static void
 test_special_values (void)
 {
   const gsize rows = 6, k = 96, nb = 3;
   NpuBlockMxfp4 blocks[6 * 3];
-  float x[2 * 96], y[2 * 6];
+  float x[3 * 96], y[3 * 6];
   NpuMxfp4Matrix m;
   gchar *saved = g_strdup (npu_matmul_get_isa ());
   GRand *rand = g_rand_new_with_seed (7);
@@ -322,21 +326,24 @@ test_special_values (void)
   memset (blocks[2 * nb].qs, 0, 16);    /* row 2: all zero weights */
   memset (blocks[2 * nb + 1].qs, 0x88, 16);     /* -0 codes */
   memset (blocks[2 * nb + 2].qs, 0, 16);
-  for (c = 0; c < 2 * k; c++)
+  for (c = 0; c < 3 * k; c++)
     x[c] = (float) g_rand_double_range (rand, -4.0, 4.0);
   x[k + 40] = INFINITY;         /* second activation row, block 1 */
+  x[2 * k + 33] = NAN;          /* third row, block 1, not its largest */
+  x[2 * k + 34] = 100.0f;
   npu_mxfp4_matrix_init_view (&m, blocks, rows, k);
 
   for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
     if (!npu_matmul_set_isa (all_isas[a]))
       continue;
-    npu_matmul_mxfp4 (NULL, &m, x, 2, y);
+    npu_matmul_mxfp4 (NULL, &m, x, 3, y);
     for (r = 0; r < rows; r++) {
       if (r == 1)
         g_assert_true (isnan (y[r]));
       else
         g_assert_true (isfinite (y[r]));
       g_assert_false (isfinite (y[rows + r]) && r != 2);
+      g_assert_false (isfinite (y[2 * rows + r]) && r != 2);
     }
     g_assert_cmpfloat (y[2], ==, 0.0f);
   }
@@ -464,6 +471,373 @@ test_multi (void)
   g_rand_free (rand);
 }
 
+/* ------------------------------------------------------------------------
+ * Q8_0 weights
+ *
+ * The reference is written here: each weight decoded from the F16 bits by
+ * ldexp (not by the codec the runtime uses), products and sums in double.
+ * Per output, with w_j = d q_j and d_b = max|x| / 127 of x_j's block, the
+ * tolerance is:
+ *
+ *  - scalar: the weights are exact in F32 (11-bit significand times an
+ *    8-bit integer), so only F32 arithmetic separates it from the reference.
+ *    Each product w_j x_j takes one rounding, then at most 31 sums inside
+ *    its block and k/32 across blocks: with u = 2^-24,
+ *      |y - ref| <= gamma_(k/32 + 32) sum |w x| <= (k/32 + 34) u sum |w x|
+ *    (gamma_m = m u / (1 - m u) is below (m + 1) u for m u < 2^-12).
+ *  - int8 paths: x_j is replaced by d q with |x_j - d q| <= d_b (1/2 +
+ *    2^-17) (npumatmul.h), so the exact sum of the quantised products is
+ *    within sum |w_j| d_b (1/2 + 2^-17) of the reference; the F32 d the
+ *    quantiser uses may exceed d_b by a rounding, covered by a factor
+ *    1 + 1e-6.  The int32 partial sums (4 or 8 products, < 2^21) and their
+ *    conversion are exact.  Each partial sum times d_w d_x takes one
+ *    rounding for d_w d_x, one per F32 accumulation step (at most k/32) and
+ *    at most 4 in the horizontal sum; the terms add up to at most
+ *    sum |w_j| |d q_j| <= sum |w_j| (|x_j| + d_b), so
+ *      |y - exact| <= (k/32 + 6) u sum |w_j| (|x_j| + d_b)
+ *    (one more rounding than counted, for the gamma as above).
+ *  - plus |ref| 2^-24: the reference is a double rounded to float.
+ *
+ * d_w d_x must be a normal float for the second bound: the scale and
+ * activation ranges below keep it so while reaching the F16 extremes.
+ */
+
+static double
+ref_f16 (guint16 h)
+{
+  gint e = (h >> 10) & 0x1F, m = h & 0x3FF;
+  double v = e == 0 ? ldexp (m, -24) : ldexp (1024 + m, e - 25);
+
+  return (h & 0x8000) ? -v : v;
+}
+
+static guint16
+q8_0_d_bits (const NpuBlockQ8_0 * blk)
+{
+  return (guint16) (blk->d[0] | blk->d[1] << 8);
+}
+
+static double
+q8_0_weight (const NpuBlockQ8_0 * blk, guint j)
+{
+  return ref_f16 (q8_0_d_bits (blk)) * blk->qs[j];
+}
+
+/* Scales with F16 exponent fields in [f_lo, f_hi] (0: subnormal, 30: the
+ * largest), some negative; about one block in 16 all zero by its scale,
+ * one in 16 by its codes; codes over the whole int8 range, -128 included
+ * (ggml's quantiser never writes it, a file may hold it). */
+static void
+random_q8_0_weights (GRand * rand, NpuBlockQ8_0 * blocks, gsize n_blocks,
+    gint f_lo, gint f_hi)
+{
+  gsize b;
+  guint j;
+
+  for (b = 0; b < n_blocks; b++) {
+    guint16 h = (guint16) (g_rand_int_range (rand, f_lo, f_hi + 1) << 10 |
+        g_rand_int_range (rand, 0, 1024));
+    gint kind = g_rand_int_range (rand, 0, 16);
+
+    if (g_rand_int_range (rand, 0, 8) == 0)
+      h |= 0x8000;
+    if (kind == 0)
+      h &= 0x8000;
+    blocks[b].d[0] = h & 0xFF;
+    blocks[b].d[1] = h >> 8;
+    for (j = 0; j < 32; j++)
+      blocks[b].qs[j] = kind == 1 ? 0 : (gint8) g_rand_int_range (rand, -128,
+          128);
+  }
+}
+
+static void
+ref_q8_0 (const NpuBlockQ8_0 * blocks, gsize rows, gsize k, const float *x,
+    gsize n, float *y)
+{
+  gsize nb = k / 32, c, r, j;
+
+  for (c = 0; c < n; c++) {
+    for (r = 0; r < rows; r++) {
+      double sum = 0.0;
+
+      for (j = 0; j < k; j++)
+        sum += q8_0_weight (&blocks[r * nb + j / 32], j % 32) * x[c * k + j];
+      y[c * rows + r] = (float) sum;
+    }
+  }
+}
+
+static void
+q8_0_bounds (const NpuBlockQ8_0 * blocks, gsize rows, gsize k,
+    const float *x, gsize n, gboolean exact, double *bound)
+{
+  gsize nb = k / 32, c, r, b, j;
+
+  for (c = 0; c < n; c++) {
+    for (r = 0; r < rows; r++) {
+      double quant = 0.0, mag = 0.0, ref = 0.0;
+
+      for (b = 0; b < nb; b++) {
+        const float *xb = x + c * k + b * 32;
+        double amax = 0.0, d;
+
+        for (j = 0; j < 32; j++)
+          amax = MAX (amax, fabs (xb[j]));
+        d = amax / 127.0;
+        for (j = 0; j < 32; j++) {
+          double w = q8_0_weight (&blocks[r * nb + b], j);
+
+          quant += fabs (w) * d * (0.5 + ldexp (1.0, -17));
+          mag += fabs (w) * (fabs (xb[j]) + (exact ? 0.0 : d));
+          ref += w * xb[j];
+        }
+      }
+      if (exact)
+        bound[c * rows + r] = (nb + 34) * ldexp (mag, -24);
+      else
+        bound[c * rows + r] = quant * (1.0 + 1e-6) +
+            (nb + 6) * ldexp (mag, -24);
+      bound[c * rows + r] += fabs (ref) * ldexp (1.0, -24);
+    }
+  }
+}
+
+typedef struct
+{
+  const NpuBlockQ8_0 *w;
+  gsize rows, k;
+  const float *x;
+  gsize n;
+  float *y;
+} Q8_0Call;
+
+static gboolean
+q8_0_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  Q8_0Call *call = user_data;
+
+  npu_matmul_q8_0 (task, call->w, call->rows, call->k, call->x, call->n,
+      call->y);
+  return TRUE;
+}
+
+/* With no task (@device NULL) or in a task on @device */
+static void
+run_q8_0 (NpuDevice * device, const NpuBlockQ8_0 * w, gsize rows, gsize k,
+    const float *x, gsize n, float *y)
+{
+  Q8_0Call call = { w, rows, k, x, n, y };
+  NpuQueue *queue;
+  NpuFence *fence;
+  GError *error = NULL;
+
+  if (!device) {
+    npu_matmul_q8_0 (NULL, w, rows, k, x, n, y);
+    return;
+  }
+  queue = npu_queue_new (device, "q8_0");
+  fence = npu_queue_submit (queue, q8_0_task, &call, NULL, NULL, 0);
+  g_assert_true (npu_fence_wait (fence, -1, &error));
+  g_assert_no_error (error);
+  npu_fence_unref (fence);
+  npu_queue_free (queue);
+}
+
+typedef struct
+{
+  gsize rows, k, n;
+  gint f_lo, f_hi;              /* F16 exponent fields of the scales */
+  gint x_exp;                   /* activations around 2^x_exp */
+} Q8_0Shape;
+
+static guint n_q8_0_checked;
+
+/* Every path against the reference; on each path, the same bytes with no
+ * task and on 1 and 2 threads. */
+static void
+check_q8_0_shape (GRand * rand, const Q8_0Shape * s, NpuDevice ** devices,
+    guint n_devices)
+{
+  gsize nb = s->k / 32, n_out = s->n * s->rows, i;
+  NpuBlockQ8_0 *blocks = g_new (NpuBlockQ8_0, s->rows * nb);
+  float *x = g_new (float, s->n * s->k);
+  float *ref = g_new (float, n_out);
+  float *y = g_new (float, n_out);
+  float *first = g_new (float, n_out);
+  double *bound_exact = g_new (double, n_out);
+  double *bound_q8 = g_new (double, n_out);
+  guint a, d;
+
+  random_q8_0_weights (rand, blocks, s->rows * nb, s->f_lo, s->f_hi);
+  random_activations (rand, x, s->n * s->k, s->x_exp);
+  ref_q8_0 (blocks, s->rows, s->k, x, s->n, ref);
+  q8_0_bounds (blocks, s->rows, s->k, x, s->n, TRUE, bound_exact);
+  q8_0_bounds (blocks, s->rows, s->k, x, s->n, FALSE, bound_q8);
+
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    const double *bound = a == 0 ? bound_exact : bound_q8;
+
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    for (d = 0; d <= n_devices; d++) {
+      for (i = 0; i < n_out; i++)
+        y[i] = NAN;
+      run_q8_0 (d == 0 ? NULL : devices[d - 1], blocks, s->rows, s->k, x,
+          s->n, y);
+      for (i = 0; i < n_out; i++) {
+        if (!(fabs ((double) y[i] - ref[i]) <= bound[i]))
+          g_error ("q8_0 %s device %u: %" G_GSIZE_FORMAT " x %"
+              G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
+              G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g",
+              all_isas[a], d, s->rows, s->k, s->n, i, y[i], ref[i],
+              bound[i]);
+      }
+      if (d == 0)
+        memcpy (first, y, n_out * sizeof (float));
+      else if (memcmp (first, y, n_out * sizeof (float)) != 0)
+        g_error ("q8_0 %s: %u thread(s) differ from no task", all_isas[a],
+            d);
+      n_q8_0_checked++;
+    }
+  }
+
+  g_free (blocks);
+  g_free (x);
+  g_free (ref);
+  g_free (y);
+  g_free (first);
+  g_free (bound_exact);
+  g_free (bound_q8);
+}
+
+static void
+test_q8_0_shapes (void)
+{
+  static const gsize ns[] = { 1, 2, 3, 5, 7, 33, 130 };
+  static const Q8_0Shape fixed[] = {
+    /* k a multiple of 32 but not of 64 or 128 (an odd number of blocks
+     * leaves the AVX-512 kernel a lone block), odd row counts */
+    {1, 32, 1, 10, 20, 0},
+    {5, 96, 1, 10, 20, 0},
+    {67, 288, 1, 8, 22, 0},
+    {131, 160, 1, 12, 18, 0},
+    {33, 2080, 1, 10, 20, 0},
+    {3, 4128, 1, 10, 20, 0},
+    /* the F16 extremes: subnormal and smallest normal scales against large
+     * activations, the largest against small ones, and both mixed in a row
+     * against moderate ones */
+    {33, 224, 1, 0, 1, 40},
+    {33, 224, 1, 30, 30, -40},
+    {33, 224, 1, 0, 30, 0},
+  };
+  GRand *rand = g_rand_new_with_seed (20250301);
+  NpuDevice *devices[2] = { NULL, NULL };
+  gchar *saved = g_strdup (npu_matmul_get_isa ());
+  /* Under valgrind only the smaller products: the kernels' tails and
+   * threading are the same, the reference's loops much shorter */
+  gsize max_size = g_getenv ("NPU_UNDER_VALGRIND") ? 20000 : G_MAXSIZE;
+  guint f, i, n_devices = 2;
+
+  if (g_getenv ("NPU_TEST_NO_THREADS"))
+    n_devices = 0;
+  for (i = 0; i < n_devices; i++)
+    devices[i] = npu_device_new_cpu (i + 1);
+
+  for (f = 0; f < G_N_ELEMENTS (fixed); f++) {
+    for (i = 0; i < G_N_ELEMENTS (ns); i++) {
+      Q8_0Shape s = fixed[f];
+
+      /* n > 4 is the GEMM path; keep the reference quick */
+      if (ns[i] > 7 && s.rows * s.k > 40000)
+        continue;
+      s.n = ns[i];
+      if (s.rows * s.k * s.n <= max_size)
+        check_q8_0_shape (rand, &s, devices, n_devices);
+    }
+  }
+  for (f = 0; f < 12; f++) {
+    Q8_0Shape s;
+
+    s.rows = g_rand_int_range (rand, 1, 200);
+    s.k = 32 * g_rand_int_range (rand, 1, 40);
+    s.n = ns[g_rand_int_range (rand, 0, G_N_ELEMENTS (ns))];
+    s.f_lo = g_rand_int_range (rand, 5, 20);
+    s.f_hi = s.f_lo + g_rand_int_range (rand, 0, 8);
+    s.x_exp = g_rand_int_range (rand, -8, 8);
+    if (s.rows * s.k * s.n <= max_size)
+      check_q8_0_shape (rand, &s, devices, n_devices);
+  }
+  g_test_message ("%u Q8_0 products checked", n_q8_0_checked);
+
+  for (i = 0; i < n_devices; i++)
+    npu_device_unref (devices[i]);
+  g_rand_free (rand);
+  restore_isa (saved);
+  g_free (saved);
+}
+
+/* A non-finite scale or activation makes its outputs non-finite, a NaN in
+ * the middle of a block included; zero scales, codes or activations give
+ * exact zeros. */
+static void
+test_q8_0_special_values (void)
+{
+  const gsize rows = 6, k = 96, nb = 3;
+  NpuBlockQ8_0 blocks[6 * 3];
+  float x[3 * 96], y[3 * 6];
+  gchar *saved = g_strdup (npu_matmul_get_isa ());
+  GRand *rand = g_rand_new_with_seed (5);
+  guint a, r, c;
+
+  random_q8_0_weights (rand, blocks, rows * nb, 10, 20);
+  blocks[1 * nb + 2].d[0] = 0x00;       /* row 1: an Inf scale */
+  blocks[1 * nb + 2].d[1] = 0x7C;
+  blocks[3 * nb + 0].d[0] = 0x01;       /* row 3: a NaN scale */
+  blocks[3 * nb + 0].d[1] = 0x7E;
+  for (c = 0; c < nb; c++) {
+    blocks[2 * nb + c].d[0] = 0;        /* row 2: zero scales */
+    blocks[2 * nb + c].d[1] = 0;
+    memset (blocks[4 * nb + c].qs, 0, 32);      /* row 4: zero codes */
+  }
+  for (c = 0; c < 3 * k; c++)
+    x[c] = (float) g_rand_double_range (rand, -4.0, 4.0);
+  x[k + 40] = INFINITY;         /* second activation row, block 1 */
+  x[2 * k + 33] = NAN;          /* third row, block 1, not its largest */
+  x[2 * k + 34] = 100.0f;
+
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    npu_matmul_q8_0 (NULL, blocks, rows, k, x, 3, y);
+    for (r = 0; r < rows; r++) {
+      if (r == 1 || r == 3)
+        g_assert_false (isfinite (y[r]));
+      else
+        g_assert_true (isfinite (y[r]));
+      for (c = 1; c < 3; c++)
+        if (r != 2 && r != 4)
+          g_assert_false (isfinite (y[c * rows + r]));
+    }
+    g_assert_cmpfloat (y[2], ==, 0.0f);
+    g_assert_cmpfloat (y[4], ==, 0.0f);
+  }
+  /* All-zero activations */
+  memset (x, 0, sizeof (x));
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    npu_matmul_q8_0 (NULL, blocks, rows, k, x, 1, y);
+    for (r = 0; r < rows; r++)
+      if (r != 1 && r != 3)
+        g_assert_cmpfloat (y[r], ==, 0.0f);
+  }
+
+  g_rand_free (rand);
+  restore_isa (saved);
+  g_free (saved);
+}
+
 static void
 test_random_shapes (void)
 {
@@ -474,6 +848,7 @@ test_random_shapes (void)
   }
   test_random_shapes_run ();
 }
+
 
 int
 main (int argc, char **argv)
@@ -486,6 +861,8 @@ main (int argc, char **argv)
   g_test_add_func ("/matmul/random-shapes", test_random_shapes);
   g_test_add_func ("/matmul/multi", test_multi);
   g_test_add_func ("/matmul/special-values", test_special_values);
+  g_test_add_func ("/matmul/q8_0/random-shapes", test_q8_0_shapes);
+  g_test_add_func ("/matmul/q8_0/special-values", test_q8_0_special_values);
 
   return g_test_run ();
 }

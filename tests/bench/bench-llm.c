@@ -169,6 +169,7 @@ main (int argc, char **argv)
   guint8 *buf;
   gint32 *prompt;
   guint64 wbytes;
+  gdouble matrix_weights;
   NpuParallelFunc read_func = read_slice_c;
   NpuLlmLoadFlags flags = NPU_LLM_LOAD_REPACK;
 
@@ -230,6 +231,11 @@ main (int argc, char **argv)
     g_error ("%s", error->message);
   hp = npu_llm_model_get_hparams (model);
   wbytes = npu_llm_model_get_decode_bytes (model);
+  /* Weights a token multiplies with: q and o (dim x heads hd), k and v
+   * (dim x kv heads hd), three FFN matrices, the logits */
+  matrix_weights = (gdouble) hp->n_layer * ((2.0 * hp->n_head + 2.0 *
+          hp->n_head_kv) * hp->head_dim * hp->n_embd +
+      3.0 * hp->n_embd * hp->n_ff) + (gdouble) hp->n_embd * hp->n_vocab;
   printf ("model: %s, %s, %u layers, dim %u, ff %u, heads %u/%u, vocab %u\n",
       path, hp->arch == NPU_LLM_ARCH_LLAMA ? "llama" : "qwen2", hp->n_layer,
       hp->n_embd, hp->n_ff, hp->n_head, hp->n_head_kv, hp->n_vocab);
@@ -314,7 +320,7 @@ main (int argc, char **argv)
     printf ("  read bandwidth   %7.2f GB/s  (%.2f)\n", bw_best, bw_worst);
     printf ("  prefill %4u tok %7.2f tok/s (%.2f)  %.1f GFLOPS of matrices\n",
         n_prefill, pf_best, pf_worst,
-        pf_best * 2.0 * wbytes * 32.0 / 17.0 / 1e9);
+        pf_best * 2.0 * matrix_weights / 1e9);
     printf ("  decode  %4u tok %7.2f tok/s (%.2f)  = %.2f GB/s of weights\n",
         n_decode, dec_best, dec_worst, dec_best * wbytes / 1e9);
     printf ("  roofline         %7.2f tok/s  decode / roofline = %.0f%%\n",

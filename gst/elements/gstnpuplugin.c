@@ -23,6 +23,6 @@ plugin_init (GstPlugin * plugin)
 }
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, npu,
-    "On-device multimodal inference: MXFP4 weights, vision and audio "
-    "tokenizers and a language model over zero-copy NPU memory",
+    "On-device multimodal inference: MXFP4 weights, a vision tokenizer "
+    "and a language model over zero-copy NPU memory",
     plugin_init, VERSION, GST_LICENSE, GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)

@@ -824,7 +824,9 @@ map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
     GError *err = NULL;
 
     next = l->next;
-    if (!gst_npu_buffer_wait (m->buffer, -1, &err)) {
+    /* Bounded: a producer whose fence never signals is an error, not a
+     * hang (GST_NPU_FENCE_TIMEOUT_MS) */
+    if (!gst_npu_buffer_wait (m->buffer, gst_npu_fence_timeout_us (), &err)) {
       if (g_error_matches (err, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED)) {
         g_error_free (err);
         media_item_free (m);
@@ -834,8 +836,12 @@ map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
           return FALSE;
         continue;
       }
-      g_propagate_prefixed_error (error, err,
-          "the tokens' producer failed: ");
+      if (g_error_matches (err, NPU_FENCE_ERROR, NPU_FENCE_ERROR_TIMEOUT))
+        g_propagate_prefixed_error (error, err, "the tokens were not ready "
+            "in time (GST_NPU_FENCE_TIMEOUT_MS): ");
+      else
+        g_propagate_prefixed_error (error, err,
+            "the tokens' producer failed: ");
       return FALSE;
     }
     if (!gst_buffer_map (m->buffer, &m->map, GST_MAP_READ)) {

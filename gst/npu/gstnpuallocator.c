@@ -11,6 +11,7 @@
 
 #include "gstnpuallocator.h"
 #include "gstnpuprivate.h"
+#include "gstnpufencemeta.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +28,6 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_allocator_debug);
 
 #define DEFAULT_HEAP "system"
 #define DEFAULT_UDMABUF "/dev/udmabuf"
-#define DEFAULT_FENCE_TIMEOUT_MS 10000
 
 /* Both GTypes share this instance state; it sits after the parent struct. */
 typedef struct
@@ -504,11 +504,8 @@ npu_mem_unmap_full (GstMemory * mem, GstMapInfo * info)
 static void
 state_init (GstAllocator * alloc, NpuAllocState * state)
 {
-  const gchar *env = g_getenv ("GST_NPU_FENCE_TIMEOUT_MS");
-  gint64 ms = env ? g_ascii_strtoll (env, NULL, 10) : 0;
-
   state->device_fd = -1;
-  state->fence_timeout_us = (ms > 0 ? ms : DEFAULT_FENCE_TIMEOUT_MS) * 1000;
+  state->fence_timeout_us = gst_npu_fence_timeout_us ();
   /* The parents' map functions (the dma-buf one adds DMA_BUF_IOCTL_SYNC
    * around CPU access) run after the fence wait. */
   state->parent_map_full = alloc->mem_map_full;

@@ -11,6 +11,7 @@
 
 #include "npucheck.h"
 #include <gst/check/gstharness.h>
+#include <npu/npu.h>
 #include <core/npullmsession.h>
 #include <core/npugguf.h>
 #include "../tools/npumodelgen.h"
@@ -561,6 +562,55 @@ GST_START_TEST (test_media_from_two_pads_in_pts_order)
 
 GST_END_TEST;
 
+/* Tokens whose producer never finishes (a fence that never signals): a
+ * clear error after GST_NPU_FENCE_TIMEOUT_MS, not a hang */
+GST_START_TEST (test_fence_never_signals)
+{
+  NpuGguf *g = npu_gguf_open (qwen_path, NULL);
+  NpuLlmHParams hp;
+  GstHarness *h;
+  GstElement *llm;
+  GstBuffer *buf;
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+  GError *err = NULL;
+  NpuFence *never = npu_fence_new ();
+  GBytes *rows;
+
+  fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
+  npu_gguf_free (g);
+  g_setenv ("GST_NPU_FENCE_TIMEOUT_MS", "200", TRUE);
+  llm = gst_element_factory_make ("npullm", NULL);
+  g_object_set (llm, "model", qwen_path, "max-tokens", 2, NULL);
+  gst_element_set_bus (llm, bus);
+  h = gst_harness_new_with_element (llm, "vision", "src");
+  gst_harness_set_src_caps_str (h, "other/tensors,format=static,"
+      "num_tensors=1,types=float32");
+  rows = make_rows (2, hp.n_embd, 1);
+  buf = rows_buffer (rows, 0);
+  gst_buffer_add_npu_fence_meta (buf, never);
+  fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+  msg = gst_bus_timed_pop_filtered (bus, 30 * GST_SECOND,
+      GST_MESSAGE_ERROR);
+  fail_unless (msg != NULL, "no error: the element hung");
+  gst_message_parse_error (msg, &err, NULL);
+  fail_unless (strstr (err->message, "not ready in time"), "%s",
+      err->message);
+  fail_unless (strstr (err->message, "200 ms"), "%s", err->message);
+  g_error_free (err);
+  gst_message_unref (msg);
+
+  gst_harness_teardown (h);
+  gst_element_set_bus (llm, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (llm);
+  npu_fence_unref (never);
+  g_bytes_unref (rows);
+  g_unsetenv ("GST_NPU_FENCE_TIMEOUT_MS");
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_errors)
 {
   Collected c;
@@ -717,6 +767,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_text_pad_answers_each);
   tcase_add_test (tc, test_vision_tokens_spliced);
   tcase_add_test (tc, test_media_from_two_pads_in_pts_order);
+  tcase_add_test (tc, test_fence_never_signals);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_stop_while_generating);
   tcase_add_test (tc, test_caption_pipeline);

@@ -446,7 +446,6 @@ load_from_weights (GstNpuVisionTok * self)
 /* ------------------------------------------------------------------------
  * Caps
  */
-
 /* Waits until the encoder is loaded (weights pad); FALSE when flushing. */
 static gboolean
 wait_for_model (GstNpuVisionTok * self)

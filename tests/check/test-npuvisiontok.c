@@ -19,7 +19,6 @@
 #include <core/npuvisionprep.h>
 #include <core/npumatmul.h>
 #include <core/npugguf.h>
-#include <math.h>
 #include "../reference/npurefvision.h"
 #include "../reference/npurefvit.h"
 #include "../tools/npumodelgen.h"
@@ -194,23 +193,6 @@ reference_tokens (NpuVit * vit, const GstVideoInfo * info,
   return out;
 }
 
-/* max |got - want| / rms (want) */
-static gdouble
-relative_error (const gfloat * got, const gdouble * want, gsize n)
-{
-  gdouble rms = 0.0, err = 0.0;
-  gsize i;
-
-  for (i = 0; i < n; i++) {
-    fail_unless (isfinite (got[i]));
-    rms += want[i] * want[i];
-    err = MAX (err, fabs (got[i] - want[i]));
-  }
-  rms = sqrt (rms / n);
-  fail_unless (rms > 0.0);
-  return err / rms;
-}
-
 static GstFlowReturn
 push (GstElement * src, GstBuffer * buf)
 {
@@ -302,7 +284,8 @@ check_frame (const FrameCase * fc)
   /* Maps wait for the encoder's fence. */
   fail_unless (gst_buffer_map (frame, &map, GST_MAP_READ));
   fail_unless_equals_uint64 (map.size, n * sizeof (gfloat));
-  err = relative_error ((const gfloat *) map.data, want, n);
+  fail_unless (npu_ref_error_over_rms ((const gfloat *) map.data, want, n,
+          &err), "tokens not finite, or an all-zero reference");
   GST_INFO ("%s %ux%u%s matrix %d [%s]: max err / rms %.2e",
       gst_video_format_to_string (fc->format), fc->width, fc->height,
       fc->letterbox ? " letterbox" : "", fc->matrix, npu_matmul_get_isa (),

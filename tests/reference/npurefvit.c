@@ -420,3 +420,23 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
   g_free (att);
   g_free (f);
 }
+
+gboolean
+npu_ref_error_over_rms (const float *y, const double *ref, gsize n,
+    double *err)
+{
+  double rms = 0.0, e = 0.0;
+  gsize i;
+
+  for (i = 0; i < n; i++) {
+    if (!isfinite (y[i]))
+      return FALSE;
+    rms += ref[i] * ref[i];
+    e = MAX (e, fabs (y[i] - ref[i]));
+  }
+  rms = sqrt (rms / n);
+  if (!(rms > 0.0))
+    return FALSE;
+  *err = e / rms;
+  return TRUE;
+}

@@ -23,6 +23,12 @@ typedef struct
 void npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     gboolean q8, double *out);
 
+/* max |y - ref| / rms (ref) over @n values, in @err: how the vision tests
+ * measure an output against its reference.  FALSE if a value of @y is not
+ * finite or @ref is all zero (nothing to measure against). */
+gboolean npu_ref_error_over_rms (const float *y, const double *ref, gsize n,
+    double *err);
+
 G_END_DECLS
 
 #endif /* __NPU_REF_VIT_H__ */

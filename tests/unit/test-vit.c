@@ -156,22 +156,6 @@ random_patches (GRand * rand, guint n)
   return p;
 }
 
-static double
-compare (const float *y, const double *ref, gsize n)
-{
-  double rms = 0.0, err = 0.0;
-  gsize i;
-
-  for (i = 0; i < n; i++) {
-    g_assert_true (isfinite (y[i]));
-    rms += ref[i] * ref[i];
-    err = MAX (err, fabs (y[i] - ref[i]));
-  }
-  rms = sqrt (rms / n);
-  g_assert_cmpfloat (rms, >, 0.0);
-  return err / rms;
-}
-
 /* Encode with npu_vit_encode() on the current matmul path and compare
  * with the matching reference */
 static void
@@ -215,13 +199,13 @@ check_model (const gchar * path, Lookup * lk, const gchar * what)
   for (i = 0; i < n_in; i++)
     pd[i] = patches[i];
   npu_ref_vit_encode (&ref_lk, pd, q8, ref);
-  err = compare (y, ref, n_out);
+  g_assert_true (npu_ref_error_over_rms (y, ref, n_out, &err));
   if (q8) {
     double *exact = g_new (double, n_out);
     double err_exact;
 
     npu_ref_vit_encode (&ref_lk, pd, FALSE, exact);
-    err_exact = compare (y, exact, n_out);
+    g_assert_true (npu_ref_error_over_rms (y, exact, n_out, &err_exact));
     g_test_message ("%s [%s]: max err / rms %.2e against the exact "
         "reference (bound 0.15), %.2e against the int8-modelling one "
         "(bound %.0e)", what, isa, err_exact, err, tol);

@@ -21,7 +21,12 @@
  *
  *    (the first term is the activation rounding, at most max|x|/254 per
  *    element of the block; the second is F32 accumulation across blocks).
- *    It is far below the error of the 4-bit weights themselves.
+ *    It is far below the error of the 4-bit weights themselves.  The x86
+ *    kernels feed the weights to the unsigned x signed instructions as
+ *    2 P + 12; the +12 is taken off in the same int32 lanes (each starts at
+ *    -3 times its block's code sum), so every block's integer sum is exact
+ *    2 P . q, at most 12 * 127 * 32 < 2^24 in magnitude, and its
+ *    conversion to F32 exact: the bias adds no term to the bound.
  *
  * NPU_MATMUL_ISA=scalar|avx2|avx512|neon in the environment forces a path
  * (read once; an unavailable one falls back to scalar with a warning).

@@ -463,36 +463,55 @@ spm_tokenize (const NpuTokenizer * tok, const gchar * text, gsize n,
 /* ------------------------------------------------------------------------ */
 /* Byte-level BPE                                                            */
 
-/* The pre-tokenizer regexes, verbatim from llama.cpp's llm_tokenizer_bpe.
+/* The pre-tokenizer regexes, from llama.cpp's llm_tokenizer_bpe.
  * llama.cpp writes the case-insensitive contractions (?i:'s|'t|...) of the
  * original tokenizer.json as (?:'[sS]|'[tT]|...) because std::regex lacks
- * (?i:); the two match the same strings. */
+ * (?i:); the two match the same strings.  \s is spelled out (WS): the
+ * Unicode White_Space property, llama.cpp's whitespace (unicode-data.cpp);
+ * PCRE's \s also takes U+180E MONGOLIAN VOWEL SEPARATOR (a space before
+ * Unicode 6.3), which split "a\u180e's" as "a" "\u180e" "'s" instead of
+ * "a" "\u180e'" "s". */
+#define WS "\\t\\n\\x{0B}\\f\\r\\x{20}\\x{85}\\x{A0}\\x{1680}" \
+  "\\x{2000}-\\x{200A}\\x{2028}\\x{2029}\\x{202F}\\x{205F}\\x{3000}"
+#define RE_S "[" WS "]"
+#define RE_NOT_S "[^" WS "]"
+#define RE_NOT_SLN "[^" WS "\\p{L}\\p{N}]"
+
 static const gchar *const pre_default[] = {
   "[\\p{P}\\$\\+<=>\\^~\\|]+",
-  "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
+  "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?" RE_NOT_SLN "+"
+      "|" RE_S "+(?!" RE_NOT_S ")",
   "\\p{N}+",
   "[0-9][0-9][0-9]",
   NULL
 };
 
 static const gchar *const pre_gpt2[] = {
-  "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)",
+  "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?" RE_NOT_SLN "+"
+      "|" RE_S "+(?!" RE_NOT_S ")",
   NULL
 };
 
 static const gchar *const pre_llama3[] = {
   "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
       "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}"
-      "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+      "| ?" RE_NOT_SLN "+[\\r\\n]*|" RE_S "*[\\r\\n]+"
+      "|" RE_S "+(?!" RE_NOT_S ")|" RE_S "+",
   NULL
 };
 
 static const gchar *const pre_qwen2[] = {
   "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])"
       "|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}"
-      "| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+      "| ?" RE_NOT_SLN "+[\\r\\n]*|" RE_S "*[\\r\\n]+"
+      "|" RE_S "+(?!" RE_NOT_S ")|" RE_S "+",
   NULL
 };
+
+#undef WS
+#undef RE_S
+#undef RE_NOT_S
+#undef RE_NOT_SLN
 
 typedef struct
 {

@@ -461,6 +461,12 @@ test_bpe_merges (void)
  *                   !-! (13) -> a|Ġ!|!
  * "xyz"    llama3 keeps a word that is a token (ignore_merges) -> xyz
  *          others: no merges -> x|y|z
+ * "a\u180e't"  all: U+180E (bytes E1 A0 8E, GPT-2 characters U+00E1
+ *          U+0142 U+0130) is no whitespace, though PCRE's \s has it:
+ *          "\u180e'" is punctuation, then "t" -> a|\u00e1|\u0142|\u0130|'|t
+ *          (default cuts "'" out first, the same).  llama.cpp, "a\u180e's"
+ *          on Qwen3's vocabulary: 64 123970 236 6 82, on Llama 3's: 128000
+ *          64 157 254 236 6 82, "'" and "s" apart.
  */
 static void
 test_bpe_pre (void)
@@ -495,6 +501,8 @@ test_bpe_pre (void)
     assert_enc (tok, "a\n\nb", FALSE, FALSE, cases[i].nl);
     assert_enc (tok, "a !!", FALSE, FALSE, cases[i].bang);
     assert_enc (tok, "xyz", FALSE, FALSE, cases[i].xyz);
+    assert_enc (tok, "a\xe1\xa0\x8e't", FALSE, FALSE,
+        "a|\xc3\xa1|\xc5\x82|\xc4\xb0|'|t");
     model_free (m);
   }
 }

@@ -541,7 +541,7 @@ load_layer (Loader * ld, guint il, GError ** error)
   guint dim = vit->dim, ff = vit->ff;
   gchar *p = g_strdup_printf ("v.blk.%u", il);
   gchar *n[12];
-  gboolean ok;
+  gboolean ok, swapped;
   guint i;
 
   n[0] = g_strconcat (p, ".ln1", NULL);
@@ -556,6 +556,21 @@ load_layer (Loader * ld, guint il, GError ** error)
   n[9] = g_strconcat (p, ".attn_out.bias", NULL);
   n[10] = g_strconcat (p, ".ffn_up.weight", NULL);
   n[11] = g_strconcat (p, ".ffn_down.weight", NULL);
+  /* llama.cpp's legacy CLIP/LLaVA converter names fc1 (dim -> ff)
+   * "ffn_down" and fc2 "ffn_up"; clip.cpp swaps them back when ffn_down's
+   * ne[0] is the vision dim, and so do we (same rule, so the two agree
+   * even when ff = dim). */
+  {
+    NpuVitTensorView view;
+
+    swapped = ld->lookup (n[11], &view, ld->user_data) && view.ne[0] == dim;
+    if (swapped) {
+      gchar *tmp = n[10];
+
+      n[10] = n[11];
+      n[11] = tmp;
+    }
+  }
 
   ok = get_norm (ld, n[0], TRUE, &l->ln1_w, &l->ln1_b, error)
       && get_norm (ld, n[1], TRUE, &l->ln2_w, &l->ln2_b, error)
@@ -570,8 +585,10 @@ load_layer (Loader * ld, guint il, GError ** error)
       && get_matrix (ld, n[10], dim, ff, &l->up, error)
       && get_matrix (ld, n[11], ff, dim, &l->down, error);
   if (ok) {
-    gchar *ub = g_strconcat (p, ".ffn_up.bias", NULL);
-    gchar *db = g_strconcat (p, ".ffn_down.bias", NULL);
+    gchar *ub = g_strconcat (p, swapped ? ".ffn_down.bias" : ".ffn_up.bias",
+        NULL);
+    gchar *db = g_strconcat (p, swapped ? ".ffn_up.bias" : ".ffn_down.bias",
+        NULL);
 
     ok = (l->up_b = get_vector (ld, ub, TRUE, ff, error))
         && (l->down_b = get_vector (ld, db, TRUE, dim, error));

@@ -295,6 +295,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     double *w1, *b1, *w2, *b2;
     double *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
     gsize hd = dim / p.heads;
+    NpuVitTensorView fv;
 
 #define NAME(s) (g_snprintf (nm, sizeof (nm), "v.blk.%u." s, (guint) l), nm)
     w1 = ref_plain (lk, NAME ("ln1.weight"), dim);
@@ -353,10 +354,19 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     g_free (wo);
     g_free (bo);
 
-    wq = ref_matrix (lk, NAME ("ffn_up.weight"), p.ff, dim);
-    bq = ref_plain (lk, NAME ("ffn_up.bias"), p.ff);
-    wk = ref_matrix (lk, NAME ("ffn_down.weight"), dim, p.ff);
-    bk = ref_plain (lk, NAME ("ffn_down.bias"), dim);
+    /* llama.cpp's legacy converter calls fc1 "ffn_down" and fc2
+     * "ffn_up"; clip.cpp swaps them back when ffn_down's ne[0] is dim */
+    if (get_view (lk, NAME ("ffn_down.weight"), &fv) && fv.ne[0] == dim) {
+      wq = ref_matrix (lk, NAME ("ffn_down.weight"), p.ff, dim);
+      bq = ref_plain (lk, NAME ("ffn_down.bias"), p.ff);
+      wk = ref_matrix (lk, NAME ("ffn_up.weight"), dim, p.ff);
+      bk = ref_plain (lk, NAME ("ffn_up.bias"), dim);
+    } else {
+      wq = ref_matrix (lk, NAME ("ffn_up.weight"), p.ff, dim);
+      bq = ref_plain (lk, NAME ("ffn_up.bias"), p.ff);
+      wk = ref_matrix (lk, NAME ("ffn_down.weight"), dim, p.ff);
+      bk = ref_plain (lk, NAME ("ffn_down.bias"), dim);
+    }
 #undef NAME
     ref_layernorm (x, n, dim, w2, b2, p.eps, h);
     ref_linear (h, n, dim, wq, p.ff, bq, q8, f);

@@ -61,6 +61,8 @@ typedef struct
   const gchar *reshape;
   const gchar *retype;
   gboolean add_class;
+  gboolean swap_ffn;            /* ffn_up <-> ffn_down, as llama.cpp's
+                                 * legacy converter names them */
   float *class_embd;            /* [dim] */
   float *pos;                   /* [dim, n_patches + 1] */
 } Lookup;
@@ -84,7 +86,18 @@ lookup_func (const gchar * name, NpuVitTensorView * out, gpointer user_data)
     out->data = lk->class_embd;
     return TRUE;
   }
-  t = npu_gguf_find_tensor (lk->gguf, name);
+  if (lk->swap_ffn && (strstr (name, ".ffn_up.") || strstr (name,
+              ".ffn_down."))) {
+    gchar **parts = g_strsplit (name, ".ffn_", 2);
+    gchar *other = g_strconcat (parts[0], g_str_has_prefix (parts[1], "up.") ?
+        ".ffn_down." : ".ffn_up.", strchr (parts[1], '.') + 1, NULL);
+
+    t = npu_gguf_find_tensor (lk->gguf, other);
+    g_free (other);
+    g_strfreev (parts);
+  } else {
+    t = npu_gguf_find_tensor (lk->gguf, name);
+  }
   if (!t)
     return FALSE;
   out->type = t->type;
@@ -523,6 +536,53 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   return npu_vit_encode (job->vit, task, job->patches, job->out, error);
 }
 
+/* Files from llama.cpp's legacy CLIP/LLaVA converter call fc1 (dim -> ff)
+ * "ffn_down" and fc2 "ffn_up"; clip.cpp swaps them back by shape, and the
+ * encoder must give the same output as for the file named right */
+static void
+test_swapped_ffn (void)
+{
+  gchar *text = write_text_model (NPU_MODEL_ARCH_LLAMA);
+  gchar *path = write_mmproj (NPU_MODEL_PROJECTOR_MLP, 56, 14,
+      NPU_GGML_TYPE_F32, text, "swap");
+  GError *error = NULL;
+  NpuGguf *g = npu_gguf_open (path, &error);
+  Lookup lk = { 0, };
+  NpuVit *plain, *swapped;
+  GRand *rand = g_rand_new_with_seed (3);
+  gsize n_out;
+  float *patches, *y0, *y1;
+
+  g_assert_no_error (error);
+  plain = npu_vit_new (g, NULL, NULL, &error);
+  g_assert_no_error (error);
+  lk.gguf = g;
+  lk.swap_ffn = TRUE;
+  swapped = npu_vit_new (g, lookup_func, &lk, &error);
+  g_assert_no_error (error);
+  n_out = (gsize) npu_vit_get_n_tokens (plain) * npu_vit_get_out_dim (plain);
+  patches = random_patches (rand, npu_vit_get_n_patches (plain) *
+      npu_vit_get_patch_dim (plain));
+  y0 = g_new (float, n_out);
+  y1 = g_new (float, n_out);
+  g_assert_true (npu_vit_encode (plain, NULL, patches, y0, &error));
+  g_assert_true (npu_vit_encode (swapped, NULL, patches, y1, &error));
+  g_assert_cmpmem (y0, n_out * sizeof (float), y1, n_out * sizeof (float));
+  /* and the reference reads them the same way */
+  check_model (path, &lk, "swapped ffn names");
+
+  g_free (patches);
+  g_free (y0);
+  g_free (y1);
+  npu_vit_free (plain);
+  npu_vit_free (swapped);
+  npu_gguf_free (g);
+  g_rand_free (rand);
+  g_unlink (path);
+  g_free (path);
+  g_free (text);
+}
+
 static void
 encode_on (NpuVit * vit, guint n_threads, const float *patches, float *out)
 {
@@ -611,6 +671,7 @@ main (int argc, char **argv)
     g_free (name);
   }
   g_test_add_func ("/vit/class-token", test_class_token);
+  g_test_add_func ("/vit/swapped-ffn", test_swapped_ffn);
   g_test_add_func ("/vit/bad-models", test_bad_models);
   g_test_add_func ("/vit/threads", test_threads);
   ret = g_test_run ();

@@ -1,7 +1,8 @@
 #!/bin/sh
 # Builds llama.cpp (CPU only) for the cross-check, from the source that the
 # node-llama-cpp npm package carries (package/llama/gitRelease.bundle, a git
-# bundle of llama.cpp), and the reference program llama-greedy against it.
+# bundle of llama.cpp), and the reference programs against it: llama-greedy
+# (text models, run.sh) and clip-encode (mmproj vision encoders, vision.sh).
 #
 #   tests/crosscheck/build-llamacpp.sh        (needs npm, git, cmake, a C/C++
 #                                             compiler; Debian 12: apt-get
@@ -10,7 +11,8 @@
 # Environment: LLAMACPP_DIR (/tmp/llamacpp) is where everything goes:
 #   node-llama-cpp-$NODE_LLAMA_CPP_VERSION.tgz, src/ (the clone), build/
 #   (bin/llama-bench, llama-simple, llama-completion, llama-eval-callback,
-#   llama-tokenize and the shared libraries), llama-greedy.
+#   llama-tokenize and the shared libraries, libmtmd among them),
+#   llama-greedy, clip-encode.
 # NODE_LLAMA_CPP_VERSION (3.22.1) picks the npm package, so the llama.cpp
 # revision: 3.22.1 carries llama.cpp 0.5.0-dev, commit de3ff81 (the bundle
 # is one squashed commit, so `git describe` and the build number say
@@ -46,7 +48,8 @@ echo "llama.cpp source: $(git -C "$DIR/src" log -1 --format='%h %cd' \
     --date=short) (from node-llama-cpp $VERSION)"
 
 # 3. CPU-only Release build with native SIMD, no CURL/OpenSSL, shared libs,
-#    only the programs we use
+#    only the programs we use (mtmd, the library holding clip.cpp, is built
+#    with the tools)
 if [ ! -f "$DIR/build/CMakeCache.txt" ]; then
   gen=
   if command -v ninja >/dev/null 2>&1; then
@@ -59,11 +62,18 @@ if [ ! -f "$DIR/build/CMakeCache.txt" ]; then
       -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=ON >"$DIR/cmake.log"
 fi
 cmake --build "$DIR/build" -j"$JOBS" --target llama-bench llama-simple \
-    llama-completion llama-eval-callback llama-tokenize >"$DIR/build.log"
+    llama-completion llama-eval-callback llama-tokenize mtmd \
+    >"$DIR/build.log"
 
-# 4. the reference side of the cross-check
+# 4. the reference side of the cross-checks
 cc -O2 -Wall -o "$DIR/llama-greedy" "$HERE/llama-greedy.c" \
     -I"$DIR/src/include" -I"$DIR/src/ggml/include" -L"$DIR/build/bin" \
     -lllama -lggml -lggml-base -Wl,-rpath,"$DIR/build/bin"
+# clip.h and clip-impl.h are mtmd's internal headers: their unused static
+# helpers would warn
+c++ -O2 -Wall -Wno-unused-function -std=c++17 -o "$DIR/clip-encode" \
+    "$HERE/clip-encode.cpp" -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" \
+    -I"$DIR/src/ggml/include" -L"$DIR/build/bin" -lmtmd -lllama -lggml \
+    -lggml-base -Wl,-rpath,"$DIR/build/bin"
 
 "$DIR/build/bin/llama-bench" --version 2>&1 | head -n 1

@@ -3,7 +3,7 @@
  *
  *   llama-greedy -m MODEL.gguf [-n N] [--tokens 1,2,3 | --prompt TEXT]
  *       [-t THREADS] [--top K] [--logits OUT] [--kv f32|f16]
- *       [--flash-attn] [--tokenize TEXT]
+ *       [--flash-attn] [--tokenize TEXT] [--tokenize-file FILE]
  *
  * Same steps, output lines and logits file as npu-greedy (see there): the
  * prompt in one batch (logits of its last token only), then N greedy
@@ -11,7 +11,9 @@
  * flash attention is off, so that the attention runs in F32 as ours does
  * (llama.cpp's defaults are an F16 cache and flash attention "auto").
  * --tokenize prints llama.cpp's token ids for TEXT (add_special and
- * parse_special on, as npu-greedy's --prompt) and exits.
+ * parse_special on, as npu-greedy's --prompt) and exits; --tokenize-file
+ * does so for each of the NUL-separated strings of FILE, one "tokens:" line
+ * each (tokenizers.sh).
  *
  * Built against a llama.cpp build by run.sh; not part of the meson build.
  */
@@ -115,7 +117,7 @@ usage (const char *argv0)
 {
   fprintf (stderr, "usage: %s -m MODEL.gguf [-n N] [--tokens IDS | --prompt "
       "TEXT] [-t T] [--top K] [--logits FILE] [--kv f32|f16] [--flash-attn] "
-      "[--tokenize TEXT]\n", argv0);
+      "[--tokenize TEXT] [--tokenize-file FILE]\n", argv0);
   return 2;
 }
 
@@ -133,11 +135,47 @@ tokenize (const struct llama_vocab *vocab, const char *text, int *n)
   return ids;
 }
 
+/* --tokenize-file: the NUL-separated strings of @path, one line each */
+static int
+tokenize_file (const struct llama_vocab *vocab, const char *path)
+{
+  FILE *f = fopen (path, "rb");
+  char *buf = NULL, *p, *end;
+  long size;
+  int32_t *ids;
+  int n;
+
+  if (!f || fseek (f, 0, SEEK_END) != 0 || (size = ftell (f)) < 0
+      || fseek (f, 0, SEEK_SET) != 0 || !(buf = malloc (size + 1))
+      || fread (buf, 1, size, f) != (size_t) size) {
+    fprintf (stderr, "llama-greedy: cannot read '%s'\n", path);
+    if (f)
+      fclose (f);
+    free (buf);
+    return 1;
+  }
+  fclose (f);
+  buf[size] = 0;
+  end = buf + size;
+  for (p = buf; p < end; p += strlen (p) + 1) {
+    ids = tokenize (vocab, p, &n);
+    if (!ids) {
+      printf ("tokens: ERROR\n");
+      continue;
+    }
+    print_ids ("tokens", ids, n);
+    free (ids);
+  }
+  free (buf);
+  return 0;
+}
+
 int
 main (int argc, char **argv)
 {
   const char *model_path = NULL, *tokens = NULL, *prompt_text = NULL;
   const char *logits_path = NULL, *tokenize_text = NULL;
+  const char *tokenize_path = NULL;
   int n_steps = 16, n_threads = 1, top = 5, flash = 0, kv_f16 = 0;
   struct llama_model_params mp;
   struct llama_context_params cp;
@@ -175,6 +213,8 @@ main (int argc, char **argv)
       logits_path = v;
     else if (strcmp (a, "--tokenize") == 0)
       tokenize_text = v;
+    else if (strcmp (a, "--tokenize-file") == 0)
+      tokenize_path = v;
     else if (strcmp (a, "--kv") == 0 && (strcmp (v, "f32") == 0
             || strcmp (v, "f16") == 0))
       kv_f16 = strcmp (v, "f16") == 0;
@@ -198,6 +238,11 @@ main (int argc, char **argv)
   vocab = llama_model_get_vocab (model);
   nv = llama_vocab_n_tokens (vocab);
 
+  if (tokenize_path) {
+    i = tokenize_file (vocab, tokenize_path);
+    llama_model_free (model);
+    return i;
+  }
   if (tokenize_text) {
     prompt = tokenize (vocab, tokenize_text, &n_prompt);
     if (!prompt)

@@ -3,7 +3,7 @@
  *
  *   npu-greedy MODEL.gguf [-n N] [--tokens 1,2,3 | --prompt TEXT]
  *       [--threads T] [--top K] [--logits OUT] [--reference REF]
- *       [--tol REL] [--in-place] [--tokenize TEXT]
+ *       [--tol REL] [--in-place] [--tokenize TEXT] [--tokenize-file FILE]
  *
  * The prompt is evaluated in one batch, then N greedy steps: step 0 is the
  * prediction after the prompt, step i after the i-th generated token.
@@ -30,7 +30,9 @@
  * step chose, which is the one fed to the next step), then
  * f32 logits[n_steps][n_vocab].
  *
- * --tokenize prints the ids of TEXT (as --prompt makes them) and exits.
+ * --tokenize prints the ids of TEXT (as --prompt makes them) and exits;
+ * --tokenize-file does so for each of the NUL-separated strings of FILE,
+ * one "tokens:" line each (tokenizers.sh).
  *
  * NPU_MATMUL_ISA=scalar gives exact F32 products (no int8 activations).
  * Compute core only: GLib, no GStreamer types.
@@ -73,6 +75,7 @@ typedef struct
 
 static gchar *opt_tokens = NULL, *opt_prompt = NULL, *opt_logits = NULL;
 static gchar *opt_reference = NULL, *opt_tokenize = NULL;
+static gchar *opt_tokenize_file = NULL;
 static gint opt_n = 16, opt_threads = 1, opt_top = 5;
 static gdouble opt_tol = -1.0;
 static gboolean opt_in_place = FALSE;
@@ -97,6 +100,8 @@ static GOptionEntry entries[] = {
   {"tokenize", 0, 0, G_OPTION_ARG_FILENAME, &opt_tokenize,
       "Print the core tokenizer's ids for TEXT (as --prompt) and exit",
       "TEXT"},
+  {"tokenize-file", 0, 0, G_OPTION_ARG_FILENAME, &opt_tokenize_file,
+      "--tokenize for each NUL-separated string of FILE", "FILE"},
   {"in-place", 0, 0, G_OPTION_ARG_NONE, &opt_in_place,
       "Use MXFP4 weights in place (default: repacked)", NULL},
   {NULL}
@@ -337,6 +342,37 @@ print_ids (const gchar * label, const gint32 * ids, gsize n)
   printf ("\n");
 }
 
+/* --tokenize-file: the NUL-separated strings of @path, one line each */
+static gboolean
+tokenize_file (const gchar * model, const gchar * path, GError ** error)
+{
+  NpuGguf *gguf;
+  NpuTokenizer *tok;
+  gchar *buf, *p, *end;
+  gsize size, n;
+
+  if (!g_file_get_contents (path, &buf, &size, error))
+    return FALSE;
+  gguf = npu_gguf_open (model, error);
+  tok = gguf ? npu_tokenizer_new_from_gguf (gguf, error) : NULL;
+  if (gguf)
+    npu_gguf_free (gguf);
+  if (!tok) {
+    g_free (buf);
+    return FALSE;
+  }
+  end = buf + size;
+  for (p = buf; p < end; p += strlen (p) + 1) {
+    gint32 *ids = npu_tokenizer_encode (tok, p, -1, TRUE, TRUE, &n);
+
+    print_ids ("tokens", ids, n);
+    g_free (ids);
+  }
+  npu_tokenizer_free (tok);
+  g_free (buf);
+  return TRUE;
+}
+
 /* Teacher-forced comparison of @ours (run on @ref's sequence) with @ref */
 static gboolean
 compare (const Run * ours, const Run * ref, gdouble tol)
@@ -416,6 +452,11 @@ main (int argc, char **argv)
     g_printerr ("-n and --threads must be positive, --top >= 0, and give at "
         "most one of --tokens and --prompt\n");
     return 2;
+  }
+  if (opt_tokenize_file) {
+    if (tokenize_file (argv[1], opt_tokenize_file, &error))
+      ret = 0;
+    goto out;
   }
   if (opt_tokenize) {
     prompt = tokenize (argv[1], opt_tokenize, &n_prompt, &error);

@@ -3,14 +3,19 @@
  *   npu-model-gen text --arch llama|qwen2 [--size tiny|small|1b]
  *       [--layers N --dim D --ff F --heads H --kv-heads K --vocab V --ctx C]
  *       [--type f32|f16|bf16|q8_0|mxfp4] [--tied|--untied] [--seed S]
- *       [--all-mxfp4] [--mxfp4-values] -o text.gguf
+ *       [--all-mxfp4] [--mxfp4-values] [--tokenizer TOK.gguf] -o text.gguf
  *   npu-model-gen mmproj (--for text.gguf | --text-dim D)
  *       [--projector mlp|idefics3] [--size tiny|small|base]
  *       [--image-size 224] [--patch 14] [--scale-factor 2]
  *       [--vision-layers N --vision-dim D --vision-ff F --vision-heads H]
- *       [--type ...] [--seed S] -o mmproj.gguf
+ *       [--act gelu|silu|quick] [--type ...] [--mxfp4-values]
+ *       [--extra-block] [--seed S]
+ *       -o mmproj.gguf
  *
- * Explicit sizes override the preset's.  See docs/models.md.
+ * Explicit sizes override the preset's.  See docs/models.md.  --tokenizer
+ * copies the tokenizer.* keys of another GGUF (a real vocabulary, for the
+ * tokenizer cross-check) instead of generating a vocabulary; --vocab is
+ * then its token count.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -24,11 +29,12 @@
 
 static gchar *opt_arch = NULL, *opt_size = NULL, *opt_type = NULL;
 static gchar *opt_seed = NULL, *opt_out = NULL, *opt_for = NULL;
-static gchar *opt_projector = NULL;
+static gchar *opt_projector = NULL, *opt_tokenizer = NULL, *opt_act = NULL;
 static gint opt_layers = -1, opt_dim = -1, opt_ff = -1, opt_heads = -1;
 static gint opt_kv_heads = -1, opt_vocab = -1, opt_ctx = -1;
 static gboolean opt_tied = FALSE, opt_untied = FALSE;
 static gboolean opt_all_mxfp4 = FALSE, opt_mxfp4_values = FALSE;
+static gboolean opt_extra_block = FALSE;
 static gint opt_image_size = -1, opt_patch = -1, opt_scale = -1;
 static gint opt_text_dim = -1;
 
@@ -61,6 +67,9 @@ static GOptionEntry text_entries[] = {
   {"mxfp4-values", 0, 0, G_OPTION_ARG_NONE, &opt_mxfp4_values,
       "Round every matrix to MXFP4's values, stored in --type (f32, f16, "
       "bf16)", NULL},
+  {"tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &opt_tokenizer,
+      "Copy the tokenizer.* keys of FILE (GGUF) instead of generating a "
+      "vocabulary", "FILE"},
   {NULL}
 };
 
@@ -79,6 +88,15 @@ static GOptionEntry mmproj_entries[] = {
   {"vision-dim", 0, 0, G_OPTION_ARG_INT, &opt_dim, "ViT width", "D"},
   {"vision-ff", 0, 0, G_OPTION_ARG_INT, &opt_ff, "ViT MLP width", "F"},
   {"vision-heads", 0, 0, G_OPTION_ARG_INT, &opt_heads, "ViT heads", "H"},
+  {"act", 0, 0, G_OPTION_ARG_STRING, &opt_act,
+      "FFN activation: gelu (clip.use_gelu, default), silu (clip.use_silu) "
+      "or quick (quick GELU, neither key)", "ACT"},
+  {"mxfp4-values", 0, 0, G_OPTION_ARG_NONE, &opt_mxfp4_values,
+      "Round every matrix (and the patch kernel if 3 p p is a multiple of "
+      "32) to MXFP4's values, stored in --type (f32, f16, bf16)", NULL},
+  {"extra-block", 0, 0, G_OPTION_ARG_NONE, &opt_extra_block,
+      "Write one more block, the others unchanged (llama.cpp's LLaVA graph "
+      "skips the last block)", NULL},
   {NULL}
 };
 
@@ -194,7 +212,8 @@ main (int argc, char **argv)
         p.tied = FALSE;
       p.all_mxfp4 = opt_all_mxfp4;
       p.mxfp4_values = opt_mxfp4_values;
-      ok = npu_model_gen_write_text (&p, opt_out, &stats, &error);
+      ok = npu_model_gen_write_text_with_tokenizer (&p, opt_tokenizer,
+          opt_out, &stats, &error);
     }
   } else {
     NpuMmprojParams p;
@@ -224,6 +243,18 @@ main (int argc, char **argv)
       override (&p.patch, opt_patch);
       override (&p.scale_factor, opt_scale);
       override (&p.text_dim, opt_text_dim);
+      p.mxfp4_values = opt_mxfp4_values;
+      p.extra_block = opt_extra_block;
+      if (opt_act == NULL || strcmp (opt_act, "gelu") == 0)
+        p.act = NPU_MODEL_ACT_GELU;
+      else if (strcmp (opt_act, "silu") == 0)
+        p.act = NPU_MODEL_ACT_SILU;
+      else if (strcmp (opt_act, "quick") == 0)
+        p.act = NPU_MODEL_ACT_GELU_QUICK;
+      else {
+        g_printerr ("--act must be gelu, silu or quick\n");
+        return 2;
+      }
       ok = npu_model_gen_write_mmproj (&p, opt_for, opt_out, &stats, &error);
     }
   }

@@ -260,9 +260,13 @@ typedef struct
   gdouble mean;
   gdouble std;
   guint64 seed;
-  gboolean mxfp4_grid;          /* round each row to MXFP4 values first */
+  guint grid_rows;              /* 0, or round each group of this many
+                                 * rows (contiguous) to MXFP4 values first */
   float *row;                   /* ne[0] floats, for the fill callback */
-  NpuBlockMxfp4 *blocks;        /* ne[0] / 32 blocks, for mxfp4_grid */
+  float *group;                 /* grid_rows rows, for grid_rows */
+  guint64 group_index;          /* the group now in @group, or G_MAXUINT64 */
+  gboolean f16_values;          /* round every value to F16's values */
+  NpuBlockMxfp4 *blocks;        /* a group's blocks of 32 */
 } TensorSpec;
 
 static void
@@ -271,6 +275,7 @@ tensor_spec_free (gpointer p)
   TensorSpec *t = p;
 
   g_free (t->row);
+  g_free (t->group);
   g_free (t->blocks);
   g_free (t->name);
   g_free (t);
@@ -315,16 +320,36 @@ fill_tensor (const gchar * name, guint8 * dst, guint64 offset, gsize n_bytes,
 
   if (t->row == NULL)
     t->row = g_new (float, n);
-  if (t->mxfp4_grid && t->blocks == NULL)
-    t->blocks = g_new (NpuBlockMxfp4, n / NPU_MXFP4_BLOCK_SIZE);
+  if (t->grid_rows && t->blocks == NULL) {
+    t->group = g_new (float, n * t->grid_rows);
+    t->blocks = g_new (NpuBlockMxfp4, n * t->grid_rows /
+        NPU_MXFP4_BLOCK_SIZE);
+    t->group_index = G_MAXUINT64;
+  }
   for (; row < end; row++, dst += row_bytes) {
-    gen_row (t, row, t->row);
-    if (t->mxfp4_grid) {
-      /* the values an MXFP4 copy of the row decodes to: exact in F32, F16
-       * and BF16 (an E2M1 value has two significant bits) */
-      npu_mxfp4_quantize_f32 (t->row, t->blocks, n);
-      npu_mxfp4_dequantize (t->blocks, t->row, n);
+    if (t->grid_rows) {
+      /* the values an MXFP4 copy of the group decodes to: exact in F32,
+       * F16 and BF16 (an E2M1 value has two significant bits).  A group
+       * is what a runtime quantises as one row: one ne[0] row of a
+       * matrix, or a whole output channel of a convolution kernel.
+       * Chunks need not end on a group boundary, hence the cache. */
+      guint64 g = row / t->grid_rows, k;
+
+      if (g != t->group_index) {
+        for (k = 0; k < t->grid_rows; k++)
+          gen_row (t, g * t->grid_rows + k, t->group + k * n);
+        npu_mxfp4_quantize_f32 (t->group, t->blocks, n * t->grid_rows);
+        npu_mxfp4_dequantize (t->blocks, t->group, n * t->grid_rows);
+        t->group_index = g;
+      }
+      memcpy (t->row, t->group + (row - g * t->grid_rows) * n,
+          n * sizeof (float));
+    } else {
+      gen_row (t, row, t->row);
     }
+    if (t->f16_values)
+      for (j = 0; j < n; j++)
+        t->row[j] = npu_f16_to_f32 (f32_to_f16 (t->row[j]));
     switch (t->type) {
       case NPU_GGML_TYPE_F32:
         for (j = 0; j < n; j++) {
@@ -360,10 +385,13 @@ fill_tensor (const gchar * name, guint8 * dst, guint64 offset, gsize n_bytes,
 }
 
 /* Adds a random tensor: mean + std * (bell-shaped noise), rounded to
- * MXFP4's values first if @mxfp4_grid (ne0 a multiple of 32) */
+ * MXFP4's values first in groups of @grid_rows rows if it is not 0
+ * (ne0 * grid_rows a multiple of 32; 1 for a matrix), or to F16's values
+ * if @f16_values */
 static gboolean
 add_random (NpuGgufWriter * w, guint64 seed, NpuModelGenStats * stats,
-    const gchar * name, guint32 type, gboolean mxfp4_grid, gdouble mean,
+    const gchar * name, guint32 type, guint grid_rows, gboolean f16_values,
+    gdouble mean,
     gdouble std, guint n_dims, guint64 ne0, guint64 ne1, guint64 ne2,
     guint64 ne3, GError ** error)
 {
@@ -379,7 +407,8 @@ add_random (NpuGgufWriter * w, guint64 seed, NpuModelGenStats * stats,
   t->type = type;
   t->mean = mean;
   t->std = std;
-  t->mxfp4_grid = mxfp4_grid;
+  t->grid_rows = grid_rows;
+  t->f16_values = f16_values;
   t->seed = splitmix64 (&s);
   stats->n_params += ne0 * ne1 * ne2 * ne3;
   stats->n_tensors++;
@@ -1051,10 +1080,84 @@ finish (NpuGgufWriter * w, const gchar * path, NpuModelGenStats * stats,
   return TRUE;
 }
 
+/* --tokenizer: every tokenizer.* key of @src as it is */
+static gboolean
+copy_tokenizer (NpuGgufWriter * w, const NpuGguf * src, GError ** error)
+{
+  gboolean ok = TRUE;
+
+  for (guint i = 0; ok && i < npu_gguf_n_kv (src); i++) {
+    const gchar *key = npu_gguf_get_key (src, i);
+    const NpuGgufValue *v = npu_gguf_get_value (src, i);
+
+    if (!g_str_has_prefix (key, "tokenizer."))
+      continue;
+    if (v->type == NPU_GGUF_TYPE_STRING) {
+      ok = npu_gguf_writer_add_string (w, key, v->v.str.data, v->v.str.len,
+          error);
+    } else if (v->type == NPU_GGUF_TYPE_UINT32) {
+      ok = npu_gguf_writer_add_u32 (w, key, v->v.u, error);
+    } else if (v->type == NPU_GGUF_TYPE_BOOL) {
+      ok = npu_gguf_writer_add_bool (w, key, v->v.b, error);
+    } else if (v->type == NPU_GGUF_TYPE_ARRAY
+        && v->v.arr.type == NPU_GGUF_TYPE_STRING) {
+      gchar **strv = g_new0 (gchar *, v->v.arr.count + 1);
+
+      for (guint64 k = 0; k < v->v.arr.count; k++) {
+        gsize len;
+        const gchar *s = npu_gguf_array_get_string (v, k, &len);
+
+        strv[k] = g_strndup (s, len);
+      }
+      ok = npu_gguf_writer_add_string_array (w, key,
+          (const gchar * const *) strv, v->v.arr.count, error);
+      g_strfreev (strv);
+    } else if (v->type == NPU_GGUF_TYPE_ARRAY
+        && (v->v.arr.type == NPU_GGUF_TYPE_FLOAT32
+            || v->v.arr.type == NPU_GGUF_TYPE_INT32)) {
+      gboolean f = v->v.arr.type == NPU_GGUF_TYPE_FLOAT32;
+      gfloat *fa = g_new (gfloat, MAX (v->v.arr.count, 1));
+      gint32 *ia = g_new (gint32, MAX (v->v.arr.count, 1));
+
+      for (guint64 k = 0; k < v->v.arr.count; k++) {
+        NpuGgufValue e;
+
+        npu_gguf_array_get (v, k, &e);
+        if (f)
+          fa[k] = e.v.f;
+        else
+          ia[k] = e.v.i;
+      }
+      ok = npu_gguf_writer_add_array (w, key, v->v.arr.type,
+          f ? (gconstpointer) fa : (gconstpointer) ia, v->v.arr.count, error);
+      g_free (fa);
+      g_free (ia);
+    } else {
+      g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+          "%s: value type %s is not copied", key,
+          npu_gguf_type_name (v->type));
+      ok = FALSE;
+    }
+  }
+  return ok;
+}
+
 gboolean
 npu_model_gen_write_text (const NpuTextModelParams * p, const gchar * path,
     NpuModelGenStats * out_stats, GError ** error)
 {
+  return npu_model_gen_write_text_with_tokenizer (p, NULL, path, out_stats,
+      error);
+}
+
+gboolean
+npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
+    const gchar * tokenizer_path, const gchar * path,
+    NpuModelGenStats * out_stats, GError ** error)
+{
+  NpuTextModelParams tp = *params;
+  const NpuTextModelParams *p = &tp;
+  NpuGguf *src = NULL;
   const gchar *arch = p->arch == NPU_MODEL_ARCH_LLAMA ? "llama" : "qwen2";
   guint hd = p->dim / MAX (p->n_heads, 1), kv = hd * p->n_kv_heads, i;
   /* llama.cpp's MXFP4 quantisation (LLAMA_FTYPE_MOSTLY_MXFP4_MOE) keeps
@@ -1069,8 +1172,28 @@ npu_model_gen_write_text (const NpuTextModelParams * p, const gchar * path,
   gboolean ok;
   gdouble s_dim, s_ff, s_res, s_emb;
 
-  if (!check_text (p, error))
+  if (tokenizer_path) {
+    const NpuGgufValue *toks;
+
+    src = npu_gguf_open (tokenizer_path, error);
+    if (!src)
+      return FALSE;
+    toks = npu_gguf_get_array (src, "tokenizer.ggml.tokens",
+        NPU_GGUF_TYPE_STRING, error);
+    if (!toks || toks->v.arr.count > G_MAXINT32) {
+      if (toks)
+        g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+            "%s: too many tokens", tokenizer_path);
+      npu_gguf_free (src);
+      return FALSE;
+    }
+    tp.vocab = toks->v.arr.count;
+  }
+  if (!check_text (p, error)) {
+    if (src)
+      npu_gguf_free (src);
     return FALSE;
+  }
 
   w = npu_gguf_writer_new ();
   name = g_strdup_printf ("gst-npu random %s %uL-%u", arch, p->n_layers,
@@ -1104,8 +1227,12 @@ npu_model_gen_write_text (const NpuTextModelParams * p, const gchar * path,
   g_free (key);
   g_free (name);
   g_free (desc);
-  if (ok)
+  if (ok && src)
+    ok = copy_tokenizer (w, src, error);
+  else if (ok)
     ok = add_tokenizer (w, p, error);
+  if (src)
+    npu_gguf_free (src);
   stats.n_tokens = p->vocab;
 
   /* Scales (see docs/models.md): matrices 1/sqrt(fan_in) so every
@@ -1118,11 +1245,11 @@ npu_model_gen_write_text (const NpuTextModelParams * p, const gchar * path,
   s_res = 1.0 / sqrt (2.0 * p->n_layers);
   s_emb = 1.0 / sqrt (sqrt ((gdouble) p->dim));
 #define T2(n, t, std, a, b) \
-  add_random (w, p->seed, &stats, n, t, p->mxfp4_values, 0.0, std, 2, a, b, \
-      1, 1, error)
+  add_random (w, p->seed, &stats, n, t, p->mxfp4_values ? 1 : 0, FALSE, \
+      0.0, std, 2, a, b, 1, 1, error)
 #define T1(n, mean, std, a) \
-  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, FALSE, mean, std, 1, \
-      a, 1, 1, 1, error)
+  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, 0, FALSE, mean, \
+      std, 1, a, 1, 1, 1, error)
   ok = ok && T2 ("token_embd.weight", et, s_emb, p->dim, p->vocab);
   for (i = 0; ok && i < p->n_layers; i++) {
     gchar *b = g_strdup_printf ("blk.%u.", i);
@@ -1208,7 +1335,9 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
   guint32 conv_t = wt == NPU_GGML_TYPE_F32 ? NPU_GGML_TYPE_F32 :
       NPU_GGML_TYPE_F16;
   NpuModelGenStats stats = { 0 };
-  guint text_dim = p->text_dim, side, n_patches, i;
+  guint32 grid_t;
+  guint text_dim = p->text_dim, side, n_patches, i, n_blocks;
+  guint grid = p->mxfp4_values ? 1 : 0, conv_grid = 0;
   NpuGgufWriter *w;
   gchar *name, *desc;
   gboolean ok;
@@ -1245,11 +1374,32 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
         "factor %u", side, p->scale_factor);
     return FALSE;
   }
+  if (p->mxfp4_values && wt != NPU_GGML_TYPE_F32 && wt != NPU_GGML_TYPE_F16
+      && wt != NPU_GGML_TYPE_BF16) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "MXFP4 values need type f32, f16 or bf16 (%s cannot hold them "
+        "exactly)", npu_ggml_type_name (wt));
+    return FALSE;
+  }
+  /* with MXFP4 values every matrix row is whole MXFP4 blocks */
+  grid_t = p->mxfp4_values ? NPU_GGML_TYPE_MXFP4 : wt;
   if (!check_ne0 (p->dim, wt, "vision dim", error)
       || !check_ne0 (p->ff, wt, "vision ff", error)
       || !check_ne0 (mlp ? text_dim : (guint64) p->dim * p->scale_factor *
-          p->scale_factor, wt, "projector input", error))
+          p->scale_factor, wt, "projector input", error)
+      || !check_ne0 (p->dim, grid_t, "vision dim", error)
+      || !check_ne0 (p->ff, grid_t, "vision ff", error)
+      || !check_ne0 (mlp ? text_dim : (guint64) p->dim * p->scale_factor *
+          p->scale_factor, grid_t, "projector input", error))
     return FALSE;
+  /* The convolution kernel is quantised per output channel (3 p p
+   * weights, as a runtime multiplies it) when that is whole blocks.  Else
+   * an MXFP4 runtime keeps it unquantised (npuvit.h), but ggml's conv_2d
+   * multiplies in F16 whatever the kernel's type (its im2col is F16, so
+   * the kernel is rounded to F16 too): F16's values are what both use. */
+  if (p->mxfp4_values && (3 * p->patch * p->patch) % NPU_MXFP4_BLOCK_SIZE == 0)
+    conv_grid = 3 * p->patch;
+  n_blocks = p->n_layers + (p->extra_block ? 1 : 0);
 
   w = npu_gguf_writer_new ();
   name = g_strdup_printf ("gst-npu random mmproj %s %uL-%u",
@@ -1265,7 +1415,10 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
       && npu_gguf_writer_add_bool (w, "clip.has_vision_encoder", TRUE, error)
       && npu_gguf_writer_add_string (w, "clip.projector_type",
       mlp ? "mlp" : "idefics3", -1, error)
-      && npu_gguf_writer_add_bool (w, "clip.use_gelu", TRUE, error)
+      && (p->act != NPU_MODEL_ACT_GELU
+      || npu_gguf_writer_add_bool (w, "clip.use_gelu", TRUE, error))
+      && (p->act != NPU_MODEL_ACT_SILU
+      || npu_gguf_writer_add_bool (w, "clip.use_silu", TRUE, error))
       && npu_gguf_writer_add_u32 (w, "clip.vision.image_size", p->image_size,
       error)
       && npu_gguf_writer_add_u32 (w, "clip.vision.patch_size", p->patch, error)
@@ -1273,7 +1426,7 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
       error)
       && npu_gguf_writer_add_u32 (w, "clip.vision.feed_forward_length", p->ff,
       error)
-      && npu_gguf_writer_add_u32 (w, "clip.vision.block_count", p->n_layers,
+      && npu_gguf_writer_add_u32 (w, "clip.vision.block_count", n_blocks,
       error)
       && npu_gguf_writer_add_u32 (w, "clip.vision.attention.head_count",
       p->n_heads, error)
@@ -1295,20 +1448,24 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
   s_ff = 1.0 / sqrt ((gdouble) p->ff);
   s_res = 1.0 / sqrt (2.0 * p->n_layers);
 #define T(n, t, std, nd, a, b, c, d) \
-  add_random (w, p->seed, &stats, n, t, FALSE, 0.0, std, nd, a, b, c, d, \
-      error)
+  add_random (w, p->seed, &stats, n, t, grid, FALSE, 0.0, std, nd, a, b, \
+      c, d, error)
 #define T1(n, mean, std, a) \
-  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, FALSE, mean, std, 1, \
-      a, 1, 1, 1, error)
+  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, 0, FALSE, mean, \
+      std, 1, a, 1, 1, 1, error)
   /* pixels are normalised to about [-1, 1]: the convolution is a
    * projection of 3 * patch^2 inputs */
-  ok = ok && T ("v.patch_embd.weight", conv_t,
+  ok = ok && add_random (w, p->seed, &stats, "v.patch_embd.weight", conv_t,
+      conv_grid, p->mxfp4_values && !conv_grid, 0.0,
       1.0 / sqrt (3.0 * p->patch * p->patch), 4, p->patch, p->patch, 3,
-      p->dim)
+      p->dim, error)
       && T1 ("v.patch_embd.bias", 0.0, 0.02, p->dim)
-      && T ("v.position_embd.weight", NPU_GGML_TYPE_F32, 0.02, 2, p->dim,
-      n_patches, 1, 1);
-  for (i = 0; ok && i < p->n_layers; i++) {
+      && add_random (w, p->seed, &stats, "v.position_embd.weight",
+      NPU_GGML_TYPE_F32, 0, FALSE, 0.0, 0.02, 2, p->dim, n_patches, 1, 1,
+      error);
+  /* the scales stay those of n_layers blocks with extra_block: the other
+   * blocks' weights are those of the file without it */
+  for (i = 0; ok && i < n_blocks; i++) {
     static const gchar *const parts[] = {
       "ln1.weight", "ln1.bias", "attn_q.weight", "attn_q.bias",
       "attn_k.weight", "attn_k.bias", "attn_v.weight", "attn_v.bias",

@@ -64,9 +64,18 @@ typedef struct
   gfloat rope_base;
 } NpuTextModelParams;
 
+typedef enum
+{
+  NPU_MODEL_ACT_GELU,           /* clip.use_gelu: GELU, tanh form */
+  NPU_MODEL_ACT_SILU,           /* clip.use_silu */
+  NPU_MODEL_ACT_GELU_QUICK,     /* neither: quick GELU */
+} NpuModelAct;
+
 typedef struct
 {
   NpuModelProjector projector;
+  NpuModelAct act;              /* the blocks' FFN activation (presets:
+                                 * GELU) */
   guint image_size;
   guint patch;
   guint n_layers;
@@ -77,6 +86,18 @@ typedef struct
   guint text_dim;               /* projector output: the text model's
                                  * embedding_length */
   guint32 wtype;
+  gboolean mxfp4_values;        /* every 2-D weight rounded to the values an
+                                 * MXFP4 copy decodes to, stored in wtype
+                                 * (F32, F16 or BF16), as for text models;
+                                 * the patch convolution too when 3 p p is
+                                 * a multiple of 32 (per output channel),
+                                 * else rounded to F16's values (ggml's
+                                 * conv_2d computes in F16) */
+  gboolean extra_block;         /* write block n_layers too (block_count
+                                 * n_layers + 1), the other blocks
+                                 * unchanged: llama.cpp's LLaVA graph runs
+                                 * block_count - 1 blocks, so it runs
+                                 * exactly those of the file without it */
   guint64 seed;
   gfloat eps;
 } NpuMmprojParams;
@@ -99,6 +120,16 @@ gboolean  npu_model_gen_mmproj_preset (NpuMmprojParams *params,
                                        const gchar *size, GError **error);
 
 gboolean  npu_model_gen_write_text    (const NpuTextModelParams *params,
+                                       const gchar *path,
+                                       NpuModelGenStats *stats,
+                                       GError **error);
+/* The same with the tokenizer.* metadata of @tokenizer_path (a GGUF, e.g.
+ * from tests/crosscheck/hf-tokenizer-gguf.js) copied as it is instead of a
+ * generated vocabulary; the vocabulary size is its token count.  For the
+ * tokenizer cross-check with real vocabularies.  NULL: write_text(). */
+gboolean  npu_model_gen_write_text_with_tokenizer
+                                      (const NpuTextModelParams *params,
+                                       const gchar *tokenizer_path,
                                        const gchar *path,
                                        NpuModelGenStats *stats,
                                        GError **error);

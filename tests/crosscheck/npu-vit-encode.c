@@ -1,0 +1,250 @@
+/* gst-npu: one image through the core's vision encoder (npuvit.h), for
+ * comparison with another runtime (llama.cpp's clip) on the same mmproj
+ *
+ *   npu-vit-encode MMPROJ.gguf --image IMAGE.f32 [-o OUT.f32]
+ *       [--threads T] [--repeat N] [--reference REF.f32 [--tol REL]]
+ *
+ * IMAGE.f32 is the encoder's exact input as clip-encode.cpp (the llama.cpp
+ * side) takes it: image_size rows of image_size pixels of 3 floats
+ * (R, G, B), little-endian, already normalised with the file's mean and
+ * std.  It is cut into patches in npu_vit_encode()'s order here (a plain
+ * reordering, no arithmetic), encoded in a task on a CPU device of T
+ * threads, and the n_tokens x out_dim embeddings are written to OUT.f32.
+ *
+ * Prints "tokens: N", "embd: D" and "encode: T ms (best of R, H threads)",
+ * the same lines as clip-encode (the time is npu_vit_encode()'s alone).
+ *
+ * --reference reads the other runtime's embeddings (clip-encode's -o) and
+ * prints max |ours - ref|, the range (max - min) of the reference's values,
+ * their ratio ("rel", the figure judged) and max |diff| over the
+ * reference's rms.  With --tol the last line is "PASS" or "FAIL" (rel
+ * above REL), and the exit status 1 on FAIL.
+ * NPU_MATMUL_ISA=scalar gives exact F32 products (no int8 activations).
+ * Compute core only: GLib, no GStreamer types.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core/npuvit.h"
+#include "core/npumatmul.h"
+
+typedef struct
+{
+  NpuVit *vit;
+  const float *patches;
+  float *out;
+  gint64 us;                    /* npu_vit_encode()'s time */
+} Job;
+
+static gchar *opt_image = NULL, *opt_out = NULL, *opt_reference = NULL;
+static gint opt_threads = 1, opt_repeat = 1;
+static gdouble opt_tol = -1.0;
+
+static GOptionEntry entries[] = {
+  {"image", 0, 0, G_OPTION_ARG_FILENAME, &opt_image,
+      "Normalised S x S x 3 F32 image (S = the file's image size)", "FILE"},
+  {"output", 'o', 0, G_OPTION_ARG_FILENAME, &opt_out,
+      "Write the embeddings (n_tokens x out_dim F32) to FILE", "FILE"},
+  {"threads", 't', 0, G_OPTION_ARG_INT, &opt_threads, "Threads (1)", "T"},
+  {"repeat", 0, 0, G_OPTION_ARG_INT, &opt_repeat,
+      "Encodes; the best time is printed (1)", "N"},
+  {"reference", 0, 0, G_OPTION_ARG_FILENAME, &opt_reference,
+      "Compare with another runtime's embeddings", "FILE"},
+  {"tol", 0, 0, G_OPTION_ARG_DOUBLE, &opt_tol,
+      "Relative tolerance (max |diff| / range) for PASS/FAIL", "REL"},
+  {NULL}
+};
+
+static gboolean
+job_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  Job *job = user_data;
+  gint64 t0 = g_get_monotonic_time ();
+  gboolean ok;
+
+  ok = npu_vit_encode (job->vit, task, job->patches, job->out, error);
+  job->us = g_get_monotonic_time () - t0;
+  return ok;
+}
+
+/* max |a - b| over the range of @b, the reference */
+static gboolean
+compare (const float *a, const float *b, gsize n, gdouble tol)
+{
+  gdouble d = 0, lo = b[0], hi = b[0], ss = 0, rel, rms;
+  gsize i, worst = 0;
+
+  for (i = 0; i < n; i++) {
+    gdouble e = fabs ((gdouble) a[i] - b[i]);
+
+    if (e > d) {
+      d = e;
+      worst = i;
+    }
+    lo = MIN (lo, b[i]);
+    hi = MAX (hi, b[i]);
+    ss += (gdouble) b[i] * b[i];
+  }
+  rms = sqrt (ss / n);
+  rel = hi > lo ? d / (hi - lo) : d;
+  printf ("compare: max|diff| %.3e (at %" G_GSIZE_FORMAT ": ours %.6g, ref "
+      "%.6g), ref range %.4g, rel %.3e, max|diff|/rms %.3e\n", d, worst,
+      a[worst], b[worst], hi - lo, rel, rms > 0 ? d / rms : d);
+  if (tol < 0)
+    return TRUE;
+  /* !(rel <= tol) so that a NaN fails */
+  if (!(rel <= tol)) {
+    printf ("FAIL (rel %.3e, tolerance %.1e)\n", rel, tol);
+    return FALSE;
+  }
+  printf ("PASS (rel %.3e <= %.1e)\n", rel, tol);
+  return TRUE;
+}
+
+/* HWC pixels to n_patches rows of c * p * p + y * p + x */
+static float *
+patchify (const float *img, guint side, guint p)
+{
+  guint g = side / p, py, px, c, y, x;
+  float *out = g_new (float, (gsize) side * side * 3);
+  float *o = out;
+
+  for (py = 0; py < g; py++)
+    for (px = 0; px < g; px++)
+      for (c = 0; c < 3; c++)
+        for (y = 0; y < p; y++)
+          for (x = 0; x < p; x++)
+            *o++ = img[((gsize) (py * p + y) * side + px * p + x) * 3 + c];
+  return out;
+}
+
+int
+main (int argc, char **argv)
+{
+  GOptionContext *octx;
+  GError *error = NULL;
+  NpuVit *vit = NULL;
+  NpuDevice *device = NULL;
+  NpuQueue *queue = NULL;
+  gchar *img = NULL;
+  float *patches = NULL, *out = NULL;
+  gsize len, n_out;
+  guint side, n_tokens, out_dim;
+  gint64 best = -1;
+  gint i;
+  int ret = 1;
+
+  octx = g_option_context_new ("MMPROJ.gguf - encode one image with the "
+      "core's vision encoder");
+  g_option_context_add_main_entries (octx, entries, NULL);
+  if (!g_option_context_parse (octx, &argc, &argv, &error) || argc != 2
+      || !opt_image) {
+    g_printerr ("%s\n", error ? error->message :
+        "give one MMPROJ.gguf and --image");
+    g_clear_error (&error);
+    g_option_context_free (octx);
+    return 2;
+  }
+  g_option_context_free (octx);
+  if (opt_threads < 1 || opt_repeat < 1) {
+    g_printerr ("--threads and --repeat must be positive\n");
+    return 2;
+  }
+
+  vit = npu_vit_new_from_file (argv[1], &error);
+  if (!vit)
+    goto out;
+  side = npu_vit_get_image_size (vit);
+  if (!g_file_get_contents (opt_image, &img, &len, &error))
+    goto out;
+  if (len != (gsize) side * side * 3 * sizeof (float)) {
+    g_set_error (&error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+        "'%s' has %" G_GSIZE_FORMAT " bytes, not %u x %u x 3 floats",
+        opt_image, len, side, side);
+    goto out;
+  }
+  /* floats as stored: the machine is little-endian (x86-64, aarch64) */
+  patches = patchify ((const float *) img, side,
+      npu_vit_get_patch_size (vit));
+  n_tokens = npu_vit_get_n_tokens (vit);
+  out_dim = npu_vit_get_out_dim (vit);
+  n_out = (gsize) n_tokens * out_dim;
+  out = g_new (float, n_out);
+
+  device = npu_device_new_cpu (opt_threads);
+  queue = npu_queue_new (device, "npu-vit-encode");
+  for (i = 0; i < opt_repeat; i++) {
+    Job job = { vit, patches, out, 0 };
+    NpuFence *fence = npu_queue_submit (queue, job_task, &job, NULL, NULL, 0);
+    gboolean ok = npu_fence_wait (fence, -1, &error);
+
+    npu_fence_unref (fence);
+    if (!ok)
+      goto out;
+    if (best < 0 || job.us < best)
+      best = job.us;
+  }
+  printf ("model: %s (%u blocks, dim %u, %s), kernels %s\n", argv[1],
+      npu_vit_get_n_layers (vit), npu_vit_get_dim (vit),
+      npu_vit_get_projector (vit) == NPU_VIT_PROJECTOR_MLP ? "mlp" :
+      "idefics3", npu_matmul_get_isa ());
+  printf ("tokens: %u\n", n_tokens);
+  printf ("embd: %u\n", out_dim);
+  printf ("encode: %.1f ms (best of %d, %d thread%s)\n", best / 1000.0,
+      opt_repeat, opt_threads, opt_threads > 1 ? "s" : "");
+
+  if (opt_out) {
+    FILE *f = fopen (opt_out, "wb");
+    gboolean ok = f && fwrite (out, sizeof (float), n_out, f) == n_out;
+
+    if (f && fclose (f) != 0)
+      ok = FALSE;
+    if (!ok) {
+      g_set_error (&error, G_FILE_ERROR, g_file_error_from_errno (errno),
+          "cannot write '%s'", opt_out);
+      goto out;
+    }
+  }
+  ret = 0;
+
+  if (opt_reference) {
+    gchar *ref;
+    gsize ref_len;
+
+    if (!g_file_get_contents (opt_reference, &ref, &ref_len, &error))
+      goto out;
+    if (ref_len != n_out * sizeof (float)) {
+      g_set_error (&error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+          "'%s' has %" G_GSIZE_FORMAT " bytes, not %u x %u floats",
+          opt_reference, ref_len, n_tokens, out_dim);
+      g_free (ref);
+      goto out;
+    }
+    if (!compare (out, (const float *) ref, n_out, opt_tol))
+      ret = 1;
+    g_free (ref);
+  }
+
+out:
+  if (error) {
+    g_printerr ("npu-vit-encode: %s\n", error->message);
+    g_error_free (error);
+    ret = 1;
+  }
+  if (queue)
+    npu_queue_free (queue);
+  if (device)
+    npu_device_unref (device);
+  if (vit)
+    npu_vit_free (vit);
+  g_free (img);
+  g_free (patches);
+  g_free (out);
+  return ret;
+}

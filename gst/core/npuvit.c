@@ -482,7 +482,12 @@ load_patch_embedding (Loader * ld, GError ** error)
   if (!get_tensor (ld, tname, TRUE, vit->patch, vit->patch, 3, vit->dim,
           &view, error))
     return FALSE;
-  if (vit->patch_dim % NPU_MXFP4_BLOCK_SIZE == 0) {
+  /* An MXFP4 kernel is used in place.  Any other (llama.cpp's converters
+   * write F16 or F32 kernels) becomes an F32 copy rather than MXFP4: the
+   * product is ~1 % of the encoder's work, and quantising the first layer
+   * moved the base model's output by ~0.5 of its rms (llama.cpp's clip
+   * cross-check), where every later layer is read as stored. */
+  if (view.type == NPU_GGML_TYPE_MXFP4) {
     vit->patch_mxfp4 = TRUE;
     if (!view_to_matrix (ld, tname, &view, vit->dim, vit->patch_dim,
             &vit->patch_w, error))

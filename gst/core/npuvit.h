@@ -21,10 +21,12 @@
  *
  * Every 2-D weight matrix is multiplied in MXFP4 (npumatmul.h): MXFP4
  * tensors are used in place, F32/F16/BF16/Q8_0 ones are converted once at
- * load time.  The patch embedding is the exception when 3 p p is not a
- * multiple of 32 (p = 14 gives 588): MXFP4 needs whole blocks of 32 along
- * the reduced dimension, so it is kept as an F32 copy and multiplied by a
- * plain F32 product instead.  Norm weights, biases and position
+ * load time.  The patch embedding is the exception: an MXFP4 kernel is
+ * used in place, any other is kept as an F32 copy and multiplied by a
+ * plain F32 product (it is ~1 % of the work, and converting the first
+ * layer is what moved our output furthest from llama.cpp's, which reads
+ * the kernel as stored; MXFP4 would also need 3 p p to be a multiple of
+ * 32, which p = 14 does not give).  Norm weights, biases and position
  * embeddings are F32 copies.
  *
  * All scratch memory is allocated by npu_vit_new*(): encoding a frame does

@@ -254,6 +254,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
   gsize n, dim, K, i, j, c, l, hh;
   double *x, *h, *q, *k, *v, *att, *f, *tmp, *wp, *bp, *pos;
   gboolean patch_mx;
+  NpuVitTensorView pv;
 
   ref_params (lk->gguf, lk, &p);
   n = p.npos;
@@ -270,7 +271,9 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
   /* Patch embedding: conv2d with kernel [p, p, 3, dim] (KW, KH, IC, OC)
    * and stride p.  The patch input is already flattened as (ic, ky, kx),
    * so out[o] = sum_{ic,ky,kx} K[kx,ky,ic,o] * patch[ic][ky][kx]. */
-  patch_mx = K % 32 == 0;
+  /* as the encoder: an MXFP4 kernel as stored, any other in full */
+  g_assert_true (get_view (lk, "v.patch_embd.weight", &pv));
+  patch_mx = pv.type == NPU_GGML_TYPE_MXFP4;
   wp = patch_mx ? ref_matrix (lk, "v.patch_embd.weight", dim, K) :
       ref_plain (lk, "v.patch_embd.weight", dim * K);
   bp = ref_plain (lk, "v.patch_embd.bias", dim);

@@ -1010,62 +1010,82 @@ window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
       n - n1);
 }
 
-/* Heads [start, end): every query of the chunk attends to the sinks and to
- * the window ending at itself.  Keys before the chunk come from the cache,
- * the chunk's own from the batch buffers (the cache is written after, so
- * slots this chunk will overwrite are still readable here). */
+/* Query row @t of the chunk, for the @gqa query heads of KV head @g: they
+ * attend to the sinks and to the window ending at the row's position.
+ * Keys before the chunk come from the cache, the chunk's own from the
+ * batch buffers (the cache is written after, so slots this chunk will
+ * overwrite are still readable here).  @sc: gqa rows of n_ctx scores. */
 static void
-attn_slice (gsize start, gsize end, guint worker, gpointer user_data)
+attend_group (const AttnJob * job, guint g, gsize t, float *sc)
 {
-  AttnJob *job = user_data;
   NpuLlmContext *ctx = job->ctx;
   const NpuLlmHParams *hp = &ctx->model->hp;
   guint hd = hp->head_dim, gqa = hp->n_head / hp->n_head_kv;
   guint64 n_sink = ctx->p.n_sink, n_ctx = ctx->p.n_ctx, p0 = job->p0;
-  gsize kv_dim = ctx->kv_dim, layer_off =
-      (gsize) job->layer * n_ctx * kv_dim;
-  float scale = 1.0f / sqrtf ((float) hd);
-  gsize h, t;
+  gsize kv_dim = ctx->kv_dim, off = (gsize) g * hd;
+  gsize layer_off = (gsize) job->layer * n_ctx * kv_dim;
+  const float *kc = ctx->k_cache + layer_off + off;
+  const float *vc = ctx->v_cache + layer_off + off;
+  const float *kb = ctx->k + off, *vb = ctx->v + off;
+  gsize q_off = t * ctx->q_dim + (gsize) g * gqa * hd;
+  guint64 pt = p0 + t, lo, nsk, a;
+  const float *qa = ctx->q + q_off;
+  const float *qs = (pt >= n_ctx) ? ctx->qr + q_off : qa;
+  NpuAttnSpan spans[5];
+  guint n_spans = 0;
 
-  for (h = start; h < end; h++) {
-    /* this head's KV group: its columns of the cache and of the chunk */
-    gsize off = (h / gqa) * hd;
-    const float *kc = ctx->k_cache + layer_off + off;
-    const float *vc = ctx->v_cache + layer_off + off;
-    const float *kb = ctx->k + off, *vb = ctx->v + off;
-    float *sc = ctx->scores + h * n_ctx;
+  /* retained: the sinks [0, nsk) and the window [lo, pt] */
+  nsk = MIN (n_sink, pt + 1);
+  lo = pt + 1 >= ctx->window ? pt + 1 - ctx->window : 0;
+  lo = MAX (lo, nsk);
 
-    for (t = 0; t < job->n; t++) {
-      guint64 pt = p0 + t, lo, nsk, a;
-      const float *qa = ctx->q + t * ctx->q_dim + h * hd;
-      const float *qs = (pt >= n_ctx) ? ctx->qr + t * ctx->q_dim + h * hd : qa;
-      NpuAttnSpan spans[5];
-      guint n_spans = 0;
+  /* sinks in the cache (slot = position), then in the chunk */
+  a = MIN (nsk, p0);
+  if (a > 0)
+    n_spans += add_span (&spans[n_spans], qs, kc, vc, kv_dim, 0, a);
+  if (nsk > p0)
+    n_spans += add_span (&spans[n_spans], qs, kb, vb, kv_dim, 0, nsk - p0);
+  /* the window: in the cache up to the chunk, then in the chunk */
+  n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc,
+      &spans[n_spans]);
+  a = MAX (lo, p0);
+  if (pt + 1 > a)
+    n_spans += add_span (&spans[n_spans], qa, kb, vb, kv_dim, a - p0,
+        pt + 1 - a);
 
-      /* retained: the sinks [0, nsk) and the window [lo, pt] */
-      nsk = MIN (n_sink, pt + 1);
-      lo = pt + 1 >= ctx->window ? pt + 1 - ctx->window : 0;
-      lo = MAX (lo, nsk);
+  /* the group's query heads are adjacent in the row: every key and value
+   * row is read once for all of them */
+  npu_attention_rows (spans, n_spans, hd, gqa, hd, 1.0f / sqrtf ((float) hd),
+      sc, n_ctx, ctx->att + q_off, hd);
+}
 
-      /* sinks in the cache (slot = position), then in the chunk */
-      a = MIN (nsk, p0);
-      if (a > 0)
-        n_spans += add_span (&spans[n_spans], qs, kc, vc, kv_dim, 0, a);
-      if (nsk > p0)
-        n_spans += add_span (&spans[n_spans], qs, kb, vb, kv_dim, 0,
-            nsk - p0);
-      /* the window: in the cache up to the chunk, then in the chunk */
-      n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc,
-          &spans[n_spans]);
-      a = MAX (lo, p0);
-      if (pt + 1 > a)
-        n_spans += add_span (&spans[n_spans], qa, kb, vb, kv_dim, a - p0,
-            pt + 1 - a);
+/* Items (row, KV head), each on the score rows of the worker running it */
+static void
+attn_slice_rows (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  AttnJob *job = user_data;
+  const NpuLlmHParams *hp = &job->ctx->model->hp;
+  guint n_kv = hp->n_head_kv, gqa = hp->n_head / n_kv;
+  float *sc = job->ctx->scores + (gsize) worker * gqa * job->ctx->p.n_ctx;
+  gsize i;
 
-      npu_attention_row (spans, n_spans, hd, scale, sc,
-          ctx->att + t * ctx->q_dim + h * hd);
-    }
-  }
+  for (i = start; i < end; i++)
+    attend_group (job, i % n_kv, i / n_kv, sc);
+}
+
+/* Items KV heads, every row of the chunk, on the head's own score rows */
+static void
+attn_slice_heads (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  AttnJob *job = user_data;
+  const NpuLlmHParams *hp = &job->ctx->model->hp;
+  guint gqa = hp->n_head / hp->n_head_kv;
+  gsize g, t;
+
+  for (g = start; g < end; g++)
+    for (t = 0; t < job->n; t++)
+      attend_group (job, g, t,
+          job->ctx->scores + g * gqa * job->ctx->p.n_ctx);
 }
 
 static void
@@ -1073,11 +1093,19 @@ run_attention (NpuLlmContext * ctx, NpuTask * task, guint layer, guint64 p0,
     gsize n)
 {
   AttnJob job = { ctx, layer, p0, n };
+  guint n_kv = ctx->model->hp.n_head_kv;
 
-  if (task)
-    npu_task_parallel_for (task, ctx->model->hp.n_head, 1, attn_slice, &job);
+  /* The score rows (n_head of them, allocated with the context) hold one
+   * group of gqa rows per KV head: with no more threads than KV heads each
+   * worker has a group of its own and the (row, head) items balance any
+   * chunk; with more, each KV head's group is its own and the heads are
+   * the items. */
+  if (!task)
+    attn_slice_heads (0, n_kv, 0, &job);
+  else if (npu_task_get_n_threads (task) <= n_kv)
+    npu_task_parallel_for (task, n * n_kv, 1, attn_slice_rows, &job);
   else
-    attn_slice (0, ctx->model->hp.n_head, 0, &job);
+    npu_task_parallel_for (task, n_kv, 1, attn_slice_heads, &job);
 }
 
 /* One chunk of @n <= n_batch rows already in ctx->x, at positions p0.. */

@@ -21,6 +21,9 @@ G_DEFINE_QUARK (npu-vit-error-quark, npu_vit_error);
 /* Queries per attention work item: enough work per item to amortise the
  * dispatch, small enough to spread a few heads over many threads. */
 #define ATTN_QUERY_BLOCK 16
+/* Queries that go through the keys and values together
+ * (npu_attention_rows() reads each row once per four) */
+#define ATTN_NQ 4
 
 typedef enum
 {
@@ -717,12 +720,12 @@ alloc_scratch (NpuVit * vit)
   vit->att = g_try_new (float, n * d);
   vit->ffb = g_try_new (float, n * vit->ff);
   vit->proj = g_try_new (float, proj);
-  /* One score row per thread the machine has; a task on more threads
-   * grows it once (npu_vit_encode) */
+  /* ATTN_NQ score rows per thread the machine has; a task on more
+   * threads grows them once (npu_vit_encode) */
   vit->n_score_rows = npu_cpu_count ();
-  vit->scores = g_try_new (float, (gsize) vit->n_score_rows * n);
+  vit->scores = g_try_new (float, (gsize) vit->n_score_rows * ATTN_NQ * n);
   vit->scratch_bytes = sizeof (float) * (6 * n * d + n * vit->ff + proj +
-      (gsize) vit->n_score_rows * n);
+      (gsize) vit->n_score_rows * ATTN_NQ * n);
   return vit->x && vit->h && vit->q && vit->k && vit->v && vit->att
       && vit->ffb && vit->proj && vit->scores;
 }
@@ -1176,7 +1179,7 @@ attention_slice (gsize start, gsize end, guint worker, gpointer data)
   gsize n = vit->n_pos, hd = vit->head_dim, dim = vit->dim;
   gsize n_qblocks = (n + ATTN_QUERY_BLOCK - 1) / ATTN_QUERY_BLOCK;
   float scale = 1.0f / sqrtf ((float) hd);
-  float *s = vit->scores + (gsize) worker * n;
+  float *s = vit->scores + (gsize) worker * ATTN_NQ * n;
   gsize item, i;
 
   for (item = start; item < end; item++) {
@@ -1184,12 +1187,14 @@ attention_slice (gsize start, gsize end, guint worker, gpointer data)
     gsize i0 = qb * ATTN_QUERY_BLOCK, i1 = MIN (i0 + ATTN_QUERY_BLOCK, n);
     gsize off = head * hd;
 
-    for (i = i0; i < i1; i++) {
+    for (i = i0; i < i1; i += ATTN_NQ) {
       NpuAttnSpan all = { vit->q + i * dim + off, vit->k + off, vit->v + off,
         dim, (guint) n
       };
 
-      npu_attention_row (&all, 1, hd, scale, s, vit->att + i * dim + off);
+      /* consecutive tokens' queries of this head are dim floats apart */
+      npu_attention_rows (&all, 1, hd, MIN (ATTN_NQ, i1 - i), dim, scale, s,
+          n, vit->att + i * dim + off, dim);
     }
   }
 }
@@ -1256,9 +1261,9 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
   threads = task ? npu_task_get_n_threads (task) : 1;
   if (threads > vit->n_score_rows) {
     g_free (vit->scores);
-    vit->scores = g_new (float, (gsize) threads * n);
-    vit->scratch_bytes += (gsize) (threads - vit->n_score_rows) * n *
-        sizeof (float);
+    vit->scores = g_new (float, (gsize) threads * ATTN_NQ * n);
+    vit->scratch_bytes += (gsize) (threads - vit->n_score_rows) * ATTN_NQ *
+        n * sizeof (float);
     vit->n_score_rows = threads;
   }
 

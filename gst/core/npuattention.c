@@ -39,6 +39,20 @@ typedef gint32 v16si __attribute__ ((vector_size (64)));
  * column chunk are 16 zmm, half the AVX-512 register file. */
 #define MAX_NQ 4
 
+/* Rows ahead to prefetch.  KV cache rows of one head are a few hundred
+ * bytes a few KiB apart (the other heads' columns between them), a stride
+ * the hardware prefetchers follow poorly. */
+#define PF_ROWS 8
+
+static ALWAYS_INLINE void
+prefetch_row (const float *p, guint n)
+{
+  guint c;
+
+  for (c = 0; c < n; c += 16)
+    __builtin_prefetch (p + c);
+}
+
 static ALWAYS_INLINE v16sf
 load16 (const float *p)
 {
@@ -128,6 +142,45 @@ exp_row (float *s, guint m, float mx)
   return sum + hsum16 (acc);
 }
 
+/* scores_pass() for one span when the head is at most 64 wide and a
+ * multiple of 16 (the common 64): the queries stay in registers, so a row
+ * costs its own loads only */
+static ALWAYS_INLINE guint
+scores_span_short (const NpuAttnSpan * sp, guint hd, gsize q_stride,
+    float scale, float *scores, gsize ss, guint m, float *mx, const guint NQ)
+{
+  const v16sf zero = { 0, };
+  v16sf q0[MAX_NQ], q1[MAX_NQ], q2[MAX_NQ], q3[MAX_NQ];
+  guint r, i;
+
+  for (i = 0; i < NQ; i++) {
+    const float *q = sp->q + i * q_stride;
+
+    q0[i] = load16 (q);
+    q1[i] = hd > 16 ? load16 (q + 16) : zero;
+    q2[i] = hd > 32 ? load16 (q + 32) : zero;
+    q3[i] = hd > 48 ? load16 (q + 48) : zero;
+  }
+  for (r = 0; r < sp->n; r++, m++) {
+    const float *k = sp->k + r * sp->stride;
+    const v16sf k0 = load16 (k);
+    const v16sf k1 = hd > 16 ? load16 (k + 16) : zero;
+    const v16sf k2 = hd > 32 ? load16 (k + 32) : zero;
+    const v16sf k3 = hd > 48 ? load16 (k + 48) : zero;
+
+    if (r + PF_ROWS < sp->n)
+      prefetch_row (k + PF_ROWS * sp->stride, hd);
+    for (i = 0; i < NQ; i++) {
+      float v = hsum16 (q0[i] * k0 + q1[i] * k1 + q2[i] * k2 +
+          q3[i] * k3) * scale;
+
+      scores[i * ss + m] = v;
+      mx[i] = MAX (mx[i], v);
+    }
+  }
+  return m;
+}
+
 /* Scores of NQ queries against every row, in @scores rows of @ss floats;
  * the maximum of each query's row in @mx */
 static ALWAYS_INLINE void
@@ -143,6 +196,10 @@ scores_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
   for (s = 0; s < n_spans; s++) {
     const NpuAttnSpan *sp = &spans[s];
 
+    if (hv == hd && hd <= 64) {
+      m = scores_span_short (sp, hd, q_stride, scale, scores, ss, m, mx, NQ);
+      continue;
+    }
     for (r = 0; r < sp->n; r++, m++) {
       const float *k = sp->k + r * sp->stride;
       v16sf acc[MAX_NQ];
@@ -195,6 +252,7 @@ values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
 
       for (r = 0; r < sp->n; r++, j++, v += sp->stride) {
         const v16sf v0 = load16 (v);
+
 
         if (w > 48) {
           const v16sf v1 = load16 (v + 16), v2 = load16 (v + 32),

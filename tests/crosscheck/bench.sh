@@ -5,6 +5,12 @@
 # The two run one after the other, never together.
 #
 #   tests/crosscheck/bench.sh [BUILD_DIR] [MODEL.gguf]
+#   DEPTH=2048 tests/crosscheck/bench.sh ...
+#
+# With DEPTH set, both sides also prefill DEPTH tokens and decode 32 at
+# that depth (a long-running stream's full context: every token then reads
+# the KV cache too), one run each: bench-llm --prefill DEPTH --decode 32,
+# llama-bench -p DEPTH -n 32 -d 0,DEPTH (its pp at depth 0 is ours).
 #
 # BUILD_DIR defaults to build/; MODEL to a generated 1B llama in MXFP4
 # (written to $WORK first).  llama.cpp is built by build-llamacpp.sh into
@@ -33,3 +39,14 @@ echo
 echo "== llama.cpp: llama-bench -m $MODEL -p 64 -n 32 -t 1,$(nproc) -r 3"
 "$LLAMACPP_DIR/build/bin/llama-bench" -m "$MODEL" -p 64 -n 32 \
     -t "1,$(nproc)" -r 3
+
+if [ -n "${DEPTH:-}" ]; then
+  echo
+  echo "== gst-npu at depth $DEPTH: bench-llm --prefill $DEPTH --decode 32"
+  "$BUILD/tests/bench/bench-llm" "$MODEL" --passes 1 --prefill "$DEPTH" \
+      --decode 32 --ctx $((DEPTH + 64))
+  echo
+  echo "== llama.cpp at depth $DEPTH: llama-bench -p $DEPTH -n 32 -d 0,$DEPTH"
+  "$LLAMACPP_DIR/build/bin/llama-bench" -m "$MODEL" -p "$DEPTH" -n 32 \
+      -d "0,$DEPTH" -t "1,$(nproc)" -r 1
+fi

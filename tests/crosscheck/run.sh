@@ -53,16 +53,11 @@ WORK=${WORK:-/tmp/npu-crosscheck}
 N=${N:-16}
 mkdir -p "$WORK"
 
-echo "== building llama.cpp"
-"$HERE/build-llamacpp.sh"
+. "$HERE/lib.sh"
+build_llamacpp
 LG=$LLAMACPP_DIR/llama-greedy
-
-echo "== building gst-npu's tools in $BUILD"
-if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" "$SRC" >"$WORK/meson-setup.log"
-fi
-ninja -C "$BUILD" tests/crosscheck/npu-greedy tests/tools/npu-model-gen \
-    >"$WORK/ninja.log"
+build_tools "$BUILD" "$SRC" "$WORK" tests/crosscheck/npu-greedy \
+    tests/tools/npu-model-gen
 NG=$BUILD/tests/crosscheck/npu-greedy
 GEN=$BUILD/tests/tools/npu-model-gen
 

@@ -43,19 +43,14 @@ WORK=${WORK:-$BUILD/tokenizer-check}
 CORPUS=${CORPUS:-$HERE/tokenizer-corpus.txt}
 PKG_VERSION=3.7.2
 
-echo "== building llama.cpp"
-"$HERE/build-llamacpp.sh"
+mkdir -p "$WORK"
+. "$HERE/lib.sh"
+build_llamacpp
 LG=$LLAMACPP_DIR/llama-greedy
-
-echo "== building gst-npu's tools in $BUILD"
-if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" "$SRC" >/dev/null
-fi
-ninja -C "$BUILD" tests/crosscheck/npu-greedy tests/tools/npu-model-gen \
-    >/dev/null
+build_tools "$BUILD" "$SRC" "$WORK" tests/crosscheck/npu-greedy \
+    tests/tools/npu-model-gen
 NG=$BUILD/tests/crosscheck/npu-greedy
 GEN=$BUILD/tests/tools/npu-model-gen
-mkdir -p "$WORK"
 
 # vocab NAME PACKAGE ARCH CONVERTER-ARGS...: WORK/NAME.gguf
 vocab () {

@@ -63,16 +63,11 @@ export LLAMACPP_DIR=${LLAMACPP_DIR:-/tmp/llamacpp}
 WORK=${WORK:-/tmp/npu-crosscheck-vision}
 mkdir -p "$WORK"
 
-echo "== building llama.cpp"
-"$HERE/build-llamacpp.sh"
+. "$HERE/lib.sh"
+build_llamacpp
 CE=$LLAMACPP_DIR/clip-encode
-
-echo "== building gst-npu's tools in $BUILD"
-if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" "$SRC" >"$WORK/meson-setup.log"
-fi
-ninja -C "$BUILD" tests/crosscheck/npu-vit-encode tests/tools/npu-model-gen \
-    >"$WORK/ninja.log"
+build_tools "$BUILD" "$SRC" "$WORK" tests/crosscheck/npu-vit-encode \
+    tests/tools/npu-model-gen
 NE=$BUILD/tests/crosscheck/npu-vit-encode
 GEN=$BUILD/tests/tools/npu-model-gen
 

@@ -21,7 +21,8 @@
 # --tokenizer wraps it in a tiny random model that llama.cpp loads, and
 # every corpus line is tokenized by both (BOS as the vocabulary asks,
 # control-token text parsed).  Corpus lines are printf's %b escapes (\n,
-# \t, \r, \\, \uXXXX).  A line passes when the ids are equal; the summary
+# \t, \r, \\, and \u with four hex digits, e.g. \u00e9 for é).  A line
+# passes when the ids are equal; the summary
 # gives the counts per vocabulary, the exit status is 1 on any mismatch
 # that is not a known one:
 #   qwen3 "</s>"  llama.cpp makes every token spelled "</s>" CONTROL and

@@ -299,6 +299,8 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     double *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
     gsize hd = dim / p.heads;
     NpuVitTensorView fv;
+    gboolean swapped;
+    const gchar *fc1, *fc2;
 
 #define NAME(s) (g_snprintf (nm, sizeof (nm), "v.blk.%u." s, (guint) l), nm)
     w1 = ref_plain (lk, NAME ("ln1.weight"), dim);
@@ -359,17 +361,16 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
 
     /* llama.cpp's legacy converter calls fc1 "ffn_down" and fc2
      * "ffn_up"; clip.cpp swaps them back when ffn_down's ne[0] is dim */
-    if (get_view (lk, NAME ("ffn_down.weight"), &fv) && fv.ne[0] == dim) {
-      wq = ref_matrix (lk, NAME ("ffn_down.weight"), p.ff, dim);
-      bq = ref_plain (lk, NAME ("ffn_down.bias"), p.ff);
-      wk = ref_matrix (lk, NAME ("ffn_up.weight"), dim, p.ff);
-      bk = ref_plain (lk, NAME ("ffn_up.bias"), dim);
-    } else {
-      wq = ref_matrix (lk, NAME ("ffn_up.weight"), p.ff, dim);
-      bq = ref_plain (lk, NAME ("ffn_up.bias"), p.ff);
-      wk = ref_matrix (lk, NAME ("ffn_down.weight"), dim, p.ff);
-      bk = ref_plain (lk, NAME ("ffn_down.bias"), dim);
-    }
+    swapped = get_view (lk, NAME ("ffn_down.weight"), &fv) && fv.ne[0] == dim;
+    fc1 = swapped ? "ffn_down" : "ffn_up";
+    fc2 = swapped ? "ffn_up" : "ffn_down";
+#define FFN(t, s) (g_snprintf (nm, sizeof (nm), "v.blk.%u.%s." s, (guint) l, \
+        t), nm)
+    wq = ref_matrix (lk, FFN (fc1, "weight"), p.ff, dim);
+    bq = ref_plain (lk, FFN (fc1, "bias"), p.ff);
+    wk = ref_matrix (lk, FFN (fc2, "weight"), dim, p.ff);
+    bk = ref_plain (lk, FFN (fc2, "bias"), dim);
+#undef FFN
 #undef NAME
     ref_layernorm (x, n, dim, w2, b2, p.eps, h);
     ref_linear (h, n, dim, wq, p.ff, bq, q8, f);

@@ -420,18 +420,73 @@ quantize_row_q8_0 (const float *x, gsize nb, gsize n_pairs, guint8 * dst)
 }
 
 /* ------------------------------------------------------------------------
- * Driver
+ * Driver, shared by both weight formats
  */
+typedef struct _MatmulJob MatmulJob;
+
+/* What differs between MXFP4 and Q8_0 weights */
 typedef struct
 {
-  const NpuMxfp4Matrix *w;
+  /* the exact scalar path, one weight row against every activation row */
+  void (*scalar_row) (const MatmulJob * job, gsize r);
+  /* one activation row into the int8 kernels' layout (npumatmul-private.h) */
+  void (*quantize_row) (const float *x, gsize nb, gsize n_groups,
+      guint8 * dst);
+  /* weight rows [r0, r1) times activation rows [c0, c1) */
+  void (*tile) (const MatmulJob * job, gsize r0, gsize r1, gsize c0,
+      gsize c1);
+  gsize blocks_per_group, group_bytes;
+} WeightFormat;
+
+struct _MatmulJob
+{
+  const WeightFormat *format;
+  /* the weights, in the format's own type, and their kernel (NULL for the
+   * scalar path) */
+  const NpuMxfp4Matrix *mxfp4;
+  NpuMxfp4TileFunc mxfp4_tile;
+  const NpuBlockQ8_0 *q8_0;
+  NpuQ8_0TileFunc q8_0_tile;
+  gsize rows, nb;               /* nb: blocks of 32 per row (k / 32) */
   const float *x;
   gsize n;
   float *y;
   NpuQ8Act xq;
-  NpuMxfp4TileFunc tile;
   gsize row_tile, col_tile, n_row_tiles;
-} MatmulJob;
+};
+
+static void
+mxfp4_scalar_row (const MatmulJob * job, gsize r)
+{
+  scalar_row (job->mxfp4, r, job->x, job->n, job->y);
+}
+
+static void
+mxfp4_tile (const MatmulJob * job, gsize r0, gsize r1, gsize c0, gsize c1)
+{
+  job->mxfp4_tile (job->mxfp4, r0, r1, &job->xq, c0, c1, job->y, job->rows);
+}
+
+static void
+q8_0_scalar_row (const MatmulJob * job, gsize r)
+{
+  scalar_row_q8_0 (job->q8_0, job->nb, job->rows, r, job->x, job->n, job->y);
+}
+
+static void
+q8_0_tile (const MatmulJob * job, gsize r0, gsize r1, gsize c0, gsize c1)
+{
+  job->q8_0_tile (job->q8_0, job->nb, r0, r1, &job->xq, c0, c1, job->y,
+      job->rows);
+}
+
+static const WeightFormat format_mxfp4 = {
+  mxfp4_scalar_row, quantize_row, mxfp4_tile, 4, NPU_Q8_GROUP_BYTES
+};
+
+static const WeightFormat format_q8_0 = {
+  q8_0_scalar_row, quantize_row_q8_0, q8_0_tile, 2, NPU_Q8_0_PAIR_BYTES
+};
 
 typedef struct
 {
@@ -487,7 +542,7 @@ scalar_slice (gsize start, gsize end, guint worker, gpointer data)
   gsize r;
 
   for (r = start; r < end; r++)
-    scalar_row (job->w, r, job->x, job->n, job->y);
+    job->format->scalar_row (job, r);
 }
 
 static void
@@ -497,8 +552,8 @@ quantize_slice (gsize start, gsize end, guint worker, gpointer data)
   gsize c;
 
   for (c = start; c < end; c++)
-    quantize_row (job->x + c * job->w->k, job->w->n_blocks, job->xq.n_groups,
-        job->xq.data + c * job->xq.row_stride);
+    job->format->quantize_row (job->x + c * job->nb * 32, job->nb,
+        job->xq.n_groups, job->xq.data + c * job->xq.row_stride);
 }
 
 static void
@@ -511,12 +566,62 @@ tile_slice (gsize start, gsize end, guint worker, gpointer data)
     gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
     gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
 
-    job->tile (job->w, r0, MIN (r0 + job->row_tile, job->w->rows), &job->xq,
-        c0, MIN (c0 + job->col_tile, job->n), job->y, job->w->rows);
+    job->format->tile (job, r0, MIN (r0 + job->row_tile, job->rows), c0,
+        MIN (c0 + job->col_tile, job->n));
   }
 }
 
-/* The tile kernel of the path in use; NULL for the scalar paths. */
+/* The activations of @job in the int8 kernels' layout, in the calling
+ * thread's workspace */
+static void
+quantize_activations (NpuTask * task, MatmulJob * job)
+{
+  const WeightFormat *f = job->format;
+
+  job->xq.n = job->n;
+  job->xq.n_groups = (job->nb + f->blocks_per_group - 1) /
+      f->blocks_per_group;
+  job->xq.row_stride = job->xq.n_groups * f->group_bytes;
+  job->xq.data = get_workspace (job->n * job->xq.row_stride);
+  /* A slice of the quantiser is at least ~16k activations. */
+  run_parallel (task, job->n, MAX (1, 16384 / (job->nb * 32)),
+      quantize_slice, job);
+}
+
+/* y = x . w^T for a job whose weights, format and kernel are set */
+static void
+run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
+{
+  gsize n_col_tiles;
+
+  if (job->n == 0 || job->rows == 0)
+    return;
+  if (job->nb == 0) {
+    memset (job->y, 0, job->n * job->rows * sizeof (float));
+    return;
+  }
+  if (!have_kernel) {
+    run_parallel (task, job->rows, 16, scalar_slice, job);
+    return;
+  }
+
+  quantize_activations (task, job);
+  /* A GEMV tile of 32 rows is ~70 KiB of Q8_0 at k = 2048; a GEMM tile's
+   * weights and activations stay in L2. */
+  if (job->n <= GEMV_MAX_N) {
+    job->row_tile = GEMV_ROW_TILE;
+    job->col_tile = job->n;
+  } else {
+    job->row_tile = GEMM_ROW_TILE;
+    job->col_tile = GEMM_COL_TILE;
+  }
+  job->n_row_tiles = (job->rows + job->row_tile - 1) / job->row_tile;
+  n_col_tiles = (job->n + job->col_tile - 1) / job->col_tile;
+  run_parallel (task, job->n_row_tiles * n_col_tiles,
+      job->n <= GEMV_MAX_N ? GEMV_CLAIM_TILES : 1, tile_slice, job);
+}
+
+/* The tile kernels of the path in use; NULL for the scalar paths. */
 static NpuMxfp4TileFunc
 current_tile_func (void)
 {
@@ -536,49 +641,49 @@ current_tile_func (void)
   }
 }
 
+static NpuQ8_0TileFunc
+current_q8_0_tile_func (void)
+{
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX2:
+      return npu_q8_0_tile_avx2;
+    case ISA_AVX512:
+      return npu_q8_0_tile_avx512;
+#endif
+#if defined(__aarch64__)
+    case ISA_NEON:
+      return npu_q8_0_tile_neon;
+#endif
+    default:
+      return NULL;
+  }
+}
+
+static void
+mxfp4_job_init (MatmulJob * job, const NpuMxfp4Matrix * w, const float *x,
+    gsize n, float *y)
+{
+  memset (job, 0, sizeof (*job));
+  job->format = &format_mxfp4;
+  job->mxfp4 = w;
+  job->mxfp4_tile = current_tile_func ();
+  job->rows = w->rows;
+  job->nb = w->n_blocks;
+  job->x = x;
+  job->n = n;
+  job->y = y;
+}
+
 void
 npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w, const float *x,
     gsize n, float *y)
 {
-  MatmulJob job = { 0, };
-  gsize n_col_tiles;
+  MatmulJob job;
 
   matmul_init ();
-  job.w = w;
-  job.x = x;
-  job.n = n;
-  job.y = y;
-  if (n == 0 || w->rows == 0)
-    return;
-  if (w->k == 0) {
-    memset (y, 0, n * w->rows * sizeof (float));
-    return;
-  }
-
-  job.tile = current_tile_func ();
-  if (!job.tile) {
-    run_parallel (task, w->rows, 16, scalar_slice, &job);
-    return;
-  }
-
-  job.xq.n = n;
-  job.xq.n_groups = (w->n_blocks + 3) / 4;
-  job.xq.row_stride = job.xq.n_groups * NPU_Q8_GROUP_BYTES;
-  job.xq.data = get_workspace (n * job.xq.row_stride);
-  /* A slice of the quantiser is at least ~16k activations. */
-  run_parallel (task, n, MAX (1, 16384 / w->k), quantize_slice, &job);
-
-  if (n <= GEMV_MAX_N) {
-    job.row_tile = GEMV_ROW_TILE;
-    job.col_tile = n;
-  } else {
-    job.row_tile = GEMM_ROW_TILE;
-    job.col_tile = GEMM_COL_TILE;
-  }
-  job.n_row_tiles = (w->rows + job.row_tile - 1) / job.row_tile;
-  n_col_tiles = (n + job.col_tile - 1) / job.col_tile;
-  run_parallel (task, job.n_row_tiles * n_col_tiles,
-      n <= GEMV_MAX_N ? GEMV_CLAIM_TILES : 1, tile_slice, &job);
+  mxfp4_job_init (&job, w, x, n, y);
+  run_job (task, &job, job.mxfp4_tile != NULL);
 }
 
 /* ------------------------------------------------------------------------
@@ -606,8 +711,8 @@ multi_tile_slice (gsize start, gsize end, guint worker, gpointer data)
       i++;
     job = &mj->jobs[i];
     r0 = (t - mj->first_tile[i]) * job->row_tile;
-    job->tile (job->w, r0, MIN (r0 + job->row_tile, job->w->rows), &job->xq,
-        0, job->n, job->y, job->w->rows);
+    job->format->tile (job, r0, MIN (r0 + job->row_tile, job->rows), 0,
+        job->n);
   }
 }
 
@@ -647,11 +752,7 @@ npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
   for (i = 0; i < n_w; i++) {
     MatmulJob *job = &mj.jobs[i];
 
-    job->w = w[i];
-    job->x = x;
-    job->n = n;
-    job->y = y[i];
-    job->tile = current_tile_func ();
+    mxfp4_job_init (job, w[i], x, n, y[i]);
     job->row_tile = GEMV_ROW_TILE;
     job->col_tile = n;
     job->n_row_tiles = (w[i]->rows + GEMV_ROW_TILE - 1) / GEMV_ROW_TILE;
@@ -660,12 +761,7 @@ npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
 
   /* One quantisation serves every matrix: they share k and the layout of
    * the quantised activations depends on k only. */
-  mj.jobs[0].xq.n = n;
-  mj.jobs[0].xq.n_groups = (w[0]->n_blocks + 3) / 4;
-  mj.jobs[0].xq.row_stride = mj.jobs[0].xq.n_groups * NPU_Q8_GROUP_BYTES;
-  mj.jobs[0].xq.data = get_workspace (n * mj.jobs[0].xq.row_stride);
-  run_parallel (task, n, MAX (1, 16384 / w[0]->k), quantize_slice,
-      &mj.jobs[0]);
+  quantize_activations (task, &mj.jobs[0]);
   for (i = 1; i < n_w; i++)
     mj.jobs[i].xq = mj.jobs[0].xq;
 
@@ -676,119 +772,22 @@ npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
 /* ------------------------------------------------------------------------
  * Q8_0 weights
  */
-typedef struct
-{
-  const NpuBlockQ8_0 *w;
-  gsize rows, nb;
-  const float *x;
-  gsize n;
-  float *y;
-  NpuQ8Act xq;
-  NpuQ8_0TileFunc tile;
-  gsize row_tile, col_tile, n_row_tiles;
-} Q8_0Job;
-
-static void
-q8_0_scalar_slice (gsize start, gsize end, guint worker, gpointer data)
-{
-  Q8_0Job *job = data;
-  gsize r;
-
-  for (r = start; r < end; r++)
-    scalar_row_q8_0 (job->w, job->nb, job->rows, r, job->x, job->n, job->y);
-}
-
-static void
-q8_0_quantize_slice (gsize start, gsize end, guint worker, gpointer data)
-{
-  Q8_0Job *job = data;
-  gsize c;
-
-  for (c = start; c < end; c++)
-    quantize_row_q8_0 (job->x + c * job->nb * 32, job->nb, job->xq.n_groups,
-        job->xq.data + c * job->xq.row_stride);
-}
-
-static void
-q8_0_tile_slice (gsize start, gsize end, guint worker, gpointer data)
-{
-  Q8_0Job *job = data;
-  gsize t;
-
-  for (t = start; t < end; t++) {
-    gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
-    gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
-
-    job->tile (job->w, job->nb, r0, MIN (r0 + job->row_tile, job->rows),
-        &job->xq, c0, MIN (c0 + job->col_tile, job->n), job->y, job->rows);
-  }
-}
-
-static NpuQ8_0TileFunc
-current_q8_0_tile_func (void)
-{
-  switch (current_isa) {
-#if defined(__x86_64__)
-    case ISA_AVX2:
-      return npu_q8_0_tile_avx2;
-    case ISA_AVX512:
-      return npu_q8_0_tile_avx512;
-#endif
-#if defined(__aarch64__)
-    case ISA_NEON:
-      return npu_q8_0_tile_neon;
-#endif
-    default:
-      return NULL;
-  }
-}
-
 void
 npu_matmul_q8_0 (NpuTask * task, const NpuBlockQ8_0 * w, gsize rows, gsize k,
     const float *x, gsize n, float *y)
 {
-  Q8_0Job job = { 0, };
-  gsize n_col_tiles;
+  MatmulJob job = { 0, };
 
   g_return_if_fail (k % 32 == 0);
 
   matmul_init ();
-  if (n == 0 || rows == 0)
-    return;
-  if (k == 0) {
-    memset (y, 0, n * rows * sizeof (float));
-    return;
-  }
-  job.w = w;
+  job.format = &format_q8_0;
+  job.q8_0 = w;
+  job.q8_0_tile = current_q8_0_tile_func ();
   job.rows = rows;
   job.nb = k / 32;
   job.x = x;
   job.n = n;
   job.y = y;
-
-  job.tile = current_q8_0_tile_func ();
-  if (!job.tile) {
-    run_parallel (task, rows, 16, q8_0_scalar_slice, &job);
-    return;
-  }
-
-  job.xq.n = n;
-  job.xq.n_groups = (job.nb + 1) / 2;
-  job.xq.row_stride = job.xq.n_groups * NPU_Q8_0_PAIR_BYTES;
-  job.xq.data = get_workspace (n * job.xq.row_stride);
-  run_parallel (task, n, MAX (1, 16384 / k), q8_0_quantize_slice, &job);
-
-  /* The MXFP4 product's tiles: a GEMV tile of 32 rows is ~70 KiB of Q8_0
-   * at k = 2048, a GEMM tile's weights and activations still fit in L2. */
-  if (n <= GEMV_MAX_N) {
-    job.row_tile = GEMV_ROW_TILE;
-    job.col_tile = n;
-  } else {
-    job.row_tile = GEMM_ROW_TILE;
-    job.col_tile = GEMM_COL_TILE;
-  }
-  job.n_row_tiles = (rows + job.row_tile - 1) / job.row_tile;
-  n_col_tiles = (n + job.col_tile - 1) / job.col_tile;
-  run_parallel (task, job.n_row_tiles * n_col_tiles,
-      n <= GEMV_MAX_N ? GEMV_CLAIM_TILES : 1, q8_0_tile_slice, &job);
+  run_job (task, &job, job.q8_0_tile != NULL);
 }

@@ -61,10 +61,6 @@ build_tools "$BUILD" "$SRC" "$WORK" tests/crosscheck/npu-greedy \
 NG=$BUILD/tests/crosscheck/npu-greedy
 GEN=$BUILD/tests/tools/npu-model-gen
 
-passed=0
-failed=0
-pass () { echo "PASS  $*"; passed=$((passed + 1)); }
-fail () { echo "FAIL  $*"; failed=$((failed + 1)); }
 
 # check NAME ISA TOL GENERATOR-ARGS... [-- PROMPT-ARGS...]
 # ISA: scalar, or "default" (the kernels the CPU picks); TOL: a relative
@@ -100,15 +96,8 @@ check () {
   free=$(sed -n 's/^free run: \([0-9]*\/[0-9]*\) steps equal.*/\1/p' \
       "$log.npu.txt")
   summary=$(sed -n 's/^summary: //p' "$log.npu.txt")
-  if [ -z "$summary" ]; then
-    fail "$name: npu-greedy failed (see $log.npu.err)"
-  elif [ "$tol" = info ]; then
-    echo "INFO  $name [$isa]: free run $free equal; $summary"
-  elif [ $rc -eq 0 ]; then
-    pass "$name [$isa, tol $tol]: free run $free equal; $summary"
-  else
-    fail "$name [$isa, tol $tol]: free run $free equal; $summary"
-  fi
+  judge "$name" "$isa" "$tol" "$rc" npu-greedy "$log.npu.err" "$summary" \
+      ": free run $free equal; $summary"
 }
 
 # tokenize NAME MODEL TEXT: the same ids from both tokenizers

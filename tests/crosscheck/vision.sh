@@ -80,10 +80,6 @@ if [ ! -f "$IMG" ]; then
       print pack ("f<", ($p - 128) / 128); } } }' >"$IMG"
 fi
 
-passed=0
-failed=0
-pass () { echo "PASS  $*"; passed=$((passed + 1)); }
-fail () { echo "FAIL  $*"; failed=$((failed + 1)); }
 
 # gen NAME GENERATOR-ARGS...: $WORK/NAME.gguf, and for LLaVA files
 # $WORK/NAME.llama.gguf with the extra block
@@ -129,15 +125,8 @@ check () {
   summary=$(sed -n 's/^compare: //p' "$log.npu.txt")
   shape="$(sed -n 's/^tokens: //p' "$log.npu.txt") x $(sed -n \
       's/^embd: //p' "$log.npu.txt")"
-  if [ -z "$summary" ]; then
-    fail "$name: npu-vit-encode failed (see $log.npu.err)"
-  elif [ "$tol" = info ]; then
-    echo "INFO  $name [$isa] $shape: $summary"
-  elif [ $rc -eq 0 ]; then
-    pass "$name [$isa, tol $tol] $shape: $summary"
-  else
-    fail "$name [$isa, tol $tol] $shape: $summary"
-  fi
+  judge "$name" "$isa" "$tol" "$rc" npu-vit-encode "$log.npu.err" \
+      "$summary" " $shape: $summary"
 }
 
 echo "== cross-check (logs in $WORK)"

@@ -358,10 +358,3 @@ npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     }
   }
 }
-
-void
-npu_attention_row (const NpuAttnSpan * spans, guint n_spans, guint hd,
-    float scale, float *scores, float *out)
-{
-  npu_attention_rows (spans, n_spans, hd, 1, hd, scale, scores, 0, out, hd);
-}

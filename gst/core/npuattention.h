@@ -24,17 +24,15 @@ typedef struct
 
 #define NPU_ATTN_MAX_SPANS 8
 
-/* out[0, hd) = sum_j softmax_j (scale q_j . k_j) v_j over the rows of
- * @spans; @scores holds one float per row (scratch).  At least one row. */
-G_GNUC_INTERNAL
-void npu_attention_row (const NpuAttnSpan * spans, guint n_spans, guint hd,
-    float scale, float *scores, float *out);
-
-/* The same for @nq queries that share the rows (grouped-query attention):
- * query i of a span is at its q + i * @q_stride, its scores at @scores +
- * i * @ss (at least one float per row), its output at @out + i *
- * @out_stride.  Every row is read once per four queries.  At most
- * NPU_ATTN_MAX_SPANS spans. */
+/* For each of @nq queries that share the rows of @spans (the query heads
+ * of one KV head, or several tokens of one head):
+ *
+ *   out_i[0, hd) = sum_j softmax_j (scale q_i . k_j) v_j
+ *
+ * Query i of a span is at its q + i * @q_stride, its scores (scratch) at
+ * @scores + i * @ss (at least one float per row), its output at @out +
+ * i * @out_stride.  Every row is read once per four queries.  At least one
+ * row, at most NPU_ATTN_MAX_SPANS spans. */
 G_GNUC_INTERNAL
 void npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     guint nq, gsize q_stride, float scale, float *scores, gsize ss,

@@ -120,16 +120,6 @@ run_case (const Case * c, GRand * rand)
           c->hd, c->nq, c->n_rows, c->n_spans, c->spread, i, err);
   }
 
-  /* npu_attention_row() is the one-query form */
-  if (c->nq == 1) {
-    float *one = g_new (float, c->hd);
-
-    npu_attention_row (spans, c->n_spans, c->hd, scale, scores, one);
-    g_assert_cmpmem (one, c->hd * sizeof (float), out,
-        c->hd * sizeof (float));
-    g_free (one);
-  }
-
   g_free (k);
   g_free (v);
   g_free (q);

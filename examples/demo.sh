@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # The main job: installs what is missing, builds, and runs the demo
 # pipelines on generated models (real weights cannot be downloaded here;
 # the models are random, so the text they write is noise: what the demo

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu example: a camera (or test source) described by a language model
  *
  * Builds, from an application, the pipeline a user would write on the

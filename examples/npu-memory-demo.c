@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu example: camera-style frames into NPU memory, read in place by a
  * backend task with fences.
  *

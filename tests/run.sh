@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Installs what is missing, builds, and runs every test: the unit and
 # gst-check suites, the same under valgrind, and the real-kernel suite under
 # QEMU.  Ends with "N passed, N failed"; exits non-zero on any failure.
@@ -57,6 +58,13 @@ case "$result" in
     echo "real-kernel suite gave no result (exit $rk)"
     failed=$((failed + 1)) ;;
 esac
+
+echo "== style (gst-indent, SPDX lines)"
+if ./tests/check-style.sh; then
+  passed=$((passed + 1))
+else
+  failed=$((failed + 1))
+fi
 
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

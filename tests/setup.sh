@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Installs what is missing on Debian 12 (apt; sudo when not root), then
 # configures and builds gst-npu in ./build.  Used by examples/demo.sh and
 # tests/run.sh, so a fresh machine needs nothing else.
@@ -13,7 +14,7 @@ PACKAGES="gcc libc6-dev pkg-config meson ninja-build
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-base-apps
   gstreamer1.0-plugins-good
   gstreamer1.0-x
-  valgrind
+  valgrind indent
   qemu-system-x86 busybox-static kmod cpio xz-utils strace"
 
 SUDO=

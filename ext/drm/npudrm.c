@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: DRM render node and accel node discovery through libdrm
  *
  * See npudrm.h.  Plain C and GLib, no GStreamer types.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: softmax attention of the query rows that share a key/value head
  *
  * Written with GCC's vector extensions, sixteen floats to a vector, and
@@ -18,8 +19,8 @@
 #include <math.h>
 #include <string.h>
 
-typedef float v16sf __attribute__ ((vector_size (64)));
-typedef gint32 v16si __attribute__ ((vector_size (64)));
+typedef float v16sf __attribute__((vector_size (64)));
+typedef gint32 v16si __attribute__((vector_size (64)));
 
 /* The 64-byte vectors only pass between static inline functions of this
  * file, never across an ABI boundary, so GCC's note that their calling
@@ -206,7 +207,8 @@ scores_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
       float tail[MAX_NQ];
 
       for (i = 0; i < NQ; i++) {
-        acc[i] = (v16sf) { 0, };
+        acc[i] = (v16sf) {
+        0,};
         tail[i] = 0.0f;
       }
       for (c = 0; c < hv; c += 16) {
@@ -244,7 +246,8 @@ values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
     v16sf a[MAX_NQ][4];
 
     for (i = 0; i < NQ; i++)
-      a[i][0] = a[i][1] = a[i][2] = a[i][3] = (v16sf) { 0, };
+      a[i][0] = a[i][1] = a[i][2] = a[i][3] = (v16sf) {
+      0,};
     j = 0;
     for (s = 0; s < n_spans; s++) {
       const NpuAttnSpan *sp = &spans[s];

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: softmax attention of one query row (internal to the core)
  *
  * The keys a query attends to sit in a few contiguous runs of rows: the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: the CPU backend
  *
  * One dispatcher thread per device runs ready tasks in order; a task spreads

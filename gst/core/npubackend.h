@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: the compute device API (CPU backend)
  *
  * A device owns worker threads.  Work is submitted to a queue (one per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: chat prompt formatting
  *
  * Each family writes what its reference template renders for [system?,
@@ -7,7 +8,7 @@
 
 #include <string.h>
 
-G_DEFINE_QUARK (npu-chat-error-quark, npu_chat_error);
+G_DEFINE_QUARK (npu - chat - error - quark, npu_chat_error);
 
 struct _NpuChatTemplate
 {

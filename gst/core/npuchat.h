@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: chat prompt formatting without a Jinja engine
  *
  * Models carry a Jinja chat template (tokenizer.chat_template).  We do not

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: compute device discovery
  *
  * See npudeviceinfo.h.  GLib only, no GStreamer types.

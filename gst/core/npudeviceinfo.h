@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: compute device discovery
  *
  * Lists the compute devices of this machine: the CPU backend first (every

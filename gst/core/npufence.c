@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: completion fences over sync_file fds and eventfds
  *
  * An eventfd fence is signalled by writing to it and is never read back, so
@@ -491,7 +492,8 @@ watcher_thread (gpointer unused)
 
     if (poll ((struct pollfd *) pfds->data, pfds->len, -1) < 0)
       continue;
-    if (g_array_index (pfds, struct pollfd, 0).revents) {
+    if (g_array_index (pfds, struct pollfd, 0).revents)
+    {
       eventfd_t v;
       eventfd_read (watch_wake_fd, &v);
     }
@@ -499,7 +501,7 @@ watcher_thread (gpointer unused)
       NpuFence *f = g_ptr_array_index (polled, i - 1);
 
       if (!g_array_index (pfds, struct pollfd, i).revents)
-        continue;
+          continue;
       if (!fence_poll_kernel (f) && !npu_fence_is_signalled (f))
         continue;
       g_mutex_lock (&watch_lock);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: completion fences over sync_file fds and eventfds
  *
  * A fence is a pollable fd with sync_file semantics: POLLIN means signalled.

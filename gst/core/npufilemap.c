@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: opening a model file for reading in place */
 #include "npufilemap.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: opening a model file for reading in place
  *
  * Shared by the GGUF and safetensors readers: open read-only, check that it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: GGUF model file reader
  *
  * Parsing is a single forward pass over the header with a bounds-checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: GGUF model file reader (GGUF versions 2 and 3)
  *
  * Layout (ggml's docs/gguf.md), all integers little-endian:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: GGUF version 3 writer
  *
  * See npuggufwriter.h for the layout.  Everything is little-endian on disk;
@@ -29,7 +30,7 @@
 /* stdio buffer of the output file */
 #define FILE_BUFFER_BYTES (1u << 20)
 
-G_DEFINE_QUARK (npu-gguf-writer-error-quark, npu_gguf_writer_error);
+G_DEFINE_QUARK (npu - gguf - writer - error - quark, npu_gguf_writer_error);
 
 struct _NpuGgufWriterValue
 {
@@ -271,8 +272,7 @@ npu_gguf_writer_new (void)
   NpuGgufWriter *writer = g_new0 (NpuGgufWriter, 1);
 
   writer->kv = g_byte_array_new ();
-  writer->keys = g_hash_table_new_full (g_str_hash, g_str_equal, g_free,
-      NULL);
+  writer->keys = g_hash_table_new_full (g_str_hash, g_str_equal, g_free, NULL);
   writer->alignment = NPU_GGUF_DEFAULT_ALIGNMENT;
   writer->alignment_pos = -1;
   writer->tensors = g_ptr_array_new_with_free_func (writer_tensor_free);
@@ -348,8 +348,7 @@ gboolean
 npu_gguf_writer_add_i16 (NpuGgufWriter * writer, const gchar * key,
     gint16 value, GError ** error)
 {
-  return add_scalar (writer, key, NPU_GGUF_TYPE_INT16, (guint16) value,
-      error);
+  return add_scalar (writer, key, NPU_GGUF_TYPE_INT16, (guint16) value, error);
 }
 
 gboolean
@@ -363,8 +362,7 @@ gboolean
 npu_gguf_writer_add_i32 (NpuGgufWriter * writer, const gchar * key,
     gint32 value, GError ** error)
 {
-  return add_scalar (writer, key, NPU_GGUF_TYPE_INT32, (guint32) value,
-      error);
+  return add_scalar (writer, key, NPU_GGUF_TYPE_INT32, (guint32) value, error);
 }
 
 gboolean
@@ -378,8 +376,7 @@ gboolean
 npu_gguf_writer_add_i64 (NpuGgufWriter * writer, const gchar * key,
     gint64 value, GError ** error)
 {
-  return add_scalar (writer, key, NPU_GGUF_TYPE_INT64, (guint64) value,
-      error);
+  return add_scalar (writer, key, NPU_GGUF_TYPE_INT64, (guint64) value, error);
 }
 
 gboolean
@@ -861,8 +858,7 @@ put_zeros (SinkFunc fn, gpointer sink, guint64 n, GError ** error)
 }
 
 static gboolean
-write_all (NpuGgufWriter * writer, SinkFunc fn, gpointer sink,
-    GError ** error)
+write_all (NpuGgufWriter * writer, SinkFunc fn, gpointer sink, GError ** error)
 {
   GByteArray *hdr = g_byte_array_new ();
   guint8 *chunk = NULL;
@@ -893,8 +889,7 @@ write_all (NpuGgufWriter * writer, SinkFunc fn, gpointer sink,
   g_assert (hsize == header_size (writer));
   if (!fn (sink, hdr->data, hdr->len, error))
     goto out;
-  if (!put_zeros (fn, sink, align_up (hsize, writer->alignment) - hsize,
-          error))
+  if (!put_zeros (fn, sink, align_up (hsize, writer->alignment) - hsize, error))
     goto out;
 
   pos = 0;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: GGUF version 3 writer
  *
  * Writes files that npugguf.h and ggml's gguf reader both accept, in the

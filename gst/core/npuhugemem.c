@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: large buffers on transparent huge pages */
 #include "npuhugemem.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: large buffers on transparent huge pages (internal to the core)
  *
  * Weights repacked at load are read in full for every decoded token: on

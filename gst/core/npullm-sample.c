@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: token sampling for npullm
  *
  * llama.cpp's default chain and semantics: repetition penalty, top-k,
@@ -113,8 +114,7 @@ npu_llm_sampler_new (const NpuLlmSamplerParams * params, guint n_vocab,
   }
   if (!(p.temperature >= 0.0f) || !isfinite (p.temperature)) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
-        "temperature %g: must be finite and >= 0 (0 = greedy)",
-        p.temperature);
+        "temperature %g: must be finite and >= 0 (0 = greedy)", p.temperature);
     return NULL;
   }
   if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: decoder-only transformer (llama, qwen2): loading and forward pass
  *
  * Per layer (llama.cpp's llm_build_llama / llm_build_qwen2):
@@ -28,7 +29,7 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK (npu-llm-error-quark, npu_llm_error);
+G_DEFINE_QUARK (npu - llm - error - quark, npu_llm_error);
 
 typedef struct
 {
@@ -219,8 +220,7 @@ npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
       !get_u32_req (gguf, arch, "context_length", &h.n_ctx_train, error))
     return FALSE;
   h.n_head_kv = h.n_head;
-  if (!get_u32_opt (gguf, arch, "attention.head_count_kv", &h.n_head_kv,
-          error))
+  if (!get_u32_opt (gguf, arch, "attention.head_count_kv", &h.n_head_kv, error))
     return FALSE;
   if (h.n_embd % h.n_head != 0) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
@@ -232,8 +232,7 @@ npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
   if (!get_u32_opt (gguf, arch, "attention.key_length", &h.head_dim, error))
     return FALSE;
   value_length = h.head_dim;
-  if (!get_u32_opt (gguf, arch, "attention.value_length", &value_length,
-          error))
+  if (!get_u32_opt (gguf, arch, "attention.value_length", &value_length, error))
     return FALSE;
   if (value_length != h.head_dim) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
@@ -794,8 +793,7 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   ctx->scores = ctx_alloc (ctx, (gsize) hp->n_head * p.n_ctx, scratch);
   ctx->rope_abs = ctx_alloc (ctx, nb * hp->n_rot, scratch);
   ctx->rope_rel = ctx_alloc (ctx, nb * hp->n_rot, scratch);
-  ctx->logits = ctx_alloc (ctx, (p.all_logits ? nb : 1) * hp->n_vocab,
-      scratch);
+  ctx->logits = ctx_alloc (ctx, (p.all_logits ? nb : 1) * hp->n_vocab, scratch);
   return ctx;
 }
 
@@ -1006,8 +1004,7 @@ window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
   add_span (&out[0], q, kc, vc, ctx->kv_dim, s0, n1);
   if (n1 == n)
     return 1;
-  return 1 + add_span (&out[1], q, kc, vc, ctx->kv_dim, ctx->p.n_sink,
-      n - n1);
+  return 1 + add_span (&out[1], q, kc, vc, ctx->kv_dim, ctx->p.n_sink, n - n1);
 }
 
 /* Query row @t of the chunk, for the @gqa query heads of KV head @g: they
@@ -1084,8 +1081,7 @@ attn_slice_heads (gsize start, gsize end, guint worker, gpointer user_data)
 
   for (g = start; g < end; g++)
     for (t = 0; t < job->n; t++)
-      attend_group (job, g, t,
-          job->ctx->scores + g * gqa * job->ctx->p.n_ctx);
+      attend_group (job, g, t, job->ctx->scores + g * gqa * job->ctx->p.n_ctx);
 }
 
 static void

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: decoder-only transformer (llama, qwen2) over MXFP4 weights
  *
  * The compute core of the npullm element: hyper-parameters from GGUF

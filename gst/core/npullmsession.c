@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: answering prompts with a language model */
 #include "npullmsession.h"
 
@@ -304,11 +305,9 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
 
     if (npu_chat_template_get_family (s->tmpl) == NPU_CHAT_NONE)
       formatted = s->params.system_prompt && *s->params.system_prompt ?
-          g_strconcat (s->params.system_prompt, "\n\n", u, NULL) :
-          g_strdup (u);
+          g_strconcat (s->params.system_prompt, "\n\n", u, NULL) : g_strdup (u);
     else
-      formatted = npu_chat_format (s->tmpl, s->params.system_prompt, u,
-          TRUE);
+      formatted = npu_chat_format (s->tmpl, s->params.system_prompt, u, TRUE);
     g_free (u);
   }
   add_special = !npu_chat_template_has_bos (s->tmpl);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: answering prompts with a language model
  *
  * Everything npullm does between "a prompt arrived" and "text came out",

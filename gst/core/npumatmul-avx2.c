@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 x int8 and Q8_0 x int8 kernels for AVX2 + FMA (+ F16C)
  *
  * Built with -mavx2 -mfma -mf16c; only called when the CPU has them.  One ymm
@@ -146,8 +147,7 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
           wd[i] = load_blocks (p);
         }
       }
-      half_step (wd, xp + g * NPU_Q8_GROUP_BYTES, xq->row_stride, h, acc, R,
-          C);
+      half_step (wd, xp + g * NPU_Q8_GROUP_BYTES, xq->row_stride, h, acc, R, C);
     }
   }
 
@@ -228,8 +228,7 @@ q8_0_decode (const NpuBlockQ8_0 * blk)
 
   d.w = _mm256_loadu_si256 ((const __m256i *) blk->qs);
   d.aw = _mm256_sign_epi8 (d.w, d.w);
-  d.s = _mm256_cvtph_ps (_mm_set1_epi16 ((short) (blk->d[0] |
-              blk->d[1] << 8)));
+  d.s = _mm256_cvtph_ps (_mm_set1_epi16 ((short) (blk->d[0] | blk->d[1] << 8)));
   return d;
 }
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 x int8 and Q8_0 x int8 kernels for AVX-512 (F, BW, VNNI,
  * VBMI)
  *
@@ -56,7 +57,7 @@ static const guint8 lut_bytes[16] = {
 
 /* vpermt2b indices gathering qs of 4 ggml blocks from p[0..63] (0..63) and
  * p[4..67] (64..127) */
-static const guint8 idx_qs_bytes[64] __attribute__ ((aligned (64))) = {
+static const guint8 idx_qs_bytes[64] __attribute__((aligned (64))) = {
   1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
   18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
   35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50,
@@ -65,14 +66,14 @@ static const guint8 idx_qs_bytes[64] __attribute__ ((aligned (64))) = {
 
 /* vpermb indices putting block i's scale byte into the low byte of dwords
  * 4i..4i+3 (the other bytes are zeroed by the mask) */
-static const guint8 idx_e_bytes[64] __attribute__ ((aligned (64))) = {
+static const guint8 idx_e_bytes[64] __attribute__((aligned (64))) = {
   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
   17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17, 17,
   34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34, 34,
   51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51, 51
 };
 
-static const guint8 idx_e4_bytes[64] __attribute__ ((aligned (64))) = {
+static const guint8 idx_e4_bytes[64] __attribute__((aligned (64))) = {
   0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
   1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
   2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2,
@@ -281,7 +282,7 @@ npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
 
 /* vpermt2b indices gathering the codes of 2 blocks from p[0..63] (0..63)
  * and p[4..67] (64..127): p[2..33], then p[36..67] */
-static const guint8 idx_q8_0_qs_bytes[64] __attribute__ ((aligned (64))) = {
+static const guint8 idx_q8_0_qs_bytes[64] __attribute__((aligned (64))) = {
   2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17,
   18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32, 33,
   96, 97, 98, 99, 100, 101, 102, 103, 104, 105, 106, 107, 108, 109, 110, 111,
@@ -291,7 +292,7 @@ static const guint8 idx_q8_0_qs_bytes[64] __attribute__ ((aligned (64))) = {
 
 /* vpermw indices: the scale of block 0 (word 0) into words 0..7, that of
  * block 1 (word 17, bytes 34..35) into words 8..15 */
-static const guint16 idx_q8_0_d_words[32] __attribute__ ((aligned (64))) = {
+static const guint16 idx_q8_0_d_words[32] __attribute__((aligned (64))) = {
   0, 0, 0, 0, 0, 0, 0, 0, 17, 17, 17, 17, 17, 17, 17, 17,
 };
 

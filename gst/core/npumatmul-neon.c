@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 x int8 and Q8_0 x int8 kernels for AArch64 NEON with the
  * dot-product extension (ARMv8.2 SDOT)
  *
@@ -143,8 +144,7 @@ q8_0_micro (const NpuBlockQ8_0 * w, gsize nb, gsize r, const NpuQ8Act * xq,
 
     for (i = 0; i < R; i++) {
       const NpuBlockQ8_0 *blk = w + (r + i) * nb + b;
-      const uint16x4_t d = vdup_n_u16 ((guint16) (blk->d[0] |
-              blk->d[1] << 8));
+      const uint16x4_t d = vdup_n_u16 ((guint16) (blk->d[0] | blk->d[1] << 8));
 
       __builtin_prefetch ((const guint8 *) blk + 4096);
       wlo[i] = vld1q_s8 (blk->qs);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: what npumatmul.c shares with its per-ISA kernel files
  *
  * Each npumatmul-<isa>.c is built with its own -m flags, so nothing here may

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 and Q8_0 matrix products: reference, exact scalar paths,
  * activation quantisers, run-time dispatch and threading.  The SIMD kernels
  * are in npumatmul-<isa>.c, each built with its own instruction-set flags so
@@ -127,8 +128,7 @@ npu_matmul_set_isa (const gchar * name)
 
   matmul_init ();
   for (i = 0; i < N_ISAS; i++) {
-    if (g_ascii_strcasecmp (name, isa_names[i]) == 0 &&
-        isa_available ((Isa) i)) {
+    if (g_ascii_strcasecmp (name, isa_names[i]) == 0 && isa_available ((Isa) i)) {
       current_isa = (Isa) i;
       return TRUE;
     }
@@ -430,11 +430,9 @@ typedef struct
   /* the exact scalar path, one weight row against every activation row */
   void (*scalar_row) (const MatmulJob * job, gsize r);
   /* one activation row into the int8 kernels' layout (npumatmul-private.h) */
-  void (*quantize_row) (const float *x, gsize nb, gsize n_groups,
-      guint8 * dst);
+  void (*quantize_row) (const float *x, gsize nb, gsize n_groups, guint8 * dst);
   /* weight rows [r0, r1) times activation rows [c0, c1) */
-  void (*tile) (const MatmulJob * job, gsize r0, gsize r1, gsize c0,
-      gsize c1);
+  void (*tile) (const MatmulJob * job, gsize r0, gsize r1, gsize c0, gsize c1);
   gsize blocks_per_group, group_bytes;
 } WeightFormat;
 
@@ -579,8 +577,7 @@ quantize_activations (NpuTask * task, MatmulJob * job)
   const WeightFormat *f = job->format;
 
   job->xq.n = job->n;
-  job->xq.n_groups = (job->nb + f->blocks_per_group - 1) /
-      f->blocks_per_group;
+  job->xq.n_groups = (job->nb + f->blocks_per_group - 1) / f->blocks_per_group;
   job->xq.row_stride = job->xq.n_groups * f->group_bytes;
   job->xq.data = get_workspace (job->n * job->xq.row_stride);
   /* A slice of the quantiser is at least ~16k activations. */
@@ -711,8 +708,7 @@ multi_tile_slice (gsize start, gsize end, guint worker, gpointer data)
       i++;
     job = &mj->jobs[i];
     r0 = (t - mj->first_tile[i]) * job->row_tile;
-    job->format->tile (job, r0, MIN (r0 + job->row_tile, job->rows), 0,
-        job->n);
+    job->format->tile (job, r0, MIN (r0 + job->row_tile, job->rows), 0, job->n);
   }
 }
 

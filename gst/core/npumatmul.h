@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 weight matrix times F32 activations
  *
  *   Y[n x rows] = X[n x k] . W^T,   W: rows x k MXFP4 (k a multiple of 32)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: one view of a model file, GGUF or safetensors */
 #include "npumodelfile.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: one view of a model file, GGUF or safetensors
  *
  * Lists a file's tensors in file order with ggml-order shapes (ne[0]

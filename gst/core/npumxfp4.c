@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 codec (OCP Microscaling Formats v1.0)
  *
  * See npumxfp4.h for the format and the edge-case rules, docs/mxfp4.md for
@@ -63,7 +64,7 @@ e2m1_encode (float p)
 
 /* One block of 32 F32 values. */
 static inline void
-quantize_block (const float *x, NpuBlockMxfp4 *b)
+quantize_block (const float *x, NpuBlockMxfp4 * b)
 {
   guint32 amax = 0;
   guint32 biased;
@@ -110,7 +111,7 @@ quantize_block (const float *x, NpuBlockMxfp4 *b)
 }
 
 void
-npu_mxfp4_quantize_f32 (const float *src, NpuBlockMxfp4 *dst, gsize n)
+npu_mxfp4_quantize_f32 (const float *src, NpuBlockMxfp4 * dst, gsize n)
 {
   gsize i, nb;
 
@@ -151,7 +152,7 @@ npu_bf16_to_f32 (guint16 h)
 }
 
 void
-npu_mxfp4_quantize_f16 (const guint16 *src, NpuBlockMxfp4 *dst, gsize n)
+npu_mxfp4_quantize_f16 (const guint16 * src, NpuBlockMxfp4 * dst, gsize n)
 {
   gsize i, nb;
   float buf[QK];
@@ -169,7 +170,7 @@ npu_mxfp4_quantize_f16 (const guint16 *src, NpuBlockMxfp4 *dst, gsize n)
 }
 
 void
-npu_mxfp4_quantize_bf16 (const guint16 *src, NpuBlockMxfp4 *dst, gsize n)
+npu_mxfp4_quantize_bf16 (const guint16 * src, NpuBlockMxfp4 * dst, gsize n)
 {
   gsize i, nb;
   float buf[QK];
@@ -187,7 +188,7 @@ npu_mxfp4_quantize_bf16 (const guint16 *src, NpuBlockMxfp4 *dst, gsize n)
 }
 
 void
-npu_mxfp4_quantize_q8_0 (const void *src, NpuBlockMxfp4 *dst, gsize n)
+npu_mxfp4_quantize_q8_0 (const void *src, NpuBlockMxfp4 * dst, gsize n)
 {
   const guint8 *p = src;
   gsize i, nb;
@@ -240,7 +241,7 @@ npu_float_to_e2m1 (float v)
 }
 
 void
-npu_mxfp4_dequantize (const NpuBlockMxfp4 *src, float *dst, gsize n)
+npu_mxfp4_dequantize (const NpuBlockMxfp4 * src, float *dst, gsize n)
 {
   gsize i, nb;
   guint j;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 codec (OCP Microscaling Formats v1.0, MXFP4 = E8M0 scale +
  * 32 x FP4 E2M1 elements)
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: safetensors model file reader
  *
  * The JSON parser below is deliberately small and strict rather than a

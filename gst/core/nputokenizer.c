@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: text tokenizers from GGUF metadata
  *
  * A port of llama.cpp's SPM and BPE tokenizers (src/llama-vocab.cpp,
@@ -9,7 +10,7 @@
 
 #include <string.h>
 
-G_DEFINE_QUARK (npu-tokenizer-error-quark, npu_tokenizer_error);
+G_DEFINE_QUARK (npu - tokenizer - error - quark, npu_tokenizer_error);
 
 #define SPM_SPACE "\xe2\x96\x81"        /* U+2581 LOWER ONE EIGHTH BLOCK */
 #define SPM_SPACE_LEN 3
@@ -729,8 +730,7 @@ partition_specials (const NpuTokenizer * tok, const gchar * text, gsize n,
 
 gint32 *
 npu_tokenizer_encode (const NpuTokenizer * tok, const gchar * text,
-    gssize len, gboolean add_special, gboolean parse_special,
-    gsize * n_tokens)
+    gssize len, gboolean add_special, gboolean parse_special, gsize * n_tokens)
 {
   GArray *out;
   GArray *frags;
@@ -843,8 +843,7 @@ decoder_add (NpuTokenDecoder * dec, gint32 token)
    * token that produces text, so that a hidden BOS does not keep it, which
    * is what SentencePiece's own decoder does. */
   if (!dec->started && (dec->flags & NPU_DECODE_STRIP_LEADING_SPACE)
-      && tok->add_space_prefix && tok->kind == NPU_TOKENIZER_SPM
-      && p[0] == ' ') {
+      && tok->add_space_prefix && tok->kind == NPU_TOKENIZER_SPM && p[0] == ' ') {
     p++;
     n--;
   }
@@ -1066,8 +1065,7 @@ static const gchar *const eog_texts[] = {
 };
 
 static void
-read_special_id (const NpuGguf * gguf, const gchar * key, guint n,
-    gint32 * id)
+read_special_id (const NpuGguf * gguf, const gchar * key, guint n, gint32 * id)
 {
   guint32 v;
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: text tokenizers from GGUF metadata (tokenizer.ggml.*)
  *
  * Two tokenizer families, with llama.cpp's algorithms (src/llama-vocab.cpp)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: fused image preprocessing for vision encoders
  *
  * The resize is separable, so it is done vertically first, then
@@ -38,7 +39,7 @@
  * the ring starts aligned for AVX. */
 #define ROW_ALIGN 8
 
-G_DEFINE_QUARK (npu-vision-prep-error-quark, npu_vision_prep_error);
+G_DEFINE_QUARK (npu - vision - prep - error - quark, npu_vision_prep_error);
 
 typedef struct
 {
@@ -308,8 +309,7 @@ npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
     p.crop_width = p.width - p.crop_x;
   if (p.crop_height == 0)
     p.crop_height = p.height - p.crop_y;
-  if (p.crop_width > p.width - p.crop_x
-      || p.crop_height > p.height - p.crop_y) {
+  if (p.crop_width > p.width - p.crop_x || p.crop_height > p.height - p.crop_y) {
     g_set_error (error, NPU_VISION_PREP_ERROR, NPU_VISION_PREP_ERROR_CROP,
         "Crop %ux%u at (%u, %u) does not fit in the %ux%u frame",
         p.crop_width, p.crop_height, p.crop_x, p.crop_y, p.width, p.height);
@@ -389,8 +389,8 @@ npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
     gsize patch_floats;
 
     patch = p.patch_size;
-    patch_floats = (gsize) 3 * patch * patch;
-    plan->chan_stride = (gsize) patch * patch;
+    patch_floats = (gsize) 3 *patch * patch;
+    plan->chan_stride = (gsize) patch *patch;
     for (x = 0; x < p.out_width; x++)
       plan->col_off[x] = (x / patch) * patch_floats + x % patch;
     for (y = 0; y < p.out_height; y++)
@@ -401,9 +401,9 @@ npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
     for (x = 0; x < p.out_width; x++)
       plan->col_off[x] = x;
     for (y = 0; y < p.out_height; y++)
-      plan->row_off[y] = (gsize) y * p.out_width;
+      plan->row_off[y] = (gsize) y *p.out_width;
   }
-  plan->n_floats = (gsize) 3 * p.out_width * p.out_height;
+  plan->n_floats = (gsize) 3 *p.out_width * p.out_height;
   plan->slot_floats =
       ((gsize) plan->cw + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
 
@@ -707,7 +707,7 @@ convert_row_avx2 (const NpuVisionPrepPlan * plan,
         __m128i a, c, y, u, v;
 
         x = plan->cx + i;
-        p = s0 + (gsize) x * 2;
+        p = s0 + (gsize) x *2;
         a = _mm_loadu_si128 ((const __m128i *) p);
         c = _mm_loadu_si128 ((const __m128i *) (p + 16));
         y = _mm_unpacklo_epi64 (_mm_shuffle_epi8 (a, get_y),
@@ -816,7 +816,8 @@ hfilter_avx2 (const NpuVisionPrepPlan * plan, const gfloat * a, gfloat * o,
 #endif
 
 static void
-axpy_scalar (gfloat * acc, const gfloat * src, gfloat w, gsize n, gboolean first)
+axpy_scalar (gfloat * acc, const gfloat * src, gfloat w, gsize n,
+    gboolean first)
 {
   gsize i;
 
@@ -918,7 +919,7 @@ run_rows (gsize start, gsize end, guint worker, gpointer user_data)
     yy = y - plan->dy;
     row0 = fy->start[yy];
     n = fy->count[yy];
-    wy = fy->weights + (gsize) yy * fy->n_taps;
+    wy = fy->weights + (gsize) yy *fy->n_taps;
     /* Vertical: acc = sum of whole converted rows.  The padded window of
      * the vertical filter may start before the real taps; skip zeros. */
     for (k = 0; k < fy->n_taps && n > 0; k++) {

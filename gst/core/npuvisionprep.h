@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: fused image preprocessing for vision encoders
  *
  * One pass from a video frame, read in place (plane pointers and strides,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: vision encoder (ViT + projector) of a llama.cpp "mmproj" GGUF
  *
  * The graph follows llama.cpp's tools/mtmd (clip.cpp's build_vit,
@@ -13,7 +14,7 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK (npu-vit-error-quark, npu_vit_error);
+G_DEFINE_QUARK (npu - vit - error - quark, npu_vit_error);
 
 /* Anything larger than this many floats in one buffer is a broken file,
  * not a model: refuse it before allocating. */
@@ -380,8 +381,7 @@ load_hparams (Loader * ld, GError ** error)
       || !get_u32_key (ld, "clip.vision.embedding_length", &dim, error)
       || !get_u32_key (ld, "clip.vision.feed_forward_length", &ff, error)
       || !get_u32_key (ld, "clip.vision.block_count", &n_layers, error)
-      || !get_u32_key (ld, "clip.vision.attention.head_count", &n_heads,
-          error))
+      || !get_u32_key (ld, "clip.vision.attention.head_count", &n_heads, error))
     return FALSE;
   if (!npu_gguf_find (ld->gguf, "clip.vision.attention.layer_norm_epsilon")) {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_MISSING,
@@ -455,7 +455,7 @@ load_hparams (Loader * ld, GError ** error)
   sizes[0] = (guint64) vit->n_patches * (vit->patch_dim + 1);
   sizes[1] = ((guint64) vit->n_patches + 1) * MAX (dim, ff);
   sizes[2] = (guint64) vit->patch_dim * dim;
-  sizes[3] = (guint64) dim * ff;
+  sizes[3] = (guint64) dim *ff;
   for (i = 0; i < G_N_ELEMENTS (sizes); i++) {
     if (vit->side > 4096 || patch > 4096 || sizes[i] > MAX_BUFFER_ELEMENTS) {
       g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,

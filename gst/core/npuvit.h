@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: vision encoder (ViT + projector) of a llama.cpp "mmproj" GGUF
  *
  * The image half of a CLIP/SigLIP-style vision-language model, in the

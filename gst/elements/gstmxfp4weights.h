@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: mxfp4weights, a model file's tensors as MXFP4 buffers */
 #ifndef __GST_MXFP4_WEIGHTS_H__
 #define __GST_MXFP4_WEIGHTS_H__

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: npullm, tokens and prompts to streaming text
  *
  * SECTION:element-npullm
@@ -335,12 +336,10 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
    */
   g_object_class_install_property (gobject_class, PROP_STOP,
       g_param_spec_string ("stop", "Stop strings",
-          "'|'-separated strings that end an answer", DEFAULT_STOP,
-          rw_ready));
+          "'|'-separated strings that end an answer", DEFAULT_STOP, rw_ready));
   g_object_class_install_property (gobject_class, PROP_TTFT,
       g_param_spec_double ("ttft-ms", "Time to first token",
-          "Time to first token of the last answer, ms", 0, G_MAXDOUBLE, 0,
-          ro));
+          "Time to first token of the last answer, ms", 0, G_MAXDOUBLE, 0, ro));
   g_object_class_install_property (gobject_class, PROP_PREFILL_TPS,
       g_param_spec_double ("prefill-tps", "Prefill tokens/s",
           "Prompt tokens per second of the last answer", 0, G_MAXDOUBLE, 0,
@@ -359,11 +358,9 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
 
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_add_static_pad_template (element_class, &text_template);
-  gst_element_class_add_static_pad_template (element_class,
-      &vision_template);
+  gst_element_class_add_static_pad_template (element_class, &vision_template);
   gst_element_class_add_static_pad_template (element_class, &audio_template);
-  gst_element_class_add_static_pad_template (element_class,
-      &weights_template);
+  gst_element_class_add_static_pad_template (element_class, &weights_template);
   gst_element_class_set_static_metadata (element_class,
       "NPU language model", "Filter/Converter/Text",
       "Answers prompts about vision and audio tokens with a language model, "
@@ -666,8 +663,7 @@ load_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
       GST_OBJECT_NAME (self));
   npu_device_unref (npu_queue_get_device (self->queue));
   GST_INFO_OBJECT (self, "%s: %u layers, %u-wide, chat template %s", path,
-      hp.n_layer, hp.n_embd,
-      npu_llm_session_get_template_name (self->session));
+      hp.n_layer, hp.n_embd, npu_llm_session_get_template_name (self->session));
   return TRUE;
 
   /* ERRORS */
@@ -746,8 +742,7 @@ emit_text (const gchar * text, gsize len, gpointer user_data)
     ed->flow = push_text (ed->self, ed->job, text, len);
   } else {
     g_string_append_len (ed->pending, text, len);
-    if (ed->output == GST_NPU_LLM_OUTPUT_SENTENCE &&
-        ends_sentence (text, len)) {
+    if (ed->output == GST_NPU_LLM_OUTPUT_SENTENCE && ends_sentence (text, len)) {
       ed->flow = push_text (ed->self, ed->job, ed->pending->str,
           ed->pending->len);
       g_string_truncate (ed->pending, 0);
@@ -1006,8 +1001,7 @@ job_update_times (Job * job)
       continue;
     if (!GST_CLOCK_TIME_IS_VALID (start) || pts < start)
       start = pts;
-    e = pts + (GST_BUFFER_DURATION_IS_VALID (b) ? GST_BUFFER_DURATION (b) :
-        0);
+    e = pts + (GST_BUFFER_DURATION_IS_VALID (b) ? GST_BUFFER_DURATION (b) : 0);
     if (!GST_CLOCK_TIME_IS_VALID (end) || e > end)
       end = e;
   }
@@ -1115,8 +1109,7 @@ load_from_weights (GstNpuLlm * self)
    * place, and the collection keeps them mapped until stop(). */
   if (!gst_npu_weights_map (self->weights, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("Cannot use the weights: %s", error->message),
-        ("%s", error->message));
+        ("Cannot use the weights: %s", error->message), ("%s", error->message));
     g_error_free (error);
     return FALSE;
   }

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: npullm, tokens and prompts to streaming text */
 #ifndef __GST_NPU_LLM_H__
 #define __GST_NPU_LLM_H__

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: the video formats npuvisiontok reads, and their caps
  *
  * GStreamer 1.22 negotiates dma-bufs as video/x-raw(memory:DMABuf) with a

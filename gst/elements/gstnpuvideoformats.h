@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: the video formats npuvisiontok reads, and their caps
  *
  * One table maps each supported GstVideoFormat to the preprocessing's

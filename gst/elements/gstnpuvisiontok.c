@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: npuvisiontok, camera frames to vision tokens
  *
  * SECTION:element-npuvisiontok
@@ -150,8 +151,7 @@ static GstStateChangeReturn gst_npu_vision_tok_change_state (GstElement *
     element, GstStateChange transition);
 static GstPad *gst_npu_vision_tok_request_new_pad (GstElement * element,
     GstPadTemplate * templ, const gchar * name, const GstCaps * caps);
-static void gst_npu_vision_tok_release_pad (GstElement * element,
-    GstPad * pad);
+static void gst_npu_vision_tok_release_pad (GstElement * element, GstPad * pad);
 static GstFlowReturn gst_npu_vision_tok_chain (GstPad * pad,
     GstObject * parent, GstBuffer * buf);
 static gboolean gst_npu_vision_tok_sink_event (GstPad * pad,
@@ -236,8 +236,7 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       gst_pad_template_new ("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
   gst_caps_unref (sink_caps);
   gst_element_class_add_static_pad_template (element_class, &src_template);
-  gst_element_class_add_static_pad_template (element_class,
-      &weights_template);
+  gst_element_class_add_static_pad_template (element_class, &weights_template);
   gst_element_class_set_static_metadata (element_class,
       "NPU vision tokenizer", "Filter/Converter/Video/Tensor",
       "Turns video frames, read in place, into the vision tokens of a "
@@ -384,8 +383,7 @@ lookup_weights (const gchar * name, NpuVitTensorView * out, gpointer data)
 
 /* Opens the mmproj at @path; tensors from @weights, else from the file. */
 static gboolean
-load_model (GstNpuVisionTok * self, const gchar * path,
-    GstNpuWeights * weights)
+load_model (GstNpuVisionTok * self, const gchar * path, GstNpuWeights * weights)
 {
   GError *error = NULL;
 
@@ -434,8 +432,7 @@ load_from_weights (GstNpuVisionTok * self)
 
   if (!gst_npu_weights_map (self->weights, &error)) {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("Cannot use the weights: %s", error->message),
-        ("%s", error->message));
+        ("Cannot use the weights: %s", error->message), ("%s", error->message));
     g_error_free (error);
     return FALSE;
   }
@@ -922,8 +919,7 @@ gst_npu_vision_tok_request_new_pad (GstElement * element,
   self->weightspad = gst_pad_new_from_template (templ, "weights");
   gst_pad_set_chain_function (self->weightspad,
       gst_npu_vision_tok_weights_chain);
-  gst_pad_set_event_function (self->weightspad,
-      gst_npu_vision_tok_sink_event);
+  gst_pad_set_event_function (self->weightspad, gst_npu_vision_tok_sink_event);
   gst_element_add_pad (element, self->weightspad);
   return self->weightspad;
 }

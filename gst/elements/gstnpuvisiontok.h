@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: npuvisiontok, camera frames to vision tokens */
 #ifndef __GST_NPU_VISION_TOK_H__
 #define __GST_NPU_VISION_TOK_H__

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: answering ALLOCATION queries with NPU memory
  *
  * What the tokenizer elements call from propose_allocation: upstream

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: answering ALLOCATION queries with NPU memory */
 #ifndef __GST_NPU_ALLOCATION_H__
 #define __GST_NPU_ALLOCATION_H__

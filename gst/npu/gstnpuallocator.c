@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: NPU memory
  *
  * See gstnpuallocator.h for the order in which memory sources are tried.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: NPU memory
  *
  * One allocator for every element of the set.  It tries, in order:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: a buffer pool of NPU memory
  *
  * One memory per buffer, so a frame is one dma-buf that v4l2src

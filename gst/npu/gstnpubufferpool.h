@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: a buffer pool of NPU memory
  *
  * Buffers are one NPU memory each.  For video caps the pool lays out planes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: a fence riding on a buffer */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

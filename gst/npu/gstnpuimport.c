@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: reading upstream memory in place
  *
  * The cache is keyed by the dma-buf's (st_dev, st_ino): every dma-buf is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: reading upstream memory in place
  *
  * A GstNpuImporter gives CPU access to a buffer's memory without copying it.

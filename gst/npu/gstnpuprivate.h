@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: helpers shared inside libgstnpu (not installed) */
 #ifndef __GST_NPU_PRIVATE_H__
 #define __GST_NPU_PRIVATE_H__

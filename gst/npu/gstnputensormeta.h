@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: what a tensor buffer holds
  *
  * mxfp4weights puts one on every buffer it pushes: the tensor's name, its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: what a token tensor stands for
  *
  * npuvisiontok and npuaudiotok put one on every token buffer: which

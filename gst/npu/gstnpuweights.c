@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: collecting a model's tensors from a `weights` pad */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: collecting a model's tensors from a `weights` pad
  *
  * What npullm and npuvisiontok do with the buffers mxfp4weights pushes:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: everything an application embedding the elements needs */
 #ifndef __GST_NPU_H__
 #define __GST_NPU_H__

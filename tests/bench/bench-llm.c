@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: prefill and decode throughput of the transformer core
  *
  * Decoding a token reads every weight matrix once, so its ceiling is the

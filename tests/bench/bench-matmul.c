@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: throughput of the MXFP4 matrix kernels
  *
  * GEMV (n = 1) is bound by memory bandwidth: each product streams its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: throughput of the MXFP4 quantiser (one core)
  *
  * Not built by meson; see docs/mxfp4.md for the command line.  Reports the

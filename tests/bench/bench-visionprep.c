@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: throughput of the fused vision preprocessing
  *
  * A 1280x720 NV12 camera frame (padded stride, as a V4L2 driver gives) to

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu benchmark: preprocessing a camera frame for a vision encoder
  *
  * Our fused path (one pass from the NV12 frame, read in place, to the

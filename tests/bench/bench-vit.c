@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: vision encoder time per image (docs/vision-encoder.md)
  *
  * Writes a generated mmproj (tiny or base preset, mlp or idefics3) to a

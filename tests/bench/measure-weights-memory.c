@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: resident memory of a model loaded through mxfp4weights
  *
  * Runs `mxfp4weights location=FILE ! appsink`, keeps every tensor buffer

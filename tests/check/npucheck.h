@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: helpers shared by the gst-check tests of libgstnpu
  *
  * Header-only on purpose: each test is one executable built from one file.

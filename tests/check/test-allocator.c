@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: tests of the NPU memory allocator
  *
  * The machines the tests run on have neither DMA-BUF heaps nor udmabuf, so

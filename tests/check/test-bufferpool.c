@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: tests of the NPU buffer pool and of the ALLOCATION query answer
  * (gst_npu_propose_allocation()) */
 #ifdef HAVE_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: tests of the npudeviceprovider device provider */
 #include <unistd.h>
 #include <glib/gstdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: no file descriptor outlives what it belongs to
  *
  * Every NPU memory, fence and imported mapping holds an fd; a camera

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: tests of the fence meta, and of consumers that must never see
  * unfinished data: plain maps, pipelines, the CPU backend's tasks */
 #ifdef HAVE_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: tests of in-place access to upstream memory (GstNpuImporter)
  *
  * Foreign fd memory is a memfd made here and wrapped by a plain

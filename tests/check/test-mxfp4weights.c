@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: mxfp4weights element tests
  *
  * A model file is written with the project's GGUF writer; what the element

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: npullm element tests
  *
  * The decoder itself is checked against a double-precision reference in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: npuvisiontok element tests
  *
  * The tokens the element gives for a frame are compared with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: npuvisiontok's format table and caps (gstnpuvideoformats.c)
  *
  * The table is compiled into this test.  What it is checked against is

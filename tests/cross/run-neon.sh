@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Builds the MXFP4 kernel test for aarch64 and runs it under qemu-user, so
 # the NEON path is tested on an x86 machine.  Needs (Debian):
 #   gcc-aarch64-linux-gnu qemu-user libglib2.0-dev:arm64

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Decode and prefill speed beside llama.cpp's on the same GGUF file and the
 # same threads: tests/bench/bench-llm (ours, with the roofline measured in
 # the same run) and llama.cpp's llama-bench (pp64 / tg32, three repetitions).

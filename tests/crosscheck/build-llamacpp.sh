@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Builds llama.cpp (CPU only) for the cross-check, from the source that the
 # node-llama-cpp npm package carries (package/llama/gitRelease.bundle, a git
 # bundle of llama.cpp), and the reference programs against it: llama-greedy

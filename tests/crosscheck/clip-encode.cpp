@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu cross-check: one image through llama.cpp's vision encoder
  * (tools/mtmd/clip.cpp), the reference side of npu-vit-encode.c
  *

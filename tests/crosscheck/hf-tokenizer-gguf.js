@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: LGPL-2.1-or-later
 // gst-npu cross-check: turns a Hugging Face tokenizer (tokenizer.json +
 // tokenizer_config.json) into a GGUF holding only tokenizer.ggml.* metadata,
 // with the values llama.cpp's convert_hf_to_gguf.py writes, so that real

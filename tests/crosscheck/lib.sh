@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # Shared by the cross-check scripts (sourced): the two builds they all
 # start with, and the PASS / FAIL lines and counts of run.sh and vision.sh.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu cross-check: greedy decoding with llama.cpp (llama.h), the
  * reference side of npu-greedy.c
  *

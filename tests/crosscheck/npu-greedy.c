@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: greedy decoding with the transformer core, token by token, for
  * comparison with another runtime (llama.cpp) on the same GGUF file
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: one image through the core's vision encoder (npuvit.h), for
  * comparison with another runtime (llama.cpp's clip) on the same mmproj
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: libFuzzer target for the safetensors reader
  *
  * Opens the input in place and touches every tensor byte, name and

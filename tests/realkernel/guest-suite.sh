@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # guest-suite.sh BINDIR: the real-kernel suite, run inside the QEMU guest.
 #
 # Loads vgem (and vivid, a V4L2 camera for later work), checks the device

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # qemu-run.sh: run a command as root inside a real Linux kernel under QEMU.
 #
 # usage: qemu-run.sh [-t SECS] [-m MOD[,MOD..]] [-s SRCDIR] [-b BUILDDIR]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu real-kernel tests: shared helpers
  *
  * These programs run inside the QEMU guest started by qemu-run.sh, against a

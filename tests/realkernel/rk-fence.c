@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* rk-fence: NPU fences over real kernel sync_files (run inside the QEMU guest)
  *
  * vgem gives a real, externally controlled dma_fence: create a dumb buffer,

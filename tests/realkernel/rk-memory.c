@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* rk-memory: NPU memory on a real kernel (run inside the QEMU guest)
  *
  *   rk-memory            every check below

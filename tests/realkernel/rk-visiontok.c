@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu real-kernel test: a V4L2 camera (vivid) into npuvisiontok
  *
  *   rk-visiontok PLUGIN_DIR SYSTEM_PLUGIN_DIR MMPROJ IO_MODE

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
 # run.sh BUILD_DIR: the real-kernel suite, as the project's test runner calls it.
 #
 # Boots the QEMU guest (qemu-run.sh) with the source and build trees shared

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu tests: fused vision preprocessing, the naive way, in double
  *
  * Written straight from the definitions in core/npuvisionprep.h and shared

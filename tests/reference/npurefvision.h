@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu tests: double-precision reference of the vision preprocessing */
 #ifndef __NPU_REF_VISION_H__
 #define __NPU_REF_VISION_H__

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu tests: the vision encoder, the naive way, in double precision
  *
  * A straight transcription of the definitions, shared by the tests of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu tests: double-precision reference of the vision encoder */
 #ifndef __NPU_REF_VIT_H__
 #define __NPU_REF_VIT_H__

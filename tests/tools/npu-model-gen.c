@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: write deterministic random models in llama.cpp's GGUF layouts
  *
  *   npu-model-gen text --arch llama|qwen2 [--size tiny|small|1b]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: deterministic random models in llama.cpp's GGUF layouts
  *
  * See npumodelgen.h and docs/models.md.  Key and tensor names follow

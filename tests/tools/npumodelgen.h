@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: deterministic random models in llama.cpp's GGUF layouts
  *
  * No real model can be downloaded where the project is built and tested,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: the attention kernel (core/npuattention.h) against a plain
  * double-precision softmax attention
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: unit tests of the CPU backend (compute core, GLib only) */
 #include "core/npubackend.h"
 

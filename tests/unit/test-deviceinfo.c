@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: tests of compute device discovery (core/npudeviceinfo.h) */
 #include "config.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: unit tests of the completion fences (compute core, GLib only)
  *
  * Real sync_files need sw_sync or a DRM device, which a stock Debian kernel

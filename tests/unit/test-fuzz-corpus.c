@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: replays the fuzzing corpora through the model file readers
  *
  * tests/fuzz/corpus-gguf/ and corpus-safetensors/ hold seeds and inputs the

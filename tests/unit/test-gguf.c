@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: GGUF reader tests
  *
  * Files are built in memory by a small writer that records where each field

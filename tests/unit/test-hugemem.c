@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: large buffers on transparent huge pages
  *
  * npu_huge_alloc0() must return zeroed, 2 MiB-aligned memory whose whole

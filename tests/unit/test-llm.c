@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: the transformer core against a plain double-precision reference
  *
  * Tiny llama and qwen2 models are written with the model generator (MXFP4

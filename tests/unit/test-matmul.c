@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 and Q8_0 matrix kernels against double-precision references
  *
  * Every path this CPU has (scalar, avx2, avx512, neon), on both weight

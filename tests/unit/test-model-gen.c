@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: GGUF writer and random model generator
  *
  * The writer is checked through the project's reader (npugguf): every

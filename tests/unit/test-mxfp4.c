@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 codec against an independent reference
  *
  * The reference below shares no code or method with the codec: it works in

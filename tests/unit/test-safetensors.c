@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: safetensors reader tests */
 #include "core/npusafetensors.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: tokenizer and chat template tests
  *
  * Tiny vocabularies are built by hand (GGUFs written in memory) so that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: fused vision preprocessing against a plain reference
  *
  * The reference (tests/reference/npurefvision.c) is written the naive way,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: vision encoder against a plain double-precision reference
  *
  * Tiny mmproj files are written by the model generator (both projectors,

@@ -7,6 +7,7 @@
 #include <npu/gstnpubufferpool.h>
 #include <npu/gstnpufencemeta.h>
 #include <npu/gstnpuimport.h>
+#include <npu/gstnpuinputwatch.h>
 #include <npu/gstnpuallocation.h>
 #include <npu/gstnputensormeta.h>
 #include <npu/gstnputokensmeta.h>

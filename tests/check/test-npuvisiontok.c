@@ -15,6 +15,7 @@
 #include <gst/allocators/allocators.h>
 
 #include "npucheck.h"
+#include "npuinputwatch.h"
 #include <npu/npu.h>
 #include <core/npuvit.h>
 #include <core/npuvisionprep.h>
@@ -213,7 +214,42 @@ typedef struct
   gboolean dmabuf_caps;         /* video/x-raw(memory:DMABuf) */
   gboolean letterbox;
   GstVideoColorMatrix matrix;   /* with full range; 0: set_format()'s */
+  gboolean split;               /* two memories, split inside plane 0 */
 } FrameCase;
+
+/* Bytes of plane @p from its first byte to its last. */
+static gsize
+plane_extent (const GstVideoInfo * laid_out, guint p)
+{
+  const GstVideoFormatInfo *f = laid_out->finfo;
+
+  return (gsize) laid_out->stride[p] * (GST_VIDEO_FORMAT_INFO_SCALE_HEIGHT (f,
+          p, GST_VIDEO_INFO_HEIGHT (laid_out)) - 1) +
+      GST_VIDEO_FORMAT_INFO_SCALE_WIDTH (f, p,
+      GST_VIDEO_INFO_WIDTH (laid_out)) * GST_VIDEO_FORMAT_INFO_PSTRIDE (f, p);
+}
+
+/* The same bytes as @buf, as two memories (shares of its one memory) split
+ * in the middle of plane 0's rows. */
+static GstBuffer *
+split_in_two (GstBuffer * buf, const GstVideoInfo * laid_out)
+{
+  GstMemory *mem = gst_buffer_peek_memory (buf, 0);
+  gsize cut = laid_out->offset[0] + plane_extent (laid_out, 0) / 2;
+  GstBuffer *two = gst_buffer_new ();
+
+  fail_unless_equals_int (gst_buffer_n_memory (buf), 1);
+  gst_buffer_append_memory (two, gst_memory_share (mem, 0, cut));
+  gst_buffer_append_memory (two, gst_memory_share (mem, cut,
+          mem->size - cut));
+  /* the video meta is tagged "memory": not copied to new memories */
+  gst_buffer_add_video_meta_full (two, GST_VIDEO_FRAME_FLAG_NONE,
+      GST_VIDEO_INFO_FORMAT (laid_out), GST_VIDEO_INFO_WIDTH (laid_out),
+      GST_VIDEO_INFO_HEIGHT (laid_out), GST_VIDEO_INFO_N_PLANES (laid_out),
+      (gsize *) laid_out->offset, (gint *) laid_out->stride);
+  gst_buffer_unref (buf);
+  return two;
+}
 
 /* Tolerances, on max |y - y_ref| / rms (y_ref) of the tokens:
  *  - scalar matmul path: the preprocessing is within 1e-4 (absolute, on
@@ -236,13 +272,14 @@ check_frame (const FrameCase * fc)
   GstCaps *caps;
   gchar *caps_str, *desc;
   GstElement *pipeline, *src, *sink, *tok;
-  GstBuffer *frame;
+  GstBuffer *frame, *pushed;
   GstSample *sample = NULL;
   GstMapInfo map;
   gdouble *want, err;
   gsize n;
   guint64 copied;
   GstNpuTokensMeta *tmeta;
+  NpuInputWatch *watch;
 
   fail_unless (vit != NULL);
   gst_video_info_set_format (&info, fc->format, fc->width, fc->height);
@@ -268,12 +305,21 @@ check_frame (const FrameCase * fc)
 
   frame = make_frame (&info, fc->extra, fd_alloc, fc->format, &laid_out);
   want = reference_tokens (vit, &info, &laid_out, frame, fc->letterbox, &n);
+  /* after the reference: gst_buffer_map() of a writable buffer would merge
+   * its memories back into one */
+  if (fc->split)
+    frame = split_in_two (frame, &laid_out);
   GST_BUFFER_PTS (frame) = 5 * GST_SECOND;
+  /* Where the preprocessing reads must be the memory pushed here. */
+  watch = npu_input_watch_start ();
+  npu_input_watch_add_buffer (watch, frame);
   fail_unless_equals_int (push (src, frame), GST_FLOW_OK);
-  gst_buffer_unref (frame);
   g_signal_emit_by_name (sink, "pull-sample", &sample);
   fail_unless (sample != NULL);
 
+  /* kept until the reads are checked, so that its memory stays where it
+   * was noted */
+  pushed = frame;
   frame = gst_sample_get_buffer (sample);
   tmeta = gst_buffer_get_npu_tokens_meta (frame);
   fail_unless (tmeta != NULL);
@@ -285,6 +331,20 @@ check_frame (const FrameCase * fc)
   /* Maps wait for the encoder's fence. */
   fail_unless (gst_buffer_map (frame, &map, GST_MAP_READ));
   fail_unless_equals_uint64 (map.size, n * sizeof (gfloat));
+  g_object_get (tok, "bytes-copied", &copied, NULL);
+  if (fc->split) {
+    /* Plane 0 straddles the memories: gathered into a copy, counted, and
+     * read there; the other planes in place. */
+    fail_unless_equals_uint64 (copied, plane_extent (&laid_out, 0));
+    fail_unless_equals_int (npu_input_watch_n_reads (watch),
+        GST_VIDEO_INFO_N_PLANES (&info));
+    fail_unless_equals_int (npu_input_watch_n_outside (watch, NULL), 1);
+  } else {
+    fail_unless_equals_uint64 (copied, 0);
+    npu_input_watch_assert_in_place (watch, GST_VIDEO_INFO_N_PLANES (&info));
+  }
+  npu_input_watch_stop (watch);
+  gst_buffer_unref (pushed);
   fail_unless (npu_ref_error_over_rms ((const gfloat *) map.data, want, n,
           &err), "tokens not finite, or an all-zero reference");
   GST_INFO ("%s %ux%u%s matrix %d [%s]: max err / rms %.2e",
@@ -296,9 +356,6 @@ check_frame (const FrameCase * fc)
       npu_matmul_get_isa (), err);
   gst_buffer_unmap (frame, &map);
   gst_sample_unref (sample);
-
-  g_object_get (tok, "bytes-copied", &copied, NULL);
-  fail_unless_equals_uint64 (copied, 0);
 
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (tok);
@@ -373,6 +430,27 @@ GST_START_TEST (test_colorimetry_letterbox_fast_kernels)
 
 GST_END_TEST;
 
+/* A plane that starts in one memory and ends in the next cannot be read in
+ * place: the element gathers it, reads the copy, counts its bytes in
+ * bytes-copied, and still gives the reference's tokens. */
+GST_START_TEST (test_plane_across_memories_copied)
+{
+  gchar *isa = g_strdup (npu_matmul_get_isa ());
+  FrameCase c[] = {
+    {GST_VIDEO_FORMAT_NV12, 320, 240, 0, FALSE, FALSE, FALSE, 0, TRUE},
+    {GST_VIDEO_FORMAT_RGBA, 161, 83, 5, FALSE, FALSE, FALSE, 0, TRUE},
+  };
+  guint i;
+
+  fail_unless (npu_matmul_set_isa ("scalar"));
+  for (i = 0; i < G_N_ELEMENTS (c); i++)
+    check_frame (&c[i]);
+  fail_unless (npu_matmul_set_isa (isa));
+  g_free (isa);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_videotestsrc_writes_npu_memory)
 {
   gchar *desc = g_strdup_printf ("videotestsrc num-buffers=4 ! "
@@ -400,14 +478,23 @@ GST_START_TEST (test_videotestsrc_writes_npu_memory)
 
 GST_END_TEST;
 
+typedef struct
+{
+  guint seen;
+  NpuInputWatch *watch;
+} PoolProbe;
+
 static GstPadProbeReturn
 check_npu_memory (GstPad * pad, GstPadProbeInfo * info, gpointer data)
 {
   GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
+  PoolProbe *probe = data;
 
-  /* Upstream drew the frame straight into our pool's memory. */
+  /* Upstream drew the frame straight into our pool's memory... */
   fail_unless (gst_is_npu_memory (gst_buffer_peek_memory (buf, 0)));
-  (*(guint *) data)++;
+  /* ...and that memory is where the preprocessing must read. */
+  npu_input_watch_add_buffer (probe->watch, buf);
+  probe->seen++;
   return GST_PAD_PROBE_OK;
 }
 
@@ -420,16 +507,19 @@ GST_START_TEST (test_upstream_uses_npu_pool)
   GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
   GstPad *pad = gst_element_get_static_pad (tok, "sink");
   GstMessage *msg;
-  guint seen = 0;
+  PoolProbe probe = { 0, npu_input_watch_start () };
 
   gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, check_npu_memory,
-      &seen, NULL);
+      &probe, NULL);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
       60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
   fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
   gst_message_unref (msg);
-  fail_unless_equals_int (seen, 3);
+  fail_unless_equals_int (probe.seen, 3);
+  /* I420: three planes a frame */
+  npu_input_watch_assert_in_place (probe.watch, 3 * 3);
+  npu_input_watch_stop (probe.watch);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (pad);
   gst_object_unref (tok);
@@ -730,6 +820,7 @@ npuvisiontok_suite (void)
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_add_test (tc, test_every_format);
   tcase_add_test (tc, test_colorimetry_letterbox_fast_kernels);
+  tcase_add_test (tc, test_plane_across_memories_copied);
   tcase_add_test (tc, test_videotestsrc_writes_npu_memory);
   tcase_add_test (tc, test_upstream_uses_npu_pool);
   tcase_add_test (tc, test_drop_newest_counts);

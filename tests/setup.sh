@@ -6,7 +6,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-# Build, run and test dependencies (gstreamer1.0-x: textoverlay, for the
+# Build, run and test dependencies (libgstreamer1.0-dev carries gst-check,
+# which the build requires; gstreamer1.0-x: textoverlay, for the
 # caption pipeline in docs/npullm.md).  The last line is the real-kernel test
 # suite: QEMU boots Debian's kernel with dma-buf heaps, udmabuf and vgem.
 PACKAGES="gcc libc6-dev pkg-config meson ninja-build

@@ -23,6 +23,7 @@
 #include <core/npugguf.h>
 #include "../reference/npurefvision.h"
 #include "../reference/npurefvit.h"
+#include "../npucompare.h"
 #include "../tools/npumodelgen.h"
 
 static gchar *tmpdir, *text_path, *mmproj_path;
@@ -351,7 +352,7 @@ check_frame (const FrameCase * fc)
       gst_video_format_to_string (fc->format), fc->width, fc->height,
       fc->letterbox ? " letterbox" : "", fc->matrix, npu_matmul_get_isa (),
       err);
-  fail_unless (err <= (q8 ? 0.15 : 1e-4), "%s %ux%u [%s]: max err / rms %g",
+  fail_unless (npu_within (err, q8 ? 0.15 : 1e-4), "%s %ux%u [%s]: max err / rms %g",
       gst_video_format_to_string (fc->format), fc->width, fc->height,
       npu_matmul_get_isa (), err);
   gst_buffer_unmap (frame, &map);

@@ -14,6 +14,7 @@
 #include <gst/video/video.h>
 #include <gst/allocators/allocators.h>
 
+#include <gst/check/gstharness.h>
 #include "npucheck.h"
 #include "npuinputwatch.h"
 #include <npu/npu.h>
@@ -553,6 +554,100 @@ block_task (NpuTask * task, gpointer data, GError ** error)
   return npu_fence_wait (data, 30 * G_USEC_PER_SEC, error);
 }
 
+typedef struct
+{
+  GstHarness *h;
+  GstBuffer *buf;
+  GstFlowReturn flow;
+  gint done;
+} BlockedPush;
+
+static gpointer
+push_thread (gpointer data)
+{
+  BlockedPush *bp = data;
+
+  bp->flow = gst_harness_push (bp->h, bp->buf);
+  g_atomic_int_set (&bp->done, 1);
+  return NULL;
+}
+
+/* policy=block back-pressures upstream once max-inflight frames are being
+ * encoded; a flush releases the blocked push (FLUSHING) and cancels the
+ * frames in flight (their token buffers, already pushed, fail as
+ * cancelled); after the flush the element encodes again. */
+GST_START_TEST (test_block_and_flush_in_flight)
+{
+  GstElement *tok = gst_element_factory_make ("npuvisiontok", NULL);
+  GstHarness *h;
+  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
+  NpuFence *gate = npu_fence_new (), *blocked;
+  GstVideoInfo info, l;
+  GstBuffer *out[2], *b;
+  BlockedPush bp = { 0, };
+  GThread *thread;
+  GError *err = NULL;
+  guint64 processed;
+  guint i;
+
+  npu_device_unref (npu_queue_get_device (q));
+  g_object_set (tok, "model", mmproj_path, "max-inflight", 2, NULL);
+  gst_util_set_object_arg (G_OBJECT (tok), "policy", "block");
+  h = gst_harness_new_with_element (tok, "sink", "src");
+  gst_harness_set_src_caps_str (h,
+      "video/x-raw,format=GRAY8,width=64,height=64,framerate=30/1");
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_GRAY8, 64, 64);
+  /* the shared CPU device is held: frames stay in flight */
+  blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+  for (i = 0; i < 2; i++) {
+    b = make_frame (&info, 0, NULL, i, &l);
+    fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+    out[i] = gst_harness_pull (h);
+    fail_unless (out[i] != NULL);
+  }
+  bp.h = h;
+  bp.buf = make_frame (&info, 0, NULL, 2, &l);
+  thread = g_thread_new ("push", push_thread, &bp);
+  /* The third waits: nothing can let it through while the device is
+   * held, so "still waiting after 300 ms" cannot be a timing accident. */
+  g_usleep (300 * 1000);
+  fail_unless_equals_int (g_atomic_int_get (&bp.done), 0);
+
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  g_thread_join (thread);
+  fail_unless_equals_int (bp.flow, GST_FLOW_FLUSHING);
+  for (i = 0; i < 2; i++) {
+    fail_if (gst_npu_buffer_wait (out[i], 10 * G_USEC_PER_SEC, &err));
+    fail_unless (g_error_matches (err, NPU_FENCE_ERROR,
+            NPU_FENCE_ERROR_CANCELLED), "%s", err->message);
+    g_clear_error (&err);
+    gst_buffer_unref (out[i]);
+  }
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  npu_fence_signal (gate);
+  fail_unless (npu_fence_wait (blocked, -1, NULL));
+
+  /* encoding again after the flush */
+  gst_harness_set_src_caps_str (h,
+      "video/x-raw,format=GRAY8,width=64,height=64,framerate=30/1");
+  b = make_frame (&info, 0, NULL, 3, &l);
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  out[0] = gst_harness_pull (h);
+  fail_unless (gst_npu_buffer_wait (out[0], 30 * G_USEC_PER_SEC, &err), "%s",
+      err ? err->message : "");
+  gst_buffer_unref (out[0]);
+  g_object_get (tok, "frames-processed", &processed, NULL);
+  fail_unless_equals_uint64 (processed, 1);
+
+  gst_harness_teardown (h);
+  gst_object_unref (tok);
+  npu_fence_unref (gate);
+  npu_fence_unref (blocked);
+  npu_queue_free (q);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_drop_newest_counts)
 {
   gchar *desc = g_strdup_printf ("appsrc name=src format=time "
@@ -742,21 +837,38 @@ GST_START_TEST (test_bad_models_and_frames)
 
 GST_END_TEST;
 
+/* Seeks and shutdowns while frames are being encoded: each state change
+ * succeeds (none hangs: CK's timeout would fail the test), and the flushing
+ * seek is accepted with frames in flight. */
 GST_START_TEST (test_state_changes_in_flight)
 {
   gchar *desc = g_strdup_printf ("videotestsrc is-live=false ! "
       "video/x-raw,format=NV12,width=1280,height=720 ! "
-      "npuvisiontok model=%s max-inflight=3 ! fakesink", mmproj_path);
+      "npuvisiontok name=tok model=%s max-inflight=3 ! fakesink",
+      mmproj_path);
   guint i;
 
   for (i = 0; i < 4; i++) {
     GstElement *pipeline = gst_parse_launch (desc, NULL);
-    gst_element_set_state (pipeline, GST_STATE_PLAYING);
-    g_usleep (10000 * i);
+    GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
+    gint64 end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+    guint64 processed = 0;
+
+    fail_unless (gst_element_set_state (pipeline, GST_STATE_PLAYING) !=
+        GST_STATE_CHANGE_FAILURE);
+    /* frames are flowing: at least one encoded, more in flight */
+    while (processed == 0 && g_get_monotonic_time () < end) {
+      g_usleep (2000);
+      g_object_get (tok, "frames-processed", &processed, NULL);
+    }
+    fail_unless (processed > 0, "no frame encoded in 60 s");
+    g_usleep (5000 * i);
     if (i % 2)
-      gst_element_seek_simple (pipeline, GST_FORMAT_TIME,
-          GST_SEEK_FLAG_FLUSH, 0);
-    gst_element_set_state (pipeline, GST_STATE_NULL);
+      fail_unless (gst_element_seek_simple (pipeline, GST_FORMAT_TIME,
+              GST_SEEK_FLAG_FLUSH, 0));
+    fail_unless_equals_int (gst_element_set_state (pipeline,
+            GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+    gst_object_unref (tok);
     gst_object_unref (pipeline);
   }
   g_free (desc);
@@ -824,6 +936,7 @@ npuvisiontok_suite (void)
   tcase_add_test (tc, test_plane_across_memories_copied);
   tcase_add_test (tc, test_videotestsrc_writes_npu_memory);
   tcase_add_test (tc, test_upstream_uses_npu_pool);
+  tcase_add_test (tc, test_block_and_flush_in_flight);
   tcase_add_test (tc, test_drop_newest_counts);
   tcase_add_test (tc, test_drop_oldest_cancels);
   tcase_add_test (tc, test_bad_models_and_frames);

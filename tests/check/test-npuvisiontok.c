@@ -663,7 +663,7 @@ GST_START_TEST (test_drop_newest_counts)
   GstVideoInfo info, l;
   GstMessage *msg;
   guint64 processed, dropped;
-  guint i;
+  guint i, n_qos = 0;
 
   npu_device_unref (npu_queue_get_device (q));
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
@@ -679,10 +679,25 @@ GST_START_TEST (test_drop_newest_counts)
   npu_fence_signal (gate);
   fail_unless (npu_fence_wait (blocked, -1, NULL));
   g_signal_emit_by_name (src, "end-of-stream", &i);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  /* every drop is posted as QoS, with the frame's PTS and the counts */
+  while ((msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+              60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR |
+              GST_MESSAGE_QOS)) && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_QOS) {
+    GstFormat fmt;
+    guint64 qprocessed, qdropped, ts;
+
+    gst_message_parse_qos (msg, NULL, NULL, NULL, &ts, NULL);
+    gst_message_parse_qos_stats (msg, &fmt, &qprocessed, &qdropped);
+    n_qos++;
+    fail_unless_equals_int (fmt, GST_FORMAT_BUFFERS);
+    fail_unless_equals_uint64 (qdropped, n_qos);
+    /* frame 0 is the one in flight; drops are frames 1..9 */
+    fail_unless_equals_uint64 (ts, n_qos * GST_SECOND / 30);
+    gst_message_unref (msg);
+  }
   fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
   gst_message_unref (msg);
+  fail_unless_equals_int (n_qos, 9);
   g_object_get (tok, "frames-processed", &processed, "frames-dropped",
       &dropped, NULL);
   fail_unless_equals_uint64 (processed, 1);

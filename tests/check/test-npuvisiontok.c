@@ -453,6 +453,24 @@ GST_START_TEST (test_plane_across_memories_copied)
 
 GST_END_TEST;
 
+/* The minimum latency answered by @tok's @pad_name pad (src: ours; sink:
+ * upstream's, through the peer). */
+static GstClockTime
+query_latency (GstElement * tok, const gchar * pad_name)
+{
+  GstPad *pad = gst_element_get_static_pad (tok, pad_name);
+  GstQuery *q = gst_query_new_latency ();
+  GstClockTime min, max;
+  gboolean live;
+
+  fail_unless (g_str_equal (pad_name, "src") ? gst_pad_query (pad, q) :
+      gst_pad_peer_query (pad, q));
+  gst_query_parse_latency (q, &live, &min, &max);
+  gst_query_unref (q);
+  gst_object_unref (pad);
+  return min;
+}
+
 GST_START_TEST (test_videotestsrc_writes_npu_memory)
 {
   gchar *desc = g_strdup_printf ("videotestsrc num-buffers=4 ! "
@@ -462,6 +480,7 @@ GST_START_TEST (test_videotestsrc_writes_npu_memory)
   GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
   GstMessage *msg;
   guint64 processed, copied;
+  GstClockTime up, lat1, lat3;
 
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
@@ -472,6 +491,17 @@ GST_START_TEST (test_videotestsrc_writes_npu_memory)
       NULL);
   fail_unless_equals_uint64 (processed, 4);
   fail_unless_equals_uint64 (copied, 0);
+
+  /* The latency query adds max-inflight times the last encode time: with
+   * no frame coming any more (EOS), 3 frames in flight add 3 times what
+   * 1 adds to upstream's latency. */
+  up = query_latency (tok, "sink");
+  g_object_set (tok, "max-inflight", 1, NULL);
+  lat1 = query_latency (tok, "src");
+  g_object_set (tok, "max-inflight", 3, NULL);
+  lat3 = query_latency (tok, "src");
+  fail_unless (lat1 > up);
+  fail_unless_equals_uint64 (lat3 - up, 3 * (lat1 - up));
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (tok);
   gst_object_unref (pipeline);

@@ -66,5 +66,18 @@ else
   failed=$((failed + 1))
 fi
 
+# The Debian 13 leg (GStreamer 1.26): this same script inside a trixie root.
+if [ -z "${GST_NPU_TRIXIE_LEG:-}" ]; then
+  echo "== Debian 13 (GStreamer 1.26) leg"
+  ./tests/trixie/run.sh > build/trixie-leg.log 2>&1
+  rc=$?
+  cat build/trixie-leg.log
+  t=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' build/trixie-leg.log | tail -n 1)
+  [ "$rc" = 77 ] && t="0 passed, 0 failed" && echo "Debian 13 leg SKIPPED (not counted)"
+  t=${t:-0 passed, 1 failed}
+  passed=$((passed + ${t%% passed*}))
+  failed=$((failed + $(echo "$t" | sed 's/.*, //; s/ failed//')))
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" = 0 ]

@@ -48,8 +48,7 @@ dma_drm_to_video_info (GstVideoInfo * info, const GstCaps * caps)
   plain = gst_caps_copy (caps);
   gst_structure_set (gst_caps_get_structure (plain, 0), "format",
       G_TYPE_STRING, gst_video_format_to_string (format), NULL);
-  gst_structure_remove_field (gst_caps_get_structure (plain, 0),
-      "drm-format");
+  gst_structure_remove_field (gst_caps_get_structure (plain, 0), "drm-format");
   ok = gst_video_info_from_caps (info, plain);
   gst_caps_unref (plain);
   return ok;

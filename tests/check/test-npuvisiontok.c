@@ -449,6 +449,11 @@ GST_START_TEST (test_dma_drm_every_format)
   for (i = 0; i < G_N_ELEMENTS (all_formats); i++) {
     FrameCase drm = { all_formats[i], 321, 241, 13, TRUE, 2, FALSE, 0 };
 
+    /* Under valgrind, NV12 and GRAY8 (the one fourcc outside GStreamer's
+     * map) cover the same code. */
+    if (g_getenv ("NPU_UNDER_VALGRIND") && all_formats[i] !=
+        GST_VIDEO_FORMAT_NV12 && all_formats[i] != GST_VIDEO_FORMAT_GRAY8)
+      continue;
     check_frame (&drm);
   }
   fail_unless (npu_matmul_set_isa (isa));

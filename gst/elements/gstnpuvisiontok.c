@@ -457,6 +457,23 @@ wait_for_model (GstNpuVisionTok * self)
   return self->vit != NULL;
 }
 
+#if GST_CHECK_VERSION(1, 24, 0)
+/* Posts why @caps, which the sink pad refused, cannot be read. */
+static void
+refuse_caps (GstNpuVisionTok * self, GstCaps * caps)
+{
+  GstVideoInfo info;
+  NpuPixelFormat format;
+  GError *error = NULL;
+
+  if (gst_npu_video_formats_parse (caps, &info, &format, &error))
+    return;
+  GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("%s", error->message),
+      ("%" GST_PTR_FORMAT, caps));
+  g_error_free (error);
+}
+#endif
+
 static gboolean
 set_caps (GstNpuVisionTok * self, GstCaps * caps)
 {
@@ -862,6 +879,23 @@ gst_npu_vision_tok_sink_query (GstPad * pad, GstObject * parent,
       return gst_npu_propose_allocation (query, self->allocator,
           max_inflight + 1, 0);
     }
+#if GST_CHECK_VERSION(1, 24, 0)
+    case GST_QUERY_ACCEPT_CAPS:{
+      GstCaps *caps;
+      gboolean accepted;
+
+      if (!gst_pad_query_default (pad, parent, query))
+        return FALSE;
+      gst_query_parse_accept_caps (query, &caps);
+      gst_query_parse_accept_caps_result (query, &accepted);
+      /* Refused DMA_DRM caps (a tiled or compressed modifier, a fourcc we
+       * do not read) never reach the caps event, whose handler would say
+       * why: say it here, or the user only sees "not-negotiated". */
+      if (!accepted && gst_video_is_dma_drm_caps (caps))
+        refuse_caps (self, caps);
+      return TRUE;
+    }
+#endif
     default:
       return gst_pad_query_default (pad, parent, query);
   }

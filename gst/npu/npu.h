@@ -11,6 +11,7 @@
 #include <npu/gstnpuallocation.h>
 #include <npu/gstnputensormeta.h>
 #include <npu/gstnputokensmeta.h>
+#include <npu/gstnpuvideoinfo.h>
 #include <npu/gstnpuweights.h>
 
 #endif /* __GST_NPU_H__ */

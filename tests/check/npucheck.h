@@ -127,6 +127,8 @@ npu_check_load_plugins (void)
     {"videoconvert", "libgstvideoconvertscale.so"},
     {"audioconvert", "libgstaudioconvert.so"},
     {"textoverlay", "libgstpango.so"},
+    {"pngenc", "libgstpng.so"},
+    {"multifilesink", "libgstmultifile.so"},
   };
   guint i;
 

@@ -213,7 +213,8 @@ typedef struct
   guint width, height;
   guint extra;                  /* padding bytes per row: odd strides */
   gboolean fd_memory;           /* fd memory, as a camera's dma-buf */
-  gboolean dmabuf_caps;         /* video/x-raw(memory:DMABuf) */
+  gint dmabuf_caps;             /* video/x-raw(memory:DMABuf): 1 with the
+                                 * format, 2 as DMA_DRM (1.24+) */
   gboolean letterbox;
   GstVideoColorMatrix matrix;   /* with full range; 0: set_format()'s */
   gboolean split;               /* two memories, split inside plane 0 */
@@ -252,6 +253,39 @@ split_in_two (GstBuffer * buf, const GstVideoInfo * laid_out)
   gst_buffer_unref (buf);
   return two;
 }
+/* The drm-format GStreamer 1.24+ writes for a linear frame of each format:
+ * DRM fourccs as drm_fourcc.h names them (GStreamer's byte-order names are
+ * DRM's word-order names reversed: RGB = BG24, RGBA = AB24). */
+#if GST_CHECK_VERSION(1, 24, 0)
+static const gchar *
+drm_format_of (GstVideoFormat f)
+{
+  switch (f) {
+    case GST_VIDEO_FORMAT_NV12:
+      return "NV12";
+    case GST_VIDEO_FORMAT_I420:
+      return "YU12";
+    case GST_VIDEO_FORMAT_YUY2:
+      return "YUYV";
+    case GST_VIDEO_FORMAT_RGB:
+      return "BG24";
+    case GST_VIDEO_FORMAT_BGR:
+      return "RG24";
+    case GST_VIDEO_FORMAT_RGBA:
+      return "AB24";
+    case GST_VIDEO_FORMAT_BGRA:
+      return "AR24";
+    case GST_VIDEO_FORMAT_RGBx:
+      return "XB24";
+    case GST_VIDEO_FORMAT_BGRx:
+      return "XR24";
+    case GST_VIDEO_FORMAT_GRAY8:
+      return "R8  ";
+    default:
+      return NULL;
+  }
+}
+#endif
 
 /* Tolerances, on max |y - y_ref| / rms (y_ref) of the tokens:
  *  - scalar matmul path: the preprocessing is within 1e-4 (absolute, on
@@ -272,7 +306,7 @@ check_frame (const FrameCase * fc)
   gboolean q8 = g_strcmp0 (npu_matmul_get_isa (), "scalar") != 0;
   GstVideoInfo info, laid_out;
   GstCaps *caps;
-  gchar *caps_str, *desc;
+  gchar *desc;
   GstElement *pipeline, *src, *sink, *tok;
   GstBuffer *frame, *pushed;
   GstSample *sample = NULL;
@@ -293,14 +327,21 @@ check_frame (const FrameCase * fc)
   if (fc->dmabuf_caps)
     gst_caps_set_features (caps, 0,
         gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_DMABUF, NULL));
-  caps_str = gst_caps_to_string (caps);
-  desc = g_strdup_printf ("appsrc name=src format=time caps=\"%s\" ! "
+#if GST_CHECK_VERSION(1, 24, 0)
+  if (fc->dmabuf_caps == 2)
+    gst_caps_set_simple (caps, "format", G_TYPE_STRING, "DMA_DRM",
+        "drm-format", G_TYPE_STRING, drm_format_of (fc->format), NULL);
+#endif
+  /* The caps are set on appsrc, not written into the description: a
+   * drm-format such as "R8  " would need quoting inside quotes. */
+  desc = g_strdup_printf ("appsrc name=src format=time ! "
       "npuvisiontok name=tok model=%s letterbox=%s ! "
-      "appsink name=sink sync=false", caps_str, mmproj_path,
+      "appsink name=sink sync=false", mmproj_path,
       fc->letterbox ? "true" : "false");
   pipeline = gst_parse_launch (desc, NULL);
   fail_unless (pipeline != NULL);
   src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  g_object_set (src, "caps", caps, NULL);
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
@@ -365,7 +406,6 @@ check_frame (const FrameCase * fc)
   gst_object_unref (sink);
   gst_object_unref (pipeline);
   gst_caps_unref (caps);
-  g_free (caps_str);
   g_free (desc);
   g_free (want);
   npu_vit_free (vit);
@@ -390,9 +430,9 @@ GST_START_TEST (test_every_format)
 
   fail_unless (npu_matmul_set_isa ("scalar"));
   for (i = 0; i < G_N_ELEMENTS (all_formats); i++) {
-    FrameCase plain = { all_formats[i], 320, 240, 0, FALSE, FALSE, FALSE, 0 };
+    FrameCase plain = { all_formats[i], 320, 240, 0, FALSE, 0, FALSE, 0 };
     /* odd sizes, odd strides, fd memory under DMABuf caps */
-    FrameCase odd = { all_formats[i], 321, 241, 13, TRUE, TRUE, FALSE, 0 };
+    FrameCase odd = { all_formats[i], 321, 241, 13, TRUE, 1, FALSE, 0 };
 
     /* Under valgrind the odd-size case alone covers the same code. */
     if (!g_getenv ("NPU_UNDER_VALGRIND"))
@@ -404,6 +444,237 @@ GST_START_TEST (test_every_format)
 }
 
 GST_END_TEST;
+
+#if GST_CHECK_VERSION(1, 24, 0)
+/* GStreamer 1.24+: the sink template offers every format as DMA_DRM with
+ * its linear DRM fourcc, after the classic dma-buf caps. */
+GST_START_TEST (test_dma_drm_template)
+{
+  GstElementFactory *f = gst_element_factory_find ("npuvisiontok");
+  GstCaps *templ = NULL, *want;
+  const GList *l;
+  GString *str = g_string_new ("video/x-raw(memory:DMABuf), "
+      "format=(string)DMA_DRM, drm-format=(string){ ");
+  guint i;
+
+  fail_unless (f != NULL);
+  for (l = gst_element_factory_get_static_pad_templates (f); l; l = l->next) {
+    GstStaticPadTemplate *t = l->data;
+
+    if (g_strcmp0 (t->name_template, "sink") == 0)
+      templ = gst_static_caps_get (&t->static_caps);
+  }
+  fail_unless (templ != NULL);
+  for (i = 0; i < G_N_ELEMENTS (all_formats); i++)
+    g_string_append_printf (str, "%s\"%s\"", i ? ", " : "",
+        drm_format_of (all_formats[i]));
+  g_string_append (str, " }, width=(int)[ 1, 2147483647 ], "
+      "height=(int)[ 1, 2147483647 ], framerate=(fraction)[ 0/1, 2147483647/1 ]");
+  want = gst_caps_from_string (str->str);
+  fail_unless (want != NULL, "%s", str->str);
+  {
+    gchar *t = gst_caps_to_string (templ);
+
+    fail_unless (gst_caps_is_subset (want, templ), "%s\nnot in\n%s",
+        str->str, t);
+    g_free (t);
+  }
+  /* each fourcc once, in its own structure: nothing but linear */
+  for (i = 0; i < gst_caps_get_size (templ); i++) {
+    const gchar *fmt = gst_structure_get_string (gst_caps_get_structure
+        (templ, i), "format");
+
+    if (g_strcmp0 (fmt, "DMA_DRM") == 0)
+      fail_unless (gst_structure_is_equal (gst_caps_get_structure (templ, i),
+              gst_caps_get_structure (want, 0)), "structure %u", i);
+  }
+  gst_caps_unref (want);
+  gst_caps_unref (templ);
+  g_string_free (str, TRUE);
+  gst_object_unref (f);
+}
+
+GST_END_TEST;
+
+/* Frames under DMA_DRM caps give the reference's tokens, as the classic
+ * form does, with odd strides taken from the GstVideoMeta. */
+GST_START_TEST (test_dma_drm_every_format)
+{
+  gchar *isa = g_strdup (npu_matmul_get_isa ());
+  guint i;
+
+  fail_unless (npu_matmul_set_isa ("scalar"));
+  for (i = 0; i < G_N_ELEMENTS (all_formats); i++) {
+    FrameCase drm = { all_formats[i], 321, 241, 13, TRUE, 2, FALSE, 0 };
+
+    /* Under valgrind, NV12 and GRAY8 (the one fourcc outside GStreamer's
+     * map) cover the same code. */
+    if (g_getenv ("NPU_UNDER_VALGRIND") && all_formats[i] !=
+        GST_VIDEO_FORMAT_NV12 && all_formats[i] != GST_VIDEO_FORMAT_GRAY8)
+      continue;
+    check_frame (&drm);
+  }
+  fail_unless (npu_matmul_set_isa (isa));
+  g_free (isa);
+}
+
+GST_END_TEST;
+
+/* A tiled or compressed modifier, or a fourcc the element does not read, is
+ * refused when the caps arrive, with a message that says why. */
+GST_START_TEST (test_dma_drm_refusals)
+{
+  static const struct
+  {
+    const gchar *drm_format;
+    const gchar *says[3];
+  } cases[] = {
+    /* I915_FORMAT_MOD_X_TILED */
+    {"NV12:0x0100000000000001", {"Unsupported DRM modifier "
+                "0x0100000000000001", "tiled or compressed", "linear"}},
+    /* AFBC 16x16, sparse (ARM) */
+    {"AB24:0x0800000000000011", {"0x0800000000000011", "tiled or compressed",
+            NULL}},
+    {"NV21", {"Unsupported DRM format NV21", "NV12, YU12, YUYV", "R8"}},
+  };
+  GstPad *pad;
+  GstElement *tok;
+  guint i, j;
+
+  tok = gst_element_factory_make ("npuvisiontok", NULL);
+  pad = gst_element_get_static_pad (tok, "sink");
+  for (i = 0; i < G_N_ELEMENTS (cases); i++) {
+    gchar *desc, *msg, *caps_str;
+    GstCaps *caps;
+
+    caps_str = g_strdup_printf ("video/x-raw(memory:DMABuf),format=DMA_DRM,"
+        "drm-format=%s,width=64,height=64,framerate=30/1",
+        cases[i].drm_format);
+    caps = gst_caps_from_string (caps_str);
+    fail_unless (caps != NULL);
+    fail_if (gst_pad_query_accept_caps (pad, caps), "%s", caps_str);
+    gst_caps_unref (caps);
+
+    desc = g_strdup_printf ("appsrc name=src format=time caps=\"%s\" ! "
+        "npuvisiontok model=%s ! fakesink", caps_str, mmproj_path);
+    {
+      GstElement *pipeline = gst_parse_launch (desc, NULL);
+      GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+      GstBuffer *b = gst_buffer_new_allocate (NULL, 64 * 64 * 4, NULL);
+      GstMessage *m;
+      GError *err = NULL;
+
+      gst_element_set_state (pipeline, GST_STATE_PLAYING);
+      push (src, b);
+      gst_buffer_unref (b);
+      m = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+          60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+      fail_unless (m && GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR);
+      gst_message_parse_error (m, &err, NULL);
+      msg = g_strdup (err->message);
+      g_error_free (err);
+      gst_message_unref (m);
+      gst_element_set_state (pipeline, GST_STATE_NULL);
+      gst_object_unref (src);
+      gst_object_unref (pipeline);
+    }
+    for (j = 0; j < G_N_ELEMENTS (cases[i].says) && cases[i].says[j]; j++)
+      fail_unless (strstr (msg, cases[i].says[j]) != NULL, "%s: %s",
+          cases[i].drm_format, msg);
+    g_free (msg);
+    g_free (desc);
+    g_free (caps_str);
+  }
+
+  /* the linear form of the same layout is accepted */
+  {
+    GstCaps *caps = gst_caps_from_string ("video/x-raw(memory:DMABuf),"
+        "format=DMA_DRM,drm-format=NV12,width=64,height=64,framerate=30/1");
+
+    fail_unless (gst_pad_query_accept_caps (pad, caps));
+    gst_caps_unref (caps);
+  }
+  gst_object_unref (pad);
+  gst_object_unref (tok);
+}
+
+GST_END_TEST;
+
+/* The pool proposed under DMA_DRM caps (v4l2src io-mode=dmabuf-import
+ * configures it with those caps) gives NPU memory laid out as the frame:
+ * NV12 planes with the video meta, and accepts the caps back in its config. */
+GST_START_TEST (test_dma_drm_pool)
+{
+  GstElement *tok = gst_element_factory_make ("npuvisiontok", NULL);
+  GstPad *pad = gst_element_get_static_pad (tok, "sink");
+  GstCaps *caps = gst_caps_from_string ("video/x-raw(memory:DMABuf),"
+      "format=DMA_DRM,drm-format=NV12,width=322,height=242,framerate=30/1");
+  GstQuery *query = gst_query_new_allocation (caps, TRUE);
+  GstBufferPool *pool = NULL;
+  GstStructure *config;
+  GstBuffer *buf = NULL;
+  GstVideoMeta *vmeta;
+  guint size, min, max;
+
+  g_object_set (tok, "model", mmproj_path, NULL);
+  /* ALLOCATION is serialized: the pad must be active (not flushing) */
+  fail_unless (gst_pad_set_active (pad, TRUE));
+  fail_unless (gst_pad_query (pad, query));
+  fail_unless (gst_query_get_n_allocation_pools (query) >= 1);
+  gst_query_parse_nth_allocation_pool (query, 0, &pool, &size, &min, &max);
+  fail_unless (pool != NULL);
+  /* 322x242 NV12: a 322-byte Y plane of 242 rows and a 322-byte UV plane
+   * of 121 rows at least */
+  fail_unless (size >= 322 * 242 + 322 * 121, "%u", size);
+  fail_unless (gst_query_find_allocation_meta (query, GST_VIDEO_META_API_TYPE,
+          NULL));
+
+  /* as v4l2src does: its own caps back into the config */
+  config = gst_buffer_pool_get_config (pool);
+  gst_buffer_pool_config_set_params (config, caps, size, min, max);
+  gst_buffer_pool_config_add_option (config,
+      GST_BUFFER_POOL_OPTION_VIDEO_META);
+  fail_unless (gst_buffer_pool_set_config (pool, config));
+  fail_unless (gst_buffer_pool_set_active (pool, TRUE));
+  fail_unless_equals_int (gst_buffer_pool_acquire_buffer (pool, &buf, NULL),
+      GST_FLOW_OK);
+  fail_unless (gst_is_npu_memory (gst_buffer_peek_memory (buf, 0)));
+  vmeta = gst_buffer_get_video_meta (buf);
+  fail_unless (vmeta != NULL);
+  fail_unless_equals_int (vmeta->format, GST_VIDEO_FORMAT_NV12);
+  fail_unless_equals_int (vmeta->n_planes, 2);
+  fail_unless_equals_int (vmeta->width, 322);
+  fail_unless_equals_int (vmeta->height, 242);
+  fail_unless (vmeta->stride[0] >= 322 && vmeta->stride[1] >= 322);
+  fail_unless (vmeta->offset[1] >= (gsize) vmeta->stride[0] * 242);
+  fail_unless (gst_buffer_get_size (buf) >= vmeta->offset[1] +
+      (gsize) vmeta->stride[1] * 121);
+  gst_buffer_unref (buf);
+  fail_unless (gst_buffer_pool_set_active (pool, FALSE));
+
+  /* a tiled modifier has no plane layout: no pool, no crash */
+  {
+    GstCaps *tiled = gst_caps_from_string ("video/x-raw(memory:DMABuf),"
+        "format=DMA_DRM,drm-format=NV12:0x0100000000000001,width=322,"
+        "height=242,framerate=30/1");
+    GstQuery *q = gst_query_new_allocation (tiled, TRUE);
+
+    gst_pad_query (pad, q);
+    fail_unless_equals_int (gst_query_get_n_allocation_pools (q), 0);
+    gst_query_unref (q);
+    gst_caps_unref (tiled);
+  }
+
+  fail_unless (gst_pad_set_active (pad, FALSE));
+  gst_object_unref (pool);
+  gst_query_unref (query);
+  gst_caps_unref (caps);
+  gst_object_unref (pad);
+  gst_object_unref (tok);
+}
+
+GST_END_TEST;
+#endif
 
 /* The caps' colorimetry and the letterbox property reach the
  * preprocessing; the fast kernels this CPU has stay within their bounds. */
@@ -977,6 +1248,12 @@ npuvisiontok_suite (void)
   tcase_set_timeout (tc, 120);
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_add_test (tc, test_every_format);
+#if GST_CHECK_VERSION(1, 24, 0)
+  tcase_add_test (tc, test_dma_drm_template);
+  tcase_add_test (tc, test_dma_drm_every_format);
+  tcase_add_test (tc, test_dma_drm_refusals);
+  tcase_add_test (tc, test_dma_drm_pool);
+#endif
   tcase_add_test (tc, test_colorimetry_letterbox_fast_kernels);
   tcase_add_test (tc, test_plane_across_memories_copied);
   tcase_add_test (tc, test_videotestsrc_writes_npu_memory);

@@ -83,6 +83,12 @@ mkdir -p /tmp/rk-models
 setup generate-models bash -c "$GEN text --arch qwen2 --size tiny -o /tmp/rk-models/text.gguf && $GEN mmproj --for /tmp/rk-models/text.gguf --size tiny -o /tmp/rk-models/mmproj.gguf"
 t v4l2src-dmabuf-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf
 t v4l2src-dmabuf-import-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf-import
+# GStreamer 1.24+ (the Debian 13 leg): the same through DMA_DRM caps,
+# the form 1.24+ v4l2src offers first.
+if "$BIN/rk-visiontok" --has-dma-drm; then
+  t v4l2src-dmabuf-dma-drm-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf dma-drm
+  t v4l2src-dmabuf-import-dma-drm-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf-import dma-drm
+fi
 echo "suite $(up)" >> "$OUT/times"
 echo "guest: $pass passed, $fail failed, up $(up)s"
 [ $fail -eq 0 ]

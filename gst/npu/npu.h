@@ -8,6 +8,8 @@
 #include <npu/gstnpufencemeta.h>
 #include <npu/gstnpuimport.h>
 #include <npu/gstnpuallocation.h>
+#include <npu/gstnpuaudiofrontend.h>
+#include <npu/gstnpulogmel.h>
 #include <npu/gstnputensormeta.h>
 #include <npu/gstnputokensmeta.h>
 #include <npu/gstnpuweights.h>

@@ -60,8 +60,7 @@ gst_npu_audio_frontend_parse_caps (const GstCaps * caps, GstAudioInfo * info,
     goto bad;
   if (g_strcmp0 (layout, "interleaved") != 0)
     goto bad;
-  if (!gst_structure_get_int (s, "rate", &rate) || rate < 8000 ||
-      rate > 48000)
+  if (!gst_structure_get_int (s, "rate", &rate) || rate < 8000 || rate > 48000)
     goto bad;
   if (!gst_structure_get_int (s, "channels", &channels) || channels < 1 ||
       channels > 8)
@@ -120,13 +119,11 @@ gst_npu_audio_frontend_new (const GstAudioInfo * in, gint out_rate,
 
   fe->in = *in;
   gst_audio_info_init (&fe->out);
-  gst_audio_info_set_format (&fe->out, GST_AUDIO_FORMAT_F32, out_rate, 1,
-      NULL);
+  gst_audio_info_set_format (&fe->out, GST_AUDIO_FORMAT_F32, out_rate, 1, NULL);
 
   config = gst_structure_new_empty ("npu-audio-frontend");
   gst_structure_set (config, GST_AUDIO_CONVERTER_OPT_RESAMPLER_METHOD,
-      GST_TYPE_AUDIO_RESAMPLER_METHOD, GST_AUDIO_RESAMPLER_METHOD_KAISER,
-      NULL);
+      GST_TYPE_AUDIO_RESAMPLER_METHOD, GST_AUDIO_RESAMPLER_METHOD_KAISER, NULL);
   gst_audio_resampler_options_set_quality (GST_AUDIO_RESAMPLER_METHOD_KAISER,
       GST_NPU_AUDIO_FRONTEND_QUALITY, GST_AUDIO_INFO_RATE (in), out_rate,
       config);
@@ -193,7 +190,8 @@ gst_npu_audio_frontend_convert (GstNpuAudioFrontend * fe, gconstpointer in,
 {
   gsize n_out = gst_audio_converter_get_out_frames (fe->convert, in_frames);
   gpointer inp[1] = { (gpointer) in }, outp[1] = {
-  out};
+    out
+  };
 
   if (!gst_audio_converter_samples (fe->convert, 0, in ? inp : NULL,
           in_frames, outp, n_out))

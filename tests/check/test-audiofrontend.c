@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: the audio front end: log-mel and resampler
  *
- * The log-mel is compared with a double-precision evaluation written here
- * from the definitions (direct DFT, Slaney filters, periodic Hann, the
+ * The log-mel is compared with a double-precision evaluation written
+ * from the definitions (tests/reference/npurefaudio.c: (direct DFT, Slaney filters, periodic Hann, the
  * reflect padding and normalisation of llama.cpp's mtmd-audio.cpp), which
  * shares no code with gstnpulogmel.c.  The resampler is held to what
  * docs/npuaudiotok.md states: a sine keeps its frequency, phase and level,
@@ -14,98 +14,7 @@
 
 #include "npucheck.h"
 #include <npu/npu.h>
-
-/* ------------------------------------------------------------------------
- * A double-precision log-mel, from the definitions
- */
-static double
-ref_hz_to_mel (double hz)
-{
-  /* Slaney (librosa's default): 3 mels per 200 Hz up to 1 kHz, then
-   * 27 mels per factor of 6.4 */
-  if (hz < 1000.0)
-    return hz / (200.0 / 3.0);
-  return 15.0 + 27.0 * log (hz / 1000.0) / log (6.4);
-}
-
-static double
-ref_mel_to_hz (double mel)
-{
-  if (mel < 15.0)
-    return mel * (200.0 / 3.0);
-  return 1000.0 * pow (6.4, (mel - 15.0) / 27.0);
-}
-
-/* sample j of the padded clip: s[200 - j] for j < 200, then the clip */
-static double
-ref_padded (const float *s, size_t n, long j)
-{
-  long i = j < 200 ? 200 - j : j - 200;
-
-  return i < (long) n ? s[i] : 0.0;
-}
-
-/* log10 mel energies of frame t, n_mels values */
-static void
-ref_frame (const float *s, size_t n, long t, guint n_mels, double *out)
-{
-  double x[400], power[201], hz[130];
-  guint k, m;
-  long j;
-
-  for (j = 0; j < 400; j++)
-    x[j] = ref_padded (s, n, t * 160 + j) * 0.5 * (1.0 - cos (2.0 * M_PI * j
-            / 400.0));
-  for (k = 0; k <= 200; k++) {
-    double re = 0.0, im = 0.0;
-
-    for (j = 0; j < 400; j++) {
-      double a = 2.0 * M_PI * (double) ((k * j) % 400) / 400.0;
-
-      re += x[j] * cos (a);
-      im -= x[j] * sin (a);
-    }
-    power[k] = re * re + im * im;
-  }
-  for (m = 0; m < n_mels + 2; m++)
-    hz[m] = ref_mel_to_hz (ref_hz_to_mel (8000.0) * m / (n_mels + 1));
-  for (m = 0; m < n_mels; m++) {
-    double sum = 0.0;
-
-    for (k = 0; k <= 200; k++) {
-      double f = k * 40.0, w = 0.0;
-
-      if (f >= hz[m] && f <= hz[m + 1])
-        w = (f - hz[m]) / (hz[m + 1] - hz[m]);
-      else if (f > hz[m + 1] && f <= hz[m + 2])
-        w = (hz[m + 2] - f) / (hz[m + 2] - hz[m + 1]);
-      sum += power[k] * w * 2.0 / (hz[m + 2] - hz[m]);
-    }
-    out[m] = log10 (MAX (sum, 5.960464477539063e-08));
-  }
-}
-
-/* the whole normalised window, as llama.cpp computes it for the clip */
-static double *
-ref_log_mel (const float *s, size_t n, guint n_frames, guint n_mels)
-{
-  double *mel = g_new (double, (gsize) n_mels * n_frames), col[128];
-  double mmax = log10 (5.960464477539063e-08);
-  guint t, m;
-
-  /* every frame that sees a sample, then the silence after the clip */
-  for (t = 0; t * 160 < n + 200 || t < n_frames; t++) {
-    ref_frame (s, n, t, n_mels, col);
-    for (m = 0; m < n_mels; m++) {
-      mmax = MAX (mmax, col[m]);
-      if (t < n_frames)
-        mel[m * n_frames + t] = col[m];
-    }
-  }
-  for (t = 0; t < (guint) n_mels * n_frames; t++)
-    mel[t] = (MAX (mel[t], mmax - 8.0) + 4.0) / 4.0;
-  return mel;
-}
+#include "../reference/npurefaudio.h"
 
 static float *
 test_clip (size_t n, guint seed)
@@ -133,7 +42,7 @@ check_log_mel (guint n_mels, size_t n_samples, guint n_frames,
   float *s = test_clip (n_samples, n_mels + n_samples);
   GstNpuLogMel *lm = gst_npu_log_mel_new (n_mels);
   float *mel = g_new (float, (gsize) n_mels * n_frames);
-  double *ref = ref_log_mel (s, n_samples, n_frames, n_mels), err = 0.0;
+  double *ref = npu_ref_log_mel (s, n_samples, n_frames, n_mels), err = 0.0;
   gsize i;
 
   /* the loudest frame after the window: the maximum must see it */
@@ -141,7 +50,7 @@ check_log_mel (guint n_mels, size_t n_samples, guint n_frames,
     s[i] *= 30.0f;
   if (loud_end) {
     g_free (ref);
-    ref = ref_log_mel (s, n_samples, n_frames, n_mels);
+    ref = npu_ref_log_mel (s, n_samples, n_frames, n_mels);
   }
   gst_npu_log_mel_compute (lm, s, n_samples, n_frames, mel);
   for (i = 0; i < (gsize) n_mels * n_frames; i++) {

@@ -2,7 +2,7 @@
 /* gst-npu: the audio front end: log-mel and resampler
  *
  * The log-mel is compared with a double-precision evaluation written
- * from the definitions (tests/reference/npurefaudio.c: (direct DFT, Slaney filters, periodic Hann, the
+ * from the definitions (tests/reference/npureflogmel.c: (direct DFT, Slaney filters, periodic Hann, the
  * reflect padding and normalisation of llama.cpp's mtmd-audio.cpp), which
  * shares no code with gstnpulogmel.c.  The resampler is held to what
  * docs/npuaudiotok.md states: a sine keeps its frequency, phase and level,
@@ -14,7 +14,7 @@
 
 #include "npucheck.h"
 #include <npu/npu.h>
-#include "../reference/npurefaudio.h"
+#include "../reference/npureflogmel.h"
 
 static float *
 test_clip (size_t n, guint seed)

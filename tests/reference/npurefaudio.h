@@ -1,20 +1,19 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu tests: double-precision reference of the Whisper log-mel */
+/* gst-npu tests: double-precision reference of the audio encoder */
 #ifndef __NPU_REF_AUDIO_H__
 #define __NPU_REF_AUDIO_H__
 
-#include <glib.h>
-#include <stddef.h>
+#include "tests/reference/npurefvit.h"
 
 G_BEGIN_DECLS
 
-/* The normalised log-mel llama.cpp's Whisper preprocessor
- * (tools/mtmd/mtmd-audio.cpp) computes for the clip @s of @n 16 kHz
- * samples: its first @n_frames frames, @n_mels rows of @n_frames values
- * (g_free() it).  Direct DFT, Slaney filters and periodic Hann in double,
- * from the definitions. */
-double *npu_ref_log_mel (const float *s, size_t n, guint n_frames,
-    guint n_mels);
+/* Encodes @mel ([n_mels][n_frames], normalised log-mel, n_frames even)
+ * with the audio mmproj of @lk into @out ([n_tokens][out_dim]) and
+ * returns n_tokens.  @q8 as for npu_ref_vit_encode(): every activation
+ * row entering an MXFP4 product is first rounded as the int8 kernels
+ * do. */
+guint npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
+    guint n_frames, gboolean q8, double *out);
 
 G_END_DECLS
 

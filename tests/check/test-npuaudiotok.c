@@ -622,6 +622,70 @@ GST_START_TEST (test_split_frames_counted)
 GST_END_TEST;
 
 /* ------------------------------------------------------------------------
+ * Weights from mxfp4weights on the weights pad
+ */
+static void
+on_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
+{
+  GByteArray *bytes = data;
+  GstMapInfo map;
+
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+  g_byte_array_append (bytes, map.data, map.size);
+  gst_buffer_unmap (buf, &map);
+}
+
+static GByteArray *
+run_pipeline (const gchar * desc)
+{
+  GstElement *pipeline = gst_parse_launch (desc, NULL), *sink;
+  GByteArray *bytes = g_byte_array_new ();
+  GstMessage *msg;
+
+  fail_unless (pipeline != NULL);
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "out");
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), bytes);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  return bytes;
+}
+
+GST_START_TEST (test_weights_pad)
+{
+  const gchar *src = "audiotestsrc num-buffers=10 samplesperbuffer=1600 "
+      "wave=sine freq=330 ! audio/x-raw,format=F32LE,rate=16000,channels=1";
+  gchar *a = g_strdup_printf ("%s ! npuaudiotok model=%s vad=false "
+      "chunk-duration=500000000 ! fakesink name=out", src, audio_path);
+  /* the position table and the conv kernels stay as stored: only the
+   * blocks' and the projector's matrices are MXFP4 candidates */
+  gchar *b = g_strdup_printf ("mxfp4weights location=%s "
+      "convert=\"a.blk.*,mm.a.*\" ! at.weights %s ! npuaudiotok name=at "
+      "vad=false chunk-duration=500000000 ! fakesink name=out", audio_path,
+      src);
+  GByteArray *ta = run_pipeline (a), *tb = run_pipeline (b);
+
+  /* two chunks of 0.5 s; the file's F32 matrices become MXFP4 by the same
+   * OCP rules in mxfp4weights as in the encoder's loader: the same tokens,
+   * bit for bit */
+  fail_unless (ta->len > 0);
+  fail_unless_equals_int (tb->len, ta->len);
+  fail_unless (memcmp (ta->data, tb->data, ta->len) == 0);
+  g_byte_array_unref (ta);
+  g_byte_array_unref (tb);
+  g_free (a);
+  g_free (b);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------
  * Bad input
  */
 static gchar *
@@ -862,6 +926,7 @@ npuaudiotok_suite (void)
   tcase_add_test (tc, test_audiotestsrc_npu_memory);
   tcase_add_test (tc, test_reads_in_place);
   tcase_add_test (tc, test_split_frames_counted);
+  tcase_add_test (tc, test_weights_pad);
   tcase_add_test (tc, test_bad_models);
   tcase_add_test (tc, test_bad_caps);
   tcase_add_test (tc, test_drop_newest_qos);

@@ -791,10 +791,11 @@ GST_END_TEST;
  */
 GST_START_TEST (test_drop_newest_qos)
 {
-  /* ten chunks of 100 ms at once: far faster than one at a time */
-  const gsize n = 16000;
+  /* ten chunks of 1 s in one buffer: formed in microseconds, each
+   * encoded in about a millisecond */
+  const gsize n = 160000;
   float *s = make_clip (n, 7);
-  GstHarness *h = make_harness ("vad=false chunk-duration=100000000 "
+  GstHarness *h = make_harness ("vad=false chunk-duration=1000000000 "
       "max-inflight=1 policy=drop-newest",
       "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
   GstBus *bus = gst_bus_new ();
@@ -804,7 +805,7 @@ GST_START_TEST (test_drop_newest_qos)
   GstBuffer *buf;
 
   gst_element_set_bus (h->element, bus);
-  push_pcm (h, (const guint8 *) s, n, 4, 16000, 16000);
+  push_pcm (h, (const guint8 *) s, n, 4, 16000, n);
   fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
   while ((buf = gst_harness_try_pull (h))) {
     n_out++;

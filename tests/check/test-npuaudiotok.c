@@ -621,6 +621,37 @@ GST_START_TEST (test_split_frames_counted)
 
 GST_END_TEST;
 
+/* A live source's latency grows by the chunk: its tokens come a chunk
+ * after its first sample */
+GST_START_TEST (test_latency)
+{
+  gchar *desc = g_strdup_printf ("audiotestsrc is-live=true "
+      "samplesperbuffer=160 ! npuaudiotok model=%s chunk-duration=1000000000 "
+      "vad=false ! fakesink sync=true", audio_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstQuery *q = gst_query_new_latency ();
+  GstClockTime min, max;
+  gboolean live;
+
+  fail_unless_equals_int (gst_element_set_state (pipeline,
+          GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+  fail_unless_equals_int (gst_element_get_state (pipeline, NULL, NULL,
+          30 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
+  fail_unless (gst_element_query (pipeline, q));
+  gst_query_parse_latency (q, &live, &min, &max);
+  fail_unless (live);
+  /* audiotestsrc's own 10 ms, then our second */
+  fail_unless (min >= GST_SECOND + 10 * GST_MSECOND, "%" GST_TIME_FORMAT,
+      GST_TIME_ARGS (min));
+  fail_unless (min < 2 * GST_SECOND, "%" GST_TIME_FORMAT, GST_TIME_ARGS (min));
+  gst_query_unref (q);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
 /* ------------------------------------------------------------------------
  * Weights from mxfp4weights on the weights pad
  */
@@ -927,6 +958,7 @@ npuaudiotok_suite (void)
   tcase_add_test (tc, test_audiotestsrc_npu_memory);
   tcase_add_test (tc, test_reads_in_place);
   tcase_add_test (tc, test_split_frames_counted);
+  tcase_add_test (tc, test_latency);
   tcase_add_test (tc, test_weights_pad);
   tcase_add_test (tc, test_bad_models);
   tcase_add_test (tc, test_bad_caps);

@@ -862,6 +862,60 @@ GST_START_TEST (test_drop_newest_qos)
 
 GST_END_TEST;
 
+/* drop-oldest: with one chunk being encoded and one waiting, the next
+ * cancels the waiting one; its
+ * buffer, already pushed, fails as cancelled, and only the others carry
+ * tokens */
+GST_START_TEST (test_drop_oldest_qos)
+{
+  const gsize n = 160000;
+  float *s = make_clip (n, 11);
+  GstHarness *h = make_harness ("vad=false chunk-duration=1000000000 "
+      "max-inflight=2 policy=drop-oldest",
+      "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+  guint64 processed, dropped;
+  guint n_qos = 0, n_ok = 0, n_cancelled = 0;
+  GstBuffer *buf;
+
+  gst_element_set_bus (h->element, bus);
+  push_pcm (h, (const guint8 *) s, n, 4, 16000, n);
+  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
+  while ((buf = gst_harness_try_pull (h))) {
+    GError *error = NULL;
+
+    if (gst_npu_buffer_wait (buf, 10 * G_USEC_PER_SEC, &error))
+      n_ok++;
+    else if (g_error_matches (error, NPU_FENCE_ERROR,
+            NPU_FENCE_ERROR_CANCELLED))
+      n_cancelled++;
+    else
+      fail ("%s", error->message);
+    g_clear_error (&error);
+    gst_buffer_unref (buf);
+  }
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_QOS))) {
+    n_qos++;
+    gst_message_unref (msg);
+  }
+  processed = get_u64 (h, "chunks-processed");
+  dropped = get_u64 (h, "chunks-dropped");
+  /* every chunk pushed: encoded, or cancelled and reported */
+  fail_unless_equals_int (n_ok + n_cancelled, 10);
+  fail_unless_equals_uint64 (processed, n_ok);
+  fail_unless_equals_uint64 (dropped, n_cancelled);
+  fail_unless_equals_uint64 (dropped, n_qos);
+  fail_unless (dropped > 0);
+
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  g_free (s);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_state_change_in_flight)
 {
   const gsize n = 32000;
@@ -963,6 +1017,7 @@ npuaudiotok_suite (void)
   tcase_add_test (tc, test_bad_models);
   tcase_add_test (tc, test_bad_caps);
   tcase_add_test (tc, test_drop_newest_qos);
+  tcase_add_test (tc, test_drop_oldest_qos);
   tcase_add_test (tc, test_state_change_in_flight);
   tcase_add_test (tc, test_flush_in_flight);
   return s;

@@ -717,6 +717,92 @@ GST_START_TEST (test_weights_pad)
 GST_END_TEST;
 
 /* ------------------------------------------------------------------------
+ * Into npullm
+ */
+typedef struct
+{
+  GMutex lock;
+  GString *text;
+  GstClockTime first_pts, last_end;
+} Answer;
+
+static void
+on_text (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
+{
+  Answer *a = data;
+  GstMapInfo map;
+
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+  g_mutex_lock (&a->lock);
+  g_string_append_len (a->text, (const gchar *) map.data, map.size);
+  fail_unless (GST_BUFFER_PTS_IS_VALID (buf));
+  fail_unless (GST_BUFFER_DURATION_IS_VALID (buf));
+  a->first_pts = MIN (a->first_pts, GST_BUFFER_PTS (buf));
+  a->last_end = MAX (a->last_end, GST_BUFFER_PTS (buf) +
+      GST_BUFFER_DURATION (buf));
+  g_mutex_unlock (&a->lock);
+  gst_buffer_unmap (buf, &map);
+}
+
+/* npullm answers a microphone, and a microphone with a camera: the text
+ * is stamped with the media it speaks of (audio from 1 s to 2 s, a frame
+ * at 0) */
+static void
+answer_pipeline (gboolean with_video, Answer * a)
+{
+  gchar *desc = g_strdup_printf ("audiotestsrc num-buffers=10 "
+      "samplesperbuffer=1600 wave=sine freq=330 timestamp-offset=1000000000 ! "
+      "audio/x-raw,format=F32LE,rate=16000,channels=1 ! npuaudiotok "
+      "model=%s vad=false chunk-duration=1000000000 ! llm.audio %s%s%s "
+      "npullm name=llm model=%s prompt=\"What happened?\" max-tokens=4 ! "
+      "fakesink name=out signal-handoffs=true", audio_path,
+      with_video ? "videotestsrc num-buffers=1 ! video/x-raw,width=64,"
+      "height=64 ! npuvisiontok model=" : "", with_video ? vision_path : "",
+      with_video ? " ! llm.vision" : "", text_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL), *sink;
+  GstMessage *msg;
+
+  fail_unless (pipeline != NULL, "%s", desc);
+  g_mutex_init (&a->lock);
+  a->text = g_string_new (NULL);
+  a->first_pts = a->last_end = GST_CLOCK_TIME_NONE;
+  a->last_end = 0;
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "out");
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_text), a);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      120 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_mutex_clear (&a->lock);
+  g_free (desc);
+}
+
+GST_START_TEST (test_npullm_audio_and_video)
+{
+  Answer a;
+
+  answer_pipeline (FALSE, &a);
+  fail_unless (a.text->len > 0);
+  /* the one chunk: from 1 s, a second long */
+  fail_unless_equals_uint64 (a.first_pts, GST_SECOND);
+  fail_unless_equals_uint64 (a.last_end, 2 * GST_SECOND);
+  g_string_free (a.text, TRUE);
+
+  answer_pipeline (TRUE, &a);
+  fail_unless (a.text->len > 0);
+  /* the frame at 0 and the audio up to 2 s are both answered */
+  fail_unless_equals_uint64 (a.first_pts, 0);
+  fail_unless_equals_uint64 (a.last_end, 2 * GST_SECOND);
+  g_string_free (a.text, TRUE);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------
  * Bad input
  */
 static gchar *
@@ -1014,6 +1100,7 @@ npuaudiotok_suite (void)
   tcase_add_test (tc, test_split_frames_counted);
   tcase_add_test (tc, test_latency);
   tcase_add_test (tc, test_weights_pad);
+  tcase_add_test (tc, test_npullm_audio_and_video);
   tcase_add_test (tc, test_bad_models);
   tcase_add_test (tc, test_bad_caps);
   tcase_add_test (tc, test_drop_newest_qos);

@@ -27,9 +27,10 @@
  *
  * With #GstNpuAudioTok:vad (the default) an energy gate keeps silence out:
  * a chunk without a 10 ms frame above #GstNpuAudioTok:vad-threshold gives
- * no tokens, and a chunk with speech ends #GstNpuAudioTok:vad-hangover
- * after the speech does, so an utterance is answered without waiting for
- * the chunk to fill.  At EOS the partial chunk is encoded.
+ * no tokens.  With #GstNpuAudioTok:vad-split, voice also cuts the chunks:
+ * a chunk starts #GstNpuAudioTok:vad-hangover before the voice and ends
+ * that long after it, so an utterance is answered without waiting for the
+ * chunk to fill.  At EOS the partial chunk is encoded.
  *
  * At most #GstNpuAudioTok:max-inflight chunks are being encoded at once;
  * past that, #GstNpuAudioTok:policy blocks upstream or drops a chunk
@@ -39,7 +40,7 @@
  * |[
  * gst-launch-1.0 audiotestsrc wave=sine num-buffers=300 ! \
  *     npuaudiotok model=mmproj-audio.gguf vad=false chunk-duration=3000000000 ! fakesink
- * gst-launch-1.0 pulsesrc ! npuaudiotok model=mmproj-audio.gguf ! llm.audio \
+ * gst-launch-1.0 pulsesrc ! npuaudiotok model=mmproj-audio.gguf vad-split=true ! llm.audio \
  *     npullm name=llm model=text.gguf prompt="What did you hear?" ! fdsink
  * ]|
  */
@@ -67,6 +68,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_audio_tok_debug);
 #define DEFAULT_VAD TRUE
 #define DEFAULT_VAD_THRESHOLD -50.0
 #define DEFAULT_VAD_HANGOVER (500 * GST_MSECOND)
+#define DEFAULT_VAD_SPLIT FALSE
 #define DEFAULT_MAX_INFLIGHT 2
 #define DEFAULT_POLICY GST_NPU_AUDIO_TOK_POLICY_BLOCK
 #define DEFAULT_N_THREADS 0
@@ -85,6 +87,7 @@ enum
   PROP_VAD,
   PROP_VAD_THRESHOLD,
   PROP_VAD_HANGOVER,
+  PROP_VAD_SPLIT,
   PROP_MAX_INFLIGHT,
   PROP_POLICY,
   PROP_N_THREADS,
@@ -125,7 +128,7 @@ struct _GstNpuAudioTok
   /* properties, under the object lock */
   gchar *model;
   GstClockTime chunk_duration, overlap, vad_hangover;
-  gboolean vad;
+  gboolean vad, vad_split;
   gdouble vad_threshold;
   guint max_inflight;
   GstNpuAudioTokPolicy policy;
@@ -150,7 +153,7 @@ struct _GstNpuAudioTok
   guint split_len;
   guint window_frames, n_tokens;
   gsize window_len, overlap_len, hangover_len;
-  gboolean vad_on;
+  gboolean vad_on, split_on;
   gdouble vad_power;            /* threshold as a mean square */
 
   /* the stream, streaming thread */
@@ -272,13 +275,13 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
   /**
    * GstNpuAudioTok:vad:
    *
-   * Gate silence out by energy: chunks with no 10 ms frame louder than
-   * #GstNpuAudioTok:vad-threshold give no tokens, and a chunk ends
-   * #GstNpuAudioTok:vad-hangover after the last loud frame.
+   * Gate silence out by energy: a chunk with no 10 ms frame louder than
+   * #GstNpuAudioTok:vad-threshold gives no tokens.  With
+   * #GstNpuAudioTok:vad-split, voice also cuts the chunks.
    */
   g_object_class_install_property (gobject_class, PROP_VAD,
       g_param_spec_boolean ("vad", "Voice activity gate",
-          "Send no tokens for silence; end a chunk when speech stops",
+          "Send no tokens for chunks with no voice",
           DEFAULT_VAD, rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuAudioTok:vad-threshold:
@@ -294,14 +297,29 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
   /**
    * GstNpuAudioTok:vad-hangover:
    *
-   * Silence, in nanoseconds, after which a chunk with voice in it ends;
-   * also the silence kept before the first voiced frame of a chunk.
+   * With #GstNpuAudioTok:vad-split: silence, in nanoseconds, after which
+   * a chunk with voice in it ends; also the silence kept before the first
+   * voiced frame of a chunk.
    */
   g_object_class_install_property (gobject_class, PROP_VAD_HANGOVER,
       g_param_spec_uint64 ("vad-hangover", "VAD hangover",
-          "Silence in ns that ends a chunk with voice (and is kept before "
-          "voice)", 10 * GST_MSECOND, 10 * GST_SECOND, DEFAULT_VAD_HANGOVER,
-          rw | GST_PARAM_MUTABLE_READY));
+          "With vad-split: silence in ns that ends a chunk with voice (and "
+          "is kept before voice)", 10 * GST_MSECOND, 10 * GST_SECOND,
+          DEFAULT_VAD_HANGOVER, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:vad-split:
+   *
+   * Cut chunks by voice: drop silence before it (keeping
+   * #GstNpuAudioTok:vad-hangover of it) and end a chunk that much silence
+   * after it, so an utterance is answered as soon as it ends instead of
+   * when the chunk is full.  Off by default: chunks are then exactly the
+   * clips llama.cpp would encode.
+   */
+  g_object_class_install_property (gobject_class, PROP_VAD_SPLIT,
+      g_param_spec_boolean ("vad-split", "Split by voice",
+          "Cut chunks at voice onsets and after vad-hangover of silence "
+          "(lower latency; chunks no longer llama.cpp's clips)",
+          DEFAULT_VAD_SPLIT, rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuAudioTok:max-inflight:
    *
@@ -402,6 +420,7 @@ gst_npu_audio_tok_init (GstNpuAudioTok * self)
   self->vad = DEFAULT_VAD;
   self->vad_threshold = DEFAULT_VAD_THRESHOLD;
   self->vad_hangover = DEFAULT_VAD_HANGOVER;
+  self->vad_split = DEFAULT_VAD_SPLIT;
   self->max_inflight = DEFAULT_MAX_INFLIGHT;
   self->policy = DEFAULT_POLICY;
   g_mutex_init (&self->lock);
@@ -446,6 +465,9 @@ gst_npu_audio_tok_set_property (GObject * object, guint prop_id,
     case PROP_VAD_HANGOVER:
       self->vad_hangover = g_value_get_uint64 (value);
       break;
+    case PROP_VAD_SPLIT:
+      self->vad_split = g_value_get_boolean (value);
+      break;
     case PROP_MAX_INFLIGHT:
       self->max_inflight = g_value_get_uint (value);
       break;
@@ -487,6 +509,9 @@ gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
       break;
     case PROP_VAD_HANGOVER:
       g_value_set_uint64 (value, self->vad_hangover);
+      break;
+    case PROP_VAD_SPLIT:
+      g_value_set_boolean (value, self->vad_split);
       break;
     case PROP_MAX_INFLIGHT:
       g_value_set_uint (value, self->max_inflight);
@@ -671,6 +696,7 @@ set_caps (GstNpuAudioTok * self, GstCaps * caps)
   overlap = self->overlap;
   hangover = self->vad_hangover;
   self->vad_on = self->vad;
+  self->split_on = self->vad && self->vad_split;
   self->vad_power = pow (10.0, self->vad_threshold / 10.0);
   GST_OBJECT_UNLOCK (self);
 
@@ -998,7 +1024,7 @@ end_of_vad_frame (GstNpuAudioTok * self)
     self->last_voiced = self->n_out;
     return GST_FLOW_OK;
   }
-  if (!self->vad_on)
+  if (!self->split_on)
     return GST_FLOW_OK;
   if (chunk->voiced && self->n_out - self->last_voiced >= self->hangover_len)
     return close_chunk (self, FALSE);   /* the utterance ended */

@@ -453,12 +453,28 @@ GST_START_TEST (test_vad)
   guint64 silent;
 
   memcpy (s + 32000, tone, 16000 * sizeof (float));
-  out = run_f32 ("vad-hangover=300000000", s, n, 160);
+  out = run_f32 ("vad-split=true vad-hangover=300000000", s, n, 160);
   /* one chunk: 300 ms of lead-in, the sound, 300 ms of hangover */
   fail_unless_equals_int (out.tokens->len, 1);
   fail_unless_equals_uint64 (OUT_PTS (&out, 0), 1700 * GST_MSECOND);
   fail_unless_equals_uint64 (OUT_DUR (&out, 0), 1600 * GST_MSECOND);
   out_clear (&out);
+
+  /* without vad-split the gate only keeps silent chunks back: the same
+   * sound in 1 s chunks is the chunk from 2 s to 3 s, the others silent */
+  {
+    GstHarness *hs = make_harness ("chunk-duration=1000000000",
+        "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+
+    push_pcm (hs, (const guint8 *) s, n, 4, 16000, 1600);
+    collect (hs, &out);
+    fail_unless_equals_int (out.tokens->len, 1);
+    fail_unless_equals_uint64 (OUT_PTS (&out, 0), 2 * GST_SECOND);
+    fail_unless_equals_uint64 (OUT_DUR (&out, 0), GST_SECOND);
+    fail_unless_equals_uint64 (get_u64 (hs, "chunks-silent"), 4);
+    out_clear (&out);
+    gst_harness_teardown (hs);
+  }
 
   /* silence only: nothing, and the chunk it ended in counted */
   memset (s, 0, n * sizeof (float));

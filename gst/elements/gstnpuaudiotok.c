@@ -1010,6 +1010,22 @@ close_chunk (GstNpuAudioTok * self, gboolean carry_overlap)
   return submit_chunk (self, chunk);
 }
 
+/* No voice before @at yet: keep only a hangover of silence before it. */
+static void
+trim_lead_in (GstNpuAudioTok * self, Chunk * chunk, gsize at)
+{
+  gsize drop, keep;
+
+  if (at <= self->hangover_len)
+    return;
+  drop = at - self->hangover_len;
+  keep = chunk->n - drop;
+  memmove (chunk->samples, chunk->samples + drop, keep * sizeof (gfloat));
+  memset (chunk->samples + keep, 0, drop * sizeof (gfloat));
+  chunk->n = keep;
+  chunk->start += drop;
+}
+
 /* The end of a 10 ms frame: voice or not, and what that does. */
 static GstFlowReturn
 end_of_vad_frame (GstNpuAudioTok * self)
@@ -1019,6 +1035,21 @@ end_of_vad_frame (GstNpuAudioTok * self)
 
   self->energy = 0.0;
   self->energy_n = 0;
+  if (voiced && !chunk->voiced && self->split_on) {
+    /* The lead-in is counted from the first loud sample, not from the
+     * frame: the frames' grid depends on when the stream started, the
+     * first loud sample does not, so the same utterance captured from a
+     * microphone or read from a file starts its chunk at the same place. */
+    gsize frame = MIN (chunk->n, HOP), onset = chunk->n - frame, i;
+
+    for (i = chunk->n - frame; i < chunk->n; i++) {
+      if ((gdouble) chunk->samples[i] * chunk->samples[i] > self->vad_power) {
+        onset = i;
+        break;
+      }
+    }
+    trim_lead_in (self, chunk, onset);
+  }
   if (voiced) {
     chunk->voiced = TRUE;
     self->last_voiced = self->n_out;
@@ -1028,16 +1059,8 @@ end_of_vad_frame (GstNpuAudioTok * self)
     return GST_FLOW_OK;
   if (chunk->voiced && self->n_out - self->last_voiced >= self->hangover_len)
     return close_chunk (self, FALSE);   /* the utterance ended */
-  if (!chunk->voiced && chunk->n > self->hangover_len) {
-    /* no voice yet: keep only the last hangover of silence as lead-in */
-    gsize drop = chunk->n - self->hangover_len;
-
-    memmove (chunk->samples, chunk->samples + drop,
-        self->hangover_len * sizeof (gfloat));
-    memset (chunk->samples + self->hangover_len, 0, drop * sizeof (gfloat));
-    chunk->n = self->hangover_len;
-    chunk->start += drop;
-  }
+  if (!chunk->voiced)
+    trim_lead_in (self, chunk, chunk->n);
   return GST_FLOW_OK;
 }
 

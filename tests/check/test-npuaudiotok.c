@@ -516,6 +516,40 @@ GST_START_TEST (test_vad)
 
 GST_END_TEST;
 
+/* With vad-split the chunk starts a hangover before the first loud sample,
+ * wherever the 10 ms grid falls: the same utterance 77 samples later in
+ * the stream gives the same tokens, 77 samples later */
+GST_START_TEST (test_vad_onset_aligned)
+{
+  const gsize lead = 16000, len = 16000, pad = 16000;
+  float *tone = make_clip (len, 12);
+  float *a = g_new0 (float, lead + len + pad), *b = g_new0 (float,
+      lead + 77 + len + pad);
+  Out oa, ob;
+
+  memcpy (a + lead, tone, len * sizeof (float));
+  memcpy (b + lead + 77, tone, len * sizeof (float));
+  oa = run_f32 ("vad-split=true vad-hangover=200000000 "
+      "chunk-duration=3000000000", a, lead + len + pad, 160);
+  ob = run_f32 ("vad-split=true vad-hangover=200000000 "
+      "chunk-duration=3000000000", b, lead + 77 + len + pad, 160);
+  fail_unless_equals_int (oa.tokens->len, 1);
+  fail_unless_equals_int (ob.tokens->len, 1);
+  fail_unless_equals_uint64 (OUT_PTS (&oa, 0), 800 * GST_MSECOND);
+  fail_unless_equals_uint64 (OUT_PTS (&ob, 0), 800 * GST_MSECOND +
+      gst_util_uint64_scale (77, GST_SECOND, 16000));
+  fail_unless (memcmp (g_ptr_array_index (oa.tokens, 0),
+          g_ptr_array_index (ob.tokens, 0),
+          (gsize) oa.n_tokens * oa.dim * sizeof (float)) == 0);
+  out_clear (&oa);
+  out_clear (&ob);
+  g_free (a);
+  g_free (b);
+  g_free (tone);
+}
+
+GST_END_TEST;
+
 /* ------------------------------------------------------------------------
  * Memory: upstream writes into NPU memory, nothing is copied
  */
@@ -1130,6 +1164,7 @@ npuaudiotok_suite (void)
   tcase_add_test (tc, test_buffer_sizes);
   tcase_add_test (tc, test_44k_stereo);
   tcase_add_test (tc, test_vad);
+  tcase_add_test (tc, test_vad_onset_aligned);
   tcase_add_test (tc, test_audiotestsrc_npu_memory);
   tcase_add_test (tc, test_reads_in_place);
   tcase_add_test (tc, test_split_frames_counted);

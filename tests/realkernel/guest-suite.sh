@@ -67,6 +67,9 @@ mkdir -p /tmp/rk-models
 t generate-models bash -c "$GEN text --arch qwen2 --size tiny -o /tmp/rk-models/text.gguf && $GEN mmproj --for /tmp/rk-models/text.gguf --size tiny -o /tmp/rk-models/mmproj.gguf"
 t v4l2src-dmabuf-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf
 t v4l2src-dmabuf-import-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf-import
+# a WAV through the ALSA loopback into npuaudiotok, against filesrc
+t modprobe-snd-aloop modprobe snd-aloop
+t alsasrc-npuaudiotok "$(dirname "$0")/rk-audiotok.sh" "$BUILD" "$SYSPLUGINS"
 echo "suite $(up)" >> "$OUT/times"
 echo "guest: $pass passed, $fail failed, up $(up)s"
 [ $fail -eq 0 ]

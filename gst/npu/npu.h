@@ -9,6 +9,8 @@
 #include <npu/gstnpuimport.h>
 #include <npu/gstnpuinputwatch.h>
 #include <npu/gstnpuallocation.h>
+#include <npu/gstnpuaudiofrontend.h>
+#include <npu/gstnpulogmel.h>
 #include <npu/gstnputensormeta.h>
 #include <npu/gstnputokensmeta.h>
 #include <npu/gstnpuvideoinfo.h>

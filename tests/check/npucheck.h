@@ -126,6 +126,7 @@ npu_check_load_plugins (void)
     {"videotestsrc", "libgstvideotestsrc.so"},
     {"videoconvert", "libgstvideoconvertscale.so"},
     {"audioconvert", "libgstaudioconvert.so"},
+    {"audiotestsrc", "libgstaudiotestsrc.so"},
     {"textoverlay", "libgstpango.so"},
     {"pngenc", "libgstpng.so"},
     {"multifilesink", "libgstmultifile.so"},

@@ -89,6 +89,9 @@ if "$BIN/rk-visiontok" --has-dma-drm; then
   t v4l2src-dmabuf-dma-drm-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf dma-drm
   t v4l2src-dmabuf-import-dma-drm-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf-import dma-drm
 fi
+# a WAV through the ALSA loopback into npuaudiotok, against filesrc
+setup modprobe-snd-aloop modprobe snd-aloop
+t alsasrc-npuaudiotok "$(dirname "$0")/rk-audiotok.sh" "$BUILD" "$SYSPLUGINS"
 echo "suite $(up)" >> "$OUT/times"
 echo "guest: $pass passed, $fail failed, up $(up)s"
 [ $fail -eq 0 ]

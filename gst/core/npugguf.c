@@ -1199,3 +1199,14 @@ npu_gguf_find_tensor (const NpuGguf * gguf, const gchar * name)
   g_return_val_if_fail (name != NULL, NULL);
   return g_hash_table_lookup (gguf->tensor_index, name);
 }
+
+gboolean
+npu_gguf_lookup_view (const gchar * name, NpuTensorView * out, gpointer gguf)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+
+  if (!t)
+    return FALSE;
+  npu_tensor_view_init (out, t->type, t->n_dims, t->ne, t->data, t->n_bytes);
+  return TRUE;
+}

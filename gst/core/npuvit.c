@@ -34,11 +34,11 @@ typedef enum
   ACT_SILU,                     /* x sigmoid (x), ggml_silu */
 } Act;
 
-/* A rows x k weight in MXFP4: in place (owned NULL) or converted */
+/* A rows x k weight in MXFP4: in place (m.owned NULL) or converted
+ * (npu_mxfp4_matrix_from_view()) */
 typedef struct
 {
   NpuMxfp4Matrix m;
-  NpuBlockMxfp4 *owned;
 } Matrix;
 
 typedef struct
@@ -86,31 +86,15 @@ typedef struct
 {
   const gchar *name;            /* error prefix */
   const NpuGguf *gguf;
-  NpuVitTensorLookup lookup;
+  NpuTensorLookup lookup;
   gpointer user_data;
   NpuVit *vit;
 } Loader;
 
-static gboolean
-lookup_gguf (const gchar * name, NpuVitTensorView * out, gpointer user_data)
-{
-  const NpuGgufTensor *t = npu_gguf_find_tensor (user_data, name);
-  guint i;
-
-  if (!t)
-    return FALSE;
-  out->type = t->type;
-  out->n_dims = t->n_dims;
-  for (i = 0; i < NPU_GGUF_MAX_DIMS; i++)
-    out->ne[i] = t->ne[i];
-  out->data = t->data;
-  return TRUE;
-}
-
 static gchar *
 format_ne (const guint64 * ne)
 {
-  guint n = NPU_GGUF_MAX_DIMS;
+  guint n = NPU_TENSOR_MAX_DIMS;
 
   while (n > 1 && ne[n - 1] == 1)
     n--;
@@ -135,10 +119,10 @@ format_ne (const guint64 * ne)
  * @required. */
 static gboolean
 get_tensor (Loader * ld, const gchar * tname, gboolean required,
-    guint64 e0, guint64 e1, guint64 e2, guint64 e3, NpuVitTensorView * view,
+    guint64 e0, guint64 e1, guint64 e2, guint64 e3, NpuTensorView * view,
     GError ** error)
 {
-  guint64 want[NPU_GGUF_MAX_DIMS] = { e0, e1, e2, e3 };
+  guint64 want[NPU_TENSOR_MAX_DIMS] = { e0, e1, e2, e3 };
   guint i;
 
   memset (view, 0, sizeof (*view));
@@ -148,9 +132,9 @@ get_tensor (Loader * ld, const gchar * tname, gboolean required,
           "%s: tensor %s is missing", ld->name, tname);
     return FALSE;
   }
-  for (i = view->n_dims; i < NPU_GGUF_MAX_DIMS; i++)
+  for (i = view->n_dims; i < NPU_TENSOR_MAX_DIMS; i++)
     view->ne[i] = 1;
-  for (i = 0; i < NPU_GGUF_MAX_DIMS; i++) {
+  for (i = 0; i < NPU_TENSOR_MAX_DIMS; i++) {
     if (view->ne[i] != want[i]) {
       gchar *has = format_ne (view->ne), *exp = format_ne (want);
 
@@ -183,7 +167,7 @@ unsupported_type (Loader * ld, const gchar * tname, guint32 type,
 
 /* An F32 copy of a view of @n elements (F32, F16 or BF16) */
 static float *
-to_f32 (Loader * ld, const gchar * tname, const NpuVitTensorView * view,
+to_f32 (Loader * ld, const gchar * tname, const NpuTensorView * view,
     gsize n, GError ** error)
 {
   float *dst;
@@ -214,7 +198,7 @@ static float *
 get_vector (Loader * ld, const gchar * tname, gboolean required, guint64 n,
     GError ** error)
 {
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   if (!get_tensor (ld, tname, required, n, 1, 1, 1, &view, error))
     return NULL;
@@ -226,11 +210,10 @@ get_vector (Loader * ld, const gchar * tname, gboolean required, guint64 n,
  * converted once by the OCP rules (npumxfp4.h). */
 static gboolean
 view_to_matrix (Loader * ld, const gchar * tname,
-    const NpuVitTensorView * view, guint64 rows, guint64 k, Matrix * mat,
+    const NpuTensorView * view, guint64 rows, guint64 k, Matrix * mat,
     GError ** error)
 {
   gsize n = rows * k;
-  NpuBlockMxfp4 *blocks;
 
   if (k % NPU_MXFP4_BLOCK_SIZE != 0) {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
@@ -238,35 +221,14 @@ view_to_matrix (Loader * ld, const gchar * tname,
         "whole MXFP4 blocks of 32", ld->name, tname, k);
     return FALSE;
   }
-  if (view->type == NPU_GGML_TYPE_MXFP4) {
-    npu_mxfp4_matrix_init_view (&mat->m, view->data, rows, k);
-    ld->vit->borrowed_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof
-        (NpuBlockMxfp4);
-    return TRUE;
-  }
-  if (view->type != NPU_GGML_TYPE_F32 && view->type != NPU_GGML_TYPE_F16
-      && view->type != NPU_GGML_TYPE_BF16 && view->type != NPU_GGML_TYPE_Q8_0)
+  if (!npu_mxfp4_matrix_from_view (&mat->m, view, rows, k, FALSE))
     return unsupported_type (ld, tname, view->type,
         "f32, f16, bf16, q8_0, mxfp4", error);
-
-  blocks = g_new (NpuBlockMxfp4, n / NPU_MXFP4_BLOCK_SIZE);
-  switch (view->type) {
-    case NPU_GGML_TYPE_F32:
-      npu_mxfp4_quantize_f32 (view->data, blocks, n);
-      break;
-    case NPU_GGML_TYPE_F16:
-      npu_mxfp4_quantize_f16 (view->data, blocks, n);
-      break;
-    case NPU_GGML_TYPE_BF16:
-      npu_mxfp4_quantize_bf16 (view->data, blocks, n);
-      break;
-    default:
-      npu_mxfp4_quantize_q8_0 (view->data, blocks, n);
-      break;
-  }
-  mat->owned = blocks;
-  npu_mxfp4_matrix_init_view (&mat->m, blocks, rows, k);
-  ld->vit->owned_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
+  if (mat->m.owned)
+    ld->vit->owned_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
+  else
+    ld->vit->borrowed_bytes += n / NPU_MXFP4_BLOCK_SIZE *
+        sizeof (NpuBlockMxfp4);
   return TRUE;
 }
 
@@ -275,7 +237,7 @@ static gboolean
 get_matrix (Loader * ld, const gchar * tname, guint64 k, guint64 rows,
     Matrix * mat, GError ** error)
 {
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   return get_tensor (ld, tname, TRUE, k, rows, 1, 1, &view, error)
       && view_to_matrix (ld, tname, &view, rows, k, mat, error);
@@ -285,8 +247,6 @@ static void
 matrix_clear (Matrix * mat)
 {
   npu_mxfp4_matrix_clear (&mat->m);
-  g_free (mat->owned);
-  mat->owned = NULL;
 }
 
 static gboolean
@@ -476,7 +436,7 @@ static gboolean
 load_patch_embedding (Loader * ld, GError ** error)
 {
   NpuVit *vit = ld->vit;
-  NpuVitTensorView view;
+  NpuTensorView view;
   const gchar *tname = "v.patch_embd.weight";
 
   /* ggml conv_2d kernel: ne = [KW, KH, IC, OC], so output channel o's
@@ -569,7 +529,7 @@ load_layer (Loader * ld, guint il, GError ** error)
    * ne[0] is the vision dim, and so do we (same rule, so the two agree
    * even when ff = dim). */
   {
-    NpuVitTensorView view;
+    NpuTensorView view;
 
     swapped = ld->lookup (n[11], &view, ld->user_data) && view.ne[0] == dim;
     if (swapped) {
@@ -606,7 +566,7 @@ load_layer (Loader * ld, guint il, GError ** error)
   /* A gated FFN (ffn_gate) is another graph: refuse it rather than
    * silently ignore a tensor. */
   if (ok) {
-    NpuVitTensorView view;
+    NpuTensorView view;
     gchar *gn = g_strconcat (p, ".ffn_gate.weight", NULL);
 
     if (ld->lookup (gn, &view, ld->user_data)) {
@@ -627,7 +587,7 @@ static gboolean
 load_projector (Loader * ld, GError ** error)
 {
   NpuVit *vit = ld->vit;
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   if (vit->projector == NPU_VIT_PROJECTOR_MLP) {
     /* LLaVA: mm.0 [dim, out], GELU, mm.2 [out, out]; the output size is
@@ -731,7 +691,7 @@ alloc_scratch (NpuVit * vit)
 }
 
 static NpuVit *
-vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, const gchar * name, GError ** error)
 {
   Loader ld = { name, gguf, lookup, user_data, NULL };
@@ -743,7 +703,7 @@ vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
 
   if (!lookup) {
-    ld.lookup = lookup_gguf;
+    ld.lookup = npu_gguf_lookup_view;
     ld.user_data = (gpointer) gguf;
   }
   vit = g_new0 (NpuVit, 1);
@@ -760,7 +720,7 @@ vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
   /* One block past block_count would be silently ignored: the file and
    * its key disagree, say so. */
   if (ok) {
-    NpuVitTensorView view;
+    NpuTensorView view;
     gchar *extra = g_strdup_printf ("v.blk.%u.attn_q.weight", vit->n_layers);
 
     if (ld.lookup (extra, &view, ld.user_data)) {
@@ -787,7 +747,7 @@ vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
 }
 
 NpuVit *
-npu_vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+npu_vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, GError ** error)
 {
   return vit_new (gguf, lookup, user_data, "mmproj", error);

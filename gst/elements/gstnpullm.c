@@ -580,30 +580,13 @@ typedef struct
 } LookupData;
 
 static gboolean
-lookup_tensor (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
+lookup_tensor (const gchar * name, NpuTensorView * out, gpointer user_data)
 {
   LookupData *ld = user_data;
-  guint i;
 
-  if (ld->weights) {
-    GstNpuWeightsTensor t;
-    if (!gst_npu_weights_lookup (ld->weights, name, &t))
-      return FALSE;
-    out->type = t.type;
-    for (i = 0; i < 4; i++)
-      out->ne[i] = t.ne[i];
-    out->data = t.data;
-    return TRUE;
-  } else {
-    const NpuGgufTensor *t = npu_gguf_find_tensor (ld->gguf, name);
-    if (!t)
-      return FALSE;
-    out->type = t->type;
-    for (i = 0; i < 4; i++)
-      out->ne[i] = i < t->n_dims ? t->ne[i] : 1;
-    out->data = t->data;
-    return TRUE;
-  }
+  if (ld->weights)
+    return gst_npu_weights_lookup (ld->weights, name, out);
+  return npu_gguf_lookup_view (name, out, ld->gguf);
 }
 
 static void

@@ -34,7 +34,7 @@
 #endif
 
 #include "gstnpuvisiontok.h"
-#include "gstnpuvideoformats.h"
+#include <npu/gstnpuvideoformats.h>
 
 #include <string.h>
 #include <gst/video/video.h>

@@ -284,18 +284,42 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
       g_param_spec_double ("temperature", "Temperature",
           "Sampling temperature (0 = greedy)", 0.0, 10.0,
           DEFAULT_TEMPERATURE, rw_ready));
+  /**
+   * GstNpuLlm:top-k:
+   *
+   * Sample among the k likeliest tokens only; 0 keeps them all.  Ignored
+   * when #GstNpuLlm:temperature is 0.
+   */
   g_object_class_install_property (gobject_class, PROP_TOP_K,
       g_param_spec_uint ("top-k", "Top k",
           "Sample among the k likeliest tokens (0 = all)", 0, G_MAXINT,
           DEFAULT_TOP_K, rw_ready));
+  /**
+   * GstNpuLlm:top-p:
+   *
+   * Nucleus sampling: sample from the smallest set of tokens whose
+   * probabilities add up to this much; 1 turns it off.
+   */
   g_object_class_install_property (gobject_class, PROP_TOP_P,
       g_param_spec_double ("top-p", "Top p",
           "Nucleus sampling: smallest set with this probability mass "
           "(1 = off)", 0.0, 1.0, DEFAULT_TOP_P, rw_ready));
+  /**
+   * GstNpuLlm:min-p:
+   *
+   * Drop the tokens less likely than min-p times the likeliest one; 0
+   * turns it off.
+   */
   g_object_class_install_property (gobject_class, PROP_MIN_P,
       g_param_spec_double ("min-p", "Min p",
           "Drop tokens less likely than min-p times the likeliest (0 = off)",
           0.0, 1.0, DEFAULT_MIN_P, rw_ready));
+  /**
+   * GstNpuLlm:repeat-penalty:
+   *
+   * Penalty for tokens seen recently, by llama.cpp's rule (positive
+   * logits divided by it, negative ones multiplied); 1 turns it off.
+   */
   g_object_class_install_property (gobject_class, PROP_REPEAT_PENALTY,
       g_param_spec_double ("repeat-penalty", "Repeat penalty",
           "Penalty for tokens seen recently (1 = off)", 0.0, 10.0,
@@ -320,10 +344,21 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
       g_param_spec_uint ("context-length", "Context length",
           "KV cache size in tokens (0 = the model's, at most 4096)", 0,
           1 << 20, DEFAULT_CONTEXT_LENGTH, rw_ready));
+  /**
+   * GstNpuLlm:n-threads:
+   *
+   * Threads of the CPU backend; 0 = one per CPU.
+   */
   g_object_class_install_property (gobject_class, PROP_N_THREADS,
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw_ready));
+  /**
+   * GstNpuLlm:output:
+   *
+   * How an answer is cut into buffers: a buffer per token as it comes,
+   * per sentence (cut at . ! ? or a newline), or the whole response.
+   */
   g_object_class_install_property (gobject_class, PROP_OUTPUT,
       g_param_spec_enum ("output", "Output",
           "How the answer is cut into buffers", GST_TYPE_NPU_LLM_OUTPUT,
@@ -337,20 +372,46 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
   g_object_class_install_property (gobject_class, PROP_STOP,
       g_param_spec_string ("stop", "Stop strings",
           "'|'-separated strings that end an answer", DEFAULT_STOP, rw_ready));
+  /**
+   * GstNpuLlm:ttft-ms:
+   *
+   * Time to the first token of the last answer, in milliseconds.
+   */
   g_object_class_install_property (gobject_class, PROP_TTFT,
       g_param_spec_double ("ttft-ms", "Time to first token",
           "Time to first token of the last answer, ms", 0, G_MAXDOUBLE, 0, ro));
+  /**
+   * GstNpuLlm:prefill-tps:
+   *
+   * Prompt tokens read per second in the last answer.
+   */
   g_object_class_install_property (gobject_class, PROP_PREFILL_TPS,
       g_param_spec_double ("prefill-tps", "Prefill tokens/s",
           "Prompt tokens per second of the last answer", 0, G_MAXDOUBLE, 0,
           ro));
+  /**
+   * GstNpuLlm:decode-tps:
+   *
+   * Tokens generated per second in the last answer.
+   */
   g_object_class_install_property (gobject_class, PROP_DECODE_TPS,
       g_param_spec_double ("decode-tps", "Decode tokens/s",
           "Generated tokens per second of the last answer", 0, G_MAXDOUBLE,
           0, ro));
+  /**
+   * GstNpuLlm:n-answers:
+   *
+   * Answers given since the element started.
+   */
   g_object_class_install_property (gobject_class, PROP_N_ANSWERS,
       g_param_spec_uint ("n-answers", "Answers", "Answers given", 0,
           G_MAXUINT, 0, ro));
+  /**
+   * GstNpuLlm:media-replaced:
+   *
+   * Media buffers replaced by a newer buffer from the same pad before
+   * they were answered (latest wins).
+   */
   g_object_class_install_property (gobject_class, PROP_MEDIA_REPLACED,
       g_param_spec_uint64 ("media-replaced", "Media replaced",
           "Media buffers replaced by newer ones before being answered", 0,

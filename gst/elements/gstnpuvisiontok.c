@@ -193,6 +193,14 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
   g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
       g_param_spec_uint ("max-inflight", "Max in flight",
           "Frames being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT, rw));
+  /**
+   * GstNpuVisionTok:policy:
+   *
+   * What happens to a frame that arrives while #GstNpuVisionTok:max-inflight
+   * frames are being encoded: block (wait, back-pressuring upstream),
+   * drop-newest (drop it) or drop-oldest (cancel the oldest frame not yet
+   * being encoded).  Drops are counted and posted as QoS messages.
+   */
   g_object_class_install_property (gobject_class, PROP_POLICY,
       g_param_spec_enum ("policy", "Policy",
           "What to do with a frame when max-inflight are being encoded",
@@ -207,6 +215,11 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       g_param_spec_boolean ("letterbox", "Letterbox",
           "Keep the aspect ratio (pad) instead of stretching",
           DEFAULT_LETTERBOX, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:n-threads:
+   *
+   * Threads of the CPU backend; 0 = one per CPU.
+   */
   g_object_class_install_property (gobject_class, PROP_N_THREADS,
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
@@ -221,12 +234,28 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       g_param_spec_uint64 ("bytes-copied", "Bytes copied",
           "Bytes of input frames copied (zero when read in place)", 0,
           G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuVisionTok:frames-processed:
+   *
+   * Frames turned into tokens since the element started.
+   */
   g_object_class_install_property (gobject_class, PROP_FRAMES_PROCESSED,
       g_param_spec_uint64 ("frames-processed", "Frames processed",
           "Frames turned into tokens", 0, G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuVisionTok:frames-dropped:
+   *
+   * Frames dropped or cancelled by the drop-newest and drop-oldest
+   * policies.
+   */
   g_object_class_install_property (gobject_class, PROP_FRAMES_DROPPED,
       g_param_spec_uint64 ("frames-dropped", "Frames dropped",
           "Frames dropped by the drop-newest policy", 0, G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuVisionTok:frames-dmabuf:
+   *
+   * Frames whose memory was a dma-buf, read in place.
+   */
   g_object_class_install_property (gobject_class, PROP_FRAMES_DMABUF,
       g_param_spec_uint64 ("frames-dmabuf", "Frames in dma-bufs",
           "Frames whose memory was a dma-buf", 0, G_MAXUINT64, 0, ro));

@@ -6,6 +6,9 @@
  * must be exactly the names in the first column of the "## Properties"
  * table of docs/<element>.md.  A property added without its line in docs/,
  * or a line left behind for a property that went, fails here by name.
+ * Each of those properties must also have its gtk-doc comment
+ * ("GstNpuLlm:prompt:") in the element's source, at its
+ * g_object_class_install_property().
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -15,8 +18,13 @@
 #include <gst/gst.h>
 #include <gst/check/gstcheck.h>
 
-static const gchar *const elements[] = {
-  "mxfp4weights", "npullm", "npuvisiontok",
+static const struct
+{
+  const gchar *name, *source;
+} elements[] = {
+  {"mxfp4weights", "gstmxfp4weights.c"},
+  {"npullm", "gstnpullm.c"},
+  {"npuvisiontok", "gstnpuvisiontok.c"},
 };
 
 /* The `names` in the first cell of each row of the Properties table */
@@ -66,15 +74,20 @@ GST_START_TEST (test_properties_documented)
   GString *problems = g_string_new (NULL);
 
   for (e = 0; e < G_N_ELEMENTS (elements); e++) {
-    GstElement *element = gst_element_factory_make (elements[e], NULL);
+    const gchar *name = elements[e].name;
+    GstElement *element = gst_element_factory_make (name, NULL);
     GHashTable *documented, *listed;
     GParamSpec **specs;
     guint n, i;
     GHashTableIter it;
     gpointer key;
+    gchar *path, *source = NULL;
 
-    fail_unless (element != NULL, "no element %s", elements[e]);
-    documented = documented_properties (elements[e]);
+    fail_unless (element != NULL, "no element %s", name);
+    documented = documented_properties (name);
+    path = g_build_filename (NPU_ELEMENTS_DIR, elements[e].source, NULL);
+    fail_unless (g_file_get_contents (path, &source, NULL, NULL),
+        "cannot read %s", path);
     listed = g_hash_table_new (g_str_hash, g_str_equal);
     specs = g_object_class_list_properties (G_OBJECT_GET_CLASS (element), &n);
     for (i = 0; i < n; i++) {
@@ -83,15 +96,28 @@ GST_START_TEST (test_properties_documented)
       g_hash_table_add (listed, (gpointer) specs[i]->name);
       if (!g_hash_table_contains (documented, specs[i]->name))
         g_string_append_printf (problems, "%s: property %s is not in "
-            "docs/%s.md\n", elements[e], specs[i]->name, elements[e]);
+            "docs/%s.md\n", name, specs[i]->name, name);
+      {
+        gchar *tag = g_strdup_printf ("* %s:%s:\n", G_OBJECT_TYPE_NAME
+            (element), specs[i]->name);
+
+        if (!strstr (source, tag))
+          g_string_append_printf (problems, "%s: property %s has no doc "
+              "comment (%s:%s:) in %s\n", name, specs[i]->name,
+              G_OBJECT_TYPE_NAME (element), specs[i]->name,
+              elements[e].source);
+        g_free (tag);
+      }
     }
     g_hash_table_iter_init (&it, documented);
     while (g_hash_table_iter_next (&it, &key, NULL)) {
       if (!g_hash_table_contains (listed, key))
         g_string_append_printf (problems, "%s: docs/%s.md documents %s, "
-            "which the element does not have\n", elements[e], elements[e],
+            "which the element does not have\n", name, name,
             (const gchar *) key);
     }
+    g_free (source);
+    g_free (path);
     g_free (specs);
     g_hash_table_unref (listed);
     g_hash_table_unref (documented);

@@ -437,28 +437,9 @@ matrix_clear (Matrix * mat)
   npu_mxfp4_matrix_clear (&mat->m);
 }
 
-NpuLlmModel *
-npu_llm_model_new (const NpuLlmHParams * params, NpuTensorLookup lookup,
-    gpointer user_data, NpuLlmLoadFlags flags, GError ** error)
+static gboolean
+check_hparams (const NpuLlmHParams * hp, GError ** error)
 {
-  NpuLlmModel *model;
-  NpuLlmHParams *hp;
-  NpuTensorView v;
-  gboolean found, is_qwen2;
-  guint q_dim, kv_dim, il, i;
-  guint block;
-  gsize type_size;
-
-  g_return_val_if_fail (params != NULL && lookup != NULL, NULL);
-
-  model = g_new0 (NpuLlmModel, 1);
-  model->hp = *params;
-  model->flags = flags;
-  hp = &model->hp;
-  is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
-  q_dim = hp->n_head * hp->head_dim;
-  kv_dim = hp->n_head_kv * hp->head_dim;
-
   if (hp->n_embd == 0 || hp->n_layer == 0 || hp->n_ff == 0 ||
       hp->n_head == 0 || hp->n_head_kv == 0 || hp->head_dim == 0 ||
       hp->n_head % hp->n_head_kv != 0 || hp->n_rot == 0 || hp->n_rot % 2 ||
@@ -468,14 +449,25 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuTensorLookup lookup,
         "%u/%u, head size %u, rot %u, ctx %u)", hp->n_embd, hp->n_layer,
         hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_rot,
         hp->n_ctx_train);
-    goto fail;
+    return FALSE;
   }
+  return TRUE;
+}
+
+static gboolean
+load_token_embd (NpuLlmModel * model, NpuTensorLookup lookup,
+    gpointer user_data, GError ** error)
+{
+  NpuLlmHParams *hp = &model->hp;
+  gboolean found;
+  guint block;
+  gsize type_size;
 
   /* token_embd: any number of rows (the vocabulary), one of the types we
    * can dequantise a row of */
   if (!lookup_tensor (lookup, user_data, "token_embd.weight", TRUE,
           hp->n_embd, 0, &model->tok_embd, &found, error))
-    goto fail;
+    return FALSE;
   switch (model->tok_embd.type) {
     case NPU_GGML_TYPE_F32:
     case NPU_GGML_TYPE_F16:
@@ -487,13 +479,13 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuTensorLookup lookup,
       g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
           "tensor 'token_embd.weight' has type %s (supported: f32, f16, "
           "bf16, q8_0, mxfp4)", type_name (model->tok_embd.type));
-      goto fail;
+      return FALSE;
   }
   if (model->tok_embd.ne[1] > G_MAXINT32) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
         "tensor 'token_embd.weight': %" G_GUINT64_FORMAT " tokens",
         model->tok_embd.ne[1]);
-    goto fail;
+    return FALSE;
   }
   if (model->tok_embd.type != NPU_GGML_TYPE_F32 &&
       model->tok_embd.type != NPU_GGML_TYPE_F16 &&
@@ -502,18 +494,29 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuTensorLookup lookup,
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
         "tensor 'token_embd.weight': row length %u is not a multiple of 32",
         hp->n_embd);
-    goto fail;
+    return FALSE;
   }
   hp->n_vocab = (guint) model->tok_embd.ne[1];
   npu_ggml_type_info (model->tok_embd.type, &block, &type_size);
   model->embd_row_bytes = hp->n_embd / block * type_size;
+  return TRUE;
+}
+
+/* output_norm and the logits' matrix */
+static gboolean
+load_output (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
+    GError ** error)
+{
+  NpuLlmHParams *hp = &model->hp;
+  NpuTensorView v;
+  gboolean found;
 
   if (!load_vector (lookup, user_data, "output_norm.weight", TRUE,
           hp->n_embd, &model->output_norm, error))
-    goto fail;
+    return FALSE;
   if (!lookup_tensor (lookup, user_data, "output.weight", FALSE, hp->n_embd,
           hp->n_vocab, &v, &found, error))
-    goto fail;
+    return FALSE;
   /* Tied output: the logits are token_embd . x, as llama.cpp does when a
    * file has no output.weight */
   {
@@ -522,23 +525,32 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuTensorLookup lookup,
 
     if (out->type == NPU_GGML_TYPE_Q8_0) {
       if (!check_row_length (name, hp->n_embd, error))
-        goto fail;
+        return FALSE;
       model->output_q8_0 = out->data;
       model->decode_bytes += (guint64) hp->n_vocab *
           (hp->n_embd / NPU_MXFP4_BLOCK_SIZE) * sizeof (NpuBlockQ8_0);
     } else {
       if (!matrix_from_view (model, name, out, &model->output, error))
-        goto fail;
+        return FALSE;
       model->decode_bytes += npu_mxfp4_matrix_get_size (&model->output.m);
     }
   }
   model->decode_bytes += model->embd_row_bytes;
+  return TRUE;
+}
+
+static gboolean
+load_rope (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
+    GError ** error)
+{
+  NpuLlmHParams *hp = &model->hp;
+  guint i;
 
   /* Llama 3's per-frequency RoPE factors, optional (llama.cpp divides each
    * frequency by its factor) */
   if (!load_vector (lookup, user_data, "rope_freqs.weight", FALSE,
           hp->n_rot / 2, &model->rope_freqs, error))
-    goto fail;
+    return FALSE;
   model->inv_freq = g_new (double, hp->n_rot / 2);
   for (i = 0; i < hp->n_rot / 2; i++) {
     double f = pow ((double) hp->rope_freq_base, -2.0 * i / hp->n_rot);
@@ -547,41 +559,74 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuTensorLookup lookup,
       f /= model->rope_freqs[i];
     model->inv_freq[i] = f * hp->rope_freq_scale;
   }
+  return TRUE;
+}
 
-  model->layers = g_new0 (Layer, hp->n_layer);
-  for (il = 0; il < hp->n_layer; il++) {
-    Layer *l = &model->layers[il];
-    gchar name[64];
+static gboolean
+load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
+    guint il, GError ** error)
+{
+  const NpuLlmHParams *hp = &model->hp;
+  gboolean is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
+  guint q_dim = hp->n_head * hp->head_dim;
+  guint kv_dim = hp->n_head_kv * hp->head_dim;
+  Layer *l = &model->layers[il];
+  gchar name[64];
 
 #define NAME(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
-    if (!load_vector (lookup, user_data, NAME ("attn_norm.weight"), TRUE,
-            hp->n_embd, &l->attn_norm, error) ||
-        !load_vector (lookup, user_data, NAME ("ffn_norm.weight"), TRUE,
-            hp->n_embd, &l->ffn_norm, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_q.bias"), is_qwen2,
-            q_dim, &l->bq, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_k.bias"), is_qwen2,
-            kv_dim, &l->bk, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_v.bias"), is_qwen2,
-            kv_dim, &l->bv, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_output.bias"), FALSE,
-            hp->n_embd, &l->bo, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_q.weight"),
-            hp->n_embd, q_dim, &l->wq, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_k.weight"),
-            hp->n_embd, kv_dim, &l->wk, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_v.weight"),
-            hp->n_embd, kv_dim, &l->wv, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_output.weight"),
-            q_dim, hp->n_embd, &l->wo, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("ffn_gate.weight"),
-            hp->n_embd, hp->n_ff, &l->wgate, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("ffn_up.weight"),
-            hp->n_embd, hp->n_ff, &l->wup, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("ffn_down.weight"),
-            hp->n_ff, hp->n_embd, &l->wdown, error))
-      goto fail;
+  if (!load_vector (lookup, user_data, NAME ("attn_norm.weight"), TRUE,
+          hp->n_embd, &l->attn_norm, error) ||
+      !load_vector (lookup, user_data, NAME ("ffn_norm.weight"), TRUE,
+          hp->n_embd, &l->ffn_norm, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_q.bias"), is_qwen2,
+          q_dim, &l->bq, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_k.bias"), is_qwen2,
+          kv_dim, &l->bk, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_v.bias"), is_qwen2,
+          kv_dim, &l->bv, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_output.bias"), FALSE,
+          hp->n_embd, &l->bo, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_q.weight"),
+          hp->n_embd, q_dim, &l->wq, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_k.weight"),
+          hp->n_embd, kv_dim, &l->wk, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_v.weight"),
+          hp->n_embd, kv_dim, &l->wv, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_output.weight"),
+          q_dim, hp->n_embd, &l->wo, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("ffn_gate.weight"),
+          hp->n_embd, hp->n_ff, &l->wgate, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("ffn_up.weight"),
+          hp->n_embd, hp->n_ff, &l->wup, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("ffn_down.weight"),
+          hp->n_ff, hp->n_embd, &l->wdown, error))
+    return FALSE;
 #undef NAME
+  return TRUE;
+}
+
+NpuLlmModel *
+npu_llm_model_new (const NpuLlmHParams * params, NpuTensorLookup lookup,
+    gpointer user_data, NpuLlmLoadFlags flags, GError ** error)
+{
+  NpuLlmModel *model;
+  guint il;
+
+  g_return_val_if_fail (params != NULL && lookup != NULL, NULL);
+
+  if (!check_hparams (params, error))
+    return NULL;
+  model = g_new0 (NpuLlmModel, 1);
+  model->hp = *params;
+  model->flags = flags;
+  if (!load_token_embd (model, lookup, user_data, error)
+      || !load_output (model, lookup, user_data, error)
+      || !load_rope (model, lookup, user_data, error))
+    goto fail;
+  model->layers = g_new0 (Layer, model->hp.n_layer);
+  for (il = 0; il < model->hp.n_layer; il++) {
+    if (!load_layer (model, lookup, user_data, il, error))
+      goto fail;
   }
   return model;
 

@@ -213,17 +213,11 @@ static GstPad *gst_npu_llm_request_new_pad (GstElement * element,
 static void gst_npu_llm_release_pad (GstElement * element, GstPad * pad);
 
 static void
-gst_npu_llm_class_init (GstNpuLlmClass * klass)
+install_properties (GObjectClass * gobject_class)
 {
-  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
-  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
   const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
   const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
   const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
-
-  gobject_class->set_property = gst_npu_llm_set_property;
-  gobject_class->get_property = gst_npu_llm_get_property;
-  gobject_class->finalize = gst_npu_llm_finalize;
 
   /**
    * GstNpuLlm:model:
@@ -416,6 +410,18 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
       g_param_spec_uint64 ("media-replaced", "Media replaced",
           "Media buffers replaced by newer ones before being answered", 0,
           G_MAXUINT64, 0, ro));
+}
+
+static void
+gst_npu_llm_class_init (GstNpuLlmClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+
+  gobject_class->set_property = gst_npu_llm_set_property;
+  gobject_class->get_property = gst_npu_llm_get_property;
+  gobject_class->finalize = gst_npu_llm_finalize;
+  install_properties (gobject_class);
 
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_add_static_pad_template (element_class, &text_template);

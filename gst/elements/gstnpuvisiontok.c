@@ -676,20 +676,16 @@ count_drop (GstNpuVisionTok * self, GstBuffer * buf)
   post_qos_drop (self, buf);
 }
 
+/* Takes an encoding slot for @buf, by #GstNpuVisionTok:policy: waits for
+ * one, or drops @buf (GST_FLOW_OK, *@dropped set), or cancels the oldest
+ * waiting frame.  Anything but GST_FLOW_OK with a slot has consumed @buf. */
 static GstFlowReturn
-gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+take_slot (GstNpuVisionTok * self, GstBuffer * buf, gboolean * dropped)
 {
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
-  EncodeJob *job;
-  GstBuffer *outbuf;
-  NpuFence *fence;
-  gsize out_bytes;
-  guint max_inflight, gw, gh;
+  guint max_inflight;
   GstNpuVisionTokPolicy policy;
 
-  if (!self->have_info || !self->vit)
-    goto not_negotiated;
-
+  *dropped = FALSE;
   GST_OBJECT_LOCK (self);
   max_inflight = self->max_inflight;
   policy = self->policy;
@@ -701,6 +697,7 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     g_mutex_unlock (&self->lock);
     count_drop (self, buf);
     gst_buffer_unref (buf);
+    *dropped = TRUE;
     return GST_FLOW_OK;
   }
   if (self->inflight >= max_inflight &&
@@ -719,6 +716,59 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   }
   self->inflight++;
   g_mutex_unlock (&self->lock);
+  return GST_FLOW_OK;
+}
+
+/* The token tensor's buffer: @job's output memory, @in's timestamps and a
+ * tokens meta describing it */
+static GstBuffer *
+make_token_buffer (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * in)
+{
+  GstBuffer *outbuf = gst_buffer_new ();
+  guint gw, gh;
+
+  gst_buffer_append_memory (outbuf, gst_memory_ref (job->outmem));
+  gst_buffer_copy_into (outbuf, in, GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
+  npu_vit_get_token_grid (self->vit, &gw, &gh);
+  gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_VISION,
+      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit), gw,
+      gh, GST_BUFFER_PTS (in), GST_BUFFER_DURATION (in));
+  return outbuf;
+}
+
+/* Queues @job's encoding; its fence rides on @outbuf and joins the pending
+ * list (signalled ones at its head are let go) */
+static void
+submit_job (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * outbuf)
+{
+  NpuFence *fence = npu_queue_submit (self->queue, encode_task, job,
+      encode_job_free, NULL, 0);
+
+  gst_buffer_add_npu_fence_meta (outbuf, fence);
+  g_mutex_lock (&self->lock);
+  while (!g_queue_is_empty (&self->pending) &&
+      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
+    npu_fence_unref (g_queue_pop_head (&self->pending));
+  g_queue_push_tail (&self->pending, fence);
+  g_mutex_unlock (&self->lock);
+}
+
+static GstFlowReturn
+gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+  EncodeJob *job;
+  GstBuffer *outbuf;
+  GstFlowReturn ret;
+  gboolean dropped;
+  gsize out_bytes;
+
+  if (!self->have_info || !self->vit)
+    goto not_negotiated;
+
+  ret = take_slot (self, buf, &dropped);
+  if (ret != GST_FLOW_OK || dropped)
+    return ret;
 
   job = g_new0 (EncodeJob, 1);
   job->self = self;
@@ -740,23 +790,8 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     self->frames_dmabuf++;
   GST_OBJECT_UNLOCK (self);
 
-  outbuf = gst_buffer_new ();
-  gst_buffer_append_memory (outbuf, gst_memory_ref (job->outmem));
-  gst_buffer_copy_into (outbuf, buf, GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
-  npu_vit_get_token_grid (self->vit, &gw, &gh);
-  gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_VISION,
-      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit), gw,
-      gh, GST_BUFFER_PTS (buf), GST_BUFFER_DURATION (buf));
-
-  fence = npu_queue_submit (self->queue, encode_task, job, encode_job_free,
-      NULL, 0);
-  gst_buffer_add_npu_fence_meta (outbuf, fence);
-  g_mutex_lock (&self->lock);
-  while (!g_queue_is_empty (&self->pending) &&
-      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
-    npu_fence_unref (g_queue_pop_head (&self->pending));
-  g_queue_push_tail (&self->pending, fence);
-  g_mutex_unlock (&self->lock);
+  outbuf = make_token_buffer (self, job, buf);
+  submit_job (self, job, outbuf);
   return gst_pad_push (self->srcpad, outbuf);
 
   /* ERRORS */

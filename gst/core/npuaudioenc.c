@@ -191,7 +191,7 @@ load_conv (NpuEncLoader * ld, guint index, guint in, guint out, Conv * conv,
 {
   gchar *wn = g_strdup_printf ("a.conv1d.%u.weight", index);
   gchar *bn = g_strdup_printf ("a.conv1d.%u.bias", index);
-  NpuVitTensorView view;
+  NpuTensorView view;
   gsize k = (gsize) 3 * in;
   gboolean ok;
 
@@ -232,7 +232,7 @@ static gboolean
 load_positions (NpuEncLoader * ld, NpuAudioEnc * enc, GError ** error)
 {
   const gchar *tname = "a.position_embd.weight";
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   memset (&view, 0, sizeof (view));
   if (!ld->lookup (tname, &view, ld->user_data)) {
@@ -264,7 +264,7 @@ static gboolean
 out_dim_of (NpuEncLoader * ld, const gchar * tname, guint * out,
     GError ** error)
 {
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   memset (&view, 0, sizeof (view));
   if (!ld->lookup (tname, &view, ld->user_data)) {
@@ -342,7 +342,7 @@ alloc_scratch (NpuAudioEnc * enc)
 }
 
 static NpuAudioEnc *
-audio_enc_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+audio_enc_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, const gchar * name, GError ** error)
 {
   NpuEncLoader ld;
@@ -375,7 +375,7 @@ audio_enc_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
   /* One block past block_count would be silently ignored: the file and
    * its key disagree, say so. */
   if (ok) {
-    NpuVitTensorView view;
+    NpuTensorView view;
     gchar *extra = g_strdup_printf ("a.blk.%u.attn_q.weight", enc->n_layers);
 
     if (ld.lookup (extra, &view, ld.user_data)) {
@@ -405,7 +405,7 @@ audio_enc_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
 }
 
 NpuAudioEnc *
-npu_audio_enc_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+npu_audio_enc_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, GError ** error)
 {
   return audio_enc_new (gguf, lookup, user_data, "mmproj", error);

@@ -24,7 +24,7 @@
  *                    mm.a.mlp.2
  *
  * The tensor-lookup callback and view are the vision encoder's
- * (NpuVitTensorLookup / NpuVitTensorView, npuvit.h), so weights from a
+ * (NpuTensorLookup / NpuTensorView, npuvit.h), so weights from a
  * file and from mxfp4weights arrive the same way to both encoders.
  *
  * Errors are in the NPU_VIT_ERROR domain (npuvit.h): NOT_MMPROJ (not an
@@ -58,7 +58,7 @@ typedef enum
  * from @lookup, which is called during the call only.  With @lookup NULL
  * the tensors are those of @gguf, which must then outlive the encoder. */
 NpuAudioEnc    *npu_audio_enc_new             (const NpuGguf *gguf,
-                                               NpuVitTensorLookup lookup,
+                                               NpuTensorLookup lookup,
                                                gpointer user_data,
                                                GError **error);
 /* Opens and maps @path; the encoder keeps the mapping. */

@@ -31,10 +31,11 @@
 
 G_DEFINE_QUARK (npu - llm - error - quark, npu_llm_error);
 
+/* A weight matrix; owns its blocks when they were converted or repacked
+ * (npu_mxfp4_matrix_from_view()) */
 typedef struct
 {
   NpuMxfp4Matrix m;
-  NpuBlockMxfp4 *converted;     /* owned when the source was not MXFP4 */
 } Matrix;
 
 typedef struct
@@ -49,7 +50,7 @@ struct _NpuLlmModel
   NpuLlmHParams hp;
   NpuGguf *gguf;                /* npu_llm_model_new_from_file() only */
 
-  NpuLlmTensorView tok_embd;
+  NpuTensorView tok_embd;
   gsize embd_row_bytes;
   const float *output_norm;
   /* The logits' matrix: output.weight, or token_embd for a tied model.  In
@@ -325,11 +326,11 @@ type_name (guint32 type)
 }
 
 static gboolean
-lookup_tensor (NpuLlmTensorLookup lookup, gpointer user_data,
+lookup_tensor (NpuTensorLookup lookup, gpointer user_data,
     const gchar * name, gboolean required, guint64 ne0, guint64 ne1,
-    NpuLlmTensorView * view, gboolean * found, GError ** error)
+    NpuTensorView * view, gboolean * found, GError ** error)
 {
-  NpuLlmTensorView v = { 0, };
+  NpuTensorView v = { 0, };
 
   *found = FALSE;
   if (!lookup (name, &v, user_data) || !v.data) {
@@ -357,11 +358,11 @@ lookup_tensor (NpuLlmTensorLookup lookup, gpointer user_data,
 
 /* 1-D F32 vector of @n elements */
 static gboolean
-load_vector (NpuLlmTensorLookup lookup, gpointer user_data,
+load_vector (NpuTensorLookup lookup, gpointer user_data,
     const gchar * name, gboolean required, guint64 n, const float **out,
     GError ** error)
 {
-  NpuLlmTensorView v;
+  NpuTensorView v;
   gboolean found;
 
   *out = NULL;
@@ -395,66 +396,30 @@ check_row_length (const gchar * name, gsize k, GError ** error)
  * (17 bytes per 32 weights owned by the model). */
 static gboolean
 matrix_from_view (NpuLlmModel * model, const gchar * name,
-    const NpuLlmTensorView * v, Matrix * mat, GError ** error)
+    const NpuTensorView * v, Matrix * mat, GError ** error)
 {
-  gsize k = v->ne[0], rows = v->ne[1], n = k * rows;
-  NpuBlockMxfp4 *blocks;
+  gsize k = v->ne[0], rows = v->ne[1];
 
   if (!check_row_length (name, k, error))
     return FALSE;
-  if (v->type == NPU_GGML_TYPE_MXFP4) {
-    if (model->flags & NPU_LLM_LOAD_REPACK) {
-      npu_mxfp4_matrix_repack (&mat->m, v->data, rows, k);
-      model->converted_bytes += npu_mxfp4_matrix_get_size (&mat->m);
-    } else {
-      npu_mxfp4_matrix_init_view (&mat->m, v->data, rows, k);
-    }
-    return TRUE;
+  if (!npu_mxfp4_matrix_from_view (&mat->m, v, rows, k,
+          (model->flags & NPU_LLM_LOAD_REPACK) != 0)) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+        "tensor '%s' has type %s (matrices must be mxfp4, f32, f16, bf16 "
+        "or q8_0)", name, type_name (v->type));
+    return FALSE;
   }
-  switch (v->type) {
-    case NPU_GGML_TYPE_F32:
-    case NPU_GGML_TYPE_F16:
-    case NPU_GGML_TYPE_BF16:
-    case NPU_GGML_TYPE_Q8_0:
-      break;
-    default:
-      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
-          "tensor '%s' has type %s (matrices must be mxfp4, f32, f16, bf16 "
-          "or q8_0)", name, type_name (v->type));
-      return FALSE;
-  }
-  blocks = g_new (NpuBlockMxfp4, n / NPU_MXFP4_BLOCK_SIZE);
-  switch (v->type) {
-    case NPU_GGML_TYPE_F32:
-      npu_mxfp4_quantize_f32 (v->data, blocks, n);
-      break;
-    case NPU_GGML_TYPE_F16:
-      npu_mxfp4_quantize_f16 (v->data, blocks, n);
-      break;
-    case NPU_GGML_TYPE_BF16:
-      npu_mxfp4_quantize_bf16 (v->data, blocks, n);
-      break;
-    default:
-      npu_mxfp4_quantize_q8_0 (v->data, blocks, n);
-      break;
-  }
-  if (model->flags & NPU_LLM_LOAD_REPACK) {
-    npu_mxfp4_matrix_repack (&mat->m, blocks, rows, k);
-    g_free (blocks);
-  } else {
-    mat->converted = blocks;
-    npu_mxfp4_matrix_init_view (&mat->m, blocks, rows, k);
-  }
-  model->converted_bytes += npu_mxfp4_matrix_get_size (&mat->m);
+  if (mat->m.owned)
+    model->converted_bytes += npu_mxfp4_matrix_get_size (&mat->m);
   return TRUE;
 }
 
 static gboolean
-load_matrix (NpuLlmModel * model, NpuLlmTensorLookup lookup,
+load_matrix (NpuLlmModel * model, NpuTensorLookup lookup,
     gpointer user_data, const gchar * name, guint64 ne0, guint64 ne1,
     Matrix * mat, GError ** error)
 {
-  NpuLlmTensorView v;
+  NpuTensorView v;
   gboolean found;
 
   if (!lookup_tensor (lookup, user_data, name, TRUE, ne0, ne1, &v, &found,
@@ -470,32 +435,11 @@ static void
 matrix_clear (Matrix * mat)
 {
   npu_mxfp4_matrix_clear (&mat->m);
-  g_free (mat->converted);
-  mat->converted = NULL;
 }
 
-NpuLlmModel *
-npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
-    gpointer user_data, NpuLlmLoadFlags flags, GError ** error)
+static gboolean
+check_hparams (const NpuLlmHParams * hp, GError ** error)
 {
-  NpuLlmModel *model;
-  NpuLlmHParams *hp;
-  NpuLlmTensorView v;
-  gboolean found, is_qwen2;
-  guint q_dim, kv_dim, il, i;
-  guint block;
-  gsize type_size;
-
-  g_return_val_if_fail (params != NULL && lookup != NULL, NULL);
-
-  model = g_new0 (NpuLlmModel, 1);
-  model->hp = *params;
-  model->flags = flags;
-  hp = &model->hp;
-  is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
-  q_dim = hp->n_head * hp->head_dim;
-  kv_dim = hp->n_head_kv * hp->head_dim;
-
   if (hp->n_embd == 0 || hp->n_layer == 0 || hp->n_ff == 0 ||
       hp->n_head == 0 || hp->n_head_kv == 0 || hp->head_dim == 0 ||
       hp->n_head % hp->n_head_kv != 0 || hp->n_rot == 0 || hp->n_rot % 2 ||
@@ -505,14 +449,25 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
         "%u/%u, head size %u, rot %u, ctx %u)", hp->n_embd, hp->n_layer,
         hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_rot,
         hp->n_ctx_train);
-    goto fail;
+    return FALSE;
   }
+  return TRUE;
+}
+
+static gboolean
+load_token_embd (NpuLlmModel * model, NpuTensorLookup lookup,
+    gpointer user_data, GError ** error)
+{
+  NpuLlmHParams *hp = &model->hp;
+  gboolean found;
+  guint block;
+  gsize type_size;
 
   /* token_embd: any number of rows (the vocabulary), one of the types we
    * can dequantise a row of */
   if (!lookup_tensor (lookup, user_data, "token_embd.weight", TRUE,
           hp->n_embd, 0, &model->tok_embd, &found, error))
-    goto fail;
+    return FALSE;
   switch (model->tok_embd.type) {
     case NPU_GGML_TYPE_F32:
     case NPU_GGML_TYPE_F16:
@@ -524,13 +479,13 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
       g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
           "tensor 'token_embd.weight' has type %s (supported: f32, f16, "
           "bf16, q8_0, mxfp4)", type_name (model->tok_embd.type));
-      goto fail;
+      return FALSE;
   }
   if (model->tok_embd.ne[1] > G_MAXINT32) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
         "tensor 'token_embd.weight': %" G_GUINT64_FORMAT " tokens",
         model->tok_embd.ne[1]);
-    goto fail;
+    return FALSE;
   }
   if (model->tok_embd.type != NPU_GGML_TYPE_F32 &&
       model->tok_embd.type != NPU_GGML_TYPE_F16 &&
@@ -539,43 +494,63 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
         "tensor 'token_embd.weight': row length %u is not a multiple of 32",
         hp->n_embd);
-    goto fail;
+    return FALSE;
   }
   hp->n_vocab = (guint) model->tok_embd.ne[1];
   npu_ggml_type_info (model->tok_embd.type, &block, &type_size);
   model->embd_row_bytes = hp->n_embd / block * type_size;
+  return TRUE;
+}
+
+/* output_norm and the logits' matrix */
+static gboolean
+load_output (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
+    GError ** error)
+{
+  NpuLlmHParams *hp = &model->hp;
+  NpuTensorView v;
+  gboolean found;
 
   if (!load_vector (lookup, user_data, "output_norm.weight", TRUE,
           hp->n_embd, &model->output_norm, error))
-    goto fail;
+    return FALSE;
   if (!lookup_tensor (lookup, user_data, "output.weight", FALSE, hp->n_embd,
           hp->n_vocab, &v, &found, error))
-    goto fail;
+    return FALSE;
   /* Tied output: the logits are token_embd . x, as llama.cpp does when a
    * file has no output.weight */
   {
     const gchar *name = found ? "output.weight" : "token_embd.weight";
-    const NpuLlmTensorView *out = found ? &v : &model->tok_embd;
+    const NpuTensorView *out = found ? &v : &model->tok_embd;
 
     if (out->type == NPU_GGML_TYPE_Q8_0) {
       if (!check_row_length (name, hp->n_embd, error))
-        goto fail;
+        return FALSE;
       model->output_q8_0 = out->data;
       model->decode_bytes += (guint64) hp->n_vocab *
           (hp->n_embd / NPU_MXFP4_BLOCK_SIZE) * sizeof (NpuBlockQ8_0);
     } else {
       if (!matrix_from_view (model, name, out, &model->output, error))
-        goto fail;
+        return FALSE;
       model->decode_bytes += npu_mxfp4_matrix_get_size (&model->output.m);
     }
   }
   model->decode_bytes += model->embd_row_bytes;
+  return TRUE;
+}
+
+static gboolean
+load_rope (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
+    GError ** error)
+{
+  NpuLlmHParams *hp = &model->hp;
+  guint i;
 
   /* Llama 3's per-frequency RoPE factors, optional (llama.cpp divides each
    * frequency by its factor) */
   if (!load_vector (lookup, user_data, "rope_freqs.weight", FALSE,
           hp->n_rot / 2, &model->rope_freqs, error))
-    goto fail;
+    return FALSE;
   model->inv_freq = g_new (double, hp->n_rot / 2);
   for (i = 0; i < hp->n_rot / 2; i++) {
     double f = pow ((double) hp->rope_freq_base, -2.0 * i / hp->n_rot);
@@ -584,62 +559,80 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
       f /= model->rope_freqs[i];
     model->inv_freq[i] = f * hp->rope_freq_scale;
   }
+  return TRUE;
+}
 
-  model->layers = g_new0 (Layer, hp->n_layer);
-  for (il = 0; il < hp->n_layer; il++) {
-    Layer *l = &model->layers[il];
-    gchar name[64];
+static gboolean
+load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
+    guint il, GError ** error)
+{
+  const NpuLlmHParams *hp = &model->hp;
+  gboolean is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
+  guint q_dim = hp->n_head * hp->head_dim;
+  guint kv_dim = hp->n_head_kv * hp->head_dim;
+  Layer *l = &model->layers[il];
+  gchar name[64];
 
 #define NAME(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
-    if (!load_vector (lookup, user_data, NAME ("attn_norm.weight"), TRUE,
-            hp->n_embd, &l->attn_norm, error) ||
-        !load_vector (lookup, user_data, NAME ("ffn_norm.weight"), TRUE,
-            hp->n_embd, &l->ffn_norm, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_q.bias"), is_qwen2,
-            q_dim, &l->bq, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_k.bias"), is_qwen2,
-            kv_dim, &l->bk, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_v.bias"), is_qwen2,
-            kv_dim, &l->bv, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_output.bias"), FALSE,
-            hp->n_embd, &l->bo, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_q.weight"),
-            hp->n_embd, q_dim, &l->wq, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_k.weight"),
-            hp->n_embd, kv_dim, &l->wk, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_v.weight"),
-            hp->n_embd, kv_dim, &l->wv, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_output.weight"),
-            q_dim, hp->n_embd, &l->wo, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("ffn_gate.weight"),
-            hp->n_embd, hp->n_ff, &l->wgate, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("ffn_up.weight"),
-            hp->n_embd, hp->n_ff, &l->wup, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("ffn_down.weight"),
-            hp->n_ff, hp->n_embd, &l->wdown, error))
-      goto fail;
+  if (!load_vector (lookup, user_data, NAME ("attn_norm.weight"), TRUE,
+          hp->n_embd, &l->attn_norm, error) ||
+      !load_vector (lookup, user_data, NAME ("ffn_norm.weight"), TRUE,
+          hp->n_embd, &l->ffn_norm, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_q.bias"), is_qwen2,
+          q_dim, &l->bq, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_k.bias"), is_qwen2,
+          kv_dim, &l->bk, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_v.bias"), is_qwen2,
+          kv_dim, &l->bv, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_output.bias"), FALSE,
+          hp->n_embd, &l->bo, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_q.weight"),
+          hp->n_embd, q_dim, &l->wq, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_k.weight"),
+          hp->n_embd, kv_dim, &l->wk, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_v.weight"),
+          hp->n_embd, kv_dim, &l->wv, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_output.weight"),
+          q_dim, hp->n_embd, &l->wo, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("ffn_gate.weight"),
+          hp->n_embd, hp->n_ff, &l->wgate, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("ffn_up.weight"),
+          hp->n_embd, hp->n_ff, &l->wup, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("ffn_down.weight"),
+          hp->n_ff, hp->n_embd, &l->wdown, error))
+    return FALSE;
 #undef NAME
+  return TRUE;
+}
+
+NpuLlmModel *
+npu_llm_model_new (const NpuLlmHParams * params, NpuTensorLookup lookup,
+    gpointer user_data, NpuLlmLoadFlags flags, GError ** error)
+{
+  NpuLlmModel *model;
+  guint il;
+
+  g_return_val_if_fail (params != NULL && lookup != NULL, NULL);
+
+  if (!check_hparams (params, error))
+    return NULL;
+  model = g_new0 (NpuLlmModel, 1);
+  model->hp = *params;
+  model->flags = flags;
+  if (!load_token_embd (model, lookup, user_data, error)
+      || !load_output (model, lookup, user_data, error)
+      || !load_rope (model, lookup, user_data, error))
+    goto fail;
+  model->layers = g_new0 (Layer, model->hp.n_layer);
+  for (il = 0; il < model->hp.n_layer; il++) {
+    if (!load_layer (model, lookup, user_data, il, error))
+      goto fail;
   }
   return model;
 
 fail:
   npu_llm_model_free (model);
   return NULL;
-}
-
-static gboolean
-gguf_lookup (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
-{
-  const NpuGgufTensor *t = npu_gguf_find_tensor (user_data, name);
-  guint i;
-
-  if (!t)
-    return FALSE;
-  out->type = t->type;
-  for (i = 0; i < 4; i++)
-    out->ne[i] = t->ne[i];
-  out->data = t->data;
-  return TRUE;
 }
 
 NpuLlmModel *
@@ -655,7 +648,8 @@ npu_llm_model_new_from_file (const gchar * path, NpuLlmLoadFlags flags,
   if (!gguf)
     return NULL;
   if (!npu_llm_hparams_from_gguf (gguf, &hp, &err) ||
-      !(model = npu_llm_model_new (&hp, gguf_lookup, gguf, flags, &err))) {
+      !(model =
+          npu_llm_model_new (&hp, npu_gguf_lookup_view, gguf, flags, &err))) {
     gchar *base = g_path_get_basename (path);
 
     g_set_error (error, err->domain, err->code, "%s: %s", base, err->message);
@@ -1210,8 +1204,8 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
 static void
 embed_token (const NpuLlmModel * model, gint32 token, float *out)
 {
-  const NpuLlmTensorView *e = &model->tok_embd;
-  guint dim = model->hp.n_embd, i, b;
+  const NpuTensorView *e = &model->tok_embd;
+  guint dim = model->hp.n_embd, i;
   const guint8 *row = (const guint8 *) e->data +
       (gsize) token * model->embd_row_bytes;
 
@@ -1230,17 +1224,7 @@ embed_token (const NpuLlmModel * model, gint32 token, float *out)
       }
       break;
     case NPU_GGML_TYPE_Q8_0:
-      /* fp16 d, then 32 int8: value d * q, as ggml's dequantize_row_q8_0 */
-      for (b = 0; b < dim / 32; b++) {
-        const guint8 *blk = row + b * NPU_Q8_0_BLOCK_BYTES;
-        guint16 h;
-        float d;
-
-        memcpy (&h, blk, 2);
-        d = npu_f16_to_f32 (h);
-        for (i = 0; i < 32; i++)
-          out[b * 32 + i] = d * (float) (gint8) blk[2 + i];
-      }
+      npu_q8_0_dequantize (row, out, dim);
       break;
     default:                   /* MXFP4 */
       npu_mxfp4_dequantize ((const NpuBlockMxfp4 *) row, out, dim);

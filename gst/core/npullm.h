@@ -22,6 +22,7 @@
 #include <glib.h>
 #include "npubackend.h"
 #include "npugguf.h"
+#include "nputensorview.h"
 
 G_BEGIN_DECLS
 
@@ -79,24 +80,6 @@ typedef struct
 gboolean npu_llm_hparams_from_gguf (const NpuGguf * gguf,
     NpuLlmHParams * hp, GError ** error);
 
-/**
- * NpuLlmTensorView:
- * @type: ggml type id (NpuGgmlType)
- * @ne: elements per dimension, ggml order (ne[0] innermost), unused = 1
- * @data: the bytes, in ggml's layout for @type
- */
-typedef struct
-{
-  guint32 type;
-  guint64 ne[4];
-  const void *data;
-} NpuLlmTensorView;
-
-/* Fills @out and returns TRUE if tensor @name exists, FALSE if not.  MXFP4
- * data is used in place, so it must outlive the model. */
-typedef gboolean (*NpuLlmTensorLookup) (const gchar * name,
-    NpuLlmTensorView * out, gpointer user_data);
-
 typedef struct _NpuLlmModel NpuLlmModel;
 typedef struct _NpuLlmContext NpuLlmContext;
 
@@ -124,7 +107,7 @@ typedef enum
  * llama.cpp does; npu_matmul_q8_0()), so it must outlive the model, and is
  * converted like the others otherwise.  @hp is copied. */
 NpuLlmModel *npu_llm_model_new (const NpuLlmHParams * hp,
-    NpuLlmTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
+    NpuTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
     GError ** error);
 /* Opens (maps) the GGUF file and keeps it open for the model's life */
 NpuLlmModel *npu_llm_model_new_from_file (const gchar * path,

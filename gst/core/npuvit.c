@@ -243,7 +243,7 @@ static gboolean
 load_patch_embedding (Loader * ld, GError ** error)
 {
   NpuVit *vit = ld->vit;
-  NpuVitTensorView view;
+  NpuTensorView view;
   const gchar *tname = "v.patch_embd.weight";
 
   /* ggml conv_2d kernel: ne = [KW, KH, IC, OC], so output channel o's
@@ -294,7 +294,7 @@ static gboolean
 load_projector (Loader * ld, GError ** error)
 {
   NpuVit *vit = ld->vit;
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   if (vit->projector == NPU_VIT_PROJECTOR_MLP) {
     /* LLaVA: mm.0 [dim, out], GELU, mm.2 [out, out]; the output size is
@@ -388,7 +388,7 @@ alloc_scratch (NpuVit * vit)
 }
 
 static NpuVit *
-vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, const gchar * name, GError ** error)
 {
   Loader ld;
@@ -415,7 +415,7 @@ vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
   /* One block past block_count would be silently ignored: the file and
    * its key disagree, say so. */
   if (ok) {
-    NpuVitTensorView view;
+    NpuTensorView view;
     gchar *extra = g_strdup_printf ("v.blk.%u.attn_q.weight", vit->n_layers);
 
     if (ld.e.lookup (extra, &view, ld.e.user_data)) {
@@ -444,7 +444,7 @@ vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
 }
 
 NpuVit *
-npu_vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+npu_vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, GError ** error)
 {
   return vit_new (gguf, lookup, user_data, "mmproj", error);

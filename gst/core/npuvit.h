@@ -44,6 +44,7 @@
 #include <glib.h>
 #include "npubackend.h"
 #include "npugguf.h"
+#include "nputensorview.h"
 
 G_BEGIN_DECLS
 
@@ -76,34 +77,13 @@ typedef enum
   NPU_VIT_PROJECTOR_IDEFICS3,   /* "idefics3": SmolVLM, Idefics3 */
 } NpuVitProjector;
 
-/**
- * NpuVitTensorView:
- * @type: ggml type id (an NpuGgmlType)
- * @n_dims: 1..4
- * @ne: elements per dimension, ggml order (ne[0] innermost); unused
- *   dimensions are 1
- * @data: the tensor's bytes in ggml layout; must stay valid as long as the
- *   NpuVit (MXFP4 matrices are used in place)
- */
-typedef struct
-{
-  guint32 type;
-  guint n_dims;
-  guint64 ne[NPU_GGUF_MAX_DIMS];
-  gconstpointer data;
-} NpuVitTensorView;
-
-/* Fill @out and return TRUE if tensor @name exists, else return FALSE. */
-typedef gboolean (*NpuVitTensorLookup) (const gchar * name,
-    NpuVitTensorView * out, gpointer user_data);
-
 typedef struct _NpuVit NpuVit;
 
 /* Hyper-parameters come from @gguf (read during the call only); tensors
  * from @lookup, which is called during the call only.  With @lookup NULL
  * the tensors are those of @gguf, which must then outlive the NpuVit. */
 NpuVit         *npu_vit_new              (const NpuGguf *gguf,
-                                          NpuVitTensorLookup lookup,
+                                          NpuTensorLookup lookup,
                                           gpointer user_data,
                                           GError **error);
 /* Opens and maps @path; the NpuVit keeps the mapping. */

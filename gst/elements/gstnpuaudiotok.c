@@ -545,19 +545,9 @@ gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
  * The model
  */
 static gboolean
-lookup_weights (const gchar * name, NpuVitTensorView * out, gpointer data)
+lookup_weights (const gchar * name, NpuTensorView * out, gpointer data)
 {
-  GstNpuWeightsTensor t;
-  guint i;
-
-  if (!gst_npu_weights_lookup (data, name, &t))
-    return FALSE;
-  out->type = t.type;
-  out->n_dims = t.n_dims;
-  for (i = 0; i < 4; i++)
-    out->ne[i] = t.ne[i];
-  out->data = t.data;
-  return TRUE;
+  return gst_npu_weights_lookup (data, name, out);
 }
 
 /* Opens the mmproj at @path; tensors from @weights, else from the file. */

@@ -224,17 +224,11 @@ static GstPad *gst_npu_llm_request_new_pad (GstElement * element,
 static void gst_npu_llm_release_pad (GstElement * element, GstPad * pad);
 
 static void
-gst_npu_llm_class_init (GstNpuLlmClass * klass)
+install_properties (GObjectClass * gobject_class)
 {
-  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
-  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
   const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
   const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
   const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
-
-  gobject_class->set_property = gst_npu_llm_set_property;
-  gobject_class->get_property = gst_npu_llm_get_property;
-  gobject_class->finalize = gst_npu_llm_finalize;
 
   /**
    * GstNpuLlm:model:
@@ -295,18 +289,42 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
       g_param_spec_double ("temperature", "Temperature",
           "Sampling temperature (0 = greedy)", 0.0, 10.0,
           DEFAULT_TEMPERATURE, rw_ready));
+  /**
+   * GstNpuLlm:top-k:
+   *
+   * Sample among the k likeliest tokens only; 0 keeps them all.  Ignored
+   * when #GstNpuLlm:temperature is 0.
+   */
   g_object_class_install_property (gobject_class, PROP_TOP_K,
       g_param_spec_uint ("top-k", "Top k",
           "Sample among the k likeliest tokens (0 = all)", 0, G_MAXINT,
           DEFAULT_TOP_K, rw_ready));
+  /**
+   * GstNpuLlm:top-p:
+   *
+   * Nucleus sampling: sample from the smallest set of tokens whose
+   * probabilities add up to this much; 1 turns it off.
+   */
   g_object_class_install_property (gobject_class, PROP_TOP_P,
       g_param_spec_double ("top-p", "Top p",
           "Nucleus sampling: smallest set with this probability mass "
           "(1 = off)", 0.0, 1.0, DEFAULT_TOP_P, rw_ready));
+  /**
+   * GstNpuLlm:min-p:
+   *
+   * Drop the tokens less likely than min-p times the likeliest one; 0
+   * turns it off.
+   */
   g_object_class_install_property (gobject_class, PROP_MIN_P,
       g_param_spec_double ("min-p", "Min p",
           "Drop tokens less likely than min-p times the likeliest (0 = off)",
           0.0, 1.0, DEFAULT_MIN_P, rw_ready));
+  /**
+   * GstNpuLlm:repeat-penalty:
+   *
+   * Penalty for tokens seen recently, by llama.cpp's rule (positive
+   * logits divided by it, negative ones multiplied); 1 turns it off.
+   */
   g_object_class_install_property (gobject_class, PROP_REPEAT_PENALTY,
       g_param_spec_double ("repeat-penalty", "Repeat penalty",
           "Penalty for tokens seen recently (1 = off)", 0.0, 10.0,
@@ -331,10 +349,21 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
       g_param_spec_uint ("context-length", "Context length",
           "KV cache size in tokens (0 = the model's, at most 4096)", 0,
           1 << 20, DEFAULT_CONTEXT_LENGTH, rw_ready));
+  /**
+   * GstNpuLlm:n-threads:
+   *
+   * Threads of the CPU backend; 0 = one per CPU.
+   */
   g_object_class_install_property (gobject_class, PROP_N_THREADS,
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw_ready));
+  /**
+   * GstNpuLlm:output:
+   *
+   * How an answer is cut into buffers: a buffer per token as it comes,
+   * per sentence (cut at . ! ? or a newline), or the whole response.
+   */
   g_object_class_install_property (gobject_class, PROP_OUTPUT,
       g_param_spec_enum ("output", "Output",
           "How the answer is cut into buffers", GST_TYPE_NPU_LLM_OUTPUT,
@@ -365,24 +394,62 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
   g_object_class_install_property (gobject_class, PROP_STOP,
       g_param_spec_string ("stop", "Stop strings",
           "'|'-separated strings that end an answer", DEFAULT_STOP, rw_ready));
+  /**
+   * GstNpuLlm:ttft-ms:
+   *
+   * Time to the first token of the last answer, in milliseconds.
+   */
   g_object_class_install_property (gobject_class, PROP_TTFT,
       g_param_spec_double ("ttft-ms", "Time to first token",
           "Time to first token of the last answer, ms", 0, G_MAXDOUBLE, 0, ro));
+  /**
+   * GstNpuLlm:prefill-tps:
+   *
+   * Prompt tokens read per second in the last answer.
+   */
   g_object_class_install_property (gobject_class, PROP_PREFILL_TPS,
       g_param_spec_double ("prefill-tps", "Prefill tokens/s",
           "Prompt tokens per second of the last answer", 0, G_MAXDOUBLE, 0,
           ro));
+  /**
+   * GstNpuLlm:decode-tps:
+   *
+   * Tokens generated per second in the last answer.
+   */
   g_object_class_install_property (gobject_class, PROP_DECODE_TPS,
       g_param_spec_double ("decode-tps", "Decode tokens/s",
           "Generated tokens per second of the last answer", 0, G_MAXDOUBLE,
           0, ro));
+  /**
+   * GstNpuLlm:n-answers:
+   *
+   * Answers given since the element started.
+   */
   g_object_class_install_property (gobject_class, PROP_N_ANSWERS,
       g_param_spec_uint ("n-answers", "Answers", "Answers given", 0,
           G_MAXUINT, 0, ro));
+  /**
+   * GstNpuLlm:media-replaced:
+   *
+   * Media buffers replaced by a newer buffer from the same pad before
+   * they were answered (latest wins).
+   */
   g_object_class_install_property (gobject_class, PROP_MEDIA_REPLACED,
       g_param_spec_uint64 ("media-replaced", "Media replaced",
           "Media buffers replaced by newer ones before being answered", 0,
           G_MAXUINT64, 0, ro));
+}
+
+static void
+gst_npu_llm_class_init (GstNpuLlmClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+
+  gobject_class->set_property = gst_npu_llm_set_property;
+  gobject_class->get_property = gst_npu_llm_get_property;
+  gobject_class->finalize = gst_npu_llm_finalize;
+  install_properties (gobject_class);
 
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_add_static_pad_template (element_class, &text_template);
@@ -615,30 +682,13 @@ typedef struct
 } LookupData;
 
 static gboolean
-lookup_tensor (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
+lookup_tensor (const gchar * name, NpuTensorView * out, gpointer user_data)
 {
   LookupData *ld = user_data;
-  guint i;
 
-  if (ld->weights) {
-    GstNpuWeightsTensor t;
-    if (!gst_npu_weights_lookup (ld->weights, name, &t))
-      return FALSE;
-    out->type = t.type;
-    for (i = 0; i < 4; i++)
-      out->ne[i] = t.ne[i];
-    out->data = t.data;
-    return TRUE;
-  } else {
-    const NpuGgufTensor *t = npu_gguf_find_tensor (ld->gguf, name);
-    if (!t)
-      return FALSE;
-    out->type = t->type;
-    for (i = 0; i < 4; i++)
-      out->ne[i] = i < t->n_dims ? t->ne[i] : 1;
-    out->data = t->data;
-    return TRUE;
-  }
+  if (ld->weights)
+    return gst_npu_weights_lookup (ld->weights, name, out);
+  return npu_gguf_lookup_view (name, out, ld->gguf);
 }
 
 static void

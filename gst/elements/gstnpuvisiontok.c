@@ -35,7 +35,7 @@
 #endif
 
 #include "gstnpuvisiontok.h"
-#include "gstnpuvideoformats.h"
+#include <npu/gstnpuvideoformats.h>
 
 #include <string.h>
 #include <gst/video/video.h>
@@ -194,6 +194,14 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
   g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
       g_param_spec_uint ("max-inflight", "Max in flight",
           "Frames being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT, rw));
+  /**
+   * GstNpuVisionTok:policy:
+   *
+   * What happens to a frame that arrives while #GstNpuVisionTok:max-inflight
+   * frames are being encoded: block (wait, back-pressuring upstream),
+   * drop-newest (drop it) or drop-oldest (cancel the oldest frame not yet
+   * being encoded).  Drops are counted and posted as QoS messages.
+   */
   g_object_class_install_property (gobject_class, PROP_POLICY,
       g_param_spec_enum ("policy", "Policy",
           "What to do with a frame when max-inflight are being encoded",
@@ -208,6 +216,11 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       g_param_spec_boolean ("letterbox", "Letterbox",
           "Keep the aspect ratio (pad) instead of stretching",
           DEFAULT_LETTERBOX, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:n-threads:
+   *
+   * Threads of the CPU backend; 0 = one per CPU.
+   */
   g_object_class_install_property (gobject_class, PROP_N_THREADS,
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
@@ -224,12 +237,28 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       g_param_spec_uint64 ("bytes-copied", "Bytes copied",
           "Bytes of input frames copied (zero when read in place)", 0,
           G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuVisionTok:frames-processed:
+   *
+   * Frames turned into tokens since the element started.
+   */
   g_object_class_install_property (gobject_class, PROP_FRAMES_PROCESSED,
       g_param_spec_uint64 ("frames-processed", "Frames processed",
           "Frames turned into tokens", 0, G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuVisionTok:frames-dropped:
+   *
+   * Frames dropped or cancelled by the drop-newest and drop-oldest
+   * policies.
+   */
   g_object_class_install_property (gobject_class, PROP_FRAMES_DROPPED,
       g_param_spec_uint64 ("frames-dropped", "Frames dropped",
           "Frames dropped by the drop-newest policy", 0, G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuVisionTok:frames-dmabuf:
+   *
+   * Frames whose memory was a dma-buf, read in place.
+   */
   g_object_class_install_property (gobject_class, PROP_FRAMES_DMABUF,
       g_param_spec_uint64 ("frames-dmabuf", "Frames in dma-bufs",
           "Frames whose memory was a dma-buf", 0, G_MAXUINT64, 0, ro));
@@ -368,20 +397,11 @@ gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
 /* ------------------------------------------------------------------------
  * The model
  */
+/* GstNpuWeights as the encoder's NpuTensorLookup */
 static gboolean
-lookup_weights (const gchar * name, NpuVitTensorView * out, gpointer data)
+lookup_weights (const gchar * name, NpuTensorView * out, gpointer data)
 {
-  GstNpuWeightsTensor t;
-  guint i;
-
-  if (!gst_npu_weights_lookup (data, name, &t))
-    return FALSE;
-  out->type = t.type;
-  out->n_dims = t.n_dims;
-  for (i = 0; i < 4; i++)
-    out->ne[i] = t.ne[i];
-  out->data = t.data;
-  return TRUE;
+  return gst_npu_weights_lookup (data, name, out);
 }
 
 /* Opens the mmproj at @path; tensors from @weights, else from the file. */
@@ -679,20 +699,16 @@ count_drop (GstNpuVisionTok * self, GstBuffer * buf)
   post_qos_drop (self, buf);
 }
 
+/* Takes an encoding slot for @buf, by #GstNpuVisionTok:policy: waits for
+ * one, or drops @buf (GST_FLOW_OK, *@dropped set), or cancels the oldest
+ * waiting frame.  Anything but GST_FLOW_OK with a slot has consumed @buf. */
 static GstFlowReturn
-gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+take_slot (GstNpuVisionTok * self, GstBuffer * buf, gboolean * dropped)
 {
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
-  EncodeJob *job;
-  GstBuffer *outbuf;
-  NpuFence *fence;
-  gsize out_bytes;
-  guint max_inflight, gw, gh;
+  guint max_inflight;
   GstNpuVisionTokPolicy policy;
 
-  if (!self->have_info || !self->vit)
-    goto not_negotiated;
-
+  *dropped = FALSE;
   GST_OBJECT_LOCK (self);
   max_inflight = self->max_inflight;
   policy = self->policy;
@@ -704,6 +720,7 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     g_mutex_unlock (&self->lock);
     count_drop (self, buf);
     gst_buffer_unref (buf);
+    *dropped = TRUE;
     return GST_FLOW_OK;
   }
   if (self->inflight >= max_inflight &&
@@ -722,6 +739,59 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   }
   self->inflight++;
   g_mutex_unlock (&self->lock);
+  return GST_FLOW_OK;
+}
+
+/* The token tensor's buffer: @job's output memory, @in's timestamps and a
+ * tokens meta describing it */
+static GstBuffer *
+make_token_buffer (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * in)
+{
+  GstBuffer *outbuf = gst_buffer_new ();
+  guint gw, gh;
+
+  gst_buffer_append_memory (outbuf, gst_memory_ref (job->outmem));
+  gst_buffer_copy_into (outbuf, in, GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
+  npu_vit_get_token_grid (self->vit, &gw, &gh);
+  gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_VISION,
+      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit), gw,
+      gh, GST_BUFFER_PTS (in), GST_BUFFER_DURATION (in));
+  return outbuf;
+}
+
+/* Queues @job's encoding; its fence rides on @outbuf and joins the pending
+ * list (signalled ones at its head are let go) */
+static void
+submit_job (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * outbuf)
+{
+  NpuFence *fence = npu_queue_submit (self->queue, encode_task, job,
+      encode_job_free, NULL, 0);
+
+  gst_buffer_add_npu_fence_meta (outbuf, fence);
+  g_mutex_lock (&self->lock);
+  while (!g_queue_is_empty (&self->pending) &&
+      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
+    npu_fence_unref (g_queue_pop_head (&self->pending));
+  g_queue_push_tail (&self->pending, fence);
+  g_mutex_unlock (&self->lock);
+}
+
+static GstFlowReturn
+gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+  EncodeJob *job;
+  GstBuffer *outbuf;
+  GstFlowReturn ret;
+  gboolean dropped;
+  gsize out_bytes;
+
+  if (!self->have_info || !self->vit)
+    goto not_negotiated;
+
+  ret = take_slot (self, buf, &dropped);
+  if (ret != GST_FLOW_OK || dropped)
+    return ret;
 
   job = g_new0 (EncodeJob, 1);
   job->self = self;
@@ -743,23 +813,8 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     self->frames_dmabuf++;
   GST_OBJECT_UNLOCK (self);
 
-  outbuf = gst_buffer_new ();
-  gst_buffer_append_memory (outbuf, gst_memory_ref (job->outmem));
-  gst_buffer_copy_into (outbuf, buf, GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
-  npu_vit_get_token_grid (self->vit, &gw, &gh);
-  gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_VISION,
-      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit), gw,
-      gh, GST_BUFFER_PTS (buf), GST_BUFFER_DURATION (buf));
-
-  fence = npu_queue_submit (self->queue, encode_task, job, encode_job_free,
-      NULL, 0);
-  gst_buffer_add_npu_fence_meta (outbuf, fence);
-  g_mutex_lock (&self->lock);
-  while (!g_queue_is_empty (&self->pending) &&
-      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
-    npu_fence_unref (g_queue_pop_head (&self->pending));
-  g_queue_push_tail (&self->pending, fence);
-  g_mutex_unlock (&self->lock);
+  outbuf = make_token_buffer (self, job, buf);
+  submit_job (self, job, outbuf);
   return gst_pad_push (self->srcpad, outbuf);
 
   /* ERRORS */

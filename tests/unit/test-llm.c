@@ -917,7 +917,7 @@ typedef struct
 } Doctor;
 
 static gboolean
-doctor_lookup (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
+doctor_lookup (const gchar * name, NpuTensorView * out, gpointer user_data)
 {
   Doctor *d = user_data;
   const NpuGgufTensor *t = npu_gguf_find_tensor (d->gguf, name);

@@ -18,6 +18,7 @@
  */
 #include "core/npumatmul.h"
 #include "tests/npucompare.h"
+#include "core/npugguf.h"
 
 #include <math.h>
 #include <string.h>
@@ -861,6 +862,158 @@ test_random_shapes (void)
 }
 
 
+/* ------------------------------------------------------------------------
+ * npu_mxfp4_matrix_from_view(): every stored type to the same matrix
+ */
+
+/* E2M1 magnitudes: with 6 the block's largest, the OCP scale is 2^0 and
+ * every one of these is stored exactly. */
+static const float e2m1_values[8] = { 0, 0.5f, 1, 1.5f, 2, 3, 4, 6 };
+
+#define FV_ROWS 3
+#define FV_K 64
+
+static float
+fv_value (gsize i)
+{
+  /* each block of 32 holds a 6 (i % 8 == 7) */
+  float v = e2m1_values[i % 8];
+
+  return (i / 8) % 2 ? -v : v;
+}
+
+static void
+check_matrix_values (const NpuMxfp4Matrix * m)
+{
+  gsize r, b, j, nb = FV_K / NPU_MXFP4_BLOCK_SIZE;
+  float out[NPU_MXFP4_BLOCK_SIZE];
+
+  g_assert_cmpuint (m->rows, ==, FV_ROWS);
+  g_assert_cmpuint (m->k, ==, FV_K);
+  for (r = 0; r < FV_ROWS; r++) {
+    for (b = 0; b < nb; b++) {
+      NpuBlockMxfp4 blk;
+
+      if (m->layout == NPU_MXFP4_LAYOUT_SPLIT) {
+        blk.e = m->scales[r * m->stride + b];
+        memcpy (blk.qs, m->nibbles + (r * m->stride + b) * 16, 16);
+      } else {
+        blk = m->blocks[r * nb + b];
+      }
+      npu_mxfp4_dequantize (&blk, out, NPU_MXFP4_BLOCK_SIZE);
+      for (j = 0; j < NPU_MXFP4_BLOCK_SIZE; j++) {
+        gsize i = r * FV_K + b * NPU_MXFP4_BLOCK_SIZE + j;
+
+        if (!(fabsf (out[j] - fv_value (i)) <= 0.0f))
+          g_error ("row %" G_GSIZE_FORMAT " element %" G_GSIZE_FORMAT
+              ": %g, expected %g", r, b * NPU_MXFP4_BLOCK_SIZE + j, out[j],
+              fv_value (i));
+      }
+    }
+  }
+}
+
+static void
+test_from_view (void)
+{
+  const gsize n = FV_ROWS * FV_K;
+  const guint64 ne[4] = { FV_K, FV_ROWS, 77, 77 };
+  float *f32 = g_new (float, n);
+  guint16 *f16 = g_new (guint16, n);
+  guint8 *q8 = g_new (guint8, n / 32 * NPU_Q8_0_BLOCK_BYTES);
+  NpuBlockMxfp4 *mx = g_new (NpuBlockMxfp4, n / 32);
+  NpuTensorView v;
+  NpuMxfp4Matrix m, untouched;
+  gsize i;
+  gint repack;
+
+  /* F16 bits written out: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and the sign bit */
+  static const guint16 f16_bits[8] = { 0x0000, 0x3800, 0x3c00, 0x3e00,
+    0x4000, 0x4200, 0x4400, 0x4600
+  };
+
+  for (i = 0; i < n; i++) {
+    f32[i] = fv_value (i);
+    f16[i] = f16_bits[i % 8] | ((i / 8) % 2 ? 0x8000 : 0);
+  }
+  /* Q8_0: d = 1 (0x3c00), q the integer part of 2 x value, so d = 0.5 */
+  for (i = 0; i < n / 32; i++) {
+    guint8 *blk = q8 + i * NPU_Q8_0_BLOCK_BYTES;
+    guint j;
+
+    blk[0] = 0x00;
+    blk[1] = 0x38;
+    for (j = 0; j < 32; j++)
+      blk[2 + j] = (guint8) (gint8) (2.0f * fv_value (i * 32 + j));
+  }
+  npu_mxfp4_quantize_f32 (f32, mx, n);
+
+  /* Unused dimensions are 1 whatever the caller's array holds there */
+  npu_tensor_view_init (&v, NPU_GGML_TYPE_F32, 2, ne, f32, n * 4);
+  g_assert_cmpuint (v.ne[0], ==, FV_K);
+  g_assert_cmpuint (v.ne[1], ==, FV_ROWS);
+  g_assert_cmpuint (v.ne[2], ==, 1);
+  g_assert_cmpuint (v.ne[3], ==, 1);
+
+  for (repack = 0; repack < 2; repack++) {
+    v.type = NPU_GGML_TYPE_F32;
+    v.data = f32;
+    g_assert_true (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K,
+            repack));
+    g_assert_nonnull (m.owned);
+    check_matrix_values (&m);
+    npu_mxfp4_matrix_clear (&m);
+
+    v.type = NPU_GGML_TYPE_F16;
+    v.data = f16;
+    g_assert_true (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K,
+            repack));
+    check_matrix_values (&m);
+    npu_mxfp4_matrix_clear (&m);
+
+    v.type = NPU_GGML_TYPE_Q8_0;
+    v.data = q8;
+    g_assert_true (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K,
+            repack));
+    check_matrix_values (&m);
+    npu_mxfp4_matrix_clear (&m);
+
+    /* MXFP4 is read in place unless repacked */
+    v.type = NPU_GGML_TYPE_MXFP4;
+    v.data = mx;
+    g_assert_true (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K,
+            repack));
+    if (repack) {
+      g_assert_cmpint (m.layout, ==, NPU_MXFP4_LAYOUT_SPLIT);
+      g_assert_nonnull (m.owned);
+    } else {
+      g_assert_cmpint (m.layout, ==, NPU_MXFP4_LAYOUT_BLOCKS);
+      g_assert_true (m.blocks == mx);
+      g_assert_null (m.owned);
+    }
+    check_matrix_values (&m);
+    npu_mxfp4_matrix_clear (&m);
+  }
+
+  /* Refused, and the matrix left as it was: a type with no converter, and
+   * rows that are not whole blocks */
+  memset (&untouched, 0xa5, sizeof (untouched));
+  m = untouched;
+  v.type = NPU_GGML_TYPE_Q4_K;
+  g_assert_false (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K, FALSE));
+  g_assert_cmpmem (&m, sizeof (m), &untouched, sizeof (untouched));
+  v.type = NPU_GGML_TYPE_F32;
+  v.data = f32;
+  g_assert_false (npu_mxfp4_matrix_from_view (&m, &v, 4, 48,
+          FALSE));
+  g_assert_cmpmem (&m, sizeof (m), &untouched, sizeof (untouched));
+
+  g_free (f32);
+  g_free (f16);
+  g_free (q8);
+  g_free (mx);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -874,6 +1027,7 @@ main (int argc, char **argv)
   g_test_add_func ("/matmul/special-values", test_special_values);
   g_test_add_func ("/matmul/q8_0/random-shapes", test_q8_0_shapes);
   g_test_add_func ("/matmul/q8_0/special-values", test_q8_0_special_values);
+  g_test_add_func ("/matmul/from-view", test_from_view);
 
   return g_test_run ();
 }

@@ -60,7 +60,9 @@ GQuark npu_vit_error_quark (void);
  *   fit the others
  * @NPU_VIT_ERROR_UNSUPPORTED: well-formed but not handled here: projector
  *   type, tensor type, feature layers
- * @NPU_VIT_ERROR_CANCELLED: the task was cancelled during npu_vit_encode()
+ *
+ * A task cancelled during npu_vit_encode() or npu_audio_enc_encode() fails
+ * with NPU_FENCE_ERROR_CANCELLED, the backend's one code for cancellation.
  */
 typedef enum
 {
@@ -68,7 +70,6 @@ typedef enum
   NPU_VIT_ERROR_MISSING,
   NPU_VIT_ERROR_SHAPE,
   NPU_VIT_ERROR_UNSUPPORTED,
-  NPU_VIT_ERROR_CANCELLED,
 } NpuVitError;
 
 typedef enum
@@ -121,7 +122,7 @@ void            npu_vit_get_memory       (const NpuVit *vit, gsize *owned,
  * normalised with mean/std.  @out: n_tokens rows of out_dim floats.
  * @task may be NULL (runs on the calling thread); otherwise it must be the
  * running task and the work is spread over its device's threads.  Fails
- * only if the task is cancelled. */
+ * only if the task is cancelled (NPU_FENCE_ERROR_CANCELLED). */
 gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
                                           const float *patches, float *out,
                                           GError **error);

@@ -22,6 +22,7 @@
 #include <glib.h>
 #include "npubackend.h"
 #include "npugguf.h"
+#include "npukvtype.h"
 
 G_BEGIN_DECLS
 
@@ -147,6 +148,10 @@ guint64 npu_llm_model_get_converted_bytes (const NpuLlmModel * model);
  *   sinks (TRUE, default) or fail with NPU_LLM_ERROR_CONTEXT_FULL
  * @all_logits: keep the logits of every token of the last eval (needs
  *   n <= @n_batch per eval); else only the last token's are computed
+ * @kv_type: how the cache stores keys and values (NPU_KV_F16, default:
+ *   half of F32's bytes; NPU_KV_Q8_0: 34 bytes per 32 values, needs a
+ *   head size that is a multiple of 32; NPU_KV_F32).  npukvtype.h gives
+ *   each type's error; attention reads the cache in its type.
  */
 typedef struct
 {
@@ -155,6 +160,7 @@ typedef struct
   guint n_sink;
   gboolean streaming;
   gboolean all_logits;
+  NpuKvType kv_type;
 } NpuLlmContextParams;
 
 typedef struct
@@ -163,7 +169,7 @@ typedef struct
   guint64 n_decode;             /* calls of n = 1 */
   guint64 n_evicted;            /* tokens dropped from the window */
   guint n_allocs;               /* allocations the context ever made */
-  gsize kv_bytes;               /* the cache (F32 K and V, every layer) */
+  gsize kv_bytes;               /* the cache (K and V, every layer) */
   gsize scratch_bytes;          /* activations, scores, logits */
 } NpuLlmStats;
 

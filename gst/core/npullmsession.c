@@ -30,6 +30,7 @@ npu_llm_session_params_init (NpuLlmSessionParams * params)
 {
   memset (params, 0, sizeof (*params));
   params->n_sink = 4;
+  params->kv_type = NPU_KV_F16;
   params->max_tokens = 256;
   npu_llm_sampler_params_init (&params->sampler);
 }
@@ -89,6 +90,7 @@ npu_llm_session_new (const NpuGguf * gguf, NpuLlmModel * model,
   cp.n_ctx = params->n_ctx ? params->n_ctx : MIN (hp->n_ctx_train ?
       hp->n_ctx_train : 4096, 4096);
   cp.n_sink = params->n_sink;
+  cp.kv_type = params->kv_type;
   cp.streaming = TRUE;
   s->params.n_ctx = cp.n_ctx;
   s->ctx = npu_llm_context_new (model, &cp, error);

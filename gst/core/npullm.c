@@ -730,6 +730,7 @@ npu_llm_context_params_init (NpuLlmContextParams * params)
   params->streaming = TRUE;
   params->all_logits = FALSE;
   params->kv_type = NPU_KV_F16;
+  params->precision = NPU_MATMUL_PRECISION_FAST;
 }
 
 static gpointer
@@ -774,6 +775,11 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   if (p.n_sink >= p.n_ctx) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
         "n_sink %u must be smaller than n_ctx %u", p.n_sink, p.n_ctx);
+    return NULL;
+  }
+  if ((guint) p.precision > NPU_MATMUL_PRECISION_ACCURATE) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "precision %d is not fast (0) or accurate (1)", p.precision);
     return NULL;
   }
   if (!npu_kv_type_name (p.kv_type)) {
@@ -1172,7 +1178,8 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
       const NpuMxfp4Matrix *w[3] = { &l->wq.m, &l->wk.m, &l->wv.m };
       float *const y[3] = { ctx->q, ctx->k, ctx->v };
 
-      npu_matmul_mxfp4_multi (task, w, 3, ctx->xn, n, y);
+      npu_matmul_mxfp4_multi_with_precision (task, w, 3, ctx->xn, n, y,
+          ctx->p.precision);
     }
     add_bias (ctx->q, l->bq, n, ctx->q_dim);
     add_bias (ctx->k, l->bk, n, ctx->kv_dim);
@@ -1216,7 +1223,8 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
           ctx->v_st + t * ctx->kv_row, ctx->kv_row);
     }
 
-    npu_matmul_mxfp4 (task, &l->wo.m, ctx->att, n, ctx->tmp);
+    npu_matmul_mxfp4_with_precision (task, &l->wo.m, ctx->att, n, ctx->tmp,
+        ctx->p.precision);
     add_bias (ctx->tmp, l->bo, n, dim);
     for (i = 0; i < n * dim; i++)
       ctx->x[i] += ctx->tmp[i];
@@ -1228,14 +1236,16 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
       const NpuMxfp4Matrix *w[2] = { &l->wgate.m, &l->wup.m };
       float *const y[2] = { ctx->gate, ctx->up };
 
-      npu_matmul_mxfp4_multi (task, w, 2, ctx->xn, n, y);
+      npu_matmul_mxfp4_multi_with_precision (task, w, 2, ctx->xn, n, y,
+          ctx->p.precision);
     }
     for (i = 0; i < n * ff; i++) {
       float g = ctx->gate[i];
 
       ctx->gate[i] = g / (1.0f + expf (-g)) * ctx->up[i];
     }
-    npu_matmul_mxfp4 (task, &l->wdown.m, ctx->gate, n, ctx->tmp);
+    npu_matmul_mxfp4_with_precision (task, &l->wdown.m, ctx->gate, n,
+        ctx->tmp, ctx->p.precision);
     for (i = 0; i < n * dim; i++)
       ctx->x[i] += ctx->tmp[i];
   }
@@ -1249,10 +1259,11 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
         hp->rms_eps);
   }
   if (model->output_q8_0)
-    npu_matmul_q8_0 (task, model->output_q8_0, hp->n_vocab, dim, ctx->xn,
-        n_out, ctx->logits);
+    npu_matmul_q8_0_with_precision (task, model->output_q8_0, hp->n_vocab,
+        dim, ctx->xn, n_out, ctx->logits, ctx->p.precision);
   else
-    npu_matmul_mxfp4 (task, &model->output.m, ctx->xn, n_out, ctx->logits);
+    npu_matmul_mxfp4_with_precision (task, &model->output.m, ctx->xn, n_out,
+        ctx->logits, ctx->p.precision);
   ctx->n_logits = n_out;
 }
 

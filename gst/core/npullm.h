@@ -23,6 +23,7 @@
 #include "npubackend.h"
 #include "npugguf.h"
 #include "npukvtype.h"
+#include "npumatmul.h"
 
 G_BEGIN_DECLS
 
@@ -152,6 +153,10 @@ guint64 npu_llm_model_get_converted_bytes (const NpuLlmModel * model);
  *   half of F32's bytes; NPU_KV_Q8_0: 34 bytes per 32 values, needs a
  *   head size that is a multiple of 32; NPU_KV_F32).  npukvtype.h gives
  *   each type's error; attention reads the cache in its type.
+ * @precision: activations of the layer matrices' products (npumatmul.h):
+ *   NPU_MATMUL_PRECISION_FAST (int8, as llama.cpp; default) or
+ *   NPU_MATMUL_PRECISION_ACCURATE (int8 plus its int8 residual, ~16 bits),
+ *   for every product including the logits'.
  */
 typedef struct
 {
@@ -161,6 +166,7 @@ typedef struct
   gboolean streaming;
   gboolean all_logits;
   NpuKvType kv_type;
+  NpuMatmulPrecision precision;
 } NpuLlmContextParams;
 
 typedef struct

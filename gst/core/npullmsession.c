@@ -91,6 +91,7 @@ npu_llm_session_new (const NpuGguf * gguf, NpuLlmModel * model,
       hp->n_ctx_train : 4096, 4096);
   cp.n_sink = params->n_sink;
   cp.kv_type = params->kv_type;
+  cp.precision = params->precision;
   cp.streaming = TRUE;
   s->params.n_ctx = cp.n_ctx;
   s->ctx = npu_llm_context_new (model, &cp, error);

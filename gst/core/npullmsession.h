@@ -34,6 +34,7 @@ typedef struct
   guint n_ctx;                  /* 0: the model's, at most 4096 */
   guint n_sink;                 /* attention sinks kept when sliding */
   NpuKvType kv_type;            /* the KV cache's storage (F16) */
+  NpuMatmulPrecision precision; /* of the matrix products (FAST) */
   guint max_tokens;             /* per answer */
   gchar *system_prompt;         /* NULL: the template's default */
   gchar *chat_template;         /* NULL/"auto", "none", a family, or custom */

@@ -59,6 +59,7 @@ struct _NpuVit
   guint scale, grid, n_tokens;
   guint n_pos;                  /* encoder tokens: patches (+ class token) */
   guint first;                  /* 1 with a class token, else 0 */
+  NpuMatmulPrecision precision; /* of every matrix product (accurate) */
   gfloat eps, mean[3], std[3];
 
   /* patch embedding: MXFP4 when 3 p p is a multiple of 32, else F32 */
@@ -747,6 +748,7 @@ vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
     ld.user_data = (gpointer) gguf;
   }
   vit = g_new0 (NpuVit, 1);
+  vit->precision = NPU_MATMUL_PRECISION_ACCURATE;
   ld.vit = vit;
 
   ok = load_hparams (&ld, error) && load_patch_embedding (&ld, error)
@@ -1241,9 +1243,22 @@ pixel_shuffle (NpuVit * vit, const float *x, float *dst)
 }
 
 static void
-matmul (NpuTask * task, const Matrix * m, const float *x, gsize n, float *y)
+matmul (const NpuVit * vit, NpuTask * task, const Matrix * m, const float *x,
+    gsize n, float *y)
 {
-  npu_matmul_mxfp4 (task, &m->m, x, n, y);
+  npu_matmul_mxfp4_with_precision (task, &m->m, x, n, y, vit->precision);
+}
+
+void
+npu_vit_set_precision (NpuVit * vit, NpuMatmulPrecision precision)
+{
+  vit->precision = precision;
+}
+
+NpuMatmulPrecision
+npu_vit_get_precision (const NpuVit * vit)
+{
+  return vit->precision;
 }
 
 gboolean
@@ -1270,7 +1285,7 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
   /* Patch embedding: the stride-p convolution is one product over the
    * flattened patches, then its bias and the position embeddings. */
   if (vit->patch_mxfp4)
-    matmul (task, &vit->patch_w, patches, np, xp);
+    matmul (vit, task, &vit->patch_w, patches, np, xp);
   else
     gemm_f32 (task, vit->patch_w32, dim, vit->patch_dim, patches, np, xp);
   if (vit->class_embd)
@@ -1299,21 +1314,21 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
     }
     /* x += attn_out (MHA (LN1 (x))) */
     layernorm (vit, task, vit->h, x, n, l->ln1_w, l->ln1_b);
-    matmul (task, &l->q, vit->h, n, vit->q);
-    matmul (task, &l->k, vit->h, n, vit->k);
-    matmul (task, &l->v, vit->h, n, vit->v);
+    matmul (vit, task, &l->q, vit->h, n, vit->q);
+    matmul (vit, task, &l->k, vit->h, n, vit->k);
+    matmul (vit, task, &l->v, vit->h, n, vit->v);
     bias_act (task, vit->q, n, dim, l->q_b, ACT_NONE);
     bias_act (task, vit->k, n, dim, l->k_b, ACT_NONE);
     bias_act (task, vit->v, n, dim, l->v_b, ACT_NONE);
     attention (vit, task);
-    matmul (task, &l->o, vit->att, n, vit->h);
+    matmul (vit, task, &l->o, vit->att, n, vit->h);
     residual (task, x, vit->h, l->o_b, n, dim);
 
     /* x += ffn_down (act (ffn_up (LN2 (x)))) */
     layernorm (vit, task, vit->h, x, n, l->ln2_w, l->ln2_b);
-    matmul (task, &l->up, vit->h, n, vit->ffb);
+    matmul (vit, task, &l->up, vit->h, n, vit->ffb);
     bias_act (task, vit->ffb, n, vit->ff, l->up_b, vit->act);
-    matmul (task, &l->down, vit->ffb, n, vit->h);
+    matmul (vit, task, &l->down, vit->ffb, n, vit->h);
     residual (task, x, vit->h, l->down_b, n, dim);
   }
   if (vit->post_ln_w)
@@ -1323,13 +1338,13 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
    * the patches only (LLaVA selects rows 1..n_patches). */
   if (vit->projector == NPU_VIT_PROJECTOR_MLP) {
     /* mm.2 (GELU (mm.0 (x))): ggml_gelu whatever clip.use_gelu says */
-    matmul (task, &vit->mm0, xp, np, vit->proj);
+    matmul (vit, task, &vit->mm0, xp, np, vit->proj);
     bias_act (task, vit->proj, np, vit->out_dim, vit->mm0_b, ACT_GELU);
-    matmul (task, &vit->mm2, vit->proj, np, out);
+    matmul (vit, task, &vit->mm2, vit->proj, np, out);
     bias_act (task, out, np, vit->out_dim, vit->mm2_b, ACT_NONE);
   } else {
     pixel_shuffle (vit, xp, vit->proj);
-    matmul (task, &vit->fc, vit->proj, vit->n_tokens, out);
+    matmul (vit, task, &vit->fc, vit->proj, vit->n_tokens, out);
   }
   return TRUE;
 }

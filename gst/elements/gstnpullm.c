@@ -35,6 +35,7 @@
 #endif
 
 #include "gstnpullm.h"
+#include "gstnpuprecision.h"
 
 #include <string.h>
 #include <npu/npu.h>
@@ -65,6 +66,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_llm_debug);
 #define DEFAULT_N_THREADS 0
 #define DEFAULT_OUTPUT GST_NPU_LLM_OUTPUT_TOKEN
 #define DEFAULT_KV_TYPE GST_NPU_LLM_KV_TYPE_F16
+#define DEFAULT_PRECISION GST_NPU_PRECISION_FAST
 #define DEFAULT_STOP NULL
 
 enum
@@ -85,6 +87,7 @@ enum
   PROP_N_THREADS,
   PROP_OUTPUT,
   PROP_KV_TYPE,
+  PROP_PRECISION,
   PROP_STOP,
   PROP_TTFT,
   PROP_PREFILL_TPS,
@@ -136,6 +139,7 @@ struct _GstNpuLlm
   guint n_threads;
   GstNpuLlmOutput output;
   GstNpuLlmKvType kv_type;
+  GstNpuPrecision precision;
   gchar *stop;
 
   /* statistics, under the object lock */
@@ -369,6 +373,19 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
           "Storage of the KV cache's keys and values",
           GST_TYPE_NPU_LLM_KV_TYPE, DEFAULT_KV_TYPE, rw_ready));
   /**
+   * GstNpuLlm:precision:
+   *
+   * Activations of the model's matrix products.  `fast` (default): int8,
+   * as llama.cpp (logits ~1 % of their range from a float64 evaluation of
+   * the same weights); `accurate`: int8 plus the int8 residual, about 16
+   * bits (~4e-5 of the range).  docs/npullm.md gives both bounds and what
+   * each costs in decode and prefill speed.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "Activations of the matrix products: fast (int8) or accurate "
+          "(~16 bits)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION, rw_ready));
+  /**
    * GstNpuLlm:stop:
    *
    * Strings that end an answer, separated by '|'.  The model's own end of
@@ -413,6 +430,7 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
 
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_LLM_OUTPUT, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_LLM_KV_TYPE, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_PRECISION, 0);
 }
 
 static void
@@ -433,6 +451,7 @@ gst_npu_llm_init (GstNpuLlm * self)
   self->seed = DEFAULT_SEED;
   self->output = DEFAULT_OUTPUT;
   self->kv_type = DEFAULT_KV_TYPE;
+  self->precision = DEFAULT_PRECISION;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->jobs);
@@ -529,6 +548,9 @@ gst_npu_llm_set_property (GObject * object, guint prop_id,
     case PROP_KV_TYPE:
       self->kv_type = g_value_get_enum (value);
       break;
+    case PROP_PRECISION:
+      self->precision = g_value_get_enum (value);
+      break;
     case PROP_STOP:
       g_free (self->stop);
       self->stop = g_value_dup_string (value);
@@ -592,6 +614,9 @@ gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_KV_TYPE:
       g_value_set_enum (value, self->kv_type);
+      break;
+    case PROP_PRECISION:
+      g_value_set_enum (value, self->precision);
       break;
     case PROP_STOP:
       g_value_set_string (value, self->stop);
@@ -661,6 +686,7 @@ fill_session_params (GstNpuLlm * self, NpuLlmSessionParams * p)
   GST_OBJECT_LOCK (self);
   p->n_ctx = self->context_length;
   p->kv_type = (NpuKvType) self->kv_type;
+  p->precision = (NpuMatmulPrecision) self->precision;
   p->max_tokens = self->max_tokens;
   p->system_prompt = g_strdup (self->system_prompt);
   p->chat_template = g_strdup (self->chat_template);

@@ -14,10 +14,11 @@
  *
  * Usage: bench-llm [model.gguf] [--passes N (3)] [--decode N (32)]
  *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
- *          [--kv-type f16,f32,q8_0 (f16)]
- * --kv-type takes one KV cache type or several, comma-separated: each pass
- * then runs prefill and decode with each type in turn (alternating, so a
- * noisy machine hurts them alike) and prints them side by side.
+ *          [--kv-type f16,f32,q8_0 (f16)] [--precision fast,accurate (fast)]
+ * --kv-type and --precision take one value or several, comma-separated:
+ * each pass then runs prefill and decode with each combination in turn
+ * (alternating, so a noisy machine hurts them alike) and prints them side
+ * by side.
  * --threads N runs on N threads only (default: 1, then every online CPU).
  * --in-place reads MXFP4 weights from the file mapping in ggml's layout
  * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).
@@ -178,7 +179,8 @@ main (int argc, char **argv)
   NpuParallelFunc read_func = read_slice_c;
   NpuLlmLoadFlags flags = NPU_LLM_LOAD_REPACK;
   NpuKvType kv_types[3] = { NPU_KV_F16 };
-  guint n_kv = 1, k;
+  NpuMatmulPrecision precs[2] = { NPU_MATMUL_PRECISION_FAST };
+  guint n_kv = 1, n_prec = 1, n_cfg, k;
 
   for (i = 1; i < (guint) argc; i++) {
     /* atoi () once: MAX () evaluates its arguments twice */
@@ -205,6 +207,23 @@ main (int argc, char **argv)
       g_strfreev (names);
       if (n_kv == 0)
         g_error ("--kv-type needs a type");
+    } else if (strcmp (argv[i], "--precision") == 0 && i + 1 < (guint) argc) {
+      gchar **names = g_strsplit (argv[i + 1], ",", -1);
+
+      for (n_prec = 0; names[n_prec]; n_prec++) {
+        if (n_prec >= 2)
+          g_error ("--precision: at most fast,accurate");
+        if (strcmp (names[n_prec], "fast") == 0)
+          precs[n_prec] = NPU_MATMUL_PRECISION_FAST;
+        else if (strcmp (names[n_prec], "accurate") == 0)
+          precs[n_prec] = NPU_MATMUL_PRECISION_ACCURATE;
+        else
+          g_error ("--precision: '%s' is not fast or accurate",
+              names[n_prec]);
+      }
+      g_strfreev (names);
+      if (n_prec == 0)
+        g_error ("--precision needs a value");
     } else if (strcmp (argv[i], "--in-place") == 0) {
       flags = NPU_LLM_LOAD_IN_PLACE;
       continue;
@@ -214,7 +233,8 @@ main (int argc, char **argv)
     } else {
       g_printerr ("usage: %s [model.gguf] [--passes N] [--decode N] "
           "[--prefill N (>= 2)] [--ctx N (>= 16)] [--threads N] "
-          "[--in-place] [--kv-type f16,f32,q8_0]\n", argv[0]);
+          "[--in-place] [--kv-type f16,f32,q8_0] [--precision fast,accurate]"
+          "\n", argv[0]);
       return 2;
     }
     i++;
@@ -282,17 +302,19 @@ main (int argc, char **argv)
     NpuDevice *device = npu_device_new_cpu (thread_counts[ti]);
     NpuQueue *queue = npu_queue_new (device, "bench-llm");
     NpuLlmContextParams cp;
-    NpuLlmContext *ctxs[3];
+    NpuLlmContext *ctxs[6];
     double bw_best = 0, bw_worst = G_MAXDOUBLE;
-    double pf_best[3], pf_worst[3], dec_best[3], dec_worst[3], roof;
+    double pf_best[6], pf_worst[6], dec_best[6], dec_worst[6], roof;
     guint pass;
     Job job;
 
-    for (k = 0; k < n_kv; k++) {
+    n_cfg = n_kv * n_prec;
+    for (k = 0; k < n_cfg; k++) {
       npu_llm_context_params_init (&cp);
       cp.n_ctx = n_ctx;
       cp.n_batch = MIN (n_prefill, 256u);
-      cp.kv_type = kv_types[k];
+      cp.kv_type = kv_types[k / n_prec];
+      cp.precision = precs[k % n_prec];
       ctxs[k] = npu_llm_context_new (model, &cp, &error);
       if (!ctxs[k])
         g_error ("%s", error->message);
@@ -321,7 +343,7 @@ main (int argc, char **argv)
       bw_best = MAX (bw_best, v);
       bw_worst = MIN (bw_worst, v);
 
-      for (k = 0; k < n_kv; k++) {
+      for (k = 0; k < n_cfg; k++) {
         job.ctx = ctxs[k];
         npu_llm_context_reset (ctxs[k]);
         job.kind = JOB_PREFILL;
@@ -343,13 +365,14 @@ main (int argc, char **argv)
     printf ("\n%u thread%s (best of %u, worst in brackets)\n",
         thread_counts[ti], thread_counts[ti] > 1 ? "s" : "", passes);
     printf ("  read bandwidth   %7.2f GB/s  (%.2f)\n", bw_best, bw_worst);
-    for (k = 0; k < n_kv; k++) {
+    for (k = 0; k < n_cfg; k++) {
       NpuLlmStats st;
 
       npu_llm_context_get_stats (ctxs[k], &st);
-      printf ("  KV cache %s: %.1f KiB a token, %.1f MiB for %u tokens\n",
-          npu_kv_type_name (kv_types[k]), st.kv_bytes / 1024.0 / n_ctx,
-          st.kv_bytes / 1048576.0, n_ctx);
+      printf ("  KV cache %s, precision %s: %.1f KiB a token, %.1f MiB for "
+          "%u tokens\n", npu_kv_type_name (kv_types[k / n_prec]),
+          precs[k % n_prec] ? "accurate" : "fast",
+          st.kv_bytes / 1024.0 / n_ctx, st.kv_bytes / 1048576.0, n_ctx);
       printf ("  prefill %4u tok %7.2f tok/s (%.2f)  %.1f GFLOPS of "
           "matrices\n", n_prefill, pf_best[k], pf_worst[k],
           pf_best[k] * 2.0 * matrix_weights / 1e9);

@@ -47,9 +47,10 @@
 #define TOL_KV_F16 1e-3
 #define TOL_KV_Q8_0 2e-2
 
-/* The cache type of the contexts new_ctx() makes, and the bound of the
- * scalar kernels with it */
+/* The cache type and matmul precision of the contexts new_ctx() makes,
+ * and the bound of the scalar kernels with that cache type */
 static NpuKvType kv_type = NPU_KV_F32;
+static NpuMatmulPrecision precision = NPU_MATMUL_PRECISION_FAST;
 
 static double
 tol_scalar (void)
@@ -605,6 +606,7 @@ new_ctx (NpuLlmModel * model, guint n_ctx, guint n_batch, guint n_sink,
   p.n_sink = n_sink;
   p.all_logits = all_logits;
   p.kv_type = kv_type;
+  p.precision = precision;
   ctx = npu_llm_context_new (model, &p, &error);
   g_assert_no_error (error);
   return ctx;
@@ -981,6 +983,37 @@ test_kv_type (gconstpointer data)
     test_model_close (&tm);
   }
   kv_type = NPU_KV_F32;
+  g_assert_true (npu_matmul_set_isa (native_isa));
+}
+
+/* Accurate precision on the int8 paths: activations with their int8
+ * residual, a per-product bound 254 times the int8 one's first term
+ * (npumatmul.h), so TOL_INT8 / 254 plus the scalar rounding */
+#define TOL_ACCURATE (TOL_INT8 / 254 + TOL_SCALAR)
+
+static void
+test_precision_accurate (void)
+{
+  static const gchar *const isas[] = { "avx2", "avx512", "neon" };
+  guint a, c;
+
+  precision = NPU_MATMUL_PRECISION_ACCURATE;
+  for (a = 0; a < G_N_ELEMENTS (isas); a++) {
+    if (!npu_matmul_set_isa (isas[a]))
+      continue;
+    for (c = 0; c < G_N_ELEMENTS (configs); c++) {
+      TestModel tm;
+      double worst;
+
+      test_model_open_full (&tm, &configs[c], NPU_LLM_LOAD_REPACK);
+      worst = reference_run (&tm, TOL_ACCURATE);
+      g_test_message ("%s on %s, accurate: max |diff| / range = %.3g "
+          "(bound %.3g)", configs[c].name, isas[a], worst, TOL_ACCURATE);
+      g_assert_true (worst <= TOL_ACCURATE);
+      test_model_close (&tm);
+    }
+  }
+  precision = NPU_MATMUL_PRECISION_FAST;
   g_assert_true (npu_matmul_set_isa (native_isa));
 }
 
@@ -1465,6 +1498,7 @@ main (int argc, char **argv)
   g_test_add_func ("/llm/batch-vs-decode", test_batch_vs_decode);
   g_test_add_func ("/llm/embeddings", test_embeddings);
   g_test_add_func ("/llm/sliding-window", test_sliding);
+  g_test_add_func ("/llm/precision/accurate", test_precision_accurate);
   g_test_add_data_func ("/llm/kv-type/f16", GINT_TO_POINTER (NPU_KV_F16),
       test_kv_type);
   g_test_add_data_func ("/llm/kv-type/q8_0", GINT_TO_POINTER (NPU_KV_Q8_0),

@@ -76,6 +76,7 @@ struct _NpuLlmContext
   gsize kv_row;                 /* bytes of a cache row (kv_dim values) */
 
   guint64 n_past;
+  guint64 n_past_max;           /* the most n_past reached since the reset */
   NpuLlmStats stats;
 
   /* n_layer x n_ctx rows of kv_dim values in p.kv_type, each */
@@ -866,7 +867,20 @@ npu_llm_context_reset (NpuLlmContext * ctx)
 {
   /* The cache needs no clearing: a slot is only read after it is written */
   ctx->n_past = 0;
+  ctx->n_past_max = 0;
   ctx->n_logits = 0;
+}
+
+gboolean
+npu_llm_context_truncate (NpuLlmContext * ctx, guint64 n_past)
+{
+  /* Position a < n_ctx lives in slot a: while no position at or past
+   * n_ctx was written since the reset, the first n_past rows are intact */
+  if (n_past > ctx->n_past || ctx->n_past_max > ctx->p.n_ctx)
+    return FALSE;
+  ctx->n_past = n_past;
+  ctx->n_logits = 0;
+  return TRUE;
 }
 
 guint64
@@ -1359,6 +1373,7 @@ eval_common (NpuLlmContext * ctx, NpuTask * task, const gint32 * tokens,
     if (p0 + m > ctx->p.n_ctx)
       ctx->stats.n_evicted += p0 + m - MAX (p0, (guint64) ctx->p.n_ctx);
     ctx->n_past += m;
+    ctx->n_past_max = MAX (ctx->n_past_max, ctx->n_past);
     done += m;
   }
   if (n == 1)

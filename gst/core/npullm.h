@@ -198,6 +198,12 @@ gboolean npu_llm_eval_embeddings (NpuLlmContext * ctx, NpuTask * task,
 const float *npu_llm_get_logits (NpuLlmContext * ctx);
 /* Logits of token @i of the last eval; NULL unless all_logits */
 const float *npu_llm_get_logits_ith (NpuLlmContext * ctx, gsize i);
+/* Forget every token from position @n_past on, keeping the first ones
+ * (a prompt prefix shared by the next answer).  Possible only while the
+ * cache has never slid since the reset and @n_past <= n_past; returns
+ * FALSE (context unchanged) otherwise.  The logits are gone until the
+ * next eval. */
+gboolean npu_llm_context_truncate (NpuLlmContext * ctx, guint64 n_past);
 /* Absolute position of the next token (tokens seen since the reset) */
 guint64 npu_llm_context_get_n_past (NpuLlmContext * ctx);
 /* Tokens the next query attends to besides itself (<= n_ctx - 1) */

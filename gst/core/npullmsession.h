@@ -56,6 +56,8 @@ typedef struct
   gint64 prompt_us;             /* prefill (time to first token) */
   gint64 decode_us;
   guint n_prompt;
+  guint n_reused;               /* prompt tokens whose cache rows the last
+                                 * answer left (not evaluated again) */
   guint n_generated;
   gboolean hit_eog;
   gboolean hit_stop;

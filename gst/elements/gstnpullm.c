@@ -872,7 +872,8 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
           gst_structure_new ("npullm-stats", "ttft-ms", G_TYPE_DOUBLE, ttft,
               "prefill-tps", G_TYPE_DOUBLE, prefill, "decode-tps",
               G_TYPE_DOUBLE, decode, "prompt-tokens", G_TYPE_UINT,
-              st->n_prompt, "generated-tokens", G_TYPE_UINT,
+              st->n_prompt, "reused-tokens", G_TYPE_UINT, st->n_reused,
+              "generated-tokens", G_TYPE_UINT,
               st->n_generated, "end", G_TYPE_STRING,
               st->hit_eog ? "eog" : st->hit_stop ? "stop" : st->hit_max ?
               "max-tokens" : "stopped", NULL)));

@@ -1017,6 +1017,52 @@ test_precision_accurate (void)
   g_assert_true (npu_matmul_set_isa (native_isa));
 }
 
+/* A prompt prefix kept (npu_llm_context_truncate()) and a new suffix
+ * evaluated after it give the logits of the whole new prompt from a fresh
+ * context; refused once the cache has slid */
+static void
+test_truncate (void)
+{
+  TestModel tm;
+  NpuLlmContext *a, *b;
+  gint32 p1[PROMPT_LEN], p2[PROMPT_LEN];
+  guint V, i;
+
+  test_model_open (&tm, &configs[0]);
+  V = tm.ref.vocab;
+  make_prompt (p1, PROMPT_LEN, V);
+  memcpy (p2, p1, sizeof (p1));
+  for (i = 12; i < PROMPT_LEN; i++)
+    p2[i] = (p1[i] + 5) % V;
+  a = new_ctx (tm.model, 64, 32, 4, FALSE);
+  b = new_ctx (tm.model, 64, 32, 4, FALSE);
+  run_eval (a, p1, NULL, PROMPT_LEN);
+  run_eval (a, p1, NULL, 3);    /* an answer after the prompt */
+  g_assert_false (npu_llm_context_truncate (a, PROMPT_LEN + 4));
+  g_assert_true (npu_llm_context_truncate (a, 12));
+  g_assert_null (npu_llm_get_logits (a));
+  g_assert_cmpuint (npu_llm_context_get_n_past (a), ==, 12);
+  run_eval (a, p2 + 12, NULL, PROMPT_LEN - 12);
+  run_eval (b, p2, NULL, PROMPT_LEN);
+  g_assert_cmpmem (npu_llm_get_logits (a), V * sizeof (float),
+      npu_llm_get_logits (b), V * sizeof (float));
+  npu_llm_context_free (a);
+
+  /* past n_ctx the first slots were overwritten: no truncation */
+  a = new_ctx (tm.model, 16, 8, 4, FALSE);
+  run_eval (a, p1, NULL, 16);
+  g_assert_true (npu_llm_context_truncate (a, 10));
+  run_eval (a, p1, NULL, 10);
+  g_assert_false (npu_llm_context_truncate (a, 5));
+  g_assert_cmpuint (npu_llm_context_get_n_past (a), ==, 20);
+  npu_llm_context_reset (a);
+  run_eval (a, p1, NULL, 6);
+  g_assert_true (npu_llm_context_truncate (a, 5));
+  npu_llm_context_free (a);
+  npu_llm_context_free (b);
+  test_model_close (&tm);
+}
+
 /* 500 decode steps, wrapping the ring many times, allocate nothing */
 static void
 test_no_alloc (void)
@@ -1499,6 +1545,7 @@ main (int argc, char **argv)
   g_test_add_func ("/llm/embeddings", test_embeddings);
   g_test_add_func ("/llm/sliding-window", test_sliding);
   g_test_add_func ("/llm/precision/accurate", test_precision_accurate);
+  g_test_add_func ("/llm/truncate", test_truncate);
   g_test_add_data_func ("/llm/kv-type/f16", GINT_TO_POINTER (NPU_KV_F16),
       test_kv_type);
   g_test_add_data_func ("/llm/kv-type/q8_0", GINT_TO_POINTER (NPU_KV_Q8_0),

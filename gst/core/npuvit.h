@@ -45,6 +45,7 @@
 #include "npubackend.h"
 #include "npugguf.h"
 #include "nputensorview.h"
+#include "npumatmul.h"
 
 G_BEGIN_DECLS
 
@@ -122,6 +123,14 @@ void            npu_vit_get_memory       (const NpuVit *vit, gsize *owned,
  * @task may be NULL (runs on the calling thread); otherwise it must be the
  * running task and the work is spread over its device's threads.  Fails
  * only if the task is cancelled. */
+/* Activations of the matrix products (npumatmul.h): ACCURATE (default,
+ * ~16 bits, vision tokens within 1e-3 of a float64 evaluation, docs/
+ * vision-encoder.md) or FAST (int8, as llama.cpp; about half the
+ * arithmetic).  Not while an encode runs. */
+void            npu_vit_set_precision    (NpuVit *vit,
+                                          NpuMatmulPrecision precision);
+NpuMatmulPrecision npu_vit_get_precision (const NpuVit *vit);
+
 gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
                                           const float *patches, float *out,
                                           GError **error);

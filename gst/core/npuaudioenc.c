@@ -536,6 +536,23 @@ npu_audio_enc_get_stack_factor (const NpuAudioEnc * enc)
 }
 
 void
+npu_audio_enc_set_precision (NpuAudioEnc * enc, NpuMatmulPrecision precision)
+{
+  g_return_if_fail (enc != NULL);
+
+  enc->precision = precision;
+  enc->blocks.precision = precision;
+}
+
+NpuMatmulPrecision
+npu_audio_enc_get_precision (const NpuAudioEnc * enc)
+{
+  g_return_val_if_fail (enc != NULL, NPU_MATMUL_PRECISION_ACCURATE);
+
+  return enc->precision;
+}
+
+void
 npu_audio_enc_get_memory (const NpuAudioEnc * enc, gsize * owned,
     gsize * borrowed, gsize * scratch)
 {

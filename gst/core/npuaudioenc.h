@@ -43,6 +43,7 @@
 #include <glib.h>
 #include "npubackend.h"
 #include "npugguf.h"
+#include "npumatmul.h"
 #include "npuvit.h"
 
 G_BEGIN_DECLS
@@ -86,6 +87,11 @@ guint           npu_audio_enc_get_out_dim     (const NpuAudioEnc *enc);
 guint           npu_audio_enc_get_dim         (const NpuAudioEnc *enc);
 guint           npu_audio_enc_get_n_layers    (const NpuAudioEnc *enc);
 guint           npu_audio_enc_get_stack_factor (const NpuAudioEnc *enc);
+/* Activations of the matrix products (npumatmul.h): ACCURATE (default,
+ * ~16 bits) or FAST (int8, as llama.cpp).  Not while an encode runs. */
+void            npu_audio_enc_set_precision   (NpuAudioEnc *enc,
+                                               NpuMatmulPrecision precision);
+NpuMatmulPrecision npu_audio_enc_get_precision (const NpuAudioEnc *enc);
 /* Bytes of weights owned (converted) and borrowed (used in place), and of
  * the scratch buffers */
 void            npu_audio_enc_get_memory      (const NpuAudioEnc *enc,

@@ -554,9 +554,9 @@ attention (NpuEncBlocks * vit, NpuTask * task, gsize n)
 
 void
 npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x, gsize n,
-    float *y)
+    float *y, NpuMatmulPrecision precision)
 {
-  npu_matmul_mxfp4 (task, &m->m, x, n, y);
+  npu_matmul_mxfp4_with_precision (task, &m->m, x, n, y, precision);
 }
 
 
@@ -654,21 +654,21 @@ npu_enc_block_forward (NpuEncBlocks * b, const NpuEncLayer * l,
 
   /* x += attn_out (MHA (LN1 (x))) */
   npu_enc_layernorm (task, b->h, x, n, dim, b->eps, l->ln1_w, l->ln1_b);
-  npu_enc_matmul (task, &l->q, b->h, n, b->q);
-  npu_enc_matmul (task, &l->k, b->h, n, b->k);
-  npu_enc_matmul (task, &l->v, b->h, n, b->v);
+  npu_enc_matmul (task, &l->q, b->h, n, b->q, b->precision);
+  npu_enc_matmul (task, &l->k, b->h, n, b->k, b->precision);
+  npu_enc_matmul (task, &l->v, b->h, n, b->v, b->precision);
   npu_enc_bias_act (task, b->q, n, dim, l->q_b, NPU_ENC_ACT_NONE);
   if (l->k_b)
     npu_enc_bias_act (task, b->k, n, dim, l->k_b, NPU_ENC_ACT_NONE);
   npu_enc_bias_act (task, b->v, n, dim, l->v_b, NPU_ENC_ACT_NONE);
   attention (b, task, n);
-  npu_enc_matmul (task, &l->o, b->att, n, b->h);
+  npu_enc_matmul (task, &l->o, b->att, n, b->h, b->precision);
   residual (task, x, b->h, l->o_b, n, dim);
 
   /* x += ffn_down (act (ffn_up (LN2 (x)))) */
   npu_enc_layernorm (task, b->h, x, n, dim, b->eps, l->ln2_w, l->ln2_b);
-  npu_enc_matmul (task, &l->up, b->h, n, b->ffb);
+  npu_enc_matmul (task, &l->up, b->h, n, b->ffb, b->precision);
   npu_enc_bias_act (task, b->ffb, n, b->ff, l->up_b, b->act);
-  npu_enc_matmul (task, &l->down, b->ffb, n, b->h);
+  npu_enc_matmul (task, &l->down, b->ffb, n, b->h, b->precision);
   residual (task, x, b->h, l->down_b, n, dim);
 }

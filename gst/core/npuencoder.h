@@ -114,6 +114,7 @@ typedef struct
   guint dim, ff, n_heads, head_dim;
   gfloat eps;
   NpuEncAct act;
+  NpuMatmulPrecision precision; /* of the blocks' matrix products */
   guint n_max;                  /* positions the scratch holds */
   float *h, *q, *k, *v, *att, *ffb;
   float *scores;                /* n_score_rows rows of n_max */
@@ -150,7 +151,7 @@ void npu_enc_gemm_f32 (NpuTask * task, const float *w, gsize rows, gsize k,
     const float *x, gsize n, float *y);
 G_GNUC_INTERNAL
 void npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x,
-    gsize n, float *y);
+    gsize n, float *y, NpuMatmulPrecision precision);
 G_GNUC_INTERNAL
 void npu_enc_run_parallel (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer data);

@@ -74,12 +74,16 @@ struct _NpuLlmContext
   NpuLlmContextParams p;
   guint window;                 /* n_ctx - n_sink */
   guint q_dim, kv_dim;
+  gsize kv_row;                 /* bytes of a cache row (kv_dim values) */
 
   guint64 n_past;
+  guint64 n_past_max;           /* the most n_past reached since the reset */
   NpuLlmStats stats;
 
-  /* n_layer x n_ctx x kv_dim each */
-  float *k_cache, *v_cache;
+  /* n_layer x n_ctx rows of kv_dim values in p.kv_type, each */
+  guint8 *k_cache, *v_cache;
+  /* the chunk's k and v rows in p.kv_type (ctx->k and ctx->v for F32) */
+  guint8 *k_st, *v_st;
 
   /* scratch, n_batch rows each */
   float *x, *xn, *q, *qr, *k, *v, *att, *tmp, *gate, *up;
@@ -720,14 +724,22 @@ npu_llm_context_params_init (NpuLlmContextParams * params)
   params->n_sink = 4;
   params->streaming = TRUE;
   params->all_logits = FALSE;
+  params->kv_type = NPU_KV_F16;
+  params->precision = NPU_MATMUL_PRECISION_FAST;
+}
+
+static gpointer
+ctx_alloc_bytes (NpuLlmContext * ctx, gsize n_bytes, gsize * counter)
+{
+  ctx->stats.n_allocs++;
+  *counter += n_bytes;
+  return g_malloc0 (MAX (n_bytes, 1));
 }
 
 static float *
 ctx_alloc (NpuLlmContext * ctx, gsize n_floats, gsize * counter)
 {
-  ctx->stats.n_allocs++;
-  *counter += n_floats * sizeof (float);
-  return g_malloc0_n (MAX (n_floats, 1), sizeof (float));
+  return ctx_alloc_bytes (ctx, n_floats * sizeof (float), counter);
 }
 
 NpuLlmContext *
@@ -760,6 +772,23 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
         "n_sink %u must be smaller than n_ctx %u", p.n_sink, p.n_ctx);
     return NULL;
   }
+  if ((guint) p.precision > NPU_MATMUL_PRECISION_ACCURATE) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "precision %d is not fast (0) or accurate (1)", p.precision);
+    return NULL;
+  }
+  if (!npu_kv_type_name (p.kv_type)) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "kv_type %d is not a KV cache type (f32, f16, q8_0)", p.kv_type);
+    return NULL;
+  }
+  /* a head's columns must start on a Q8_0 block */
+  if (p.kv_type == NPU_KV_Q8_0 && hp->head_dim % NPU_KV_Q8_0_BLOCK != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "kv_type q8_0 needs a head size that is a multiple of 32 "
+        "(this model's is %u)", hp->head_dim);
+    return NULL;
+  }
 
   ctx = g_new0 (NpuLlmContext, 1);
   ctx->model = model;
@@ -768,12 +797,13 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   ctx->q_dim = hp->n_head * hp->head_dim;
   ctx->kv_dim = hp->n_head_kv * hp->head_dim;
   nb = p.n_batch;
-  kv = (gsize) hp->n_layer * p.n_ctx * ctx->kv_dim;
+  ctx->kv_row = npu_kv_row_bytes (p.kv_type, ctx->kv_dim);
+  kv = (gsize) hp->n_layer * p.n_ctx * ctx->kv_row;
   scratch = &ctx->stats.scratch_bytes;
 
   /* Everything the forward pass touches is allocated here, once */
-  ctx->k_cache = ctx_alloc (ctx, kv, &ctx->stats.kv_bytes);
-  ctx->v_cache = ctx_alloc (ctx, kv, &ctx->stats.kv_bytes);
+  ctx->k_cache = ctx_alloc_bytes (ctx, kv, &ctx->stats.kv_bytes);
+  ctx->v_cache = ctx_alloc_bytes (ctx, kv, &ctx->stats.kv_bytes);
   ctx->x = ctx_alloc (ctx, nb * hp->n_embd, scratch);
   ctx->xn = ctx_alloc (ctx, nb * hp->n_embd, scratch);
   ctx->tmp = ctx_alloc (ctx, nb * hp->n_embd, scratch);
@@ -782,6 +812,13 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   ctx->att = ctx_alloc (ctx, nb * ctx->q_dim, scratch);
   ctx->k = ctx_alloc (ctx, nb * ctx->kv_dim, scratch);
   ctx->v = ctx_alloc (ctx, nb * ctx->kv_dim, scratch);
+  if (p.kv_type == NPU_KV_F32) {
+    ctx->k_st = (guint8 *) ctx->k;
+    ctx->v_st = (guint8 *) ctx->v;
+  } else {
+    ctx->k_st = ctx_alloc_bytes (ctx, nb * ctx->kv_row, scratch);
+    ctx->v_st = ctx_alloc_bytes (ctx, nb * ctx->kv_row, scratch);
+  }
   ctx->gate = ctx_alloc (ctx, nb * hp->n_ff, scratch);
   ctx->up = ctx_alloc (ctx, nb * hp->n_ff, scratch);
   ctx->scores = ctx_alloc (ctx, (gsize) hp->n_head * p.n_ctx, scratch);
@@ -806,6 +843,10 @@ npu_llm_context_free (NpuLlmContext * ctx)
   g_free (ctx->att);
   g_free (ctx->k);
   g_free (ctx->v);
+  if (ctx->k_st != (guint8 *) ctx->k) {
+    g_free (ctx->k_st);
+    g_free (ctx->v_st);
+  }
   g_free (ctx->gate);
   g_free (ctx->up);
   g_free (ctx->scores);
@@ -820,7 +861,20 @@ npu_llm_context_reset (NpuLlmContext * ctx)
 {
   /* The cache needs no clearing: a slot is only read after it is written */
   ctx->n_past = 0;
+  ctx->n_past_max = 0;
   ctx->n_logits = 0;
+}
+
+gboolean
+npu_llm_context_truncate (NpuLlmContext * ctx, guint64 n_past)
+{
+  /* Position a < n_ctx lives in slot a: while no position at or past
+   * n_ctx was written since the reset, the first n_past rows are intact */
+  if (n_past > ctx->n_past || ctx->n_past_max > ctx->p.n_ctx)
+    return FALSE;
+  ctx->n_past = n_past;
+  ctx->n_logits = 0;
+  return TRUE;
 }
 
 guint64
@@ -969,16 +1023,18 @@ typedef struct
   gsize n;
 } AttnJob;
 
-/* Rows [r, r + n) of a K/V pair of buffers with rows of kv_dim floats */
+/* Rows [r, r + n) of a K/V pair of buffers with rows of kv_dim values in
+ * the cache's type */
 static inline guint
-add_span (NpuAttnSpan * sp, const float *q, const float *k, const float *v,
-    gsize kv_dim, gsize r, guint64 n)
+add_span (const NpuLlmContext * ctx, NpuAttnSpan * sp, const float *q,
+    const guint8 * k, const guint8 * v, gsize r, guint64 n)
 {
   sp->q = q;
-  sp->k = k + r * kv_dim;
-  sp->v = v + r * kv_dim;
-  sp->stride = kv_dim;
+  sp->k = k + r * ctx->kv_row;
+  sp->v = v + r * ctx->kv_row;
+  sp->stride = ctx->kv_dim;
   sp->n = (guint) n;
+  sp->type = ctx->p.kv_type;
   return 1;
 }
 
@@ -986,7 +1042,7 @@ add_span (NpuAttnSpan * sp, const float *q, const float *k, const float *v,
  * ring, as at most two runs of slots (the ring may wrap inside) */
 static guint
 window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
-    const float *q, const float *kc, const float *vc, NpuAttnSpan * out)
+    const float *q, const guint8 * kc, const guint8 * vc, NpuAttnSpan * out)
 {
   gsize s0, n, n1;
 
@@ -995,10 +1051,10 @@ window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
   s0 = cache_slot (ctx, a0);
   n = (gsize) (a1 - a0);
   n1 = MIN (n, ctx->p.n_ctx - s0);
-  add_span (&out[0], q, kc, vc, ctx->kv_dim, s0, n1);
+  add_span (ctx, &out[0], q, kc, vc, s0, n1);
   if (n1 == n)
     return 1;
-  return 1 + add_span (&out[1], q, kc, vc, ctx->kv_dim, ctx->p.n_sink, n - n1);
+  return 1 + add_span (ctx, &out[1], q, kc, vc, ctx->p.n_sink, n - n1);
 }
 
 /* Query row @t of the chunk, for the @gqa query heads of KV head @g: they
@@ -1013,11 +1069,13 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
   const NpuLlmHParams *hp = &ctx->model->hp;
   guint hd = hp->head_dim, gqa = hp->n_head / hp->n_head_kv;
   guint64 n_sink = ctx->p.n_sink, n_ctx = ctx->p.n_ctx, p0 = job->p0;
-  gsize kv_dim = ctx->kv_dim, off = (gsize) g * hd;
-  gsize layer_off = (gsize) job->layer * n_ctx * kv_dim;
-  const float *kc = ctx->k_cache + layer_off + off;
-  const float *vc = ctx->v_cache + layer_off + off;
-  const float *kb = ctx->k + off, *vb = ctx->v + off;
+  /* bytes of the head's first column in a row (a Q8_0 head starts on a
+   * block: checked at creation) */
+  gsize off = npu_kv_row_bytes (ctx->p.kv_type, (gsize) g * hd);
+  gsize layer_off = (gsize) job->layer * n_ctx * ctx->kv_row;
+  const guint8 *kc = ctx->k_cache + layer_off + off;
+  const guint8 *vc = ctx->v_cache + layer_off + off;
+  const guint8 *kb = ctx->k_st + off, *vb = ctx->v_st + off;
   gsize q_off = t * ctx->q_dim + (gsize) g * gqa * hd;
   guint64 pt = p0 + t, lo, nsk, a;
   const float *qa = ctx->q + q_off;
@@ -1033,16 +1091,15 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
   /* sinks in the cache (slot = position), then in the chunk */
   a = MIN (nsk, p0);
   if (a > 0)
-    n_spans += add_span (&spans[n_spans], qs, kc, vc, kv_dim, 0, a);
+    n_spans += add_span (ctx, &spans[n_spans], qs, kc, vc, 0, a);
   if (nsk > p0)
-    n_spans += add_span (&spans[n_spans], qs, kb, vb, kv_dim, 0, nsk - p0);
+    n_spans += add_span (ctx, &spans[n_spans], qs, kb, vb, 0, nsk - p0);
   /* the window: in the cache up to the chunk, then in the chunk */
   n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc,
       &spans[n_spans]);
   a = MAX (lo, p0);
   if (pt + 1 > a)
-    n_spans += add_span (&spans[n_spans], qa, kb, vb, kv_dim, a - p0,
-        pt + 1 - a);
+    n_spans += add_span (ctx, &spans[n_spans], qa, kb, vb, a - p0, pt + 1 - a);
 
   /* the group's query heads are adjacent in the row: every key and value
    * row is read once for all of them */
@@ -1118,7 +1175,7 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
 
   for (il = 0; il < hp->n_layer; il++) {
     const Layer *l = &model->layers[il];
-    gsize layer_off = (gsize) il * ctx->p.n_ctx * ctx->kv_dim;
+    gsize layer_off = (gsize) il * ctx->p.n_ctx * ctx->kv_row;
 
     for (t = 0; t < n; t++)
       rms_norm (ctx->x + t * dim, l->attn_norm, ctx->xn + t * dim, dim,
@@ -1129,7 +1186,8 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
       const NpuMxfp4Matrix *w[3] = { &l->wq.m, &l->wk.m, &l->wv.m };
       float *const y[3] = { ctx->q, ctx->k, ctx->v };
 
-      npu_matmul_mxfp4_multi (task, w, 3, ctx->xn, n, y);
+      npu_matmul_mxfp4_multi_with_precision (task, w, 3, ctx->xn, n, y,
+          ctx->p.precision);
     }
     add_bias (ctx->q, l->bq, n, ctx->q_dim);
     add_bias (ctx->k, l->bk, n, ctx->kv_dim);
@@ -1147,6 +1205,18 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
       rope_apply (model, ctx->k + t * ctx->kv_dim, hp->n_head_kv,
           ctx->rope_abs + t * hp->n_rot);
     }
+    /* The chunk's keys and values in the cache's type, before attention:
+     * its queries read their own chunk's rows as later ones will read
+     * them from the cache, so a batch gives what one token at a time
+     * gives */
+    if (ctx->p.kv_type != NPU_KV_F32) {
+      for (t = 0; t < n; t++) {
+        npu_kv_encode_row (ctx->p.kv_type, ctx->k + t * ctx->kv_dim,
+            ctx->kv_dim, ctx->k_st + t * ctx->kv_row);
+        npu_kv_encode_row (ctx->p.kv_type, ctx->v + t * ctx->kv_dim,
+            ctx->kv_dim, ctx->v_st + t * ctx->kv_row);
+      }
+    }
 
     run_attention (ctx, task, il, p0, n);
 
@@ -1155,13 +1225,14 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
     for (t = 0; t < n; t++) {
       gsize s = cache_slot (ctx, p0 + t);
 
-      memcpy (ctx->k_cache + layer_off + s * ctx->kv_dim,
-          ctx->k + t * ctx->kv_dim, ctx->kv_dim * sizeof (float));
-      memcpy (ctx->v_cache + layer_off + s * ctx->kv_dim,
-          ctx->v + t * ctx->kv_dim, ctx->kv_dim * sizeof (float));
+      memcpy (ctx->k_cache + layer_off + s * ctx->kv_row,
+          ctx->k_st + t * ctx->kv_row, ctx->kv_row);
+      memcpy (ctx->v_cache + layer_off + s * ctx->kv_row,
+          ctx->v_st + t * ctx->kv_row, ctx->kv_row);
     }
 
-    npu_matmul_mxfp4 (task, &l->wo.m, ctx->att, n, ctx->tmp);
+    npu_matmul_mxfp4_with_precision (task, &l->wo.m, ctx->att, n, ctx->tmp,
+        ctx->p.precision);
     add_bias (ctx->tmp, l->bo, n, dim);
     for (i = 0; i < n * dim; i++)
       ctx->x[i] += ctx->tmp[i];
@@ -1173,14 +1244,16 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
       const NpuMxfp4Matrix *w[2] = { &l->wgate.m, &l->wup.m };
       float *const y[2] = { ctx->gate, ctx->up };
 
-      npu_matmul_mxfp4_multi (task, w, 2, ctx->xn, n, y);
+      npu_matmul_mxfp4_multi_with_precision (task, w, 2, ctx->xn, n, y,
+          ctx->p.precision);
     }
     for (i = 0; i < n * ff; i++) {
       float g = ctx->gate[i];
 
       ctx->gate[i] = g / (1.0f + expf (-g)) * ctx->up[i];
     }
-    npu_matmul_mxfp4 (task, &l->wdown.m, ctx->gate, n, ctx->tmp);
+    npu_matmul_mxfp4_with_precision (task, &l->wdown.m, ctx->gate, n,
+        ctx->tmp, ctx->p.precision);
     for (i = 0; i < n * dim; i++)
       ctx->x[i] += ctx->tmp[i];
   }
@@ -1194,10 +1267,11 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
         hp->rms_eps);
   }
   if (model->output_q8_0)
-    npu_matmul_q8_0 (task, model->output_q8_0, hp->n_vocab, dim, ctx->xn,
-        n_out, ctx->logits);
+    npu_matmul_q8_0_with_precision (task, model->output_q8_0, hp->n_vocab,
+        dim, ctx->xn, n_out, ctx->logits, ctx->p.precision);
   else
-    npu_matmul_mxfp4 (task, &model->output.m, ctx->xn, n_out, ctx->logits);
+    npu_matmul_mxfp4_with_precision (task, &model->output.m, ctx->xn, n_out,
+        ctx->logits, ctx->p.precision);
   ctx->n_logits = n_out;
 }
 
@@ -1283,6 +1357,7 @@ eval_common (NpuLlmContext * ctx, NpuTask * task, const gint32 * tokens,
     if (p0 + m > ctx->p.n_ctx)
       ctx->stats.n_evicted += p0 + m - MAX (p0, (guint64) ctx->p.n_ctx);
     ctx->n_past += m;
+    ctx->n_past_max = MAX (ctx->n_past_max, ctx->n_past);
     done += m;
   }
   if (n == 1)

@@ -45,6 +45,7 @@
 #include "npubackend.h"
 #include "npugguf.h"
 #include "nputensorview.h"
+#include "npumatmul.h"
 
 G_BEGIN_DECLS
 
@@ -115,6 +116,14 @@ guint           npu_vit_get_n_layers     (const NpuVit *vit);
  * the scratch buffers */
 void            npu_vit_get_memory       (const NpuVit *vit, gsize *owned,
                                           gsize *borrowed, gsize *scratch);
+
+/* Activations of the matrix products (npumatmul.h): ACCURATE (default,
+ * ~16 bits, vision tokens within 1e-3 of a float64 evaluation, docs/
+ * vision-encoder.md) or FAST (int8, as llama.cpp; about half the
+ * arithmetic).  Not while an encode runs. */
+void            npu_vit_set_precision    (NpuVit *vit,
+                                          NpuMatmulPrecision precision);
+NpuMatmulPrecision npu_vit_get_precision (const NpuVit *vit);
 
 /* @patches: n_patches rows of 3 p p floats, patches in row-major order over
  * the image (left to right, then top to bottom), each patch's values

@@ -35,6 +35,7 @@
 #endif
 
 #include "gstnpuvisiontok.h"
+#include "gstnpuprecision.h"
 #include <npu/gstnpuvideoformats.h>
 
 #include <string.h>
@@ -53,6 +54,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_vision_tok_debug);
 #define DEFAULT_POLICY GST_NPU_VISION_TOK_POLICY_BLOCK
 #define DEFAULT_LETTERBOX FALSE
 #define DEFAULT_N_THREADS 0
+#define DEFAULT_PRECISION GST_NPU_PRECISION_ACCURATE
 
 enum
 {
@@ -62,6 +64,7 @@ enum
   PROP_POLICY,
   PROP_LETTERBOX,
   PROP_N_THREADS,
+  PROP_PRECISION,
   PROP_BYTES_COPIED,
   PROP_FRAMES_PROCESSED,
   PROP_FRAMES_DROPPED,
@@ -90,6 +93,7 @@ struct _GstNpuVisionTok
   GstNpuVisionTokPolicy policy;
   gboolean letterbox;
   guint n_threads;
+  GstNpuPrecision precision;
   guint64 frames_processed, frames_dropped, frames_dmabuf;
 
   /* the model */
@@ -226,6 +230,22 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
   /**
+   * GstNpuVisionTok:precision:
+   *
+   * Activations of the encoder's matrix products.  `accurate` (default)
+   * quantises each block of 32 activations to int8 and then its residual
+   * to int8 again (about 16 bits): vision tokens within 1e-3 (relative
+   * norm) of a float64 evaluation of the same weights, for about twice
+   * the integer work of `fast`, which uses int8 activations as llama.cpp
+   * does (tokens ~1 % away).  docs/npuvisiontok.md gives both bounds and
+   * the measured encode times.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "Activations of the matrix products: accurate (~16 bits) or fast "
+          "(int8)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION,
+          rw | GST_PARAM_MUTABLE_READY));
+  /**
    * GstNpuVisionTok:bytes-copied:
    *
    * Bytes of frames copied before encoding: zero when every plane of a
@@ -282,6 +302,7 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       GST_DEBUG_FUNCPTR (gst_npu_vision_tok_release_pad);
 
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_VISION_TOK_POLICY, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_PRECISION, 0);
 }
 
 static void
@@ -302,6 +323,7 @@ gst_npu_vision_tok_init (GstNpuVisionTok * self)
   self->max_inflight = DEFAULT_MAX_INFLIGHT;
   self->policy = DEFAULT_POLICY;
   self->letterbox = DEFAULT_LETTERBOX;
+  self->precision = DEFAULT_PRECISION;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
 }
@@ -341,6 +363,9 @@ gst_npu_vision_tok_set_property (GObject * object, guint prop_id,
     case PROP_N_THREADS:
       self->n_threads = g_value_get_uint (value);
       break;
+    case PROP_PRECISION:
+      self->precision = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -374,6 +399,9 @@ gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
       break;
     case PROP_N_THREADS:
       g_value_set_uint (value, self->n_threads);
+      break;
+    case PROP_PRECISION:
+      g_value_set_enum (value, self->precision);
       break;
     case PROP_BYTES_COPIED:
       g_value_set_uint64 (value, stats.bytes_copied);
@@ -417,6 +445,9 @@ load_model (GstNpuVisionTok * self, const gchar * path, GstNpuWeights * weights)
       weights, &error);
   if (!self->vit)
     goto bad_model;
+  GST_OBJECT_LOCK (self);
+  npu_vit_set_precision (self->vit, (NpuMatmulPrecision) self->precision);
+  GST_OBJECT_UNLOCK (self);
   GST_INFO_OBJECT (self, "%s: %ux%u input, %u tokens of %u", path,
       npu_vit_get_image_size (self->vit), npu_vit_get_image_size (self->vit),
       npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit));

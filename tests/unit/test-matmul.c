@@ -12,6 +12,9 @@
  *  - int8 paths: activation rounding sum |w| d (1/2 + 2^-17), with
  *    d = max|x| / 127 of the element's block, plus the F32 accumulation
  *    (k/32 + 4) 2^-24 sum |w| (|x| + d).
+ *  - int8 paths, accurate precision (activations and their residual):
+ *    sum |w| d (1/508 + 2^-16) + 2 (k/32 + 6) 2^-24 sum |w| (|x| + d), 254x
+ *    tighter in its first term.
  *
  * Q8_0 weights (the output matrix of llama.cpp's MXFP4 files) the same way,
  * against a reference of their own below, with npumatmul.h's Q8_0 bounds.
@@ -73,7 +76,8 @@ weight_value (const NpuBlockMxfp4 * blk, guint j)
 /* Per output: the bound of the path */
 static void
 compute_bounds (const NpuBlockMxfp4 * blocks, gsize rows, gsize k,
-    const float *x, gsize n, gboolean exact, double *bound)
+    const float *x, gsize n, gboolean exact, gboolean accurate,
+    double *bound)
 {
   gsize nb = k / 32, c, r, b, j;
 
@@ -91,12 +95,16 @@ compute_bounds (const NpuBlockMxfp4 * blocks, gsize rows, gsize k,
         for (j = 0; j < 32; j++) {
           double aw = fabs (weight_value (&blocks[r * nb + b], j));
 
-          quant += aw * d * (0.5 + ldexp (1.0, -17));
+          quant += aw * d * (accurate ? 1.0 / 508 + ldexp (1.0, -16) :
+              0.5 + ldexp (1.0, -17));
           mag += aw * (fabs (xb[j]) + (exact ? 0.0 : d));
         }
       }
       if (exact)
         bound[c * rows + r] = (nb + 34) * ldexp (mag, -24);
+      else if (accurate)
+        bound[c * rows + r] = quant * (1.0 + 1e-6) +
+            2 * (nb + 6) * ldexp (mag, -24);
       else
         bound[c * rows + r] = quant * (1.0 + 1e-6) +
             (nb + 4) * ldexp (mag, -24);
@@ -114,12 +122,16 @@ typedef struct
   float *y;
 } MatmulCall;
 
+/* The precision run_matmul() asks for */
+static NpuMatmulPrecision precision = NPU_MATMUL_PRECISION_FAST;
+
 static gboolean
 matmul_task (NpuTask * task, gpointer user_data, GError ** error)
 {
   MatmulCall *call = user_data;
 
-  npu_matmul_mxfp4 (task, call->w, call->x, call->n, call->y);
+  npu_matmul_mxfp4_with_precision (task, call->w, call->x, call->n, call->y,
+      precision);
   return TRUE;
 }
 
@@ -134,7 +146,7 @@ run_matmul (NpuDevice * device, const NpuMxfp4Matrix * w, const float *x,
   GError *error = NULL;
 
   if (!device) {
-    npu_matmul_mxfp4 (NULL, w, x, n, y);
+    npu_matmul_mxfp4_with_precision (NULL, w, x, n, y, precision);
     return;
   }
   queue = npu_queue_new (device, "matmul");
@@ -165,23 +177,28 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   float *y = g_new (float, s->n * s->rows);
   double *bound_exact = g_new (double, s->n * s->rows);
   double *bound_q8 = g_new (double, s->n * s->rows);
+  double *bound_acc = g_new (double, s->n * s->rows);
   NpuMxfp4Matrix mats[2];
-  guint a, l, d;
+  guint a, l, d, p;
 
   random_weights (rand, blocks, s->rows * nb, s->e_lo, s->e_hi);
   random_activations (rand, x, s->n * s->k, s->x_exp);
   npu_matmul_mxfp4_ref (blocks, s->rows, s->k, x, s->n, ref);
-  compute_bounds (blocks, s->rows, s->k, x, s->n, TRUE, bound_exact);
-  compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, bound_q8);
+  compute_bounds (blocks, s->rows, s->k, x, s->n, TRUE, FALSE, bound_exact);
+  compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, FALSE, bound_q8);
+  compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, TRUE, bound_acc);
   npu_mxfp4_matrix_init_view (&mats[0], blocks, s->rows, s->k);
   npu_mxfp4_matrix_repack (&mats[1], blocks, s->rows, s->k);
 
-  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
-    gboolean exact = a == 0;
-    const double *bound = exact ? bound_exact : bound_q8;
+  for (a = 0; a < 2 * G_N_ELEMENTS (all_isas); a++) {
+    gboolean exact = a / 2 == 0;
+    const double *bound;
 
-    if (!npu_matmul_set_isa (all_isas[a]))
+    if (!npu_matmul_set_isa (all_isas[a / 2]))
       continue;
+    p = a % 2;
+    precision = p ? NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST;
+    bound = exact ? bound_exact : p ? bound_acc : bound_q8;
     for (l = 0; l < 2; l++) {
       for (d = 0; d <= n_devices; d++) {
         for (i = 0; i < s->n * s->rows; i++)
@@ -192,10 +209,11 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
           double tol = bound[i] + fabs (ref[i]) * ldexp (1.0, -24);
 
           if (!npu_within (fabs ((double) y[i] - ref[i]), tol))
-            g_error ("%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
+            g_error ("%s%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
                 G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
                 G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g",
-                all_isas[a], l, d, s->rows, s->k, s->n, i, y[i], ref[i], tol);
+                all_isas[a / 2], p ? " accurate" : "", l, d, s->rows, s->k,
+                s->n, i, y[i], ref[i], tol);
         }
         n_checked++;
       }
@@ -210,6 +228,8 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   g_free (y);
   g_free (bound_exact);
   g_free (bound_q8);
+  g_free (bound_acc);
+  precision = NPU_MATMUL_PRECISION_FAST;
 }
 
 static void
@@ -409,7 +429,8 @@ multi_task (NpuTask * task, gpointer data, GError ** error)
 {
   MultiArgs *a = data;
 
-  npu_matmul_mxfp4_multi (task, a->w, a->n_w, a->x, a->n, a->y);
+  npu_matmul_mxfp4_multi_with_precision (task, a->w, a->n_w, a->x, a->n,
+      a->y, precision);
   return TRUE;
 }
 
@@ -430,9 +451,11 @@ test_multi (void)
     blocks[m] = g_new (NpuBlockMxfp4, rows[m] * k / 32);
     random_weights (rand, blocks[m], rows[m] * k / 32, 110, 135);
   }
-  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
-    if (!npu_matmul_set_isa (all_isas[a]))
+  for (a = 0; a < 2 * G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a / 2]))
       continue;
+    precision = a % 2 ? NPU_MATMUL_PRECISION_ACCURATE :
+        NPU_MATMUL_PRECISION_FAST;
     for (layout = 0; layout < 2; layout++)
       for (threads = max_threads ? 1 : 0; threads <= max_threads; threads++)
         for (n = 1; n <= 5; n += 2) {
@@ -458,11 +481,13 @@ test_multi (void)
             g_assert_true (npu_fence_wait (f, -1, NULL));
             npu_fence_unref (f);
           } else {
-            npu_matmul_mxfp4_multi (NULL, wp, 3, x, n, ys);
+            npu_matmul_mxfp4_multi_with_precision (NULL, wp, 3, x, n, ys,
+                precision);
           }
           for (m = 0; m < 3; m++) {
             want = g_new (float, n * rows[m]);
-            npu_matmul_mxfp4 (NULL, &mats[m], x, n, want);
+            npu_matmul_mxfp4_with_precision (NULL, &mats[m], x, n, want,
+                precision);
             for (i = 0; i < n * rows[m]; i++)
               g_assert_cmpfloat (ys[m][i], ==, want[i]);
             g_free (want);
@@ -476,6 +501,7 @@ test_multi (void)
           }
         }
   }
+  precision = NPU_MATMUL_PRECISION_FAST;
   restore_isa (saved);
   g_free (saved);
   for (m = 0; m < 3; m++)

@@ -33,17 +33,22 @@
 #
 # Tolerances, by what separates the two sides (measured figures in
 # docs/npuaudiotok.md):
-#   f32    1e-3  matrices on MXFP4's values (--mxfp4-values) stored F32,
+#   1e-3         matrices on MXFP4's values (--mxfp4-values) stored F32,
 #                conv kernels on F16's values, our scalar kernels: ggml's
 #                conv_1d goes through an F16 im2col, so llama.cpp rounds
 #                the log-mel and conv1's output to F16 (2^-11 relative)
 #                where we keep F32; the rest is F32 rounding.
-#   int8   3e-2  the same F32 file, our int8-activation kernels (the
-#                CPU's): the unit test bounds that path at 0.15 of the
-#                output's rms against the exact reference, and the range
-#                of these outputs is 6-8 rms.
-#   q8act  3e-2  --type mxfp4: the same MXFP4 weights, llama.cpp's Q8_0
-#                activations against our int8 ones.
+#   1e-3         the same F32 file, the CPU's kernels with
+#                precision=accurate (the default, ~16-bit activations):
+#                llama.cpp computes F32 weights in F32, and our residual
+#                int8 pass brings us within F16 im2col of it (as above).
+#   3e-2         the same F32 file with precision=fast (int8 activations:
+#                the unit test bounds that path at 0.15 of the output's
+#                rms against the exact reference, and the range of these
+#                outputs is 6-8 rms), or --type mxfp4 in either precision:
+#                the same MXFP4 weights on both sides, llama.cpp's Q8_0
+#                activations (its own rounding is then most of the
+#                difference) against ours.
 # Then the encode time of a 30 s window on the Whisper-base-sized file
 # (6 blocks of 512, qwen2a, MXFP4), 1 and 2 threads, best of ROUNDS (3)
 # rounds, both sides in the same run, alternating (a figure for the docs,
@@ -121,15 +126,16 @@ sys.exit(0 if tol == 'info' or rel <= float(tol) else 1)
 PY
 }
 
-# check NAME ISA TOL CLIP GENERATOR-ARGS...
-# ISA: scalar, or "default" (the kernels the CPU picks); TOL: a relative
-# tolerance, or "info"
+# check NAME MODES CLIP GENERATOR-ARGS...
+# MODES: comma-separated MODE:TOL, ways to run our side against one
+# llama.cpp run: "scalar" (NPU_MATMUL_ISA=scalar: exact F32 products), or
+# the CPU's kernels with npuaudiotok's precision "fast" (int8 activations,
+# as llama.cpp's Q8_0) or "accurate" (the default, ~16 bits); TOL: a
+# relative tolerance, or "info"
 check () {
-  local name=$1 isa=$2 tol=$3 clip=$4
-  shift 4
-  local dim=64 model=$WORK/$name.gguf log=$WORK/$name.$clip
-  local -a env=()
-  [ "$isa" != default ] && env=(NPU_MATMUL_ISA="$isa")
+  local name=$1 modes=$2 clip=$3
+  shift 3
+  local dim=64 model=$WORK/$name.gguf log=$WORK/$name.$clip mode
   case " $* " in *" --size base "*) dim=2048 ;; esac
 
   text $dim
@@ -147,61 +153,84 @@ check () {
     fail "$name $clip: llama.cpp made more than one window"
     return
   fi
-  local rc=0 summary
-  if ! env "${env[@]}" gst-launch-1.0 -q filesrc location="$WORK/$clip.wav" \
-      ! wavparse ! npuaudiotok model="$model" vad=false ! \
-      filesink location="$log.npu.f32" >"$log.npu.txt" 2>"$log.npu.err"; then
-    fail "$name $clip: npuaudiotok failed (see $log.npu.err)"
-    return
-  fi
-  summary=$(compare "$log.npu.f32" "$log.llama.f32" "$tol") || rc=$?
-  judge "$name $clip" "$isa" "$tol" "$rc" npuaudiotok "$log.npu.err" \
-      "$summary" " $(sed -n 's/^tokens: //p' "$log.llama.txt") x $(sed -n \
-      's/^embd: //p' "$log.llama.txt"): $summary"
+  for mode in ${modes//,/ }; do
+    local tol=${mode#*:}
+    mode=${mode%%:*}
+    local -a env=() prop=()
+    local rc=0 summary out=$log.npu-$mode
+    case $mode in
+      scalar) env=(NPU_MATMUL_ISA=scalar) ;;
+      *) prop=(precision="$mode") ;;
+    esac
+    if ! env "${env[@]}" gst-launch-1.0 -q filesrc \
+        location="$WORK/$clip.wav" ! wavparse ! \
+        npuaudiotok model="$model" vad=false "${prop[@]}" ! \
+        filesink location="$out.f32" >"$out.txt" 2>"$out.err"; then
+      fail "$name $clip: npuaudiotok failed (see $out.err)"
+      continue
+    fi
+    summary=$(compare "$out.f32" "$log.llama.f32" "$tol") || rc=$?
+    judge "$name $clip" "$mode" "$tol" "$rc" npuaudiotok "$out.err" \
+        "$summary" " $(sed -n 's/^tokens: //p' "$log.llama.txt") x $(sed -n \
+        's/^embd: //p' "$log.llama.txt"): $summary"
+  done
 }
 
 echo "== cross-check (logs in $WORK)"
 for proj in qwen2a ultravox; do
   for mels in 80 128; do
     for clip in pink-29s sine-5s; do
-      check "$proj-tiny-$mels-f32" scalar 1e-3 $clip --projector $proj \
+      check "$proj-tiny-$mels-f32" scalar:1e-3 $clip --projector $proj \
           --mels $mels --stack-factor 4 --type f32 --mxfp4-values
     done
   done
-  check "$proj-tiny-mxfp4" default 3e-2 pink-29s --projector $proj \
+  check "$proj-tiny-mxfp4" fast:3e-2,accurate:3e-2 pink-29s \
+      --projector $proj \
       --stack-factor 4 --type mxfp4
-  check "$proj-base-f32-int8" default 3e-2 pink-29s --projector $proj \
+  check "$proj-base-f32" fast:3e-2,accurate:1e-3 pink-29s \
+      --projector $proj \
       --size base --stack-factor 4 --type f32 --mxfp4-values
-  check "$proj-base-mxfp4" default 3e-2 pink-29s --projector $proj \
+  check "$proj-base-mxfp4" fast:3e-2,accurate:3e-2 pink-29s \
+      --projector $proj \
       --size base --stack-factor 4 --type mxfp4
 done
 
 # Each round runs each side once, two encodes in one process (the first
 # pays for first touches: graph allocation on llama.cpp's side, scratch
-# pages on ours), the two sides alternating so that both see the same
-# load on a shared machine; the best of all rounds is printed.
+# pages on ours), the sides alternating so that they see the same load on
+# a shared machine; the best of all rounds is printed.  Ours runs in both
+# precisions: fast is llama.cpp's arithmetic (int8 activations), accurate
+# the element's default.
 echo "== encode time of a 30 s window, qwen2a-base-mxfp4 (best of" \
     "$ROUNDS rounds of 2 encodes, the two sides alternating)"
 min () { python3 -c "import sys; print(min(map(float, sys.argv[1:])))" "$@"; }
+ours () {  # ours THREADS PRECISION: "ISA MS"
+  "$NE" "$WORK/qwen2a-base-mxfp4.gguf" --audio "$WORK/pink-29s.f32" \
+      -t "$1" --repeat 2 --precision "$2" | sed -n \
+      's/^model: .*kernels \(.*\)$/\1/p; s/^encode: \([0-9.]*\) ms.*/\1/p' \
+      | paste -sd ' '
+}
 for t in 1 2; do
-  a= b=
+  a= f= c= isa=
   for r in $(seq "$ROUNDS"); do
     x=$("$ME" -m "$WORK/text-2048.gguf" \
         --mmproj "$WORK/qwen2a-base-mxfp4.gguf" --audio "$WORK/pink-29s.wav" \
         -t $t --repeat 2 2>/dev/null | sed -n 's/^encode: \([0-9.]*\) ms.*/\1/p')
-    out=$("$NE" "$WORK/qwen2a-base-mxfp4.gguf" --audio "$WORK/pink-29s.f32" \
-        -t $t --repeat 2)
-    isa=$(echo "$out" | sed -n 's/^model: .*kernels \(.*\)$/\1/p')
-    y=$(echo "$out" | sed -n 's/^encode: \([0-9.]*\) ms.*/\1/p')
+    y=$(ours $t fast)
+    z=$(ours $t accurate)
+    isa=${y%% *}
     # shellcheck disable=SC2086
     a=$(min $a "$x")
     # shellcheck disable=SC2086
-    b=$(min $b "$y")
+    f=$(min $f "${y#* }")
+    # shellcheck disable=SC2086
+    c=$(min $c "${z#* }")
   done
-  python3 -c "import sys; a, b = float(sys.argv[1]), float(sys.argv[2]); \
-print('%s thread(s): llama.cpp %.0f ms, ours (%s) %.0f ms: %.2fx llama.cpp,' \
-      ' ours %.1fx real time' % (sys.argv[3], a, sys.argv[4], b, a / b, \
-      30000 / b))" "$a" "$b" $t "$isa"
+  python3 -c "import sys; a, f, c = map(float, sys.argv[1:4]); \
+print('%s thread(s): llama.cpp %.0f ms; ours (%s) fast %.0f ms, %.2fx' \
+      ' llama.cpp, %.1fx real time; accurate %.0f ms, %.2fx llama.cpp,' \
+      ' %.1fx real time' % (sys.argv[4], a, sys.argv[5], f, a / f, 30000 / f, \
+      c, a / c, 30000 / c))" "$a" "$f" "$c" $t "$isa"
 done
 
 echo "audio crosscheck: $passed passed, $failed failed"

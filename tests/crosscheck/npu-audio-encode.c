@@ -4,14 +4,16 @@
  * audio.sh) times llama.cpp's
  *
  *   npu-audio-encode MMPROJ.gguf --audio CLIP.f32 [-o OUT.f32]
- *       [--threads T] [--repeat N]
+ *       [--threads T] [--repeat N] [--precision accurate|fast]
  *
  * CLIP.f32 is 16 kHz mono little-endian floats, up to 30 s: the samples
  * llama.cpp's WAV decoder gives for the WAV of audio.sh.  Its log-mel
  * window (3000 frames, gst_npu_log_mel_compute(), what npuaudiotok feeds
  * the encoder for a clip of that length) is encoded in a task on a CPU
  * device of T threads and the n_tokens x out_dim embeddings are written to
- * OUT.f32.
+ * OUT.f32.  --precision sets the activations of the matrix products as
+ * npuaudiotok's property does: accurate (the default, ~16 bits) or fast
+ * (int8, as llama.cpp's Q8_0).
  *
  * Prints "tokens: N", "embd: D" and "encode: T ms (best of R, H threads)",
  * the same lines as mtmd-audio-encode; the time is npu_audio_enc_encode()'s
@@ -37,7 +39,7 @@ typedef struct
   gint64 us;                    /* npu_audio_enc_encode()'s time */
 } Job;
 
-static gchar *opt_audio = NULL, *opt_out = NULL;
+static gchar *opt_audio = NULL, *opt_out = NULL, *opt_precision = NULL;
 static gint opt_threads = 1, opt_repeat = 1;
 
 static GOptionEntry entries[] = {
@@ -48,6 +50,8 @@ static GOptionEntry entries[] = {
   {"threads", 't', 0, G_OPTION_ARG_INT, &opt_threads, "Threads (1)", "T"},
   {"repeat", 0, 0, G_OPTION_ARG_INT, &opt_repeat,
       "Encodes; the best time is printed (1)", "N"},
+  {"precision", 0, 0, G_OPTION_ARG_STRING, &opt_precision,
+      "Activations: accurate (default) or fast (int8)", "P"},
   {NULL}
 };
 
@@ -97,10 +101,17 @@ main (int argc, char **argv)
     g_printerr ("--threads and --repeat must be positive\n");
     return 2;
   }
+  if (opt_precision && g_strcmp0 (opt_precision, "fast") != 0
+      && g_strcmp0 (opt_precision, "accurate") != 0) {
+    g_printerr ("--precision is accurate or fast\n");
+    return 2;
+  }
 
   enc = npu_audio_enc_new_from_file (argv[1], &error);
   if (!enc)
     goto out;
+  npu_audio_enc_set_precision (enc, g_strcmp0 (opt_precision, "fast") == 0 ?
+      NPU_MATMUL_PRECISION_FAST : NPU_MATMUL_PRECISION_ACCURATE);
   n_frames = npu_audio_enc_get_max_frames (enc);
   if (!g_file_get_contents (opt_audio, &pcm, &len, &error))
     goto out;
@@ -134,10 +145,11 @@ main (int argc, char **argv)
     if (best < 0 || job.us < best)
       best = job.us;
   }
-  printf ("model: %s (%u blocks, dim %u, %s), kernels %s\n", argv[1],
+  printf ("model: %s (%u blocks, dim %u, %s), %s, kernels %s\n", argv[1],
       npu_audio_enc_get_n_layers (enc), npu_audio_enc_get_dim (enc),
       npu_audio_enc_get_projector (enc) == NPU_AUDIO_PROJECTOR_QWEN2A ?
-      "qwen2a" : "ultravox", npu_matmul_get_isa ());
+      "qwen2a" : "ultravox", npu_audio_enc_get_precision (enc) ==
+      NPU_MATMUL_PRECISION_FAST ? "fast" : "accurate", npu_matmul_get_isa ());
   printf ("tokens: %u\n", n_tokens);
   printf ("embd: %u\n", out_dim);
   printf ("encode: %.1f ms (best of %d, %d thread%s)\n", best / 1000.0,
@@ -174,5 +186,6 @@ out:
   g_free (pcm);
   g_free (mel);
   g_free (out);
+  g_free (opt_precision);
   return ret;
 }

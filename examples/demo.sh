@@ -51,12 +51,25 @@ echo "== generated models: a small qwen2 text model (MXFP4) and its vision proje
 $GEN text --arch qwen2 --size small --type mxfp4 --untied --seed 1 \
   -o $M/text.gguf
 $GEN mmproj --for $M/text.gguf --size tiny --seed 1 -o $M/mmproj.gguf
+echo "== and its audio projector (Whisper-style encoder, qwen2a)"
+$GEN audio --for $M/text.gguf --size tiny --seed 1 -o $M/audio.gguf
 
 echo "== camera to text: videotestsrc ! npuvisiontok ! npullm ! fdsink"
 gst-launch-1.0 -q \
   videotestsrc num-buffers=3 ! video/x-raw,format=NV12,width=1280,height=720 ! \
     npuvisiontok model=$M/mmproj.gguf ! llm.vision \
   npullm name=llm model=$M/text.gguf prompt="Describe what you see." \
+    max-tokens=24 ! fdsink
+echo
+
+echo "== microphone and camera to text: audiotestsrc ! npuaudiotok and videotestsrc ! npuvisiontok into one npullm"
+# 1.8 s of audio: a partial chunk, encoded at EOS; the media of one answer
+# are spliced in PTS order (docs/npuaudiotok.md)
+gst-launch-1.0 -q \
+  audiotestsrc num-buffers=50 samplesperbuffer=1600 ! \
+    npuaudiotok model=$M/audio.gguf chunk-duration=5000000000 ! llm.audio \
+  videotestsrc num-buffers=1 ! npuvisiontok model=$M/mmproj.gguf ! llm.vision \
+  npullm name=llm model=$M/text.gguf prompt="What do you see and hear?" \
     max-tokens=24 ! fdsink
 echo
 

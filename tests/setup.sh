@@ -6,13 +6,16 @@
 set -eu
 cd "$(dirname "$0")/.."
 
-# Build, run and test dependencies (gstreamer1.0-x: textoverlay, for the
-# caption pipeline in docs/npullm.md).  The last line is the real-kernel test
+# Build, run and test dependencies (libgstreamer1.0-dev carries gst-check,
+# which the build requires; gstreamer1.0-x: textoverlay, for the caption
+# pipeline in docs/npullm.md; gstreamer1.0-alsa: alsasrc/alsasink, for the
+# real-kernel suite's ALSA loopback into npuaudiotok).  The last line is the
+# real-kernel test
 # suite: QEMU boots Debian's kernel with dma-buf heaps, udmabuf and vgem.
 PACKAGES="gcc libc6-dev pkg-config meson ninja-build
   libglib2.0-dev libgstreamer1.0-dev libgstreamer-plugins-base1.0-dev libdrm-dev
   gstreamer1.0-tools gstreamer1.0-plugins-base gstreamer1.0-plugins-base-apps
-  gstreamer1.0-plugins-good
+  gstreamer1.0-plugins-good gstreamer1.0-alsa
   gstreamer1.0-x
   valgrind indent
   qemu-system-x86 busybox-static kmod cpio xz-utils strace"

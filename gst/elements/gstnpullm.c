@@ -60,6 +60,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_llm_debug);
 #define DEFAULT_CONTEXT_LENGTH 0
 #define DEFAULT_N_THREADS 0
 #define DEFAULT_OUTPUT GST_NPU_LLM_OUTPUT_TOKEN
+#define DEFAULT_CAPTION_DURATION 0
 #define DEFAULT_STOP NULL
 
 enum
@@ -85,6 +86,7 @@ enum
   PROP_DECODE_TPS,
   PROP_N_ANSWERS,
   PROP_MEDIA_REPLACED,
+  PROP_CAPTION_DURATION,
 };
 
 /* One prompt to answer. */
@@ -120,6 +122,7 @@ struct _GstNpuLlm
   gchar *system_prompt;
   gchar *chat_template;
   guint max_tokens;
+  guint64 caption_duration;
   gdouble temperature;
   guint top_k;
   gdouble top_p;
@@ -155,6 +158,12 @@ struct _GstNpuLlm
   NpuGguf *gguf;
   gboolean started_stream;
   gboolean need_segment;        /* a flush cleared the segment downstream */
+
+  /* output=caption: the last answer, pushed once the next one's PTS says
+   * how long it stays (an empty one becomes a gap event); src task only */
+  GstBuffer *held_caption;
+  gboolean sent_caption;        /* a caption or gap went out this segment */
+  gboolean live_known, live;    /* whether the media source is live */
 };
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
@@ -191,6 +200,8 @@ gst_npu_llm_output_get_type (void)
     {GST_NPU_LLM_OUTPUT_SENTENCE, "A buffer per sentence or line",
         "sentence"},
     {GST_NPU_LLM_OUTPUT_RESPONSE, "One buffer per answer", "response"},
+    {GST_NPU_LLM_OUTPUT_CAPTION, "One buffer per answer, valid until the "
+          "next answer (for textoverlay)", "caption"},
     {0, NULL, NULL}
   };
 
@@ -329,6 +340,23 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
           "How the answer is cut into buffers", GST_TYPE_NPU_LLM_OUTPUT,
           DEFAULT_OUTPUT, rw));
   /**
+   * GstNpuLlm:caption-duration:
+   *
+   * With output=caption, how long each answer stays valid (its buffer
+   * duration), in nanoseconds, from the PTS of the media it answers.  0:
+   * until the next answer.  Not live, that is the next answer's PTS
+   * (subtitle style: an answer is pushed when the next one is ready, the
+   * last one at the end of the stream, when it stays to the end).  Live,
+   * where the frames are drawn before the answer about them is ready, it
+   * is pushed at once and stays twice as long as it took to come (at least
+   * a second), about when the next one is due.
+   */
+  g_object_class_install_property (gobject_class, PROP_CAPTION_DURATION,
+      g_param_spec_uint64 ("caption-duration", "Caption duration",
+          "With output=caption, how long each answer stays valid, in ns "
+          "(0 = until the next answer)", 0, G_MAXINT64,
+          DEFAULT_CAPTION_DURATION, rw));
+  /**
    * GstNpuLlm:stop:
    *
    * Strings that end an answer, separated by '|'.  The model's own end of
@@ -391,6 +419,7 @@ gst_npu_llm_init (GstNpuLlm * self)
   self->repeat_penalty = DEFAULT_REPEAT_PENALTY;
   self->seed = DEFAULT_SEED;
   self->output = DEFAULT_OUTPUT;
+  self->caption_duration = DEFAULT_CAPTION_DURATION;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->jobs);
@@ -484,6 +513,9 @@ gst_npu_llm_set_property (GObject * object, guint prop_id,
     case PROP_OUTPUT:
       self->output = g_value_get_enum (value);
       break;
+    case PROP_CAPTION_DURATION:
+      self->caption_duration = g_value_get_uint64 (value);
+      break;
     case PROP_STOP:
       g_free (self->stop);
       self->stop = g_value_dup_string (value);
@@ -544,6 +576,9 @@ gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_OUTPUT:
       g_value_set_enum (value, self->output);
+      break;
+    case PROP_CAPTION_DURATION:
+      g_value_set_uint64 (value, self->caption_duration);
       break;
     case PROP_STOP:
       g_value_set_string (value, self->stop);
@@ -722,6 +757,134 @@ push_text (GstNpuLlm * self, Job * job, const gchar * text, gsize len)
   return gst_pad_push (self->srcpad, buf);
 }
 
+/* output=caption.  textoverlay draws a text buffer on the video frames
+ * inside [PTS, PTS + duration) and holds back the next text buffer until
+ * that interval is over, so a caption needs its whole validity in its
+ * duration: until the next answer's PTS, or caption-duration.  Nothing to
+ * say is a gap event, which lets textoverlay (wait-text=true) go on. */
+static gboolean
+is_blank (const gchar * text, gsize len)
+{
+  gsize i;
+
+  for (i = 0; i < len; i++)
+    if (!g_ascii_isspace (text[i]))
+      return FALSE;
+  return TRUE;
+}
+
+/* Pushes @caption (taken) as valid from its PTS to @end: a buffer, or a gap
+ * event when it holds no text. */
+static GstFlowReturn
+push_caption (GstNpuLlm * self, GstBuffer * caption, GstClockTime end)
+{
+  GstClockTime pts = GST_BUFFER_PTS (caption);
+  GstClockTime duration = GST_CLOCK_TIME_IS_VALID (end) && end > pts ?
+      end - pts : GST_CLOCK_TIME_NONE;
+
+  GST_DEBUG_OBJECT (self, "caption of %" G_GSIZE_FORMAT " bytes, %"
+      GST_TIME_FORMAT " + %" GST_TIME_FORMAT, gst_buffer_get_size (caption),
+      GST_TIME_ARGS (pts), GST_TIME_ARGS (duration));
+  self->sent_caption = TRUE;
+  if (gst_buffer_get_size (caption) == 0) {
+    gst_buffer_unref (caption);
+    gst_pad_push_event (self->srcpad, gst_event_new_gap (pts, duration));
+    return GST_FLOW_OK;
+  }
+  GST_BUFFER_DURATION (caption) = duration;
+  return gst_pad_push (self->srcpad, caption);
+}
+
+/* Whether the media comes from a live source, asked once per stream. */
+static gboolean
+media_is_live (GstNpuLlm * self)
+{
+  GstPad *pads[] = { self->visionpad, self->audiopad, self->textpad };
+  guint i;
+
+  if (self->live_known)
+    return self->live;
+  self->live_known = TRUE;
+  self->live = FALSE;
+  for (i = 0; i < G_N_ELEMENTS (pads) && !self->live; i++) {
+    GstQuery *q;
+
+    if (!pads[i])
+      continue;
+    q = gst_query_new_latency ();
+    if (gst_pad_peer_query (pads[i], q))
+      gst_query_parse_latency (q, &self->live, NULL, NULL);
+    gst_query_unref (q);
+  }
+  return self->live;
+}
+
+/* The running time on the pipeline clock, or NONE without one. */
+static GstClockTime
+running_time_now (GstNpuLlm * self)
+{
+  GstClock *clock = gst_element_get_clock (GST_ELEMENT (self));
+  GstClockTime now, base;
+
+  if (!clock)
+    return GST_CLOCK_TIME_NONE;
+  now = gst_clock_get_time (clock);
+  base = gst_element_get_base_time (GST_ELEMENT (self));
+  gst_object_unref (clock);
+  return now > base ? now - base : 0;
+}
+
+static GstFlowReturn
+emit_caption (GstNpuLlm * self, Job * job, const gchar * text, gsize len)
+{
+  GstBuffer *caption;
+  GstClockTime pts = job->pts, hold_for;
+  GstFlowReturn flow = GST_FLOW_OK;
+
+  GST_OBJECT_LOCK (self);
+  hold_for = self->caption_duration;
+  GST_OBJECT_UNLOCK (self);
+
+  GST_LOG_OBJECT (self, "answer: \"%.*s\"", (int) len, text);
+  caption = is_blank (text, len) ? gst_buffer_new () :
+      gst_buffer_new_memdup (text, len);
+  GST_BUFFER_PTS (caption) = pts;
+  if (!GST_CLOCK_TIME_IS_VALID (pts)) {
+    /* Nothing to time it by: as the other outputs do. */
+    GST_BUFFER_DURATION (caption) = job->duration;
+    return gst_pad_push (self->srcpad, caption);
+  }
+  /* Before the first answer there was nothing to say. */
+  if (!self->sent_caption && pts > 0)
+    gst_pad_push_event (self->srcpad, gst_event_new_gap (0, pts));
+  self->sent_caption = TRUE;
+  if (hold_for > 0)
+    return push_caption (self, caption, pts + hold_for);
+  if (media_is_live (self)) {
+    /* Live: the frames up to now are drawn already, and holding the
+     * answer until the next one would only show it in the past.  It stays
+     * until about when the next answer is due: twice the time it took to
+     * arrive after its frame, at least a second. */
+    GstClockTime now = running_time_now (self);
+    GstClockTime late = GST_CLOCK_TIME_IS_VALID (now) && now > pts ?
+        now - pts : 0;
+
+    return push_caption (self, caption, pts + MAX (2 * late, GST_SECOND));
+  }
+  if (self->held_caption)
+    flow = push_caption (self, g_steal_pointer (&self->held_caption), pts);
+  self->held_caption = caption;
+  return flow;
+}
+
+/* The end of the stream: the last answer stays to the end. */
+static void
+release_caption (GstNpuLlm * self)
+{
+  if (self->held_caption)
+    push_caption (self, g_steal_pointer (&self->held_caption), G_MAXINT64);
+}
+
 static gboolean
 ends_sentence (const gchar * s, gsize len)
 {
@@ -880,6 +1043,7 @@ gst_npu_llm_loop (GstNpuLlm * self)
   if (g_queue_is_empty (&self->jobs)) {
     g_mutex_unlock (&self->lock);
     start_stream (self);
+    release_caption (self);
     gst_pad_push_event (self->srcpad, gst_event_new_eos ());
     gst_pad_pause_task (self->srcpad);
     return;
@@ -924,7 +1088,9 @@ gst_npu_llm_loop (GstNpuLlm * self)
   ed.flow = GST_FLOW_OK;
   ok = npu_llm_session_answer (self->session, self->queue, job->text, media,
       n_media, emit_text, &ed, &st, &error);
-  if (ok && ed.flow == GST_FLOW_OK && ed.pending->len)
+  if (ok && ed.flow == GST_FLOW_OK && ed.output == GST_NPU_LLM_OUTPUT_CAPTION)
+    ed.flow = emit_caption (self, job, ed.pending->str, ed.pending->len);
+  else if (ok && ed.flow == GST_FLOW_OK && ed.pending->len)
     ed.flow = push_text (self, job, ed.pending->str, ed.pending->len);
   g_string_free (ed.pending, TRUE);
   job_free (job);
@@ -1178,6 +1344,9 @@ gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       self->media_eos = 0;
       self->need_segment = TRUE;
       g_mutex_unlock (&self->lock);
+      /* the task is paused: the held answer belongs to the old segment */
+      gst_clear_buffer (&self->held_caption);
+      self->sent_caption = FALSE;
       gst_pad_push_event (self->srcpad, event);
       gst_pad_start_task (self->srcpad, (GstTaskFunction) gst_npu_llm_loop,
           self, NULL);
@@ -1315,6 +1484,9 @@ stop (GstNpuLlm * self)
   if (self->queue)
     npu_queue_flush (self->queue);
   gst_pad_stop_task (self->srcpad);
+  gst_clear_buffer (&self->held_caption);
+  self->sent_caption = FALSE;
+  self->live_known = FALSE;
 
   g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
   self->latest_media_job = NULL;

@@ -15,12 +15,16 @@ G_DECLARE_FINAL_TYPE (GstNpuLlm, gst_npu_llm, GST, NPU_LLM, GstElement)
  * @GST_NPU_LLM_OUTPUT_TOKEN: a buffer per generated piece of text
  * @GST_NPU_LLM_OUTPUT_SENTENCE: a buffer per sentence or line
  * @GST_NPU_LLM_OUTPUT_RESPONSE: one buffer per answer
+ * @GST_NPU_LLM_OUTPUT_CAPTION: one buffer per answer, timed as a subtitle:
+ *   valid until the next answer (or for #GstNpuLlm:caption-duration), a
+ *   gap event when the answer is empty
  */
 typedef enum
 {
   GST_NPU_LLM_OUTPUT_TOKEN,
   GST_NPU_LLM_OUTPUT_SENTENCE,
   GST_NPU_LLM_OUTPUT_RESPONSE,
+  GST_NPU_LLM_OUTPUT_CAPTION,
 } GstNpuLlmOutput;
 
 GST_ELEMENT_REGISTER_DECLARE (npullm);

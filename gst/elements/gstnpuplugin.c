@@ -10,6 +10,7 @@
 #include "gstmxfp4weights.h"
 #include "gstnpullm.h"
 #include "gstnpuvisiontok.h"
+#include "gstnpuaudiotok.h"
 
 static gboolean
 plugin_init (GstPlugin * plugin)
@@ -20,10 +21,11 @@ plugin_init (GstPlugin * plugin)
   ret |= GST_ELEMENT_REGISTER (mxfp4weights, plugin);
   ret |= GST_ELEMENT_REGISTER (npullm, plugin);
   ret |= GST_ELEMENT_REGISTER (npuvisiontok, plugin);
+  ret |= GST_ELEMENT_REGISTER (npuaudiotok, plugin);
   return ret;
 }
 
 GST_PLUGIN_DEFINE (GST_VERSION_MAJOR, GST_VERSION_MINOR, npu,
-    "On-device multimodal inference: MXFP4 weights, a vision tokenizer "
-    "and a language model over zero-copy NPU memory",
+    "On-device multimodal inference: MXFP4 weights, vision and audio "
+    "tokenizers and a language model over zero-copy NPU memory",
     plugin_init, VERSION, GST_LICENSE, GST_PACKAGE_NAME, GST_PACKAGE_ORIGIN)

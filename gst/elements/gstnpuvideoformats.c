@@ -21,6 +21,8 @@
  * Spelled out so that building does not need libdrm; the check test
  * compares every row with drm_fourcc.h wherever libdrm is installed. */
 #define DRM_FOURCC(a, b, c, d) GST_MAKE_FOURCC (a, b, c, d)
+/* drm_fourcc.h: plain rows, no tiling, no compression */
+#define NPU_DRM_FORMAT_MOD_LINEAR G_GUINT64_CONSTANT (0)
 
 /* The pairs are GStreamer's own (gst_video_dma_drm_fourcc_from_format(),
  * 1.24+).  DRM names list a little-endian word's components from its top
@@ -134,11 +136,44 @@ raw_structure (const GValue * formats)
   return s;
 }
 
+#if GST_CHECK_VERSION(1, 24, 0)
+/* video/x-raw, format=DMA_DRM, drm-format={ the table's fourccs }: what
+ * gst_video_dma_drm_fourcc_to_string() writes for a linear buffer. */
+static GstStructure *
+dma_drm_structure (void)
+{
+  GValue formats = G_VALUE_INIT, drm = G_VALUE_INIT;
+  GstStructure *s;
+  guint i;
+
+  g_value_init (&drm, G_TYPE_STRING);
+  g_value_set_static_string (&drm, "DMA_DRM");
+  s = raw_structure (&drm);
+  g_value_unset (&drm);
+
+  g_value_init (&formats, GST_TYPE_LIST);
+  for (i = 0; i < G_N_ELEMENTS (video_formats); i++) {
+    GValue v = G_VALUE_INIT;
+
+    g_value_init (&v, G_TYPE_STRING);
+    g_value_take_string (&v,
+        gst_video_dma_drm_fourcc_to_string (video_formats[i].drm_fourcc,
+            NPU_DRM_FORMAT_MOD_LINEAR));
+    gst_value_list_append_and_take_value (&formats, &v);
+  }
+  gst_structure_set_value (s, "drm-format", &formats);
+  g_value_unset (&formats);
+  return s;
+}
+#endif
+
 /**
  * gst_npu_video_formats_sink_caps:
  *
- * The sink template's caps: video/x-raw(memory:DMABuf), then video/x-raw,
- * each with the table's formats at any size and frame rate.
+ * The sink template's caps: video/x-raw(memory:DMABuf) with the table's
+ * formats, on GStreamer 1.24+ video/x-raw(memory:DMABuf) with
+ * format=DMA_DRM and the table's DRM fourccs (linear only), then
+ * video/x-raw, each at any size and frame rate.
  *
  * Returns: (transfer full): the caps
  */
@@ -163,12 +198,12 @@ gst_npu_video_formats_sink_caps (void)
    * is read in place through its fd. */
   gst_caps_append_structure_full (caps, raw_structure (&formats),
       gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_DMABUF, NULL));
-  /* GStreamer 1.24+: the DMA_DRM structure goes here, under
-   * GST_CHECK_VERSION (1, 24, 0): memory:DMABuf, format=DMA_DRM,
-   * drm-format={ each row's gst_video_dma_drm_fourcc_to_string
-   * (drm_fourcc, DRM_FORMAT_MOD_LINEAR), i.e. "NV12", "YU12", ... }, same
-   * width, height and framerate ranges; elements of 1.24+ send dma-bufs
-   * only in that form. */
+#if GST_CHECK_VERSION(1, 24, 0)
+  /* GStreamer 1.24+ elements send dma-bufs only in this form: each row's
+   * DRM fourcc, linear (no modifier in the string). */
+  gst_caps_append_structure_full (caps, dma_drm_structure (),
+      gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_DMABUF, NULL));
+#endif
   gst_caps_append_structure (caps, raw_structure (&formats));
   g_value_unset (&formats);
   return caps;
@@ -186,6 +221,21 @@ supported_names (void)
   }
   return g_string_free (s, FALSE);
 }
+
+#if GST_CHECK_VERSION(1, 24, 0)
+static gchar *
+supported_drm_names (void)
+{
+  GString *s = g_string_new (NULL);
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (video_formats); i++) {
+    g_string_append_printf (s, "%s%" GST_FOURCC_FORMAT, i ? ", " : "",
+        GST_FOURCC_ARGS (video_formats[i].drm_fourcc));
+  }
+  return g_string_free (s, FALSE);
+}
+#endif
 
 /**
  * gst_npu_video_formats_parse:
@@ -205,28 +255,55 @@ gst_npu_video_formats_parse (GstCaps * caps, GstVideoInfo * info,
 {
   const GstNpuVideoFormat *row;
   GstVideoInfo parsed;
+#if GST_CHECK_VERSION(1, 24, 0)
+  const gchar *drm_format = NULL;
+  guint64 modifier = 0;
+#endif
 
   g_return_val_if_fail (GST_IS_CAPS (caps), FALSE);
   g_return_val_if_fail (info != NULL, FALSE);
   g_return_val_if_fail (format != NULL, FALSE);
   g_return_val_if_fail (error == NULL || *error == NULL, FALSE);
 
-  /* GStreamer 1.24+: the DMA_DRM branch goes here, under
-   * GST_CHECK_VERSION (1, 24, 0), before gst_video_info_from_caps(),
-   * which does not turn format=DMA_DRM into a plain format.
-   * gst_video_is_dma_drm_caps() picks that form out;
-   * gst_video_info_dma_drm_from_caps() gives drm_fourcc and drm_modifier.
-   * Refuse any modifier but DRM_FORMAT_MOD_LINEAR (the preprocessing reads
-   * plain rows; tiled or compressed layouts would be misread, not
-   * rejected later) and take the row from
-   * gst_npu_video_formats_from_drm_fourcc(), an unknown fourcc being the
-   * same "Unsupported" error as below.  Do not take the format from
-   * gst_video_info_dma_drm_to_video_info(): it goes through GStreamer's
-   * own DRM map, which lacks GRAY8 (R8) in 1.24 (and 1.26, as far as
-   * known), so it fails there.
-   * Instead parse a copy of @caps with format set to the row's
-   * GstVideoFormat and drm-format removed by the code below: both forms
-   * then give the same GstVideoInfo. */
+#if GST_CHECK_VERSION(1, 24, 0)
+  /* gst_video_info_from_caps() does not turn format=DMA_DRM into a plain
+   * format.  The row comes from our table rather than from
+   * gst_video_info_dma_drm_to_video_info(), whose map (GStreamer's) has no
+   * GRAY8 = R8; the caps are then read as the same caps in the classic
+   * form, so that both forms give the same GstVideoInfo. */
+  if (gst_video_is_dma_drm_caps (caps)) {
+    GstStructure *s = gst_caps_get_structure (caps, 0);
+    guint32 fourcc;
+    GstCaps *plain;
+    gboolean ok;
+
+    drm_format = gst_structure_get_string (s, "drm-format");
+    if (!drm_format)
+      goto invalid;
+    fourcc = gst_video_dma_drm_fourcc_from_string (drm_format, &modifier);
+    if (fourcc == 0)
+      goto invalid;
+    /* The preprocessing reads plain rows: a tiled or compressed layout
+     * would be misread, not rejected later. */
+    if (modifier != NPU_DRM_FORMAT_MOD_LINEAR)
+      goto not_linear;
+    row = gst_npu_video_formats_from_drm_fourcc (fourcc);
+    if (!row)
+      goto unsupported_drm;
+    plain = gst_caps_copy (caps);
+    s = gst_caps_get_structure (plain, 0);
+    gst_structure_set (s, "format", G_TYPE_STRING,
+        gst_video_format_to_string (row->video_format), NULL);
+    gst_structure_remove_field (s, "drm-format");
+    ok = gst_video_info_from_caps (&parsed, plain);
+    gst_caps_unref (plain);
+    if (!ok)
+      goto invalid;
+    *info = parsed;
+    *format = row->pixel_format;
+    return TRUE;
+  }
+#endif
 
   /* gst_video_info_from_caps() takes fixed caps only (a critical
    * otherwise); caps events are fixed, but this is also public API. */
@@ -252,6 +329,26 @@ invalid:
     g_free (str);
     return FALSE;
   }
+#if GST_CHECK_VERSION(1, 24, 0)
+not_linear:
+  {
+    g_set_error (error, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION,
+        "Unsupported DRM modifier 0x%016" G_GINT64_MODIFIER "x in "
+        "drm-format=%s: frames are read as plain rows, tiled or compressed "
+        "layouts are not read (only the linear modifier is)", modifier,
+        drm_format);
+    return FALSE;
+  }
+unsupported_drm:
+  {
+    gchar *names = supported_drm_names ();
+
+    g_set_error (error, GST_CORE_ERROR, GST_CORE_ERROR_NEGOTIATION,
+        "Unsupported DRM format %s (supported: %s)", drm_format, names);
+    g_free (names);
+    return FALSE;
+  }
+#endif
 unsupported:
   {
     gchar *names = supported_names ();

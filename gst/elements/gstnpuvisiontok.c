@@ -11,7 +11,8 @@
  * appsrc, `v4l2src io-mode=dmabuf-import`), or through the fd of a dma-buf
  * upstream allocated (`v4l2src io-mode=dmabuf`, which on GStreamer 1.22 sends
  * dma-buf memory under plain video/x-raw caps).  #GstNpuVisionTok:bytes-copied
- * counts what was copied: zero on these paths.
+ * counts what was copied: zero on these paths; only a plane split across
+ * two memories of a buffer is gathered into a copy.
  *
  * One pass from the frame's pixels does crop/resize, colour conversion (by
  * the caps' colorimetry), normalisation and patchify; the encoder and
@@ -214,8 +215,10 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
   /**
    * GstNpuVisionTok:bytes-copied:
    *
-   * Bytes of frames copied before encoding: zero, since frames are read in
-   * place; a measured figure, not a promise.
+   * Bytes of frames copied before encoding: zero when every plane of a
+   * frame lies in one memory, since frames are read in place; a plane that
+   * straddles two memories of a buffer is gathered into a copy and its
+   * bytes counted here.
    */
   g_object_class_install_property (gobject_class, PROP_BYTES_COPIED,
       g_param_spec_uint64 ("bytes-copied", "Bytes copied",
@@ -454,6 +457,23 @@ wait_for_model (GstNpuVisionTok * self)
   return self->vit != NULL;
 }
 
+#if GST_CHECK_VERSION(1, 24, 0)
+/* Posts why @caps, which the sink pad refused, cannot be read. */
+static void
+refuse_caps (GstNpuVisionTok * self, GstCaps * caps)
+{
+  GstVideoInfo info;
+  NpuPixelFormat format;
+  GError *error = NULL;
+
+  if (gst_npu_video_formats_parse (caps, &info, &format, &error))
+    return;
+  GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("%s", error->message),
+      ("%" GST_PTR_FORMAT, caps));
+  g_error_free (error);
+}
+#endif
+
 static gboolean
 set_caps (GstNpuVisionTok * self, GstCaps * caps)
 {
@@ -564,6 +584,9 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   for (i = 0; i < job->frame.n_planes; i++) {
     planes[i] = job->frame.data[i];
     strides[i] = job->frame.stride[i];
+    /* where the preprocessing reads: upstream's memory, unless copied */
+    gst_npu_input_watch_notify (GST_OBJECT (self), planes[i],
+        job->frame.size[i]);
   }
   /* Tasks of one queue run one at a time, so one scratch serves all. */
   npu_vision_prep_run (self->plan, planes, strides, self->patches, task);
@@ -856,6 +879,23 @@ gst_npu_vision_tok_sink_query (GstPad * pad, GstObject * parent,
       return gst_npu_propose_allocation (query, self->allocator,
           max_inflight + 1, 0);
     }
+#if GST_CHECK_VERSION(1, 24, 0)
+    case GST_QUERY_ACCEPT_CAPS:{
+      GstCaps *caps;
+      gboolean accepted;
+
+      if (!gst_pad_query_default (pad, parent, query))
+        return FALSE;
+      gst_query_parse_accept_caps (query, &caps);
+      gst_query_parse_accept_caps_result (query, &accepted);
+      /* Refused DMA_DRM caps (a tiled or compressed modifier, a fourcc we
+       * do not read) never reach the caps event, whose handler would say
+       * why: say it here, or the user only sees "not-negotiated". */
+      if (!accepted && gst_video_is_dma_drm_caps (caps))
+        refuse_caps (self, caps);
+      return TRUE;
+    }
+#endif
     default:
       return gst_pad_query_default (pad, parent, query);
   }

@@ -12,6 +12,7 @@
 
 #include "gstnpuallocation.h"
 #include "gstnpuallocator.h"
+#include "gstnpuvideoinfo.h"
 #include "gstnpubufferpool.h"
 #include "gstnpufencemeta.h"
 
@@ -49,7 +50,7 @@ gst_npu_propose_allocation (GstQuery * query, GstAllocator * allocator,
   else
     allocator = gst_npu_allocator_get_default ();
 
-  if (gst_video_info_from_caps (&info, caps))
+  if (gst_npu_video_info_from_caps (&info, caps))
     size = info.size;
 
   gst_allocation_params_init (&params);

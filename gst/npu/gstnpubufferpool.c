@@ -12,6 +12,7 @@
 
 #include "gstnpubufferpool.h"
 #include "gstnpuallocator.h"
+#include "gstnpuvideoinfo.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_npu_buffer_pool_debug);
 #define GST_CAT_DEFAULT gst_npu_buffer_pool_debug
@@ -78,7 +79,7 @@ gst_npu_buffer_pool_set_config (GstBufferPool * pool, GstStructure * config)
 
   self->is_video = FALSE;
   self->add_video_meta = FALSE;
-  if (gst_video_info_from_caps (&self->info, caps)) {
+  if (gst_npu_video_info_from_caps (&self->info, caps)) {
     GstVideoAlignment align;
 
     self->is_video = TRUE;

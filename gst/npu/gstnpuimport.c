@@ -396,7 +396,10 @@ gst_npu_importer_unmap (GstNpuImporter * importer, GstNpuImportMap * map)
  * @frame: (out caller-allocates): plane pointers and strides
  *
  * Maps a video frame's planes in place for reading, taking strides and
- * offsets from the buffer's GstVideoMeta when it has one.
+ * offsets from the buffer's GstVideoMeta when it has one.  A plane that
+ * starts in one memory of @buffer and ends in the next is copied into a
+ * scratch (the one copy the importer makes, counted in
+ * #GstNpuImportStats.bytes_copied); a plane past the buffer's end fails.
  *
  * Returns: %TRUE on success.
  */
@@ -428,7 +431,33 @@ gst_npu_importer_map_frame (GstNpuImporter * importer, GstBuffer * buffer,
 
     if (!gst_buffer_find_memory (buffer, offset, 1, &idx, &len, &skip))
       goto out_of_bounds;
+    /* The plane's rows, from its first byte to its last. */
+    plane_size = (gsize) ABS (frame->info.stride[p]) *
+        (GST_VIDEO_FORMAT_INFO_SCALE_HEIGHT (info->finfo, p,
+            GST_VIDEO_INFO_HEIGHT (info)) - 1) +
+        GST_VIDEO_FORMAT_INFO_SCALE_WIDTH (info->finfo, p,
+        GST_VIDEO_INFO_WIDTH (info)) *
+        GST_VIDEO_FORMAT_INFO_PSTRIDE (info->finfo, p);
     mem = gst_buffer_peek_memory (buffer, idx);
+
+    if (skip + plane_size > mem->size) {
+      /* Past the end of its memory: either the buffer is short, or the
+       * plane goes on in the next memory, where it cannot be read in
+       * place; then it is gathered, and counted. */
+      if (offset + plane_size > gst_buffer_get_size (buffer))
+        goto truncated;
+      frame->copies[p] = g_malloc (plane_size);
+      gst_buffer_extract (buffer, offset, frame->copies[p], plane_size);
+      frame->data[p] = frame->copies[p];
+      frame->stride[p] = frame->info.stride[p];
+      frame->size[p] = plane_size;
+      g_mutex_lock (&importer->lock);
+      importer->stats.bytes_copied += plane_size;
+      g_mutex_unlock (&importer->lock);
+      GST_DEBUG ("plane %u straddles memories: copied %" G_GSIZE_FORMAT
+          " bytes", p, plane_size);
+      continue;
+    }
 
     /* Planes in the same memory share one map. */
     for (i = 0; i < frame->n_maps; i++)
@@ -440,17 +469,9 @@ gst_npu_importer_map_frame (GstNpuImporter * importer, GstBuffer * buffer,
         goto map_failed;
       frame->n_maps++;
     }
-    /* The plane's rows must lie inside that memory. */
-    plane_size = (gsize) ABS (frame->info.stride[p]) *
-        (GST_VIDEO_FORMAT_INFO_SCALE_HEIGHT (info->finfo, p,
-            GST_VIDEO_INFO_HEIGHT (info)) - 1) +
-        GST_VIDEO_FORMAT_INFO_SCALE_WIDTH (info->finfo, p,
-        GST_VIDEO_INFO_WIDTH (info)) *
-        GST_VIDEO_FORMAT_INFO_PSTRIDE (info->finfo, p);
-    if (skip + plane_size > frame->maps[i].size)
-      goto truncated;
     frame->data[p] = frame->maps[i].data + skip;
     frame->stride[p] = frame->info.stride[p];
+    frame->size[p] = plane_size;
     frame->kind = frame->maps[i].kind;
   }
   return TRUE;
@@ -479,8 +500,8 @@ map_failed:
 truncated:
   {
     GST_WARNING ("plane %u is truncated: needs %" G_GSIZE_FORMAT " bytes "
-        "at offset %" G_GSIZE_FORMAT ", memory has %" G_GSIZE_FORMAT, p,
-        plane_size, frame->info.offset[p], frame->maps[i].size);
+        "at offset %" G_GSIZE_FORMAT ", the buffer has %" G_GSIZE_FORMAT, p,
+        plane_size, frame->info.offset[p], gst_buffer_get_size (buffer));
     gst_npu_importer_unmap_frame (importer, frame);
     return FALSE;
   }
@@ -495,6 +516,8 @@ gst_npu_importer_unmap_frame (GstNpuImporter * importer,
   for (i = 0; i < frame->n_maps; i++)
     gst_npu_importer_unmap (importer, &frame->maps[i]);
   frame->n_maps = 0;
+  for (i = 0; i < GST_VIDEO_MAX_PLANES; i++)
+    g_clear_pointer (&frame->copies[i], g_free);
 }
 
 void

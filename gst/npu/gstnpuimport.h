@@ -7,8 +7,10 @@
  * and inode), so a pool of recycled camera buffers is mapped once per
  * buffer, not once per frame.  dma-buf access is bracketed with
  * DMA_BUF_IOCTL_SYNC.  NPU memory and system memory are mapped the ordinary
- * way (NPU memory stays mapped and waits for its fence).  Nothing is ever
- * copied; the importer counts what it did so elements can report it.
+ * way (NPU memory stays mapped and waits for its fence).  The one copy:
+ * a video plane that straddles two memories of a buffer (a buffer built by
+ * appending memories) cannot be read in place and is gathered into a
+ * scratch; the importer counts those bytes so elements report them.
  */
 #ifndef __GST_NPU_IMPORT_H__
 #define __GST_NPU_IMPORT_H__
@@ -56,8 +58,9 @@ typedef struct
  * @n_fd: of which foreign fd memories
  * @n_mmaps: mmap() calls made by the importer (one per distinct dma-buf)
  * @n_cached: maps answered from the cache
- * @bytes_copied: bytes copied; zero by construction, counted so that
- *   elements report a measured figure, not a promise
+ * @bytes_copied: bytes copied: the planes that straddle memories (see
+ *   gst_npu_importer_map_frame()); zero for a frame whose planes each lie
+ *   in one memory
  */
 typedef struct
 {
@@ -84,11 +87,13 @@ typedef struct
   guint n_planes;
   guint8 *data[GST_VIDEO_MAX_PLANES];
   gint stride[GST_VIDEO_MAX_PLANES];
+  gsize size[GST_VIDEO_MAX_PLANES];     /* bytes of each plane from data[] */
   GstNpuImportKind kind;
 
   /*< private > */
   guint n_maps;
   GstNpuImportMap maps[GST_VIDEO_MAX_PLANES];
+  guint8 *copies[GST_VIDEO_MAX_PLANES];
 } GstNpuImportFrame;
 
 gboolean gst_npu_importer_map_frame (GstNpuImporter * importer,

@@ -7,9 +7,13 @@
 #include <npu/gstnpubufferpool.h>
 #include <npu/gstnpufencemeta.h>
 #include <npu/gstnpuimport.h>
+#include <npu/gstnpuinputwatch.h>
 #include <npu/gstnpuallocation.h>
+#include <npu/gstnpuaudiofrontend.h>
+#include <npu/gstnpulogmel.h>
 #include <npu/gstnputensormeta.h>
 #include <npu/gstnputokensmeta.h>
+#include <npu/gstnpuvideoinfo.h>
 #include <npu/gstnpuweights.h>
 
 #endif /* __GST_NPU_H__ */

@@ -126,7 +126,10 @@ npu_check_load_plugins (void)
     {"videotestsrc", "libgstvideotestsrc.so"},
     {"videoconvert", "libgstvideoconvertscale.so"},
     {"audioconvert", "libgstaudioconvert.so"},
+    {"audiotestsrc", "libgstaudiotestsrc.so"},
     {"textoverlay", "libgstpango.so"},
+    {"pngenc", "libgstpng.so"},
+    {"multifilesink", "libgstmultifile.so"},
   };
   guint i;
 

@@ -12,6 +12,7 @@
 
 #include "npucheck.h"
 #include <gst/check/gstharness.h>
+#include <gst/video/video.h>
 #include <npu/npu.h>
 #include <core/npullmsession.h>
 #include <core/npugguf.h>
@@ -753,6 +754,270 @@ GST_START_TEST (test_caption_pipeline)
 
 GST_END_TEST;
 
+/* output=caption: each caption buffer as it left npullm */
+typedef struct
+{
+  GstClockTime pts, duration;
+  gchar *text;
+} Caption;
+
+static void
+on_caption (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
+{
+  GArray *captions = data;
+  Caption c;
+  GstMapInfo map;
+
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+  c.pts = GST_BUFFER_PTS (buf);
+  c.duration = GST_BUFFER_DURATION (buf);
+  c.text = g_strndup ((const gchar *) map.data, map.size);
+  gst_buffer_unmap (buf, &map);
+  g_array_append_val (captions, c);
+}
+
+/* Frames as 8-bit luma, decoded from PNG files (multifilesrc @location)
+ * or from any pipeline ending in appsink name=a */
+static GPtrArray *
+grey_frames (const gchar * desc, const gchar * overlay_text)
+{
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "a");
+  GPtrArray *frames = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      g_bytes_unref);
+  GstSample *sample;
+
+  if (overlay_text) {
+    GstElement *ov = gst_bin_get_by_name (GST_BIN (pipeline), "ov");
+
+    g_object_set (ov, "text", overlay_text, NULL);
+    gst_object_unref (ov);
+  }
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  for (;;) {
+    GstBuffer *b;
+    GstVideoInfo info;
+    GstVideoFrame f;
+    guint8 *grey;
+    guint y;
+
+    g_signal_emit_by_name (sink, "pull-sample", &sample);
+    if (!sample)
+      break;
+    b = gst_sample_get_buffer (sample);
+    fail_unless (gst_video_info_from_caps (&info, gst_sample_get_caps
+            (sample)));
+    fail_unless (gst_video_frame_map (&f, &info, b, GST_MAP_READ));
+    grey = g_malloc (320 * 240);
+    for (y = 0; y < 240; y++)
+      memcpy (grey + y * 320, (guint8 *) GST_VIDEO_FRAME_PLANE_DATA (&f, 0) +
+          y * GST_VIDEO_FRAME_PLANE_STRIDE (&f, 0), 320);
+    gst_video_frame_unmap (&f);
+    g_ptr_array_add (frames, g_bytes_new_take (grey, 320 * 240));
+    gst_sample_unref (sample);
+  }
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  return frames;
+}
+
+/* pixels brighter than the black test pattern: text, drawn white */
+static guint
+count_bright (GBytes * frame)
+{
+  gsize n, i;
+  const guint8 *p = g_bytes_get_data (frame, &n);
+  guint bright = 0;
+
+  for (i = 0; i < n; i++)
+    bright += p[i] > 128;
+  return bright;
+}
+
+/* pixels that differ by more than a rounding */
+static guint
+count_different (GBytes * a, GBytes * b)
+{
+  gsize n, i;
+  const guint8 *pa = g_bytes_get_data (a, &n), *pb = g_bytes_get_data (b,
+      NULL);
+  guint d = 0;
+
+  for (i = 0; i < n; i++)
+    d += ABS ((gint) pa[i] - (gint) pb[i]) > 24;
+  return d;
+}
+
+#define CAPTION_FONT "Sans 14"
+#define CAPTION_FRAMES 12
+
+/* The caption pipeline of docs/npullm.md, not live, rendered to PNG files
+ * (videotestsrc's black pattern under textoverlay): every frame from the
+ * first answer's on shows a caption (each stays until the next one), and
+ * what is drawn on each frame is exactly what textoverlay draws for the
+ * answer whose interval holds that frame (rendered alone with its text
+ * property, as the reference). */
+GST_START_TEST (test_captions_drawn)
+{
+  gchar *dir = g_build_filename (tmpdir, "frames", NULL);
+  gchar *text_path = g_build_filename (tmpdir, "caption-text.gguf", NULL);
+  gchar *mm_path = g_build_filename (tmpdir, "caption-mmproj.gguf", NULL);
+  GArray *captions = g_array_new (FALSE, TRUE, sizeof (Caption));
+  gchar *desc, *pngs;
+  GstElement *pipeline, *sink;
+  GstMessage *msg;
+  GPtrArray *frames, *refs;
+  guint i, k, n_drawn = 0;
+
+  fail_unless (g_mkdir (dir, 0700) == 0);
+  /* The default tiny model answers this prompt with line breaks only (a
+   * gap: nothing drawn); the one from seed 3 says words after them. */
+  {
+    NpuTextModelParams tp;
+    NpuMmprojParams mp;
+    GError *error = NULL;
+
+    fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_QWEN2,
+            "tiny", &error));
+    tp.seed = 3;
+    fail_unless (npu_model_gen_write_text (&tp, text_path, NULL, &error));
+    fail_unless (npu_model_gen_mmproj_preset (&mp, NPU_MODEL_PROJECTOR_MLP,
+            "tiny", &error));
+    fail_unless (npu_model_gen_write_mmproj (&mp, text_path, mm_path, NULL,
+            &error), "%s", error ? error->message : "");
+  }
+  desc = g_strdup_printf ("videotestsrc num-buffers=%d pattern=black ! "
+      "video/x-raw,format=NV12,width=320,height=240,framerate=30/1 ! "
+      "tee name=t t. ! queue ! npuvisiontok model=%s ! llm.vision "
+      "npullm name=llm model=%s prompt=\"One short caption.\" "
+      "output=caption max-tokens=8 temperature=2 seed=1 ! "
+      "text/x-raw,format=utf8 ! tee name=tt "
+      "tt. ! queue ! ov.text_sink tt. ! queue ! fakesink name=sink "
+      "t. ! queue ! textoverlay name=ov font-desc=\"" CAPTION_FONT "\" ! "
+      "videoconvert ! pngenc ! multifilesink location=%s/frame-%%03d.png",
+      CAPTION_FRAMES, mm_path, text_path, dir);
+  pipeline = gst_parse_launch (desc, NULL);
+  fail_unless (pipeline != NULL);
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_caption), captions);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  /* generous: under valgrind on a loaded 2-core machine the pipeline took
+   * nearly two minutes */
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      400 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg != NULL, "the caption pipeline neither ended nor failed");
+  fail_unless (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (desc);
+
+  /* Subtitle timing: each caption valid until the next one's PTS, the
+   * last one to the end. */
+  fail_unless (captions->len >= 1);
+  for (i = 0; i < captions->len; i++) {
+    Caption *c = &g_array_index (captions, Caption, i);
+
+    fail_unless (GST_CLOCK_TIME_IS_VALID (c->pts));
+    fail_unless (GST_CLOCK_TIME_IS_VALID (c->duration));
+    if (i + 1 < captions->len) {
+      fail_unless_equals_uint64 (c->pts + c->duration,
+          g_array_index (captions, Caption, i + 1).pts);
+    } else {
+      fail_unless (c->pts + c->duration >= CAPTION_FRAMES * GST_SECOND / 30);
+    }
+  }
+
+  pngs = g_strdup_printf ("multifilesrc location=%s/frame-%%03d.png "
+      "caps=image/png,framerate=30/1 ! pngdec ! videoconvert ! "
+      "video/x-raw,format=GRAY8 ! appsink name=a sync=false", dir);
+  frames = grey_frames (pngs, NULL);
+  g_free (pngs);
+  fail_unless_equals_int (frames->len, CAPTION_FRAMES);
+
+  refs = g_ptr_array_new_full (captions->len, (GDestroyNotify)
+      g_ptr_array_unref);
+  g_ptr_array_set_size (refs, captions->len);
+  for (k = 0; k < frames->len; k++) {
+    GstClockTime t = gst_util_uint64_scale (k, GST_SECOND, 30);
+    Caption *c = NULL;
+    guint ci_index = 0;
+
+    for (i = 0; i < captions->len; i++) {
+      Caption *ci = &g_array_index (captions, Caption, i);
+
+      if (t >= ci->pts && t < ci->pts + ci->duration) {
+        c = ci;
+        ci_index = i;
+      }
+    }
+    if (!c) {
+      /* before the first answer: nothing drawn */
+      fail_unless (t < g_array_index (captions, Caption, 0).pts);
+      fail_unless_equals_int (count_bright (g_ptr_array_index (frames, k)),
+          0);
+      continue;
+    }
+    /* the reference: textoverlay drawing this answer alone, once */
+    if (!g_ptr_array_index (refs, ci_index)) {
+      gchar *escaped = g_markup_escape_text (c->text, -1);
+      gsize len = strlen (escaped);
+      GPtrArray *ref;
+
+      /* textoverlay drops trailing line breaks from a text buffer */
+      while (len > 0 && (escaped[len - 1] == '\n' || escaped[len - 1] == '\r'))
+        escaped[--len] = '\0';
+      ref = grey_frames ("videotestsrc num-buffers=1 pattern=black ! "
+          "video/x-raw,format=NV12,width=320,height=240,framerate=30/1 ! "
+          "textoverlay name=ov font-desc=\"" CAPTION_FONT "\" ! "
+          "videoconvert ! pngenc ! pngdec ! videoconvert ! "
+          "video/x-raw,format=GRAY8 ! appsink name=a sync=false", escaped);
+      fail_unless_equals_int (ref->len, 1);
+      fail_unless (count_bright (g_ptr_array_index (ref, 0)) > 20,
+          "the reference of \"%s\" shows no text", c->text);
+      g_ptr_array_index (refs, ci_index) = ref;
+      g_free (escaped);
+    }
+    {
+      GPtrArray *ref = g_ptr_array_index (refs, ci_index);
+
+      fail_unless_equals_int (count_different (g_ptr_array_index (frames, k),
+              g_ptr_array_index (ref, 0)), 0);
+    }
+    n_drawn++;
+  }
+  /* every frame from the first answered one on shows a caption (frame 0
+   * may have been replaced by a newer one while the model was busy) */
+  fail_unless (n_drawn >= CAPTION_FRAMES / 2, "%u frames", n_drawn);
+  fail_unless_equals_int (n_drawn, CAPTION_FRAMES - gst_util_uint64_scale_ceil
+      (g_array_index (captions, Caption, 0).pts, 30, GST_SECOND));
+
+  g_ptr_array_unref (refs);
+  g_ptr_array_unref (frames);
+  for (i = 0; i < captions->len; i++)
+    g_free (g_array_index (captions, Caption, i).text);
+  g_array_unref (captions);
+  if (!g_getenv ("NPU_KEEP_CAPTION_FRAMES")) {
+    for (k = 0; k < CAPTION_FRAMES; k++) {
+      gchar *f = g_strdup_printf ("%s/frame-%03u.png", dir, k);
+
+      g_unlink (f);
+      g_free (f);
+    }
+    g_rmdir (dir);
+  }
+  g_unlink (text_path);
+  g_unlink (mm_path);
+  g_free (text_path);
+  g_free (mm_path);
+  g_free (dir);
+}
+
+GST_END_TEST;
+
 static Suite *
 npullm_suite (void)
 {
@@ -772,6 +1037,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_stop_while_generating);
   tcase_add_test (tc, test_caption_pipeline);
+  tcase_add_test (tc, test_captions_drawn);
   tcase_add_test (tc, test_flush_while_generating);
   return s;
 }

@@ -14,7 +14,9 @@
 #include <gst/video/video.h>
 #include <gst/allocators/allocators.h>
 
+#include <gst/check/gstharness.h>
 #include "npucheck.h"
+#include "npuinputwatch.h"
 #include <npu/npu.h>
 #include <core/npuvit.h>
 #include <core/npuvisionprep.h>
@@ -22,6 +24,7 @@
 #include <core/npugguf.h>
 #include "../reference/npurefvision.h"
 #include "../reference/npurefvit.h"
+#include "../npucompare.h"
 #include "../tools/npumodelgen.h"
 
 static gchar *tmpdir, *text_path, *mmproj_path;
@@ -210,10 +213,79 @@ typedef struct
   guint width, height;
   guint extra;                  /* padding bytes per row: odd strides */
   gboolean fd_memory;           /* fd memory, as a camera's dma-buf */
-  gboolean dmabuf_caps;         /* video/x-raw(memory:DMABuf) */
+  gint dmabuf_caps;             /* video/x-raw(memory:DMABuf): 1 with the
+                                 * format, 2 as DMA_DRM (1.24+) */
   gboolean letterbox;
   GstVideoColorMatrix matrix;   /* with full range; 0: set_format()'s */
+  gboolean split;               /* two memories, split inside plane 0 */
 } FrameCase;
+
+/* Bytes of plane @p from its first byte to its last. */
+static gsize
+plane_extent (const GstVideoInfo * laid_out, guint p)
+{
+  const GstVideoFormatInfo *f = laid_out->finfo;
+
+  return (gsize) laid_out->stride[p] * (GST_VIDEO_FORMAT_INFO_SCALE_HEIGHT (f,
+          p, GST_VIDEO_INFO_HEIGHT (laid_out)) - 1) +
+      GST_VIDEO_FORMAT_INFO_SCALE_WIDTH (f, p,
+      GST_VIDEO_INFO_WIDTH (laid_out)) * GST_VIDEO_FORMAT_INFO_PSTRIDE (f, p);
+}
+
+/* The same bytes as @buf, as two memories (shares of its one memory) split
+ * in the middle of plane 0's rows. */
+static GstBuffer *
+split_in_two (GstBuffer * buf, const GstVideoInfo * laid_out)
+{
+  GstMemory *mem = gst_buffer_peek_memory (buf, 0);
+  gsize cut = laid_out->offset[0] + plane_extent (laid_out, 0) / 2;
+  GstBuffer *two = gst_buffer_new ();
+
+  fail_unless_equals_int (gst_buffer_n_memory (buf), 1);
+  gst_buffer_append_memory (two, gst_memory_share (mem, 0, cut));
+  gst_buffer_append_memory (two, gst_memory_share (mem, cut,
+          mem->size - cut));
+  /* the video meta is tagged "memory": not copied to new memories */
+  gst_buffer_add_video_meta_full (two, GST_VIDEO_FRAME_FLAG_NONE,
+      GST_VIDEO_INFO_FORMAT (laid_out), GST_VIDEO_INFO_WIDTH (laid_out),
+      GST_VIDEO_INFO_HEIGHT (laid_out), GST_VIDEO_INFO_N_PLANES (laid_out),
+      (gsize *) laid_out->offset, (gint *) laid_out->stride);
+  gst_buffer_unref (buf);
+  return two;
+}
+/* The drm-format GStreamer 1.24+ writes for a linear frame of each format:
+ * DRM fourccs as drm_fourcc.h names them (GStreamer's byte-order names are
+ * DRM's word-order names reversed: RGB = BG24, RGBA = AB24). */
+#if GST_CHECK_VERSION(1, 24, 0)
+static const gchar *
+drm_format_of (GstVideoFormat f)
+{
+  switch (f) {
+    case GST_VIDEO_FORMAT_NV12:
+      return "NV12";
+    case GST_VIDEO_FORMAT_I420:
+      return "YU12";
+    case GST_VIDEO_FORMAT_YUY2:
+      return "YUYV";
+    case GST_VIDEO_FORMAT_RGB:
+      return "BG24";
+    case GST_VIDEO_FORMAT_BGR:
+      return "RG24";
+    case GST_VIDEO_FORMAT_RGBA:
+      return "AB24";
+    case GST_VIDEO_FORMAT_BGRA:
+      return "AR24";
+    case GST_VIDEO_FORMAT_RGBx:
+      return "XB24";
+    case GST_VIDEO_FORMAT_BGRx:
+      return "XR24";
+    case GST_VIDEO_FORMAT_GRAY8:
+      return "R8  ";
+    default:
+      return NULL;
+  }
+}
+#endif
 
 /* Tolerances, on max |y - y_ref| / rms (y_ref) of the tokens:
  *  - scalar matmul path: the preprocessing is within 1e-4 (absolute, on
@@ -234,15 +306,16 @@ check_frame (const FrameCase * fc)
   gboolean q8 = g_strcmp0 (npu_matmul_get_isa (), "scalar") != 0;
   GstVideoInfo info, laid_out;
   GstCaps *caps;
-  gchar *caps_str, *desc;
+  gchar *desc;
   GstElement *pipeline, *src, *sink, *tok;
-  GstBuffer *frame;
+  GstBuffer *frame, *pushed;
   GstSample *sample = NULL;
   GstMapInfo map;
   gdouble *want, err;
   gsize n;
   guint64 copied;
   GstNpuTokensMeta *tmeta;
+  NpuInputWatch *watch;
 
   fail_unless (vit != NULL);
   gst_video_info_set_format (&info, fc->format, fc->width, fc->height);
@@ -254,26 +327,42 @@ check_frame (const FrameCase * fc)
   if (fc->dmabuf_caps)
     gst_caps_set_features (caps, 0,
         gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_DMABUF, NULL));
-  caps_str = gst_caps_to_string (caps);
-  desc = g_strdup_printf ("appsrc name=src format=time caps=\"%s\" ! "
+#if GST_CHECK_VERSION(1, 24, 0)
+  if (fc->dmabuf_caps == 2)
+    gst_caps_set_simple (caps, "format", G_TYPE_STRING, "DMA_DRM",
+        "drm-format", G_TYPE_STRING, drm_format_of (fc->format), NULL);
+#endif
+  /* The caps are set on appsrc, not written into the description: a
+   * drm-format such as "R8  " would need quoting inside quotes. */
+  desc = g_strdup_printf ("appsrc name=src format=time ! "
       "npuvisiontok name=tok model=%s letterbox=%s ! "
-      "appsink name=sink sync=false", caps_str, mmproj_path,
+      "appsink name=sink sync=false", mmproj_path,
       fc->letterbox ? "true" : "false");
   pipeline = gst_parse_launch (desc, NULL);
   fail_unless (pipeline != NULL);
   src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  g_object_set (src, "caps", caps, NULL);
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
 
   frame = make_frame (&info, fc->extra, fd_alloc, fc->format, &laid_out);
   want = reference_tokens (vit, &info, &laid_out, frame, fc->letterbox, &n);
+  /* after the reference: gst_buffer_map() of a writable buffer would merge
+   * its memories back into one */
+  if (fc->split)
+    frame = split_in_two (frame, &laid_out);
   GST_BUFFER_PTS (frame) = 5 * GST_SECOND;
+  /* Where the preprocessing reads must be the memory pushed here. */
+  watch = npu_input_watch_start ();
+  npu_input_watch_add_buffer (watch, frame);
   fail_unless_equals_int (push (src, frame), GST_FLOW_OK);
-  gst_buffer_unref (frame);
   g_signal_emit_by_name (sink, "pull-sample", &sample);
   fail_unless (sample != NULL);
 
+  /* kept until the reads are checked, so that its memory stays where it
+   * was noted */
+  pushed = frame;
   frame = gst_sample_get_buffer (sample);
   tmeta = gst_buffer_get_npu_tokens_meta (frame);
   fail_unless (tmeta != NULL);
@@ -285,20 +374,31 @@ check_frame (const FrameCase * fc)
   /* Maps wait for the encoder's fence. */
   fail_unless (gst_buffer_map (frame, &map, GST_MAP_READ));
   fail_unless_equals_uint64 (map.size, n * sizeof (gfloat));
+  g_object_get (tok, "bytes-copied", &copied, NULL);
+  if (fc->split) {
+    /* Plane 0 straddles the memories: gathered into a copy, counted, and
+     * read there; the other planes in place. */
+    fail_unless_equals_uint64 (copied, plane_extent (&laid_out, 0));
+    fail_unless_equals_int (npu_input_watch_n_reads (watch),
+        GST_VIDEO_INFO_N_PLANES (&info));
+    fail_unless_equals_int (npu_input_watch_n_outside (watch, NULL), 1);
+  } else {
+    fail_unless_equals_uint64 (copied, 0);
+    npu_input_watch_assert_in_place (watch, GST_VIDEO_INFO_N_PLANES (&info));
+  }
+  npu_input_watch_stop (watch);
+  gst_buffer_unref (pushed);
   fail_unless (npu_ref_error_over_rms ((const gfloat *) map.data, want, n,
           &err), "tokens not finite, or an all-zero reference");
   GST_INFO ("%s %ux%u%s matrix %d [%s]: max err / rms %.2e",
       gst_video_format_to_string (fc->format), fc->width, fc->height,
       fc->letterbox ? " letterbox" : "", fc->matrix, npu_matmul_get_isa (),
       err);
-  fail_unless (err <= (q8 ? 0.15 : 1e-4), "%s %ux%u [%s]: max err / rms %g",
+  fail_unless (npu_within (err, q8 ? 0.15 : 1e-4), "%s %ux%u [%s]: max err / rms %g",
       gst_video_format_to_string (fc->format), fc->width, fc->height,
       npu_matmul_get_isa (), err);
   gst_buffer_unmap (frame, &map);
   gst_sample_unref (sample);
-
-  g_object_get (tok, "bytes-copied", &copied, NULL);
-  fail_unless_equals_uint64 (copied, 0);
 
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (tok);
@@ -306,7 +406,6 @@ check_frame (const FrameCase * fc)
   gst_object_unref (sink);
   gst_object_unref (pipeline);
   gst_caps_unref (caps);
-  g_free (caps_str);
   g_free (desc);
   g_free (want);
   npu_vit_free (vit);
@@ -331,9 +430,9 @@ GST_START_TEST (test_every_format)
 
   fail_unless (npu_matmul_set_isa ("scalar"));
   for (i = 0; i < G_N_ELEMENTS (all_formats); i++) {
-    FrameCase plain = { all_formats[i], 320, 240, 0, FALSE, FALSE, FALSE, 0 };
+    FrameCase plain = { all_formats[i], 320, 240, 0, FALSE, 0, FALSE, 0 };
     /* odd sizes, odd strides, fd memory under DMABuf caps */
-    FrameCase odd = { all_formats[i], 321, 241, 13, TRUE, TRUE, FALSE, 0 };
+    FrameCase odd = { all_formats[i], 321, 241, 13, TRUE, 1, FALSE, 0 };
 
     /* Under valgrind the odd-size case alone covers the same code. */
     if (!g_getenv ("NPU_UNDER_VALGRIND"))
@@ -345,6 +444,237 @@ GST_START_TEST (test_every_format)
 }
 
 GST_END_TEST;
+
+#if GST_CHECK_VERSION(1, 24, 0)
+/* GStreamer 1.24+: the sink template offers every format as DMA_DRM with
+ * its linear DRM fourcc, after the classic dma-buf caps. */
+GST_START_TEST (test_dma_drm_template)
+{
+  GstElementFactory *f = gst_element_factory_find ("npuvisiontok");
+  GstCaps *templ = NULL, *want;
+  const GList *l;
+  GString *str = g_string_new ("video/x-raw(memory:DMABuf), "
+      "format=(string)DMA_DRM, drm-format=(string){ ");
+  guint i;
+
+  fail_unless (f != NULL);
+  for (l = gst_element_factory_get_static_pad_templates (f); l; l = l->next) {
+    GstStaticPadTemplate *t = l->data;
+
+    if (g_strcmp0 (t->name_template, "sink") == 0)
+      templ = gst_static_caps_get (&t->static_caps);
+  }
+  fail_unless (templ != NULL);
+  for (i = 0; i < G_N_ELEMENTS (all_formats); i++)
+    g_string_append_printf (str, "%s\"%s\"", i ? ", " : "",
+        drm_format_of (all_formats[i]));
+  g_string_append (str, " }, width=(int)[ 1, 2147483647 ], "
+      "height=(int)[ 1, 2147483647 ], framerate=(fraction)[ 0/1, 2147483647/1 ]");
+  want = gst_caps_from_string (str->str);
+  fail_unless (want != NULL, "%s", str->str);
+  {
+    gchar *t = gst_caps_to_string (templ);
+
+    fail_unless (gst_caps_is_subset (want, templ), "%s\nnot in\n%s",
+        str->str, t);
+    g_free (t);
+  }
+  /* each fourcc once, in its own structure: nothing but linear */
+  for (i = 0; i < gst_caps_get_size (templ); i++) {
+    const gchar *fmt = gst_structure_get_string (gst_caps_get_structure
+        (templ, i), "format");
+
+    if (g_strcmp0 (fmt, "DMA_DRM") == 0)
+      fail_unless (gst_structure_is_equal (gst_caps_get_structure (templ, i),
+              gst_caps_get_structure (want, 0)), "structure %u", i);
+  }
+  gst_caps_unref (want);
+  gst_caps_unref (templ);
+  g_string_free (str, TRUE);
+  gst_object_unref (f);
+}
+
+GST_END_TEST;
+
+/* Frames under DMA_DRM caps give the reference's tokens, as the classic
+ * form does, with odd strides taken from the GstVideoMeta. */
+GST_START_TEST (test_dma_drm_every_format)
+{
+  gchar *isa = g_strdup (npu_matmul_get_isa ());
+  guint i;
+
+  fail_unless (npu_matmul_set_isa ("scalar"));
+  for (i = 0; i < G_N_ELEMENTS (all_formats); i++) {
+    FrameCase drm = { all_formats[i], 321, 241, 13, TRUE, 2, FALSE, 0 };
+
+    /* Under valgrind, NV12 and GRAY8 (the one fourcc outside GStreamer's
+     * map) cover the same code. */
+    if (g_getenv ("NPU_UNDER_VALGRIND") && all_formats[i] !=
+        GST_VIDEO_FORMAT_NV12 && all_formats[i] != GST_VIDEO_FORMAT_GRAY8)
+      continue;
+    check_frame (&drm);
+  }
+  fail_unless (npu_matmul_set_isa (isa));
+  g_free (isa);
+}
+
+GST_END_TEST;
+
+/* A tiled or compressed modifier, or a fourcc the element does not read, is
+ * refused when the caps arrive, with a message that says why. */
+GST_START_TEST (test_dma_drm_refusals)
+{
+  static const struct
+  {
+    const gchar *drm_format;
+    const gchar *says[3];
+  } cases[] = {
+    /* I915_FORMAT_MOD_X_TILED */
+    {"NV12:0x0100000000000001", {"Unsupported DRM modifier "
+                "0x0100000000000001", "tiled or compressed", "linear"}},
+    /* AFBC 16x16, sparse (ARM) */
+    {"AB24:0x0800000000000011", {"0x0800000000000011", "tiled or compressed",
+            NULL}},
+    {"NV21", {"Unsupported DRM format NV21", "NV12, YU12, YUYV", "R8"}},
+  };
+  GstPad *pad;
+  GstElement *tok;
+  guint i, j;
+
+  tok = gst_element_factory_make ("npuvisiontok", NULL);
+  pad = gst_element_get_static_pad (tok, "sink");
+  for (i = 0; i < G_N_ELEMENTS (cases); i++) {
+    gchar *desc, *msg, *caps_str;
+    GstCaps *caps;
+
+    caps_str = g_strdup_printf ("video/x-raw(memory:DMABuf),format=DMA_DRM,"
+        "drm-format=%s,width=64,height=64,framerate=30/1",
+        cases[i].drm_format);
+    caps = gst_caps_from_string (caps_str);
+    fail_unless (caps != NULL);
+    fail_if (gst_pad_query_accept_caps (pad, caps), "%s", caps_str);
+    gst_caps_unref (caps);
+
+    desc = g_strdup_printf ("appsrc name=src format=time caps=\"%s\" ! "
+        "npuvisiontok model=%s ! fakesink", caps_str, mmproj_path);
+    {
+      GstElement *pipeline = gst_parse_launch (desc, NULL);
+      GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+      GstBuffer *b = gst_buffer_new_allocate (NULL, 64 * 64 * 4, NULL);
+      GstMessage *m;
+      GError *err = NULL;
+
+      gst_element_set_state (pipeline, GST_STATE_PLAYING);
+      push (src, b);
+      gst_buffer_unref (b);
+      m = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+          60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+      fail_unless (m && GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR);
+      gst_message_parse_error (m, &err, NULL);
+      msg = g_strdup (err->message);
+      g_error_free (err);
+      gst_message_unref (m);
+      gst_element_set_state (pipeline, GST_STATE_NULL);
+      gst_object_unref (src);
+      gst_object_unref (pipeline);
+    }
+    for (j = 0; j < G_N_ELEMENTS (cases[i].says) && cases[i].says[j]; j++)
+      fail_unless (strstr (msg, cases[i].says[j]) != NULL, "%s: %s",
+          cases[i].drm_format, msg);
+    g_free (msg);
+    g_free (desc);
+    g_free (caps_str);
+  }
+
+  /* the linear form of the same layout is accepted */
+  {
+    GstCaps *caps = gst_caps_from_string ("video/x-raw(memory:DMABuf),"
+        "format=DMA_DRM,drm-format=NV12,width=64,height=64,framerate=30/1");
+
+    fail_unless (gst_pad_query_accept_caps (pad, caps));
+    gst_caps_unref (caps);
+  }
+  gst_object_unref (pad);
+  gst_object_unref (tok);
+}
+
+GST_END_TEST;
+
+/* The pool proposed under DMA_DRM caps (v4l2src io-mode=dmabuf-import
+ * configures it with those caps) gives NPU memory laid out as the frame:
+ * NV12 planes with the video meta, and accepts the caps back in its config. */
+GST_START_TEST (test_dma_drm_pool)
+{
+  GstElement *tok = gst_element_factory_make ("npuvisiontok", NULL);
+  GstPad *pad = gst_element_get_static_pad (tok, "sink");
+  GstCaps *caps = gst_caps_from_string ("video/x-raw(memory:DMABuf),"
+      "format=DMA_DRM,drm-format=NV12,width=322,height=242,framerate=30/1");
+  GstQuery *query = gst_query_new_allocation (caps, TRUE);
+  GstBufferPool *pool = NULL;
+  GstStructure *config;
+  GstBuffer *buf = NULL;
+  GstVideoMeta *vmeta;
+  guint size, min, max;
+
+  g_object_set (tok, "model", mmproj_path, NULL);
+  /* ALLOCATION is serialized: the pad must be active (not flushing) */
+  fail_unless (gst_pad_set_active (pad, TRUE));
+  fail_unless (gst_pad_query (pad, query));
+  fail_unless (gst_query_get_n_allocation_pools (query) >= 1);
+  gst_query_parse_nth_allocation_pool (query, 0, &pool, &size, &min, &max);
+  fail_unless (pool != NULL);
+  /* 322x242 NV12: a 322-byte Y plane of 242 rows and a 322-byte UV plane
+   * of 121 rows at least */
+  fail_unless (size >= 322 * 242 + 322 * 121, "%u", size);
+  fail_unless (gst_query_find_allocation_meta (query, GST_VIDEO_META_API_TYPE,
+          NULL));
+
+  /* as v4l2src does: its own caps back into the config */
+  config = gst_buffer_pool_get_config (pool);
+  gst_buffer_pool_config_set_params (config, caps, size, min, max);
+  gst_buffer_pool_config_add_option (config,
+      GST_BUFFER_POOL_OPTION_VIDEO_META);
+  fail_unless (gst_buffer_pool_set_config (pool, config));
+  fail_unless (gst_buffer_pool_set_active (pool, TRUE));
+  fail_unless_equals_int (gst_buffer_pool_acquire_buffer (pool, &buf, NULL),
+      GST_FLOW_OK);
+  fail_unless (gst_is_npu_memory (gst_buffer_peek_memory (buf, 0)));
+  vmeta = gst_buffer_get_video_meta (buf);
+  fail_unless (vmeta != NULL);
+  fail_unless_equals_int (vmeta->format, GST_VIDEO_FORMAT_NV12);
+  fail_unless_equals_int (vmeta->n_planes, 2);
+  fail_unless_equals_int (vmeta->width, 322);
+  fail_unless_equals_int (vmeta->height, 242);
+  fail_unless (vmeta->stride[0] >= 322 && vmeta->stride[1] >= 322);
+  fail_unless (vmeta->offset[1] >= (gsize) vmeta->stride[0] * 242);
+  fail_unless (gst_buffer_get_size (buf) >= vmeta->offset[1] +
+      (gsize) vmeta->stride[1] * 121);
+  gst_buffer_unref (buf);
+  fail_unless (gst_buffer_pool_set_active (pool, FALSE));
+
+  /* a tiled modifier has no plane layout: no pool, no crash */
+  {
+    GstCaps *tiled = gst_caps_from_string ("video/x-raw(memory:DMABuf),"
+        "format=DMA_DRM,drm-format=NV12:0x0100000000000001,width=322,"
+        "height=242,framerate=30/1");
+    GstQuery *q = gst_query_new_allocation (tiled, TRUE);
+
+    gst_pad_query (pad, q);
+    fail_unless_equals_int (gst_query_get_n_allocation_pools (q), 0);
+    gst_query_unref (q);
+    gst_caps_unref (tiled);
+  }
+
+  fail_unless (gst_pad_set_active (pad, FALSE));
+  gst_object_unref (pool);
+  gst_query_unref (query);
+  gst_caps_unref (caps);
+  gst_object_unref (pad);
+  gst_object_unref (tok);
+}
+
+GST_END_TEST;
+#endif
 
 /* The caps' colorimetry and the letterbox property reach the
  * preprocessing; the fast kernels this CPU has stay within their bounds. */
@@ -373,6 +703,45 @@ GST_START_TEST (test_colorimetry_letterbox_fast_kernels)
 
 GST_END_TEST;
 
+/* A plane that starts in one memory and ends in the next cannot be read in
+ * place: the element gathers it, reads the copy, counts its bytes in
+ * bytes-copied, and still gives the reference's tokens. */
+GST_START_TEST (test_plane_across_memories_copied)
+{
+  gchar *isa = g_strdup (npu_matmul_get_isa ());
+  FrameCase c[] = {
+    {GST_VIDEO_FORMAT_NV12, 320, 240, 0, FALSE, FALSE, FALSE, 0, TRUE},
+    {GST_VIDEO_FORMAT_RGBA, 161, 83, 5, FALSE, FALSE, FALSE, 0, TRUE},
+  };
+  guint i;
+
+  fail_unless (npu_matmul_set_isa ("scalar"));
+  for (i = 0; i < G_N_ELEMENTS (c); i++)
+    check_frame (&c[i]);
+  fail_unless (npu_matmul_set_isa (isa));
+  g_free (isa);
+}
+
+GST_END_TEST;
+
+/* The minimum latency answered by @tok's @pad_name pad (src: ours; sink:
+ * upstream's, through the peer). */
+static GstClockTime
+query_latency (GstElement * tok, const gchar * pad_name)
+{
+  GstPad *pad = gst_element_get_static_pad (tok, pad_name);
+  GstQuery *q = gst_query_new_latency ();
+  GstClockTime min, max;
+  gboolean live;
+
+  fail_unless (g_str_equal (pad_name, "src") ? gst_pad_query (pad, q) :
+      gst_pad_peer_query (pad, q));
+  gst_query_parse_latency (q, &live, &min, &max);
+  gst_query_unref (q);
+  gst_object_unref (pad);
+  return min;
+}
+
 GST_START_TEST (test_videotestsrc_writes_npu_memory)
 {
   gchar *desc = g_strdup_printf ("videotestsrc num-buffers=4 ! "
@@ -382,6 +751,7 @@ GST_START_TEST (test_videotestsrc_writes_npu_memory)
   GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
   GstMessage *msg;
   guint64 processed, copied;
+  GstClockTime up, lat1, lat3;
 
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
@@ -392,6 +762,17 @@ GST_START_TEST (test_videotestsrc_writes_npu_memory)
       NULL);
   fail_unless_equals_uint64 (processed, 4);
   fail_unless_equals_uint64 (copied, 0);
+
+  /* The latency query adds max-inflight times the last encode time: with
+   * no frame coming any more (EOS), 3 frames in flight add 3 times what
+   * 1 adds to upstream's latency. */
+  up = query_latency (tok, "sink");
+  g_object_set (tok, "max-inflight", 1, NULL);
+  lat1 = query_latency (tok, "src");
+  g_object_set (tok, "max-inflight", 3, NULL);
+  lat3 = query_latency (tok, "src");
+  fail_unless (lat1 > up);
+  fail_unless_equals_uint64 (lat3 - up, 3 * (lat1 - up));
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (tok);
   gst_object_unref (pipeline);
@@ -400,14 +781,23 @@ GST_START_TEST (test_videotestsrc_writes_npu_memory)
 
 GST_END_TEST;
 
+typedef struct
+{
+  guint seen;
+  NpuInputWatch *watch;
+} PoolProbe;
+
 static GstPadProbeReturn
 check_npu_memory (GstPad * pad, GstPadProbeInfo * info, gpointer data)
 {
   GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
+  PoolProbe *probe = data;
 
-  /* Upstream drew the frame straight into our pool's memory. */
+  /* Upstream drew the frame straight into our pool's memory... */
   fail_unless (gst_is_npu_memory (gst_buffer_peek_memory (buf, 0)));
-  (*(guint *) data)++;
+  /* ...and that memory is where the preprocessing must read. */
+  npu_input_watch_add_buffer (probe->watch, buf);
+  probe->seen++;
   return GST_PAD_PROBE_OK;
 }
 
@@ -420,16 +810,19 @@ GST_START_TEST (test_upstream_uses_npu_pool)
   GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
   GstPad *pad = gst_element_get_static_pad (tok, "sink");
   GstMessage *msg;
-  guint seen = 0;
+  PoolProbe probe = { 0, npu_input_watch_start () };
 
   gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, check_npu_memory,
-      &seen, NULL);
+      &probe, NULL);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
       60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
   fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
   gst_message_unref (msg);
-  fail_unless_equals_int (seen, 3);
+  fail_unless_equals_int (probe.seen, 3);
+  /* I420: three planes a frame */
+  npu_input_watch_assert_in_place (probe.watch, 3 * 3);
+  npu_input_watch_stop (probe.watch);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (pad);
   gst_object_unref (tok);
@@ -462,6 +855,100 @@ block_task (NpuTask * task, gpointer data, GError ** error)
   return npu_fence_wait (data, 30 * G_USEC_PER_SEC, error);
 }
 
+typedef struct
+{
+  GstHarness *h;
+  GstBuffer *buf;
+  GstFlowReturn flow;
+  gint done;
+} BlockedPush;
+
+static gpointer
+push_thread (gpointer data)
+{
+  BlockedPush *bp = data;
+
+  bp->flow = gst_harness_push (bp->h, bp->buf);
+  g_atomic_int_set (&bp->done, 1);
+  return NULL;
+}
+
+/* policy=block back-pressures upstream once max-inflight frames are being
+ * encoded; a flush releases the blocked push (FLUSHING) and cancels the
+ * frames in flight (their token buffers, already pushed, fail as
+ * cancelled); after the flush the element encodes again. */
+GST_START_TEST (test_block_and_flush_in_flight)
+{
+  GstElement *tok = gst_element_factory_make ("npuvisiontok", NULL);
+  GstHarness *h;
+  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
+  NpuFence *gate = npu_fence_new (), *blocked;
+  GstVideoInfo info, l;
+  GstBuffer *out[2], *b;
+  BlockedPush bp = { 0, };
+  GThread *thread;
+  GError *err = NULL;
+  guint64 processed;
+  guint i;
+
+  npu_device_unref (npu_queue_get_device (q));
+  g_object_set (tok, "model", mmproj_path, "max-inflight", 2, NULL);
+  gst_util_set_object_arg (G_OBJECT (tok), "policy", "block");
+  h = gst_harness_new_with_element (tok, "sink", "src");
+  gst_harness_set_src_caps_str (h,
+      "video/x-raw,format=GRAY8,width=64,height=64,framerate=30/1");
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_GRAY8, 64, 64);
+  /* the shared CPU device is held: frames stay in flight */
+  blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+  for (i = 0; i < 2; i++) {
+    b = make_frame (&info, 0, NULL, i, &l);
+    fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+    out[i] = gst_harness_pull (h);
+    fail_unless (out[i] != NULL);
+  }
+  bp.h = h;
+  bp.buf = make_frame (&info, 0, NULL, 2, &l);
+  thread = g_thread_new ("push", push_thread, &bp);
+  /* The third waits: nothing can let it through while the device is
+   * held, so "still waiting after 300 ms" cannot be a timing accident. */
+  g_usleep (300 * 1000);
+  fail_unless_equals_int (g_atomic_int_get (&bp.done), 0);
+
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  g_thread_join (thread);
+  fail_unless_equals_int (bp.flow, GST_FLOW_FLUSHING);
+  for (i = 0; i < 2; i++) {
+    fail_if (gst_npu_buffer_wait (out[i], 10 * G_USEC_PER_SEC, &err));
+    fail_unless (g_error_matches (err, NPU_FENCE_ERROR,
+            NPU_FENCE_ERROR_CANCELLED), "%s", err->message);
+    g_clear_error (&err);
+    gst_buffer_unref (out[i]);
+  }
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  npu_fence_signal (gate);
+  fail_unless (npu_fence_wait (blocked, -1, NULL));
+
+  /* encoding again after the flush */
+  gst_harness_set_src_caps_str (h,
+      "video/x-raw,format=GRAY8,width=64,height=64,framerate=30/1");
+  b = make_frame (&info, 0, NULL, 3, &l);
+  fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
+  out[0] = gst_harness_pull (h);
+  fail_unless (gst_npu_buffer_wait (out[0], 30 * G_USEC_PER_SEC, &err), "%s",
+      err ? err->message : "");
+  gst_buffer_unref (out[0]);
+  g_object_get (tok, "frames-processed", &processed, NULL);
+  fail_unless_equals_uint64 (processed, 1);
+
+  gst_harness_teardown (h);
+  gst_object_unref (tok);
+  npu_fence_unref (gate);
+  npu_fence_unref (blocked);
+  npu_queue_free (q);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_drop_newest_counts)
 {
   gchar *desc = g_strdup_printf ("appsrc name=src format=time "
@@ -477,7 +964,7 @@ GST_START_TEST (test_drop_newest_counts)
   GstVideoInfo info, l;
   GstMessage *msg;
   guint64 processed, dropped;
-  guint i;
+  guint i, n_qos = 0;
 
   npu_device_unref (npu_queue_get_device (q));
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
@@ -493,10 +980,25 @@ GST_START_TEST (test_drop_newest_counts)
   npu_fence_signal (gate);
   fail_unless (npu_fence_wait (blocked, -1, NULL));
   g_signal_emit_by_name (src, "end-of-stream", &i);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  /* every drop is posted as QoS, with the frame's PTS and the counts */
+  while ((msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+              60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR |
+              GST_MESSAGE_QOS)) && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_QOS) {
+    GstFormat fmt;
+    guint64 qprocessed, qdropped, ts;
+
+    gst_message_parse_qos (msg, NULL, NULL, NULL, &ts, NULL);
+    gst_message_parse_qos_stats (msg, &fmt, &qprocessed, &qdropped);
+    n_qos++;
+    fail_unless_equals_int (fmt, GST_FORMAT_BUFFERS);
+    fail_unless_equals_uint64 (qdropped, n_qos);
+    /* frame 0 is the one in flight; drops are frames 1..9 */
+    fail_unless_equals_uint64 (ts, n_qos * GST_SECOND / 30);
+    gst_message_unref (msg);
+  }
   fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
   gst_message_unref (msg);
+  fail_unless_equals_int (n_qos, 9);
   g_object_get (tok, "frames-processed", &processed, "frames-dropped",
       &dropped, NULL);
   fail_unless_equals_uint64 (processed, 1);
@@ -651,21 +1153,38 @@ GST_START_TEST (test_bad_models_and_frames)
 
 GST_END_TEST;
 
+/* Seeks and shutdowns while frames are being encoded: each state change
+ * succeeds (none hangs: CK's timeout would fail the test), and the flushing
+ * seek is accepted with frames in flight. */
 GST_START_TEST (test_state_changes_in_flight)
 {
   gchar *desc = g_strdup_printf ("videotestsrc is-live=false ! "
       "video/x-raw,format=NV12,width=1280,height=720 ! "
-      "npuvisiontok model=%s max-inflight=3 ! fakesink", mmproj_path);
+      "npuvisiontok name=tok model=%s max-inflight=3 ! fakesink",
+      mmproj_path);
   guint i;
 
   for (i = 0; i < 4; i++) {
     GstElement *pipeline = gst_parse_launch (desc, NULL);
-    gst_element_set_state (pipeline, GST_STATE_PLAYING);
-    g_usleep (10000 * i);
+    GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
+    gint64 end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+    guint64 processed = 0;
+
+    fail_unless (gst_element_set_state (pipeline, GST_STATE_PLAYING) !=
+        GST_STATE_CHANGE_FAILURE);
+    /* frames are flowing: at least one encoded, more in flight */
+    while (processed == 0 && g_get_monotonic_time () < end) {
+      g_usleep (2000);
+      g_object_get (tok, "frames-processed", &processed, NULL);
+    }
+    fail_unless (processed > 0, "no frame encoded in 60 s");
+    g_usleep (5000 * i);
     if (i % 2)
-      gst_element_seek_simple (pipeline, GST_FORMAT_TIME,
-          GST_SEEK_FLAG_FLUSH, 0);
-    gst_element_set_state (pipeline, GST_STATE_NULL);
+      fail_unless (gst_element_seek_simple (pipeline, GST_FORMAT_TIME,
+              GST_SEEK_FLAG_FLUSH, 0));
+    fail_unless_equals_int (gst_element_set_state (pipeline,
+            GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+    gst_object_unref (tok);
     gst_object_unref (pipeline);
   }
   g_free (desc);
@@ -729,9 +1248,17 @@ npuvisiontok_suite (void)
   tcase_set_timeout (tc, 120);
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_add_test (tc, test_every_format);
+#if GST_CHECK_VERSION(1, 24, 0)
+  tcase_add_test (tc, test_dma_drm_template);
+  tcase_add_test (tc, test_dma_drm_every_format);
+  tcase_add_test (tc, test_dma_drm_refusals);
+  tcase_add_test (tc, test_dma_drm_pool);
+#endif
   tcase_add_test (tc, test_colorimetry_letterbox_fast_kernels);
+  tcase_add_test (tc, test_plane_across_memories_copied);
   tcase_add_test (tc, test_videotestsrc_writes_npu_memory);
   tcase_add_test (tc, test_upstream_uses_npu_pool);
+  tcase_add_test (tc, test_block_and_flush_in_flight);
   tcase_add_test (tc, test_drop_newest_counts);
   tcase_add_test (tc, test_drop_oldest_cancels);
   tcase_add_test (tc, test_bad_models_and_frames);

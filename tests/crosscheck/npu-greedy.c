@@ -51,6 +51,7 @@
 #include "core/npullm.h"
 #include "core/npumatmul.h"
 #include "core/nputokenizer.h"
+#include "tests/npucompare.h"
 
 #define LOGITS_MAGIC "NPLG"
 
@@ -393,13 +394,13 @@ compare (const Run * ours, const Run * ref, gdouble tol)
     gdouble mb = b[tb] - second (b, nv, tb);
 
     for (j = 0; j < nv; j++) {
-      d = MAX (d, fabs ((gdouble) a[j] - b[j]));
+      d = npu_err_max (d, fabs ((gdouble) a[j] - b[j]));
       lo = MIN (lo, b[j]);
       hi = MAX (hi, b[j]);
     }
     rel = hi > lo ? d / (hi - lo) : d;
-    worst_abs = MAX (worst_abs, d);
-    worst_rel = MAX (worst_rel, rel);
+    worst_abs = npu_err_max (worst_abs, d);
+    worst_rel = npu_err_max (worst_rel, rel);
     if (ta == tb)
       agree++;
     else if (mb > 2 * d)
@@ -413,7 +414,7 @@ compare (const Run * ours, const Run * ref, gdouble tol)
       worst_rel, unexplained);
   if (tol < 0)
     return TRUE;
-  if (worst_rel <= tol && unexplained == 0) {
+  if (npu_within (worst_rel, tol) && unexplained == 0) {
     printf ("PASS (rel %.3e <= %.1e)\n", worst_rel, tol);
     return TRUE;
   }

@@ -2,12 +2,14 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # guest-suite.sh BINDIR: the real-kernel suite, run inside the QEMU guest.
 #
-# Loads vgem (and vivid, a V4L2 camera for later work), checks the device
-# nodes, runs the test programs from BINDIR and prints "[ok] name" /
-# "[FAIL] name" lines with each test's output.  Results also go to
-# $RK_RESULTS (when set): "results" has one line per test
-# (ok|FAIL <tab> name <tab> seconds), logs/NAME.log each test's output.
-# Exit status: 0 if every test passed.
+# Set-up steps (loading vgem and vivid, checking the device nodes,
+# generating the models) print "[set-up] name" and are not tests: only a
+# failed one is recorded, as a failure.  Then it runs the test programs from
+# BINDIR and prints "[ok] name" / "[FAIL] name" lines with each test's
+# output.  Results also go to $RK_RESULTS (when set): "results" has one line
+# per test and per failed set-up step (ok|FAIL <tab> name <tab> seconds),
+# logs/NAME.log each one's output.
+# Exit status: 0 if every set-up step and test passed.
 BIN=${1:?usage: guest-suite.sh BINDIR}
 OUT=${RK_RESULTS:-/tmp/rk-results}
 mkdir -p "$OUT/logs"; : > "$OUT/results"
@@ -37,6 +39,20 @@ t() {  # t NAME CMD [ARGS..]
   printf '%s\t%s\t%s\n' "$r" "$name" "$e" >> "$OUT/results"
 }
 
+setup() {  # setup NAME CMD [ARGS..]: not a test; its failure is recorded
+  local name=$1 rc; shift
+  timeout -k 5 "${RK_TEST_TIMEOUT:-240}" "$@" > "$OUT/logs/$name.log" 2>&1; rc=$?
+  sed 's/^/    /' "$OUT/logs/$name.log"
+  if [ $rc -eq 0 ]; then
+    echo "[set-up] $name"
+  else
+    echo "set-up step failed, exit status $rc" >> "$OUT/logs/$name.log"
+    echo "[FAIL] set-up $name"; fail=$((fail+1))
+    printf 'FAIL\tset-up-%s\t0\n' "$name" >> "$OUT/results"
+    cp "$OUT/logs/$name.log" "$OUT/logs/set-up-$name.log"
+  fi
+}
+
 nodes() {
   local ok=0 n
   for n in /dev/dma_heap/system /dev/udmabuf; do
@@ -52,9 +68,9 @@ nodes() {
   return $ok
 }
 
-t modprobe-vgem modprobe vgem
-t modprobe-vivid modprobe vivid num_outputs=1 output_types=1
-t device-nodes bash -c "$(declare -f nodes); nodes"
+setup modprobe-vgem modprobe vgem
+setup modprobe-vivid modprobe vivid num_outputs=1 output_types=1
+setup device-nodes bash -c "$(declare -f nodes); nodes"
 t rk-memory "$BIN/rk-memory" --paths
 t rk-memory-sync "$BIN/rk-memory" --sync
 t rk-fence "$BIN/rk-fence"
@@ -64,9 +80,18 @@ BUILD=${BIN%/tests/realkernel}
 GEN=$BUILD/tests/tools/npu-model-gen
 SYSPLUGINS=$(pkg-config --variable=pluginsdir gstreamer-1.0 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/gstreamer-1.0)
 mkdir -p /tmp/rk-models
-t generate-models bash -c "$GEN text --arch qwen2 --size tiny -o /tmp/rk-models/text.gguf && $GEN mmproj --for /tmp/rk-models/text.gguf --size tiny -o /tmp/rk-models/mmproj.gguf"
+setup generate-models bash -c "$GEN text --arch qwen2 --size tiny -o /tmp/rk-models/text.gguf && $GEN mmproj --for /tmp/rk-models/text.gguf --size tiny -o /tmp/rk-models/mmproj.gguf"
 t v4l2src-dmabuf-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf
 t v4l2src-dmabuf-import-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf-import
+# GStreamer 1.24+ (the Debian 13 leg): the same through DMA_DRM caps,
+# the form 1.24+ v4l2src offers first.
+if "$BIN/rk-visiontok" --has-dma-drm; then
+  t v4l2src-dmabuf-dma-drm-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf dma-drm
+  t v4l2src-dmabuf-import-dma-drm-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf-import dma-drm
+fi
+# a WAV through the ALSA loopback into npuaudiotok, against filesrc
+setup modprobe-snd-aloop modprobe snd-aloop
+t alsasrc-npuaudiotok "$(dirname "$0")/rk-audiotok.sh" "$BUILD" "$SYSPLUGINS"
 echo "suite $(up)" >> "$OUT/times"
 echo "guest: $pass passed, $fail failed, up $(up)s"
 [ $fail -eq 0 ]

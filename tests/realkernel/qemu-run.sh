@@ -93,6 +93,11 @@ prepare_kernel() {
   [ -n "$deb" ] || skip "apt-get download $real gave no .deb"
   mkdir -p "$KROOT.tmp" && dpkg -x "$deb" "$KROOT.tmp" || fail "dpkg -x $deb"
   rm -rf "$CACHE/dl"
+  # Debian 13's kernel packages put the modules under usr/lib (merged /usr)
+  if [ ! -d "$KROOT.tmp/lib/modules" ] && [ -d "$KROOT.tmp/usr/lib/modules" ]; then
+    mkdir -p "$KROOT.tmp/lib" && mv "$KROOT.tmp/usr/lib/modules" "$KROOT.tmp/lib/modules" ||
+      fail "move usr/lib/modules"
+  fi
   local k; k=$(ls "$KROOT.tmp/lib/modules" | head -n1)
   [ -n "$k" ] && ls "$KROOT.tmp/boot/vmlinuz-$k" >/dev/null || fail "$real has no kernel image"
   depmod -b "$KROOT.tmp" "$k" || fail "depmod -b"

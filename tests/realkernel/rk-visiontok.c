@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu real-kernel test: a V4L2 camera (vivid) into npuvisiontok
  *
- *   rk-visiontok PLUGIN_DIR SYSTEM_PLUGIN_DIR MMPROJ IO_MODE
+ *   rk-visiontok PLUGIN_DIR SYSTEM_PLUGIN_DIR MMPROJ IO_MODE [dma-drm]
+ *   rk-visiontok --has-dma-drm     exit 0 if built against GStreamer 1.24+
  *
  * Runs `v4l2src io-mode=IO_MODE num-buffers=N ! npuvisiontok ! fakesink`
  * and asserts that every frame npuvisiontok received was a dma-buf, that
@@ -9,12 +10,16 @@
  * With io-mode=dmabuf the camera's own dma-bufs are read in place through
  * their fds; with io-mode=dmabuf-import the camera fills our NPU memory
  * (a DMA-BUF heap buffer here) that npuvisiontok proposed.
+ * With dma-drm (GStreamer 1.24+) the caps between them are the DMA_DRM
+ * form, video/x-raw(memory:DMABuf),format=DMA_DRM,drm-format=NV12, and the
+ * test checks that they were negotiated.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include <gst/gst.h>
 #include <gst/allocators/allocators.h>
+#include <gst/video/video.h>
 #include <npu/npu.h>
 
 #define N_FRAMES 10
@@ -70,15 +75,19 @@ main (int argc, char **argv)
   GError *error = NULL;
   Seen seen = { 0, };
   guint64 processed = 0, copied = 1, dmabuf = 0;
+  gboolean dma_drm, negotiated_dma_drm = FALSE;
   gchar *desc;
 
   gst_init (&argc, &argv);
-  if (argc != 5) {
+  if (argc == 2 && !strcmp (argv[1], "--has-dma-drm"))
+    return GST_CHECK_VERSION (1, 24, 0) ? 0 : 1;
+  if (argc != 5 && !(argc == 6 && !strcmp (argv[5], "dma-drm"))) {
     fprintf (stderr, "usage: %s PLUGIN_DIR SYSTEM_PLUGIN_DIR MMPROJ "
-        "IO_MODE\n", argv[0]);
+        "IO_MODE [dma-drm]\n", argv[0]);
     return 2;
   }
   io_mode = argv[4];
+  dma_drm = argc == 6;
   /* Only the plugins this pipeline uses: a full registry scan of /usr
    * over 9p costs seconds under emulation. */
   load (argv[1], "libgstnpu.so");
@@ -86,9 +95,10 @@ main (int argc, char **argv)
   load (argv[2], "libgstcoreelements.so");
 
   desc = g_strdup_printf ("v4l2src device=/dev/video0 io-mode=%s "
-      "num-buffers=%d ! video/x-raw,format=NV12,width=640,height=480 ! "
+      "num-buffers=%d ! %s,width=640,height=480 ! "
       "npuvisiontok name=tok model=%s ! fakesink", io_mode, N_FRAMES,
-      argv[3]);
+      dma_drm ? "video/x-raw(memory:DMABuf),format=DMA_DRM,drm-format=NV12" :
+      "video/x-raw,format=NV12", argv[3]);
   printf ("# %s\n", desc);
   pipeline = gst_parse_launch (desc, &error);
   g_free (desc);
@@ -117,6 +127,20 @@ main (int argc, char **argv)
     gst_message_unref (msg);
   g_object_get (tok, "frames-processed", &processed, "bytes-copied", &copied,
       "frames-dmabuf", &dmabuf, NULL);
+  {
+    GstCaps *caps = gst_pad_get_current_caps (pad);
+
+    if (caps) {
+      gchar *str = gst_caps_to_string (caps);
+
+      printf ("# negotiated: %s\n", str);
+      g_free (str);
+#if GST_CHECK_VERSION(1, 24, 0)
+      negotiated_dma_drm = gst_video_is_dma_drm_caps (caps);
+#endif
+      gst_caps_unref (caps);
+    }
+  }
   gst_element_set_state (pipeline, GST_STATE_NULL);
 
   printf ("# frames into npuvisiontok: %u, dma-buf: %u, NPU memory: %u; "
@@ -130,6 +154,9 @@ main (int argc, char **argv)
   CHECK (processed == seen.n, "io-mode=%s: every frame became tokens",
       io_mode);
   CHECK (copied == 0, "io-mode=%s: npuvisiontok copied 0 bytes", io_mode);
+  if (dma_drm)
+    CHECK (negotiated_dma_drm, "io-mode=%s: DMA_DRM caps negotiated",
+        io_mode);
   if (!strcmp (io_mode, "dmabuf"))
     CHECK (dmabuf == seen.n, "io-mode=dmabuf: read in place through the "
         "camera's dma-buf fds (frames-dmabuf)");

@@ -13,6 +13,7 @@
  */
 #include "tests/reference/npurefvit.h"
 #include "core/npumxfp4.h"
+#include "tests/npucompare.h"
 
 #include <math.h>
 #include <string.h>
@@ -447,7 +448,7 @@ npu_ref_error_over_rms (const float *y, const double *ref, gsize n,
     if (!isfinite (y[i]))
       return FALSE;
     rms += ref[i] * ref[i];
-    e = MAX (e, fabs (y[i] - ref[i]));
+    e = npu_err_max (e, fabs (y[i] - ref[i]));
   }
   rms = sqrt (rms / n);
   if (!(rms > 0.0))

@@ -12,6 +12,11 @@
  *       [--act gelu|silu|quick] [--type ...] [--mxfp4-values]
  *       [--extra-block] [--seed S]
  *       -o mmproj.gguf
+ *   npu-model-gen audio (--for text.gguf | --text-dim D)
+ *       [--projector qwen2a|ultravox] [--size tiny|base] [--mels 80|128]
+ *       [--audio-layers N --audio-dim D --audio-ff F --audio-heads H]
+ *       [--positions N] [--stack-factor N] [--hidden N]
+ *       [--type ...] [--mxfp4-values] [--seed S] -o audio-mmproj.gguf
  *
  * Explicit sizes override the preset's.  See docs/models.md.  --tokenizer
  * copies the tokenizer.* keys of another GGUF (a real vocabulary, for the
@@ -38,6 +43,8 @@ static gboolean opt_all_mxfp4 = FALSE, opt_mxfp4_values = FALSE;
 static gboolean opt_extra_block = FALSE;
 static gint opt_image_size = -1, opt_patch = -1, opt_scale = -1;
 static gint opt_text_dim = -1;
+static gint opt_mels = -1, opt_positions = -1, opt_stack = -1;
+static gint opt_hidden = -1;
 
 static GOptionEntry common_entries[] = {
   {"size", 0, 0, G_OPTION_ARG_STRING, &opt_size, "Preset size", "SIZE"},
@@ -101,6 +108,31 @@ static GOptionEntry mmproj_entries[] = {
   {NULL}
 };
 
+static GOptionEntry audio_entries[] = {
+  {"for", 0, 0, G_OPTION_ARG_FILENAME, &opt_for,
+      "Text model whose embedding_length the projector outputs", "FILE"},
+  {"text-dim", 0, 0, G_OPTION_ARG_INT, &opt_text_dim,
+      "Projector output size, without --for", "D"},
+  {"projector", 0, 0, G_OPTION_ARG_STRING, &opt_projector,
+      "qwen2a (Qwen2-Audio, default) or ultravox", "TYPE"},
+  {"mels", 0, 0, G_OPTION_ARG_INT, &opt_mels, "Mel bins (80 or 128)", "N"},
+  {"audio-layers", 0, 0, G_OPTION_ARG_INT, &opt_layers, "Encoder blocks",
+      "N"},
+  {"audio-dim", 0, 0, G_OPTION_ARG_INT, &opt_dim, "Encoder width", "D"},
+  {"audio-ff", 0, 0, G_OPTION_ARG_INT, &opt_ff, "Encoder MLP width", "F"},
+  {"audio-heads", 0, 0, G_OPTION_ARG_INT, &opt_heads, "Encoder heads", "H"},
+  {"positions", 0, 0, G_OPTION_ARG_INT, &opt_positions,
+      "Rows of a.position_embd (1500: 30 s)", "N"},
+  {"stack-factor", 0, 0, G_OPTION_ARG_INT, &opt_stack,
+      "ultravox: positions stacked into one token (8)", "N"},
+  {"hidden", 0, 0, G_OPTION_ARG_INT, &opt_hidden,
+      "ultravox: mm.a.mlp.1's output size (even)", "N"},
+  {"mxfp4-values", 0, 0, G_OPTION_ARG_NONE, &opt_mxfp4_values,
+      "Round every matrix to MXFP4's values and the conv kernels to F16's, "
+      "stored in --type (f32, f16, bf16)", NULL},
+  {NULL}
+};
+
 static void
 override (guint * field, gint value)
 {
@@ -155,18 +187,23 @@ main (int argc, char **argv)
   gboolean ok;
   const gchar *cmd = argc > 1 ? argv[1] : "";
 
-  if (strcmp (cmd, "text") != 0 && strcmp (cmd, "mmproj") != 0) {
-    g_printerr ("usage: %s text|mmproj [OPTIONS] -o FILE\n"
-        "       %s text --help, %s mmproj --help\n", argv[0], argv[0],
-        argv[0]);
+  if (strcmp (cmd, "text") != 0 && strcmp (cmd, "mmproj") != 0
+      && strcmp (cmd, "audio") != 0) {
+    g_printerr ("usage: %s text|mmproj|audio [OPTIONS] -o FILE\n"
+        "       %s text --help, %s mmproj --help, %s audio --help\n",
+        argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
   ctx = g_option_context_new (strcmp (cmd, "text") == 0 ?
       "text - write a random text model (GGUF)" :
-      "mmproj - write a random vision encoder + projector (GGUF)");
+      strcmp (cmd, "mmproj") == 0 ?
+      "mmproj - write a random vision encoder + projector (GGUF)" :
+      "audio - write a random Whisper-style audio encoder + projector "
+      "(GGUF)");
   g_option_context_add_main_entries (ctx, common_entries, NULL);
   g_option_context_add_main_entries (ctx, strcmp (cmd, "text") == 0 ?
-      text_entries : mmproj_entries, NULL);
+      text_entries : strcmp (cmd, "mmproj") == 0 ? mmproj_entries :
+      audio_entries, NULL);
   /* drop the sub-command so the parser sees only options */
   argv[1] = argv[0];
   argc--;
@@ -215,6 +252,39 @@ main (int argc, char **argv)
       p.mxfp4_values = opt_mxfp4_values;
       ok = npu_model_gen_write_text_with_tokenizer (&p, opt_tokenizer,
           opt_out, &stats, &error);
+    }
+  } else if (strcmp (cmd, "audio") == 0) {
+    NpuAudioMmprojParams p;
+    NpuModelAudioProjector proj;
+
+    if (opt_projector == NULL || strcmp (opt_projector, "qwen2a") == 0)
+      proj = NPU_MODEL_AUDIO_PROJECTOR_QWEN2A;
+    else if (strcmp (opt_projector, "ultravox") == 0)
+      proj = NPU_MODEL_AUDIO_PROJECTOR_ULTRAVOX;
+    else {
+      g_printerr ("--projector must be qwen2a or ultravox\n");
+      return 2;
+    }
+    if ((opt_for == NULL) == (opt_text_dim < 0)) {
+      g_printerr ("give one of --for TEXT.gguf or --text-dim D\n");
+      return 2;
+    }
+    ok = npu_model_gen_audio_preset (&p, proj, opt_size ? opt_size : "tiny",
+        &error)
+        && parse_common (&p.wtype, &p.seed, &error);
+    if (ok) {
+      override (&p.n_layers, opt_layers);
+      override (&p.dim, opt_dim);
+      override (&p.ff, opt_ff);
+      override (&p.n_heads, opt_heads);
+      override (&p.n_mels, opt_mels);
+      override (&p.n_ctx, opt_positions);
+      override (&p.stack_factor, opt_stack);
+      override (&p.hidden, opt_hidden);
+      override (&p.text_dim, opt_text_dim);
+      p.mxfp4_values = opt_mxfp4_values;
+      ok = npu_model_gen_write_audio_mmproj (&p, opt_for, opt_out, &stats,
+          &error);
     }
   } else {
     NpuMmprojParams p;

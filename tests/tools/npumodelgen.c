@@ -1518,3 +1518,214 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
     *out_stats = stats;
   return ok;
 }
+
+/* ------------------------------------------------------------------------ */
+/* Audio mmproj                                                             */
+
+gboolean
+npu_model_gen_audio_preset (NpuAudioMmprojParams * p,
+    NpuModelAudioProjector projector, const gchar * size, GError ** error)
+{
+  memset (p, 0, sizeof (*p));
+  p->projector = projector;
+  p->seed = 1;
+  p->wtype = NPU_GGML_TYPE_F32;
+  p->eps = 1e-5f;               /* Whisper's */
+  p->n_mels = 128;              /* Qwen2-Audio's and Ultravox's (v3) */
+  p->n_ctx = 1500;
+  p->stack_factor = 8;          /* Ultravox's */
+  if (g_strcmp0 (size, "tiny") == 0) {
+    p->n_layers = 2;
+    p->dim = 64;
+    p->ff = 256;
+    p->n_heads = 4;
+    p->hidden = 256;
+  } else if (g_strcmp0 (size, "base") == 0) {
+    /* Whisper-base's encoder */
+    p->n_layers = 6;
+    p->dim = 512;
+    p->ff = 2048;
+    p->n_heads = 8;
+    p->hidden = 2048;
+  } else {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "unknown audio encoder size '%s' (tiny, base)", size);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+npu_model_gen_write_audio_mmproj (const NpuAudioMmprojParams * p,
+    const gchar * text_path, const gchar * path,
+    NpuModelGenStats * out_stats, GError ** error)
+{
+  gboolean qwen = p->projector == NPU_MODEL_AUDIO_PROJECTOR_QWEN2A;
+  const gchar *proj = qwen ? "qwen2a" : "ultravox";
+  guint32 wt = p->wtype, grid_t;
+  /* llama.cpp's converter writes the conv kernels in F16 (F32 files keep
+   * F32); they are 3 wide, no quantisation block fits */
+  guint32 conv_t = wt == NPU_GGML_TYPE_F32 ? NPU_GGML_TYPE_F32 :
+      NPU_GGML_TYPE_F16;
+  NpuModelGenStats stats = { 0 };
+  guint text_dim = p->text_dim, grid = p->mxfp4_values ? 1 : 0, i;
+  guint64 stacked = (guint64) p->dim * p->stack_factor;
+  NpuGgufWriter *w;
+  gchar *name, *desc;
+  gboolean ok;
+  gdouble s_dim, s_ff, s_res;
+
+  if (text_path != NULL) {
+    GError *err = NULL;
+
+    if (!read_text_dim (text_path, &text_dim, &err)) {
+      g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_FOR,
+          "--for %s: %s", text_path, err->message);
+      g_error_free (err);
+      return FALSE;
+    }
+  }
+  if (!p->n_layers || !p->dim || !p->ff || !p->n_heads || !p->n_mels
+      || !p->n_ctx || !text_dim || (!qwen && (!p->stack_factor
+              || !p->hidden || p->hidden % 2))) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "audio sizes and the text embedding size must be positive (the "
+        "ultravox hidden size even)");
+    return FALSE;
+  }
+  if (p->dim % p->n_heads) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "heads %u must divide the audio dim %u", p->n_heads, p->dim);
+    return FALSE;
+  }
+  if (p->mxfp4_values && wt != NPU_GGML_TYPE_F32 && wt != NPU_GGML_TYPE_F16
+      && wt != NPU_GGML_TYPE_BF16) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "MXFP4 values need type f32, f16 or bf16 (%s cannot hold them "
+        "exactly)", npu_ggml_type_name (wt));
+    return FALSE;
+  }
+  grid_t = p->mxfp4_values ? NPU_GGML_TYPE_MXFP4 : wt;
+  for (i = 0; i < 2; i++) {
+    guint32 t = i ? grid_t : wt;
+
+    if (!check_ne0 (p->dim, t, "audio dim", error)
+        || !check_ne0 (p->ff, t, "audio ff", error)
+        || (!qwen && (!check_ne0 (stacked, t, "stacked dim", error)
+                || !check_ne0 (p->hidden / 2, t, "ultravox hidden / 2",
+                    error))))
+      return FALSE;
+  }
+
+  w = npu_gguf_writer_new ();
+  name = g_strdup_printf ("gst-npu random audio mmproj %s %uL-%u", proj,
+      p->n_layers, p->dim);
+  desc = g_strdup_printf ("deterministic random weights (seed %"
+      G_GUINT64_FORMAT "), not a trained model", p->seed);
+  ok = npu_gguf_writer_add_string (w, "general.architecture", "clip", -1,
+      error)
+      && npu_gguf_writer_add_string (w, "general.name", name, -1, error)
+      && npu_gguf_writer_add_string (w, "general.description", desc, -1, error)
+      && npu_gguf_writer_add_u32 (w, "general.file_type",
+      npu_model_gen_file_type (wt), error)
+      && npu_gguf_writer_add_bool (w, "clip.has_vision_encoder", FALSE, error)
+      && npu_gguf_writer_add_bool (w, "clip.has_audio_encoder", TRUE, error)
+      && npu_gguf_writer_add_string (w, "clip.projector_type", proj, -1,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.audio.num_mel_bins", p->n_mels,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.audio.embedding_length", p->dim,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.audio.feed_forward_length", p->ff,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.audio.block_count", p->n_layers,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.audio.attention.head_count",
+      p->n_heads, error)
+      && npu_gguf_writer_add_f32 (w,
+      "clip.audio.attention.layer_norm_epsilon", p->eps, error)
+      && npu_gguf_writer_add_u32 (w, "clip.audio.projection_dim", text_dim,
+      error);
+  if (ok && !qwen)
+    ok = npu_gguf_writer_add_u32 (w, "clip.audio.projector.stack_factor",
+        p->stack_factor, error);
+  g_free (name);
+  g_free (desc);
+
+  s_dim = 1.0 / sqrt ((gdouble) p->dim);
+  s_ff = 1.0 / sqrt ((gdouble) p->ff);
+  s_res = 1.0 / sqrt (2.0 * p->n_layers);
+#define T(n, t, std, nd, a, b, c, d) \
+  add_random (w, p->seed, &stats, n, t, grid, FALSE, 0.0, std, nd, a, b, \
+      c, d, error)
+#define T1(n, mean, std, a) \
+  add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, 0, FALSE, mean, \
+      std, 1, a, 1, 1, 1, error)
+  /* conv kernels ne [3, in, out], biases ne [1, out] (the converter's
+   * unsqueeze, so ggml broadcasts them over the frames).  With MXFP4
+   * values the kernels hold F16's: ggml's conv_1d multiplies in F16 (its
+   * im2col is F16) and an MXFP4 runtime keeps them unquantised. */
+  ok = ok && add_random (w, p->seed, &stats, "a.conv1d.1.weight", conv_t, 0,
+      p->mxfp4_values, 0.0, 1.0 / sqrt (3.0 * p->n_mels), 3, 3, p->n_mels,
+      p->dim, 1, error)
+      && add_random (w, p->seed, &stats, "a.conv1d.1.bias", NPU_GGML_TYPE_F32,
+      0, FALSE, 0.0, 0.02, 2, 1, p->dim, 1, 1, error)
+      && add_random (w, p->seed, &stats, "a.conv1d.2.weight", conv_t, 0,
+      p->mxfp4_values, 0.0, 1.0 / sqrt (3.0 * p->dim), 3, 3, p->dim, p->dim,
+      1, error)
+      && add_random (w, p->seed, &stats, "a.conv1d.2.bias", NPU_GGML_TYPE_F32,
+      0, FALSE, 0.0, 0.02, 2, 1, p->dim, 1, 1, error)
+      && add_random (w, p->seed, &stats, "a.position_embd.weight",
+      NPU_GGML_TYPE_F32, 0, FALSE, 0.0, 0.02, 2, p->dim, p->n_ctx, 1, 1,
+      error);
+  for (i = 0; ok && i < p->n_layers; i++) {
+    /* Whisper's k_proj has no bias */
+    static const gchar *const parts[] = {
+      "ln1.weight", "ln1.bias", "attn_q.weight", "attn_q.bias",
+      "attn_k.weight", "attn_v.weight", "attn_v.bias",
+      "attn_out.weight", "attn_out.bias", "ln2.weight", "ln2.bias",
+      "ffn_up.weight", "ffn_up.bias", "ffn_down.weight", "ffn_down.bias",
+    };
+    gchar *n[G_N_ELEMENTS (parts)];
+    guint k;
+
+    for (k = 0; k < G_N_ELEMENTS (parts); k++)
+      n[k] = g_strdup_printf ("a.blk.%u.%s", i, parts[k]);
+    ok = T1 (n[0], 1.0, 0.05, p->dim) && T1 (n[1], 0.0, 0.02, p->dim)
+        && T (n[2], wt, s_dim, 2, p->dim, p->dim, 1, 1)
+        && T1 (n[3], 0.0, 0.02, p->dim)
+        && T (n[4], wt, s_dim, 2, p->dim, p->dim, 1, 1)
+        && T (n[5], wt, s_dim, 2, p->dim, p->dim, 1, 1)
+        && T1 (n[6], 0.0, 0.02, p->dim)
+        && T (n[7], wt, s_dim * s_res, 2, p->dim, p->dim, 1, 1)
+        && T1 (n[8], 0.0, 0.02, p->dim)
+        && T1 (n[9], 1.0, 0.05, p->dim) && T1 (n[10], 0.0, 0.02, p->dim)
+        && T (n[11], wt, s_dim, 2, p->dim, p->ff, 1, 1)
+        && T1 (n[12], 0.0, 0.02, p->ff)
+        && T (n[13], wt, s_ff * s_res, 2, p->ff, p->dim, 1, 1)
+        && T1 (n[14], 0.0, 0.02, p->dim);
+    for (k = 0; k < G_N_ELEMENTS (parts); k++)
+      g_free (n[k]);
+  }
+  ok = ok && T1 ("a.post_ln.weight", 1.0, 0.05, p->dim)
+      && T1 ("a.post_ln.bias", 0.0, 0.02, p->dim);
+  if (ok && qwen) {
+    ok = T ("mm.a.fc.weight", wt, s_dim, 2, p->dim, text_dim, 1, 1)
+        && T1 ("mm.a.fc.bias", 0.0, 0.02, text_dim);
+  } else if (ok) {
+    ok = T1 ("mm.a.norm_pre.weight", 1.0, 0.05, stacked)
+        && T ("mm.a.mlp.1.weight", wt, 1.0 / sqrt ((gdouble) stacked), 2,
+        stacked, p->hidden, 1, 1)
+        && T1 ("mm.a.norm_mid.weight", 1.0, 0.05, p->hidden / 2)
+        && T ("mm.a.mlp.2.weight", wt, 1.0 / sqrt (p->hidden / 2.0), 2,
+        p->hidden / 2, text_dim, 1, 1);
+  }
+#undef T
+#undef T1
+
+  ok = ok && finish (w, path, &stats, error);
+  npu_gguf_writer_free (w);
+  if (ok && out_stats)
+    *out_stats = stats;
+  return ok;
+}

@@ -103,6 +103,39 @@ typedef struct
   gfloat eps;
 } NpuMmprojParams;
 
+typedef enum
+{
+  NPU_MODEL_AUDIO_PROJECTOR_QWEN2A,     /* avg pool 2 + mm.a.fc */
+  NPU_MODEL_AUDIO_PROJECTOR_ULTRAVOX,   /* stack, RMS norm, SwiGLU MLP */
+} NpuModelAudioProjector;
+
+/* A Whisper-style audio mmproj as llama.cpp's converter writes it for
+ * Qwen2-Audio (qwen2a) and Ultravox (clip.has_audio_encoder, clip.audio.*,
+ * a.conv1d.{1,2}, a.position_embd, a.blk.N.* without a key bias,
+ * a.post_ln, mm.a.*) */
+typedef struct
+{
+  NpuModelAudioProjector projector;
+  guint n_mels;                 /* 80 or 128 */
+  guint n_layers;
+  guint dim;
+  guint ff;
+  guint n_heads;
+  guint n_ctx;                  /* rows of a.position_embd (1500) */
+  guint stack_factor;           /* ultravox */
+  guint hidden;                 /* ultravox: mm.a.mlp.1's output size */
+  guint text_dim;               /* projector output: the text model's
+                                 * embedding_length */
+  guint32 wtype;                /* the 2-D matrices; the conv kernels are
+                                 * F16 unless wtype is F32, as the
+                                 * converter writes them */
+  gboolean mxfp4_values;        /* every matrix rounded to MXFP4's values
+                                 * (stored in wtype: F32, F16 or BF16),
+                                 * the conv kernels to F16's */
+  guint64 seed;
+  gfloat eps;
+} NpuAudioMmprojParams;
+
 typedef struct
 {
   guint64 n_params;
@@ -137,6 +170,18 @@ gboolean  npu_model_gen_write_text_with_tokenizer
 /* Reads text_dim from @text_path (general.architecture and
  * <arch>.embedding_length) when it is not NULL */
 gboolean  npu_model_gen_write_mmproj  (const NpuMmprojParams *params,
+                                       const gchar *text_path,
+                                       const gchar *path,
+                                       NpuModelGenStats *stats,
+                                       GError **error);
+
+/* Audio presets: "tiny" and "base" (Whisper-base: 6 blocks of 512) */
+gboolean  npu_model_gen_audio_preset  (NpuAudioMmprojParams *params,
+                                       NpuModelAudioProjector projector,
+                                       const gchar *size, GError **error);
+/* Reads text_dim from @text_path when it is not NULL */
+gboolean  npu_model_gen_write_audio_mmproj
+                                      (const NpuAudioMmprojParams *params,
                                        const gchar *text_path,
                                        const gchar *path,
                                        NpuModelGenStats *stats,

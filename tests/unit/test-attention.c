@@ -12,6 +12,7 @@
  * reference's output, relative to the largest |value| feeding it.
  */
 #include "core/npuattention.h"
+#include "tests/npucompare.h"
 
 #include <math.h>
 #include <string.h>
@@ -110,13 +111,11 @@ run_case (const Case * c, GRand * rand)
   reference (spans, c->n_spans, c->hd, c->nq, scale, want);
 
   for (i = 0; i < c->nq; i++) {
-    double err = 0.0;
-    guint d;
-
     /* the values are in [-1, 1]: an output is a convex combination */
-    for (d = 0; d < c->hd; d++)
-      err = MAX (err, fabs (out[i * c->hd + d] - want[i * c->hd + d]));
-    if (err > 2e-5)
+    double err = npu_max_abs_diff (out + i * c->hd, want + i * c->hd,
+        c->hd, NULL);
+
+    if (!npu_within (err, 2e-5))
       g_error ("hd %u nq %u rows %u spans %u spread %g: query %u off by %g",
           c->hd, c->nq, c->n_rows, c->n_spans, c->spread, i, err);
   }

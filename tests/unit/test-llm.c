@@ -29,6 +29,7 @@
 #include "core/npumxfp4.h"
 #include "core/npuggufwriter.h"
 #include "tests/tools/npumodelgen.h"
+#include "tests/npucompare.h"
 
 #include <malloc.h>
 #include <math.h>
@@ -453,19 +454,11 @@ ref_step_token (RefRun * run, gint32 token, double *logits)
   ref_step (run, run->r->tok + (gsize) token * run->r->dim, logits);
 }
 
-/* max |a - ref| relative to the reference's range */
+/* max |a - ref| relative to the reference's range; NaN stays NaN */
 static double
 rel_diff (const float *a, const double *ref, guint n)
 {
-  double mn = INFINITY, mx = -INFINITY, md = 0;
-  guint i;
-
-  for (i = 0; i < n; i++) {
-    mn = MIN (mn, ref[i]);
-    mx = MAX (mx, ref[i]);
-    md = MAX (md, fabs (a[i] - ref[i]));
-  }
-  return md / (mx - mn);
+  return npu_rel_diff (a, ref, n);
 }
 
 static double
@@ -660,7 +653,7 @@ test_reference (gconstpointer data)
 
       ref_step_token (&run, prompt[i], ref_logits);
       d = rel_diff (npu_llm_get_logits_ith (ctx, i), ref_logits, V);
-      worst = MAX (worst, d);
+      worst = npu_err_max (worst, d);
     }
     for (step = 0; step < 5; step++) {
       const float *l = npu_llm_get_logits (ctx);
@@ -676,7 +669,7 @@ test_reference (gconstpointer data)
       g_assert_cmpfloat (ref_logits[tok], >=, mx - tol * (mx - mn));
       run_eval (ctx, &tok, NULL, 1);
       ref_step_token (&run, tok, ref_logits);
-      worst = MAX (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
+      worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
     }
     g_test_message ("%s on %s, %s: max |diff| / range = %.3g (bound %g)",
         cfg->name, isa, flags ? "repacked" : "in place", worst, tol);
@@ -717,7 +710,7 @@ test_batch_vs_decode (void)
   run_eval (a, prompt, NULL, PROMPT_LEN);
   for (i = 0; i < PROMPT_LEN; i++) {
     run_eval (b, &prompt[i], NULL, 1);
-    worst = MAX (worst, rel_diff_f (npu_llm_get_logits_ith (a, i),
+    worst = npu_err_max (worst, rel_diff_f (npu_llm_get_logits_ith (a, i),
             npu_llm_get_logits (b), V));
   }
   g_test_message ("batch vs decode (%s): max |diff| / range = %.3g",
@@ -830,14 +823,14 @@ check_sliding (TestModel * tm, guint n_ctx, guint n_sink, guint n_batch,
   for (i = 0; i < first_chunk; i++) {
     ref_step_token (&run, tokens[i], ref_logits);
     if (first_chunk <= n_batch)
-      worst = MAX (worst, rel_diff (npu_llm_get_logits_ith (ctx, i),
+      worst = npu_err_max (worst, rel_diff (npu_llm_get_logits_ith (ctx, i),
               ref_logits, V));
   }
-  worst = MAX (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
+  worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
   for (; i < total; i++) {
     run_eval (ctx, &tokens[i], NULL, 1);
     ref_step_token (&run, tokens[i], ref_logits);
-    worst = MAX (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
+    worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
   }
   g_test_message ("sliding n_ctx %u sinks %u batch %u first %u total %u: "
       "%.3g", n_ctx, n_sink, n_batch, first_chunk, total, worst);

@@ -17,6 +17,7 @@
  * against a reference of their own below, with npumatmul.h's Q8_0 bounds.
  */
 #include "core/npumatmul.h"
+#include "tests/npucompare.h"
 
 #include <math.h>
 #include <string.h>
@@ -189,7 +190,7 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
           /* The reference is a double rounded to float. */
           double tol = bound[i] + fabs (ref[i]) * ldexp (1.0, -24);
 
-          if (!(fabs ((double) y[i] - ref[i]) <= tol))
+          if (!npu_within (fabs ((double) y[i] - ref[i]), tol))
             g_error ("%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
                 G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
                 G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g",
@@ -696,7 +697,7 @@ check_q8_0_shape (GRand * rand, const Q8_0Shape * s, NpuDevice ** devices,
       run_q8_0 (d == 0 ? NULL : devices[d - 1], blocks, s->rows, s->k, x,
           s->n, y);
       for (i = 0; i < n_out; i++) {
-        if (!(fabs ((double) y[i] - ref[i]) <= bound[i]))
+        if (!npu_within (fabs ((double) y[i] - ref[i]), bound[i]))
           g_error ("q8_0 %s device %u: %" G_GSIZE_FORMAT " x %"
               G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
               G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g",

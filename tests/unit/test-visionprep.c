@@ -19,6 +19,7 @@
  */
 #include "core/npuvisionprep.h"
 #include "tests/reference/npurefvision.h"
+#include "tests/npucompare.h"
 
 #include <math.h>
 #include <string.h>
@@ -181,25 +182,14 @@ static gdouble worst_error;
 static void
 compare (const gfloat * got, const gdouble * want, gsize n, const gchar * what)
 {
-  gsize i;
-  gdouble worst = 0.0;
   gsize worst_i = 0;
+  /* NaN (a float never written) stays NaN and fails */
+  gdouble worst = npu_max_abs_diff (got, want, n, &worst_i);
 
-  for (i = 0; i < n; i++) {
-    gdouble e = fabs ((gdouble) got[i] - want[i]);
-
-    /* !(e <= TOL) also catches NaN, i.e. a float never written */
-    if (!(e <= worst) || isnan (e)) {
-      worst = e;
-      worst_i = i;
-      if (isnan (e))
-        break;
-    }
-  }
-  if (!(worst <= TOL))
+  if (!npu_within (worst, TOL))
     g_error ("%s: element %" G_GSIZE_FORMAT " is %.7f, reference %.7f", what,
         worst_i, got[worst_i], want[worst_i]);
-  worst_error = MAX (worst_error, worst);
+  worst_error = npu_err_max (worst_error, worst);
 }
 
 /* Runs @p on a fresh random frame in CHW and PATCHES (when the patch

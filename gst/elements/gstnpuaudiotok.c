@@ -1,0 +1,1518 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: npuaudiotok, microphone audio to audio tokens
+ *
+ * SECTION:element-npuaudiotok
+ * @title: npuaudiotok
+ *
+ * Turns audio into the tokens of a Whisper-style audio encoder and its
+ * projector (llama.cpp audio "mmproj" GGUF: qwen2a, ultravox), ready for
+ * npullm's `audio` pad.
+ *
+ * Any interleaved S16LE, S32LE or F32LE audio of 1 to 8 channels at 8 to
+ * 48 kHz is taken as it comes (no audioconvert or audioresample needed):
+ * each buffer is read once, in place, by a GstAudioConverter that mixes it
+ * to mono and resamples it to the encoder's 16 kHz.  `propose_allocation`
+ * offers NPU memory, so audiotestsrc, alsasrc and pulsesrc write into it.
+ * #GstNpuAudioTok:bytes-copied counts the PCM bytes copied: only the bytes
+ * of a sample frame split between two memories are.
+ *
+ * The 16 kHz signal is cut into chunks of #GstNpuAudioTok:chunk-duration
+ * (30 s by default, what llama.cpp encodes at once), consecutive chunks
+ * sharing #GstNpuAudioTok:overlap.  A chunk goes through the Whisper
+ * log-mel exactly as llama.cpp computes it for a clip of that length, then
+ * the encoder and projector, as one task on the CPU backend.  The output
+ * buffer (`other/tensors`, one float32 tensor of dim x tokens, in NPU
+ * memory) is pushed at once with the task's fence and a #GstNpuTokensMeta
+ * marked audio, stamped with the PTS and duration of the audio it covers.
+ *
+ * With #GstNpuAudioTok:vad (the default) an energy gate keeps silence out:
+ * a chunk without a 10 ms frame above #GstNpuAudioTok:vad-threshold gives
+ * no tokens.  With #GstNpuAudioTok:vad-split, voice also cuts the chunks:
+ * a chunk starts #GstNpuAudioTok:vad-hangover before the voice and ends
+ * that long after it, so an utterance is answered without waiting for the
+ * chunk to fill.  At EOS the partial chunk is encoded.
+ *
+ * At most #GstNpuAudioTok:max-inflight chunks are being encoded at once;
+ * past that, #GstNpuAudioTok:policy blocks upstream or drops a chunk
+ * (counted in #GstNpuAudioTok:chunks-dropped, and reported as QoS).
+ *
+ * ## Example launch lines
+ * |[
+ * gst-launch-1.0 audiotestsrc wave=sine num-buffers=300 ! \
+ *     npuaudiotok model=mmproj-audio.gguf vad=false chunk-duration=3000000000 ! fakesink
+ * gst-launch-1.0 pulsesrc ! npuaudiotok model=mmproj-audio.gguf vad-split=true ! llm.audio \
+ *     npullm name=llm model=text.gguf prompt="What did you hear?" ! fdsink
+ * ]|
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstnpuaudiotok.h"
+
+#include <math.h>
+#include <string.h>
+#include <gst/audio/audio.h>
+#include <npu/npu.h>
+#include <core/npuaudioenc.h>
+#include <core/npubackend.h>
+#include <core/npugguf.h>
+
+GST_DEBUG_CATEGORY_STATIC (gst_npu_audio_tok_debug);
+#define GST_CAT_DEFAULT gst_npu_audio_tok_debug
+
+#define DEFAULT_MODEL NULL
+#define DEFAULT_CHUNK_DURATION (30 * GST_SECOND)
+#define MIN_CHUNK_DURATION (100 * GST_MSECOND)
+#define DEFAULT_OVERLAP 0
+#define DEFAULT_VAD TRUE
+#define DEFAULT_VAD_THRESHOLD -50.0
+#define DEFAULT_VAD_HANGOVER (500 * GST_MSECOND)
+#define DEFAULT_VAD_SPLIT FALSE
+#define DEFAULT_MAX_INFLIGHT 2
+#define DEFAULT_POLICY GST_NPU_AUDIO_TOK_POLICY_BLOCK
+#define DEFAULT_N_THREADS 0
+
+/* the encoder's frame: the log-mel's hop, and the gate's 10 ms */
+#define HOP 160
+/* a timestamp this far from where the samples say starts a new stream */
+#define MAX_DRIFT (20 * GST_MSECOND)
+
+enum
+{
+  PROP_0,
+  PROP_MODEL,
+  PROP_CHUNK_DURATION,
+  PROP_OVERLAP,
+  PROP_VAD,
+  PROP_VAD_THRESHOLD,
+  PROP_VAD_HANGOVER,
+  PROP_VAD_SPLIT,
+  PROP_MAX_INFLIGHT,
+  PROP_POLICY,
+  PROP_N_THREADS,
+  PROP_BYTES_COPIED,
+  PROP_CHUNKS_PROCESSED,
+  PROP_CHUNKS_DROPPED,
+  PROP_CHUNKS_SILENT,
+};
+
+static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
+    GST_PAD_SINK, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("audio/x-raw, format=(string){ S16LE, S32LE, F32LE }, "
+        "layout=(string)interleaved, rate=(int)[ 8000, 48000 ], "
+        "channels=(int)[ 1, 8 ]"));
+static GstStaticPadTemplate weights_template =
+GST_STATIC_PAD_TEMPLATE ("weights", GST_PAD_SINK, GST_PAD_REQUEST,
+    GST_STATIC_CAPS ("other/npu-weights"));
+static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
+    GST_PAD_SRC, GST_PAD_ALWAYS,
+    GST_STATIC_CAPS ("other/tensors, format=(string)static, "
+        "num_tensors=(int)1, types=(string)float32"));
+
+/* One chunk of 16 kHz mono samples, waiting or being encoded. */
+typedef struct
+{
+  gfloat *samples;              /* window_len, zeros past n */
+  gsize n;
+  guint64 start;                /* index of its first sample in the stream */
+  gboolean voiced;
+} Chunk;
+
+struct _GstNpuAudioTok
+{
+  GstElement parent;
+
+  GstPad *sinkpad, *srcpad, *weightspad;
+
+  /* properties, under the object lock */
+  gchar *model;
+  GstClockTime chunk_duration, overlap, vad_hangover;
+  gboolean vad, vad_split;
+  gdouble vad_threshold;
+  guint max_inflight;
+  GstNpuAudioTokPolicy policy;
+  guint n_threads;
+  guint64 chunks_processed, chunks_dropped, chunks_silent, bytes_copied;
+
+  /* the model */
+  GMutex lock;
+  GCond cond;
+  NpuAudioEnc *enc;
+  NpuGguf *gguf;                /* model property: the tensors live here */
+  GstNpuWeights *weights;       /* or the weights pad's */
+  gboolean flushing;
+
+  /* per caps, streaming thread */
+  GstAudioInfo info;
+  gboolean have_info;
+  GstNpuAudioFrontend *fe;
+  gfloat *conv;                 /* the converter's output for one memory */
+  gsize conv_len;
+  guint8 split[64];             /* a sample frame split between memories */
+  guint split_len;
+  guint window_frames, n_tokens;
+  gsize window_len, overlap_len, hangover_len;
+  gboolean vad_on, split_on;
+  gdouble vad_power;            /* threshold as a mean square */
+
+  /* the stream, streaming thread */
+  GstClockTime base_ts;         /* time of stream sample 0 */
+  guint64 n_in;                 /* input frames since base_ts */
+  guint64 n_out;                /* 16 kHz samples since base_ts */
+  Chunk *chunk;                 /* the open one */
+  gdouble energy;               /* of the current 10 ms frame */
+  guint energy_n;
+  guint64 last_voiced;          /* end of the last voiced frame */
+
+  /* encoding: tasks of one queue run one at a time, one scratch serves */
+  NpuQueue *queue;
+  GstAllocator *allocator;
+  GstNpuLogMel *log_mel;
+  gfloat *mel;
+  guint inflight;
+  GQueue pending;               /* NpuFence of chunks submitted, oldest first */
+  gint64 last_encode_us;
+};
+
+#define gst_npu_audio_tok_parent_class parent_class
+G_DEFINE_TYPE (GstNpuAudioTok, gst_npu_audio_tok, GST_TYPE_ELEMENT);
+GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (npuaudiotok, "npuaudiotok",
+    GST_RANK_NONE, GST_TYPE_NPU_AUDIO_TOK,
+    GST_DEBUG_CATEGORY_INIT (gst_npu_audio_tok_debug, "npuaudiotok", 0,
+        "audio to audio tokens"));
+
+#define GST_TYPE_NPU_AUDIO_TOK_POLICY (gst_npu_audio_tok_policy_get_type ())
+static GType
+gst_npu_audio_tok_policy_get_type (void)
+{
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+    {GST_NPU_AUDIO_TOK_POLICY_BLOCK, "Wait for a slot (back-pressure)",
+        "block"},
+    {GST_NPU_AUDIO_TOK_POLICY_DROP_NEWEST, "Drop the chunk just completed",
+        "drop-newest"},
+    {GST_NPU_AUDIO_TOK_POLICY_DROP_OLDEST,
+        "Cancel the oldest chunk not yet being encoded", "drop-oldest"},
+    {0, NULL, NULL}
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstNpuAudioTokPolicy", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+static void gst_npu_audio_tok_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec);
+static void gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec);
+static void gst_npu_audio_tok_finalize (GObject * object);
+static GstStateChangeReturn gst_npu_audio_tok_change_state (GstElement *
+    element, GstStateChange transition);
+static GstPad *gst_npu_audio_tok_request_new_pad (GstElement * element,
+    GstPadTemplate * templ, const gchar * name, const GstCaps * caps);
+static void gst_npu_audio_tok_release_pad (GstElement * element, GstPad * pad);
+static GstFlowReturn gst_npu_audio_tok_chain (GstPad * pad,
+    GstObject * parent, GstBuffer * buf);
+static gboolean gst_npu_audio_tok_sink_event (GstPad * pad,
+    GstObject * parent, GstEvent * event);
+static gboolean gst_npu_audio_tok_sink_query (GstPad * pad,
+    GstObject * parent, GstQuery * query);
+static gboolean gst_npu_audio_tok_src_query (GstPad * pad,
+    GstObject * parent, GstQuery * query);
+
+static void
+gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
+  gobject_class->set_property = gst_npu_audio_tok_set_property;
+  gobject_class->get_property = gst_npu_audio_tok_get_property;
+  gobject_class->finalize = gst_npu_audio_tok_finalize;
+
+  /**
+   * GstNpuAudioTok:model:
+   *
+   * An audio mmproj GGUF (llama.cpp's layout: a Whisper-style encoder and
+   * a qwen2a or ultravox projector).  Leave unset to take the weights from
+   * mxfp4weights on the `weights` pad.
+   */
+  g_object_class_install_property (gobject_class, PROP_MODEL,
+      g_param_spec_string ("model", "Model",
+          "Audio mmproj GGUF (Whisper-style encoder + qwen2a/ultravox "
+          "projector); unset: weights come on the weights pad", DEFAULT_MODEL,
+          rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:chunk-duration:
+   *
+   * Audio per chunk, in nanoseconds.  30 s (the default) is what llama.cpp
+   * encodes at once and what the encoder's positions cover; a shorter
+   * window uses the first positions and gives proportionally fewer tokens,
+   * trading what the model hears at once for latency.  Rounded down to
+   * 20 ms (two mel frames) and to the model's window.
+   */
+  g_object_class_install_property (gobject_class, PROP_CHUNK_DURATION,
+      g_param_spec_uint64 ("chunk-duration", "Chunk duration",
+          "Audio per chunk in ns (30 s: llama.cpp's window; shorter: fewer "
+          "tokens, less latency)", MIN_CHUNK_DURATION, 30 * GST_SECOND,
+          DEFAULT_CHUNK_DURATION, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:overlap:
+   *
+   * Audio, in nanoseconds, that a chunk repeats from the end of the one
+   * before it, so that a word cut by a chunk's end is heard whole in the
+   * next.  Must be shorter than #GstNpuAudioTok:chunk-duration.
+   */
+  g_object_class_install_property (gobject_class, PROP_OVERLAP,
+      g_param_spec_uint64 ("overlap", "Overlap",
+          "Audio in ns a chunk repeats from the previous one", 0,
+          29 * GST_SECOND, DEFAULT_OVERLAP, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:vad:
+   *
+   * Gate silence out by energy: a chunk with no 10 ms frame louder than
+   * #GstNpuAudioTok:vad-threshold gives no tokens.  With
+   * #GstNpuAudioTok:vad-split, voice also cuts the chunks.
+   */
+  g_object_class_install_property (gobject_class, PROP_VAD,
+      g_param_spec_boolean ("vad", "Voice activity gate",
+          "Send no tokens for chunks with no voice",
+          DEFAULT_VAD, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:vad-threshold:
+   *
+   * RMS level of a 10 ms frame, in dB relative to full scale (a full-scale
+   * square wave is 0 dB, a full-scale sine -3 dB), above which it counts
+   * as voice.
+   */
+  g_object_class_install_property (gobject_class, PROP_VAD_THRESHOLD,
+      g_param_spec_double ("vad-threshold", "VAD threshold",
+          "RMS level of a 10 ms frame in dBFS above which it is voice",
+          -120.0, 0.0, DEFAULT_VAD_THRESHOLD, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:vad-hangover:
+   *
+   * With #GstNpuAudioTok:vad-split: silence, in nanoseconds, after which
+   * a chunk with voice in it ends; also the silence kept before the first
+   * voiced frame of a chunk.
+   */
+  g_object_class_install_property (gobject_class, PROP_VAD_HANGOVER,
+      g_param_spec_uint64 ("vad-hangover", "VAD hangover",
+          "With vad-split: silence in ns that ends a chunk with voice (and "
+          "is kept before voice)", 10 * GST_MSECOND, 10 * GST_SECOND,
+          DEFAULT_VAD_HANGOVER, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:vad-split:
+   *
+   * Cut chunks by voice: drop silence before it (keeping
+   * #GstNpuAudioTok:vad-hangover of it) and end a chunk that much silence
+   * after it, so an utterance is answered as soon as it ends instead of
+   * when the chunk is full.  Off by default: chunks are then exactly the
+   * clips llama.cpp would encode.
+   */
+  g_object_class_install_property (gobject_class, PROP_VAD_SPLIT,
+      g_param_spec_boolean ("vad-split", "Split by voice",
+          "Cut chunks at voice onsets and after vad-hangover of silence "
+          "(lower latency; chunks no longer llama.cpp's clips)",
+          DEFAULT_VAD_SPLIT, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:max-inflight:
+   *
+   * Chunks being encoded at once; past that, #GstNpuAudioTok:policy.
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
+      g_param_spec_uint ("max-inflight", "Max in flight",
+          "Chunks being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT, rw));
+  /**
+   * GstNpuAudioTok:policy:
+   *
+   * What to do with a completed chunk when #GstNpuAudioTok:max-inflight
+   * are being encoded.
+   */
+  g_object_class_install_property (gobject_class, PROP_POLICY,
+      g_param_spec_enum ("policy", "Policy",
+          "What to do with a chunk when max-inflight are being encoded",
+          GST_TYPE_NPU_AUDIO_TOK_POLICY, DEFAULT_POLICY, rw));
+  /**
+   * GstNpuAudioTok:n-threads:
+   *
+   * Threads of the CPU backend (0: one per CPU).
+   */
+  g_object_class_install_property (gobject_class, PROP_N_THREADS,
+      g_param_spec_uint ("n-threads", "Threads",
+          "CPU backend threads (0 = one per CPU)", 0, 1024,
+          DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:bytes-copied:
+   *
+   * PCM bytes copied before conversion: the bytes of sample frames split
+   * between two memories or buffers, stitched together; zero when every
+   * memory holds whole frames (all GStreamer sources, rawaudioparse).
+   */
+  g_object_class_install_property (gobject_class, PROP_BYTES_COPIED,
+      g_param_spec_uint64 ("bytes-copied", "Bytes copied",
+          "PCM bytes copied (only frames split between memories)", 0,
+          G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuAudioTok:chunks-processed:
+   *
+   * Chunks encoded into tokens.
+   */
+  g_object_class_install_property (gobject_class, PROP_CHUNKS_PROCESSED,
+      g_param_spec_uint64 ("chunks-processed", "Chunks processed",
+          "Chunks turned into tokens", 0, G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuAudioTok:chunks-dropped:
+   *
+   * Chunks dropped by the drop policies.
+   */
+  g_object_class_install_property (gobject_class, PROP_CHUNKS_DROPPED,
+      g_param_spec_uint64 ("chunks-dropped", "Chunks dropped",
+          "Chunks dropped by the drop policies", 0, G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuAudioTok:chunks-silent:
+   *
+   * Chunks the voice-activity gate kept back as silence.
+   */
+  g_object_class_install_property (gobject_class, PROP_CHUNKS_SILENT,
+      g_param_spec_uint64 ("chunks-silent", "Chunks silent",
+          "Chunks with no voice, sent no tokens", 0, G_MAXUINT64, 0, ro));
+
+  gst_element_class_add_static_pad_template (element_class, &sink_template);
+  gst_element_class_add_static_pad_template (element_class, &src_template);
+  gst_element_class_add_static_pad_template (element_class, &weights_template);
+  gst_element_class_set_static_metadata (element_class,
+      "NPU audio tokenizer", "Filter/Converter/Audio/Tensor",
+      "Turns audio, read in place, into the tokens of a Whisper-style "
+      "audio encoder for a language model", "gst-npu developers");
+
+  element_class->change_state =
+      GST_DEBUG_FUNCPTR (gst_npu_audio_tok_change_state);
+  element_class->request_new_pad =
+      GST_DEBUG_FUNCPTR (gst_npu_audio_tok_request_new_pad);
+  element_class->release_pad =
+      GST_DEBUG_FUNCPTR (gst_npu_audio_tok_release_pad);
+
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_AUDIO_TOK_POLICY, 0);
+}
+
+static void
+gst_npu_audio_tok_init (GstNpuAudioTok * self)
+{
+  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
+  gst_pad_set_chain_function (self->sinkpad, gst_npu_audio_tok_chain);
+  gst_pad_set_event_function (self->sinkpad, gst_npu_audio_tok_sink_event);
+  gst_pad_set_query_function (self->sinkpad, gst_npu_audio_tok_sink_query);
+  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
+
+  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
+  gst_pad_set_query_function (self->srcpad, gst_npu_audio_tok_src_query);
+  gst_pad_use_fixed_caps (self->srcpad);
+  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+
+  self->chunk_duration = DEFAULT_CHUNK_DURATION;
+  self->overlap = DEFAULT_OVERLAP;
+  self->vad = DEFAULT_VAD;
+  self->vad_threshold = DEFAULT_VAD_THRESHOLD;
+  self->vad_hangover = DEFAULT_VAD_HANGOVER;
+  self->vad_split = DEFAULT_VAD_SPLIT;
+  self->max_inflight = DEFAULT_MAX_INFLIGHT;
+  self->policy = DEFAULT_POLICY;
+  g_mutex_init (&self->lock);
+  g_cond_init (&self->cond);
+}
+
+static void
+gst_npu_audio_tok_finalize (GObject * object)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (object);
+
+  g_free (self->model);
+  g_mutex_clear (&self->lock);
+  g_cond_clear (&self->cond);
+  G_OBJECT_CLASS (parent_class)->finalize (object);
+}
+
+static void
+gst_npu_audio_tok_set_property (GObject * object, guint prop_id,
+    const GValue * value, GParamSpec * pspec)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_free (self->model);
+      self->model = g_value_dup_string (value);
+      break;
+    case PROP_CHUNK_DURATION:
+      self->chunk_duration = g_value_get_uint64 (value);
+      break;
+    case PROP_OVERLAP:
+      self->overlap = g_value_get_uint64 (value);
+      break;
+    case PROP_VAD:
+      self->vad = g_value_get_boolean (value);
+      break;
+    case PROP_VAD_THRESHOLD:
+      self->vad_threshold = g_value_get_double (value);
+      break;
+    case PROP_VAD_HANGOVER:
+      self->vad_hangover = g_value_get_uint64 (value);
+      break;
+    case PROP_VAD_SPLIT:
+      self->vad_split = g_value_get_boolean (value);
+      break;
+    case PROP_MAX_INFLIGHT:
+      self->max_inflight = g_value_get_uint (value);
+      break;
+    case PROP_POLICY:
+      self->policy = g_value_get_enum (value);
+      break;
+    case PROP_N_THREADS:
+      self->n_threads = g_value_get_uint (value);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+static void
+gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
+    GValue * value, GParamSpec * pspec)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (object);
+
+  GST_OBJECT_LOCK (self);
+  switch (prop_id) {
+    case PROP_MODEL:
+      g_value_set_string (value, self->model);
+      break;
+    case PROP_CHUNK_DURATION:
+      g_value_set_uint64 (value, self->chunk_duration);
+      break;
+    case PROP_OVERLAP:
+      g_value_set_uint64 (value, self->overlap);
+      break;
+    case PROP_VAD:
+      g_value_set_boolean (value, self->vad);
+      break;
+    case PROP_VAD_THRESHOLD:
+      g_value_set_double (value, self->vad_threshold);
+      break;
+    case PROP_VAD_HANGOVER:
+      g_value_set_uint64 (value, self->vad_hangover);
+      break;
+    case PROP_VAD_SPLIT:
+      g_value_set_boolean (value, self->vad_split);
+      break;
+    case PROP_MAX_INFLIGHT:
+      g_value_set_uint (value, self->max_inflight);
+      break;
+    case PROP_POLICY:
+      g_value_set_enum (value, self->policy);
+      break;
+    case PROP_N_THREADS:
+      g_value_set_uint (value, self->n_threads);
+      break;
+    case PROP_BYTES_COPIED:
+      g_value_set_uint64 (value, self->bytes_copied);
+      break;
+    case PROP_CHUNKS_PROCESSED:
+      g_value_set_uint64 (value, self->chunks_processed);
+      break;
+    case PROP_CHUNKS_DROPPED:
+      g_value_set_uint64 (value, self->chunks_dropped);
+      break;
+    case PROP_CHUNKS_SILENT:
+      g_value_set_uint64 (value, self->chunks_silent);
+      break;
+    default:
+      G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
+      break;
+  }
+  GST_OBJECT_UNLOCK (self);
+}
+
+/* ------------------------------------------------------------------------
+ * The model
+ */
+static gboolean
+lookup_weights (const gchar * name, NpuVitTensorView * out, gpointer data)
+{
+  GstNpuWeightsTensor t;
+  guint i;
+
+  if (!gst_npu_weights_lookup (data, name, &t))
+    return FALSE;
+  out->type = t.type;
+  out->n_dims = t.n_dims;
+  for (i = 0; i < 4; i++)
+    out->ne[i] = t.ne[i];
+  out->data = t.data;
+  return TRUE;
+}
+
+/* Opens the mmproj at @path; tensors from @weights, else from the file. */
+static gboolean
+load_model (GstNpuAudioTok * self, const gchar * path, GstNpuWeights * weights)
+{
+  GError *error = NULL;
+
+  self->gguf = npu_gguf_open (path, &error);
+  if (!self->gguf)
+    goto open_failed;
+  self->enc = npu_audio_enc_new (self->gguf, weights ? lookup_weights : NULL,
+      weights, &error);
+  if (!self->enc)
+    goto bad_model;
+  if (npu_audio_enc_get_sample_rate (self->enc) != GST_NPU_LOG_MEL_SAMPLE_RATE)
+    goto bad_rate;
+  GST_INFO_OBJECT (self, "%s: %u mels, up to %u frames, %u-wide tokens",
+      path, npu_audio_enc_get_n_mels (self->enc),
+      npu_audio_enc_get_max_frames (self->enc),
+      npu_audio_enc_get_out_dim (self->enc));
+  g_mutex_lock (&self->lock);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  return TRUE;
+
+  /* ERRORS */
+open_failed:
+  {
+    if (!g_file_test (path, G_FILE_TEST_EXISTS))
+      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+          ("Model file \"%s\" not found.", path), ("%s", error->message));
+    else
+      GST_ELEMENT_ERROR (self, STREAM, DECODE,
+          ("Model file \"%s\" is not a usable GGUF file: %s", path,
+              error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+bad_model:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, WRONG_TYPE,
+        ("Model \"%s\" is not a usable audio encoder: %s", path,
+            error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+bad_rate:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, WRONG_TYPE,
+        ("Model \"%s\" is not a usable audio encoder: it wants %u Hz, the "
+            "Whisper front end gives %u Hz", path,
+            npu_audio_enc_get_sample_rate (self->enc),
+            GST_NPU_LOG_MEL_SAMPLE_RATE), (NULL));
+    g_clear_pointer (&self->enc, npu_audio_enc_free);
+    return FALSE;
+  }
+}
+
+static gboolean
+load_from_weights (GstNpuAudioTok * self)
+{
+  GError *error = NULL;
+
+  if (!gst_npu_weights_map (self->weights, &error)) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("Cannot use the weights: %s", error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+  return load_model (self, gst_npu_weights_get_location (self->weights),
+      self->weights);
+}
+
+/* ------------------------------------------------------------------------
+ * Caps
+ */
+/* Waits until the encoder is loaded (weights pad); FALSE when flushing. */
+static gboolean
+wait_for_model (GstNpuAudioTok * self)
+{
+  g_mutex_lock (&self->lock);
+  while (!self->enc && !self->flushing)
+    g_cond_wait (&self->cond, &self->lock);
+  g_mutex_unlock (&self->lock);
+  return self->enc != NULL;
+}
+
+static void
+stream_reset (GstNpuAudioTok * self)
+{
+  if (self->chunk) {
+    g_free (self->chunk->samples);
+    g_free (self->chunk);
+    self->chunk = NULL;
+  }
+  if (self->fe)
+    gst_npu_audio_frontend_reset (self->fe);
+  self->base_ts = GST_CLOCK_TIME_NONE;
+  self->n_in = self->n_out = 0;
+  self->energy = 0.0;
+  self->energy_n = 0;
+  self->last_voiced = 0;
+  self->split_len = 0;
+}
+
+static GstFlowReturn drain (GstNpuAudioTok * self);
+
+static gboolean
+set_caps (GstNpuAudioTok * self, GstCaps * caps)
+{
+  GstAudioInfo info;
+  GError *error = NULL;
+  GstClockTime chunk, overlap, hangover;
+  GstCaps *out;
+  gchar *dims;
+  guint frames;
+  gboolean ok;
+
+  if (!gst_npu_audio_frontend_parse_caps (caps, &info, &error))
+    goto bad_caps;
+  if (!wait_for_model (self))
+    return FALSE;
+  if (self->have_info) {
+    /* new caps mid-stream: the old audio is a clip of its own, and the
+     * scratch the tasks use must be idle before it is replaced */
+    drain (self);
+    g_mutex_lock (&self->lock);
+    while (self->inflight > 0 && !self->flushing)
+      g_cond_wait (&self->cond, &self->lock);
+    g_mutex_unlock (&self->lock);
+  }
+
+  GST_OBJECT_LOCK (self);
+  chunk = self->chunk_duration;
+  overlap = self->overlap;
+  hangover = self->vad_hangover;
+  self->vad_on = self->vad;
+  self->split_on = self->vad && self->vad_split;
+  self->vad_power = pow (10.0, self->vad_threshold / 10.0);
+  GST_OBJECT_UNLOCK (self);
+
+  /* the window: whole pairs of mel frames, no longer than the model's */
+  frames = gst_util_uint64_scale (chunk, GST_NPU_LOG_MEL_SAMPLE_RATE,
+      GST_SECOND * HOP) & ~1u;
+  frames = MIN (frames, npu_audio_enc_get_max_frames (self->enc)) & ~1u;
+  if (overlap >= chunk)
+    goto bad_overlap;
+  self->n_tokens = npu_audio_enc_get_n_tokens (self->enc, frames);
+  if (self->n_tokens == 0)
+    goto bad_window;
+  self->window_frames = frames;
+  self->window_len = (gsize) frames *HOP;
+  self->overlap_len = MIN (gst_util_uint64_scale (overlap,
+          GST_NPU_LOG_MEL_SAMPLE_RATE, GST_SECOND), self->window_len / 2);
+  self->hangover_len = MIN (gst_util_uint64_scale (hangover,
+          GST_NPU_LOG_MEL_SAMPLE_RATE, GST_SECOND), self->window_len / 2);
+
+  if (self->fe)
+    gst_npu_audio_frontend_free (self->fe);
+  self->fe = gst_npu_audio_frontend_new (&info, GST_NPU_LOG_MEL_SAMPLE_RATE,
+      &error);
+  if (!self->fe)
+    goto bad_caps;
+  self->info = info;
+  self->have_info = TRUE;
+  stream_reset (self);
+
+  if (self->log_mel)
+    gst_npu_log_mel_free (self->log_mel);
+  self->log_mel = gst_npu_log_mel_new (npu_audio_enc_get_n_mels (self->enc));
+  g_free (self->mel);
+  self->mel = g_new (gfloat, (gsize) frames *
+      npu_audio_enc_get_n_mels (self->enc));
+  GST_INFO_OBJECT (self, "%s, %d ch, %d Hz; window %u frames -> %u tokens",
+      GST_AUDIO_INFO_NAME (&info), GST_AUDIO_INFO_CHANNELS (&info),
+      GST_AUDIO_INFO_RATE (&info), frames, self->n_tokens);
+
+  dims = g_strdup_printf ("%u:%u", npu_audio_enc_get_out_dim (self->enc),
+      self->n_tokens);
+  out = gst_caps_new_simple ("other/tensors", "format", G_TYPE_STRING,
+      "static", "num_tensors", G_TYPE_INT, 1, "types", G_TYPE_STRING,
+      "float32", "dimensions", G_TYPE_STRING, dims, "framerate",
+      GST_TYPE_FRACTION, 0, 1, NULL);
+  g_free (dims);
+  ok = gst_pad_set_caps (self->srcpad, out);
+  gst_caps_unref (out);
+  return ok;
+
+  /* ERRORS */
+bad_caps:
+  {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("%s", error->message),
+        ("%" GST_PTR_FORMAT, caps));
+    g_error_free (error);
+    return FALSE;
+  }
+bad_overlap:
+  {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+        ("The overlap (%" GST_TIME_FORMAT ") must be shorter than the chunk "
+            "(%" GST_TIME_FORMAT ").", GST_TIME_ARGS (overlap),
+            GST_TIME_ARGS (chunk)), (NULL));
+    return FALSE;
+  }
+bad_window:
+  {
+    GST_ELEMENT_ERROR (self, LIBRARY, SETTINGS,
+        ("The encoder cannot take a window of %u mel frames (chunk-duration "
+            "%" GST_TIME_FORMAT ").", frames, GST_TIME_ARGS (chunk)), (NULL));
+    return FALSE;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Encoding
+ */
+typedef struct
+{
+  GstNpuAudioTok *self;
+  Chunk *chunk;
+  GstMemory *outmem;
+  gfloat *out;
+} EncodeJob;
+
+static gboolean
+encode_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  EncodeJob *job = user_data;
+  GstNpuAudioTok *self = job->self;
+  gint64 t0 = g_get_monotonic_time ();
+  gboolean ok;
+
+  /* the log-mel of the chunk as llama.cpp's for a clip of that length */
+  gst_npu_log_mel_compute (self->log_mel, job->chunk->samples, job->chunk->n,
+      self->window_frames, self->mel);
+  ok = npu_audio_enc_encode (self->enc, task, self->mel, self->window_frames,
+      job->out, error);
+  gst_npu_memory_end_cpu_write (job->outmem);
+  self->last_encode_us = g_get_monotonic_time () - t0;
+  GST_OBJECT_LOCK (self);
+  self->chunks_processed++;
+  GST_OBJECT_UNLOCK (self);
+  return ok;
+}
+
+static void
+chunk_free (Chunk * chunk)
+{
+  g_free (chunk->samples);
+  g_free (chunk);
+}
+
+static void
+encode_job_free (gpointer data)
+{
+  EncodeJob *job = data;
+  GstNpuAudioTok *self = job->self;
+
+  chunk_free (job->chunk);
+  gst_memory_unref (job->outmem);
+  g_free (job);
+
+  g_mutex_lock (&self->lock);
+  self->inflight--;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+static GstClockTime
+sample_time (GstNpuAudioTok * self, guint64 index)
+{
+  return self->base_ts + gst_util_uint64_scale (index, GST_SECOND,
+      GST_NPU_LOG_MEL_SAMPLE_RATE);
+}
+
+static void
+post_qos_drop (GstNpuAudioTok * self, GstClockTime ts, GstClockTime dur)
+{
+  GstSegment *segment = NULL;
+  GstEvent *ev = gst_pad_get_sticky_event (self->sinkpad, GST_EVENT_SEGMENT,
+      0);
+  GstClockTime running = GST_CLOCK_TIME_NONE, stream = GST_CLOCK_TIME_NONE;
+  GstMessage *msg;
+
+  if (ev) {
+    gst_event_parse_segment (ev, (const GstSegment **) &segment);
+    running = gst_segment_to_running_time (segment, GST_FORMAT_TIME, ts);
+    stream = gst_segment_to_stream_time (segment, GST_FORMAT_TIME, ts);
+    gst_event_unref (ev);
+  }
+  msg = gst_message_new_qos (GST_OBJECT (self), FALSE, running, stream, ts,
+      dur);
+  GST_OBJECT_LOCK (self);
+  self->chunks_dropped++;
+  gst_message_set_qos_stats (msg, GST_FORMAT_BUFFERS, self->chunks_processed,
+      self->chunks_dropped);
+  GST_OBJECT_UNLOCK (self);
+  gst_element_post_message (GST_ELEMENT (self), msg);
+}
+
+/* Cancels the oldest chunk that is not being encoded yet.  Called with
+ * the lock held; returns TRUE if one was cancelled. */
+static gboolean
+cancel_oldest_locked (GstNpuAudioTok * self)
+{
+  GList *l;
+
+  for (l = self->pending.head; l;) {
+    NpuFence *fence = l->data;
+    GList *next = l->next;
+    gboolean done = npu_fence_is_signalled (fence), cancelled = FALSE;
+
+    if (!done) {
+      /* The job's destroy takes the lock: let go while cancelling. */
+      g_mutex_unlock (&self->lock);
+      cancelled = npu_queue_cancel (self->queue, fence);
+      g_mutex_lock (&self->lock);
+    }
+    if (done || cancelled) {
+      g_queue_delete_link (&self->pending, l);
+      npu_fence_unref (fence);
+      if (cancelled)
+        return TRUE;
+    }
+    l = next;
+  }
+  return FALSE;
+}
+
+/* Hands @chunk (taken) to the encoder and pushes its tokens. */
+static GstFlowReturn
+submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
+{
+  GstClockTime pts = sample_time (self, chunk->start), dur;
+  GstNpuAudioTokPolicy policy;
+  guint max_inflight, out_dim = npu_audio_enc_get_out_dim (self->enc);
+  EncodeJob *job;
+  GstBuffer *outbuf;
+  NpuFence *fence;
+
+  dur = sample_time (self, chunk->start + chunk->n) - pts;
+  if (self->vad_on && !chunk->voiced) {
+    GST_LOG_OBJECT (self, "silent chunk at %" GST_TIME_FORMAT,
+        GST_TIME_ARGS (pts));
+    GST_OBJECT_LOCK (self);
+    self->chunks_silent++;
+    GST_OBJECT_UNLOCK (self);
+    chunk_free (chunk);
+    return GST_FLOW_OK;
+  }
+
+  GST_OBJECT_LOCK (self);
+  max_inflight = self->max_inflight;
+  policy = self->policy;
+  GST_OBJECT_UNLOCK (self);
+
+  g_mutex_lock (&self->lock);
+  if (self->inflight >= max_inflight &&
+      policy == GST_NPU_AUDIO_TOK_POLICY_DROP_NEWEST) {
+    g_mutex_unlock (&self->lock);
+    post_qos_drop (self, pts, dur);
+    chunk_free (chunk);
+    return GST_FLOW_OK;
+  }
+  if (self->inflight >= max_inflight &&
+      policy == GST_NPU_AUDIO_TOK_POLICY_DROP_OLDEST &&
+      cancel_oldest_locked (self)) {
+    g_mutex_unlock (&self->lock);
+    post_qos_drop (self, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
+    g_mutex_lock (&self->lock);
+  }
+  while (self->inflight >= max_inflight && !self->flushing)
+    g_cond_wait (&self->cond, &self->lock);
+  if (self->flushing) {
+    g_mutex_unlock (&self->lock);
+    chunk_free (chunk);
+    return GST_FLOW_FLUSHING;
+  }
+  self->inflight++;
+  g_mutex_unlock (&self->lock);
+
+  job = g_new0 (EncodeJob, 1);
+  job->self = self;
+  job->chunk = chunk;
+  job->outmem = gst_allocator_alloc (self->allocator,
+      (gsize) out_dim * self->n_tokens * sizeof (gfloat), NULL);
+  if (!job->outmem)
+    goto no_memory;
+  job->out = (gfloat *) gst_npu_memory_begin_cpu_write (job->outmem);
+
+  outbuf = gst_buffer_new ();
+  gst_buffer_append_memory (outbuf, gst_memory_ref (job->outmem));
+  GST_BUFFER_PTS (outbuf) = pts;
+  GST_BUFFER_DURATION (outbuf) = dur;
+  gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_AUDIO,
+      self->n_tokens, out_dim, self->n_tokens, 1, pts, dur);
+
+  fence = npu_queue_submit (self->queue, encode_task, job, encode_job_free,
+      NULL, 0);
+  gst_buffer_add_npu_fence_meta (outbuf, fence);
+  g_mutex_lock (&self->lock);
+  while (!g_queue_is_empty (&self->pending) &&
+      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
+    npu_fence_unref (g_queue_pop_head (&self->pending));
+  g_queue_push_tail (&self->pending, fence);
+  g_mutex_unlock (&self->lock);
+  GST_DEBUG_OBJECT (self, "chunk %" GST_TIME_FORMAT " + %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (pts), GST_TIME_ARGS (dur));
+  return gst_pad_push (self->srcpad, outbuf);
+
+  /* ERRORS */
+no_memory:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
+        ("Cannot allocate the token tensor."), (NULL));
+    job->outmem = gst_allocator_alloc (self->allocator, 1, NULL);
+    encode_job_free (job);
+    return GST_FLOW_ERROR;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Chunking and the voice-activity gate
+ */
+static Chunk *
+chunk_new (GstNpuAudioTok * self, guint64 start)
+{
+  Chunk *chunk = g_new0 (Chunk, 1);
+
+  /* zeros past the samples: the window's silent tail */
+  chunk->samples = g_new0 (gfloat, self->window_len);
+  chunk->start = start;
+  return chunk;
+}
+
+/* Closes the open chunk; a full one passes its overlap to the next. */
+static GstFlowReturn
+close_chunk (GstNpuAudioTok * self, gboolean carry_overlap)
+{
+  Chunk *chunk = self->chunk, *next = NULL;
+
+  if (carry_overlap && self->overlap_len > 0) {
+    next = chunk_new (self, chunk->start + chunk->n - self->overlap_len);
+    memcpy (next->samples, chunk->samples + chunk->n - self->overlap_len,
+        self->overlap_len * sizeof (gfloat));
+    next->n = self->overlap_len;
+  }
+  self->chunk = next;
+  return submit_chunk (self, chunk);
+}
+
+/* No voice before @at yet: keep only a hangover of silence before it. */
+static void
+trim_lead_in (GstNpuAudioTok * self, Chunk * chunk, gsize at)
+{
+  gsize drop, keep;
+
+  if (at <= self->hangover_len)
+    return;
+  drop = at - self->hangover_len;
+  keep = chunk->n - drop;
+  memmove (chunk->samples, chunk->samples + drop, keep * sizeof (gfloat));
+  memset (chunk->samples + keep, 0, drop * sizeof (gfloat));
+  chunk->n = keep;
+  chunk->start += drop;
+}
+
+/* The end of a 10 ms frame: voice or not, and what that does. */
+static GstFlowReturn
+end_of_vad_frame (GstNpuAudioTok * self)
+{
+  Chunk *chunk = self->chunk;
+  gboolean voiced = self->energy / HOP > self->vad_power;
+
+  self->energy = 0.0;
+  self->energy_n = 0;
+  if (voiced && !chunk->voiced && self->split_on) {
+    /* The lead-in is counted from the first loud sample, not from the
+     * frame: the frames' grid depends on when the stream started, the
+     * first loud sample does not, so the same utterance captured from a
+     * microphone or read from a file starts its chunk at the same place. */
+    gsize frame = MIN (chunk->n, HOP), onset = chunk->n - frame, i;
+
+    for (i = chunk->n - frame; i < chunk->n; i++) {
+      if ((gdouble) chunk->samples[i] * chunk->samples[i] > self->vad_power) {
+        onset = i;
+        break;
+      }
+    }
+    trim_lead_in (self, chunk, onset);
+  }
+  if (voiced) {
+    chunk->voiced = TRUE;
+    self->last_voiced = self->n_out;
+    return GST_FLOW_OK;
+  }
+  if (!self->split_on)
+    return GST_FLOW_OK;
+  if (chunk->voiced && self->n_out - self->last_voiced >= self->hangover_len)
+    return close_chunk (self, FALSE);   /* the utterance ended */
+  if (!chunk->voiced)
+    trim_lead_in (self, chunk, chunk->n);
+  return GST_FLOW_OK;
+}
+
+/* Appends 16 kHz samples to the stream. */
+static GstFlowReturn
+take_samples (GstNpuAudioTok * self, const gfloat * x, gsize n)
+{
+  GstFlowReturn ret = GST_FLOW_OK;
+
+  while (n > 0 && ret == GST_FLOW_OK) {
+    Chunk *chunk;
+    gsize take, i;
+
+    if (!self->chunk)
+      self->chunk = chunk_new (self, self->n_out);
+    chunk = self->chunk;
+    take = MIN (n, self->window_len - chunk->n);
+    take = MIN (take, HOP - self->energy_n);
+    memcpy (chunk->samples + chunk->n, x, take * sizeof (gfloat));
+    for (i = 0; i < take; i++)
+      self->energy += (gdouble) x[i] * x[i];
+    chunk->n += take;
+    self->energy_n += take;
+    self->n_out += take;
+    x += take;
+    n -= take;
+
+    if (self->energy_n == HOP)
+      ret = end_of_vad_frame (self);
+    if (ret == GST_FLOW_OK && self->chunk == chunk &&
+        chunk->n == self->window_len)
+      ret = close_chunk (self, TRUE);
+  }
+  return ret;
+}
+
+/* Converts @n_frames interleaved frames at @data (NULL: silence). */
+static GstFlowReturn
+convert (GstNpuAudioTok * self, gconstpointer data, gsize n_frames)
+{
+  gsize n_out = gst_npu_audio_frontend_get_out_frames (self->fe, n_frames);
+
+  if (n_out > self->conv_len) {
+    g_free (self->conv);
+    self->conv_len = n_out;
+    self->conv = g_new (gfloat, n_out);
+  }
+  n_out = gst_npu_audio_frontend_convert (self->fe, data, n_frames, self->conv);
+  if (data)
+    self->n_in += n_frames;
+  return take_samples (self, self->conv, n_out);
+}
+
+static void
+count_copy (GstNpuAudioTok * self, gsize bytes)
+{
+  GST_OBJECT_LOCK (self);
+  self->bytes_copied += bytes;
+  GST_OBJECT_UNLOCK (self);
+}
+
+/* Reads one memory in place; a frame split with the next is stitched. */
+static GstFlowReturn
+convert_memory (GstNpuAudioTok * self, const guint8 * data, gsize size)
+{
+  const guint bpf = GST_AUDIO_INFO_BPF (&self->info);
+  GstFlowReturn ret = GST_FLOW_OK;
+  gsize whole;
+
+  if (self->split_len > 0) {
+    gsize take = MIN (size, bpf - self->split_len);
+
+    memcpy (self->split + self->split_len, data, take);
+    self->split_len += take;
+    count_copy (self, take);
+    data += take;
+    size -= take;
+    if (self->split_len < bpf)
+      return GST_FLOW_OK;
+    ret = convert (self, self->split, 1);
+    self->split_len = 0;
+  }
+  whole = size / bpf;
+  if (ret == GST_FLOW_OK && whole > 0)
+    ret = convert (self, data, whole);
+  if (size % bpf) {
+    memcpy (self->split, data + whole * bpf, size % bpf);
+    self->split_len = size % bpf;
+    count_copy (self, size % bpf);
+  }
+  return ret;
+}
+
+/* Pushes the resampler's tail out and closes the partial chunk. */
+static GstFlowReturn
+drain (GstNpuAudioTok * self)
+{
+  GstFlowReturn ret = GST_FLOW_OK;
+  gsize latency;
+
+  if (!self->have_info || !self->enc)
+    return GST_FLOW_OK;
+  latency = gst_npu_audio_frontend_get_latency (self->fe);
+  if (latency > 0 && self->n_in > 0) {
+    gsize n = gst_npu_audio_frontend_get_out_frames (self->fe, latency);
+    /* only the output the real input is owed, not the silence's own */
+    guint64 owed = gst_util_uint64_scale (self->n_in,
+        GST_NPU_LOG_MEL_SAMPLE_RATE, GST_AUDIO_INFO_RATE (&self->info));
+
+    if (n > self->conv_len) {
+      g_free (self->conv);
+      self->conv_len = n;
+      self->conv = g_new (gfloat, n);
+    }
+    n = gst_npu_audio_frontend_convert (self->fe, NULL, latency, self->conv);
+    n = MIN (n, owed > self->n_out ? owed - self->n_out : 0);
+    ret = take_samples (self, self->conv, n);
+  }
+  if (ret == GST_FLOW_OK && self->chunk && self->chunk->n > 0) {
+    /* the energy of an unfinished 10 ms frame still counts */
+    if (self->energy_n > 0 && self->energy / self->energy_n > self->vad_power)
+      self->chunk->voiced = TRUE;
+    ret = close_chunk (self, FALSE);
+  }
+  if (self->chunk) {
+    chunk_free (self->chunk);
+    self->chunk = NULL;
+  }
+  return ret;
+}
+
+static GstFlowReturn
+gst_npu_audio_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
+  GstFlowReturn ret = GST_FLOW_OK;
+  GstClockTime pts = GST_BUFFER_PTS (buf);
+  guint i, n;
+
+  if (!self->have_info || !self->enc)
+    goto not_negotiated;
+
+  if (GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (self->base_ts)) {
+    GstClockTime expected = self->base_ts + gst_util_uint64_scale (self->n_in,
+        GST_SECOND, GST_AUDIO_INFO_RATE (&self->info));
+    GstClockTimeDiff drift = GST_CLOCK_DIFF (expected, pts);
+
+    if (GST_BUFFER_IS_DISCONT (buf) || ABS (drift) > MAX_DRIFT) {
+      /* a gap or a jump: what came before is a clip of its own */
+      GST_DEBUG_OBJECT (self, "discontinuity of %" GST_STIME_FORMAT,
+          GST_STIME_ARGS (drift));
+      ret = drain (self);
+      stream_reset (self);
+      if (ret != GST_FLOW_OK)
+        goto done;
+    }
+  }
+  if (!GST_CLOCK_TIME_IS_VALID (self->base_ts))
+    self->base_ts = GST_CLOCK_TIME_IS_VALID (pts) ? pts : 0;
+
+  /* memory by memory, so that a buffer of several is not merged */
+  n = gst_buffer_n_memory (buf);
+  for (i = 0; i < n && ret == GST_FLOW_OK; i++) {
+    GstMemory *mem = gst_buffer_peek_memory (buf, i);
+    GstMapInfo map;
+
+    if (!gst_memory_map (mem, &map, GST_MAP_READ))
+      goto map_failed;
+    /* the address is logged so that a test can see it is upstream's */
+    GST_LOG_OBJECT (self, "reading %" G_GSIZE_FORMAT " bytes in place at %p",
+        map.size, map.data);
+    ret = convert_memory (self, map.data, map.size);
+    gst_memory_unmap (mem, &map);
+  }
+
+done:
+  gst_buffer_unref (buf);
+  return ret;
+
+  /* ERRORS */
+not_negotiated:
+  {
+    gst_buffer_unref (buf);
+    if (self->flushing)
+      return GST_FLOW_FLUSHING;
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
+        ("audio arrived before caps"));
+    return GST_FLOW_NOT_NEGOTIATED;
+  }
+map_failed:
+  {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("Cannot read the audio: its memory cannot be mapped."), (NULL));
+    gst_buffer_unref (buf);
+    return GST_FLOW_ERROR;
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Events and queries
+ */
+static void
+set_flushing (GstNpuAudioTok * self, gboolean flushing)
+{
+  g_mutex_lock (&self->lock);
+  self->flushing = flushing;
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+}
+
+static gboolean
+gst_npu_audio_tok_sink_event (GstPad * pad, GstObject * parent,
+    GstEvent * event)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
+
+  if (pad == self->weightspad) {
+    switch (GST_EVENT_TYPE (event)) {
+      case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
+        gst_npu_weights_take_event (self->weights, event);
+        break;
+      case GST_EVENT_EOS:
+        gst_event_unref (event);
+        return self->enc || load_from_weights (self);
+      default:
+        break;
+    }
+    gst_event_unref (event);
+    return TRUE;
+  }
+
+  switch (GST_EVENT_TYPE (event)) {
+    case GST_EVENT_CAPS:{
+      GstCaps *caps;
+      gboolean ok;
+
+      gst_event_parse_caps (event, &caps);
+      ok = set_caps (self, caps);
+      gst_event_unref (event);
+      return ok;
+    }
+    case GST_EVENT_FLUSH_START:
+      set_flushing (self, TRUE);
+      if (self->queue)
+        npu_queue_flush (self->queue);
+      break;
+    case GST_EVENT_FLUSH_STOP:
+      stream_reset (self);
+      set_flushing (self, FALSE);
+      break;
+    case GST_EVENT_EOS:
+      /* the partial chunk, then wait: every token pushed is there before
+       * EOS, so a pipeline shut down at EOS cancels nothing handed on */
+      drain (self);
+      stream_reset (self);
+      g_mutex_lock (&self->lock);
+      while (self->inflight > 0 && !self->flushing)
+        g_cond_wait (&self->cond, &self->lock);
+      g_mutex_unlock (&self->lock);
+      break;
+    default:
+      break;
+  }
+  return gst_pad_event_default (pad, parent, event);
+}
+
+static gboolean
+gst_npu_audio_tok_sink_query (GstPad * pad, GstObject * parent,
+    GstQuery * query)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_ALLOCATION:{
+      GstAllocationParams params;
+      GstAllocator *allocator = self->allocator ?
+          gst_object_ref (self->allocator) : gst_npu_allocator_get_default ();
+
+      /* Sources that allocate (GstBaseSrc, GstAudioBaseSrc) write the
+       * samples straight into NPU memory; each buffer is read before
+       * chain returns, so no pool of ours needs to outlive it. */
+      gst_allocation_params_init (&params);
+      params.align = GST_NPU_ALIGN - 1;
+      gst_query_add_allocation_param (query, allocator, &params);
+      gst_object_unref (allocator);
+      return TRUE;
+    }
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+static gboolean
+gst_npu_audio_tok_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
+
+  switch (GST_QUERY_TYPE (query)) {
+    case GST_QUERY_LATENCY:{
+      gboolean live;
+      GstClockTime min, max, ours;
+      guint max_inflight;
+
+      if (!gst_pad_peer_query (self->sinkpad, query))
+        return FALSE;
+      gst_query_parse_latency (query, &live, &min, &max);
+      GST_OBJECT_LOCK (self);
+      max_inflight = self->max_inflight;
+      /* a chunk is complete a chunk after its first sample, and its
+       * tokens there up to max-inflight encodes later */
+      ours = self->chunk_duration +
+          self->last_encode_us * GST_USECOND * max_inflight;
+      GST_OBJECT_UNLOCK (self);
+      min += ours;
+      if (max != GST_CLOCK_TIME_NONE)
+        max += ours;
+      gst_query_set_latency (query, live, min, max);
+      return TRUE;
+    }
+    default:
+      return gst_pad_query_default (pad, parent, query);
+  }
+}
+
+static GstFlowReturn
+gst_npu_audio_tok_weights_chain (GstPad * pad, GstObject * parent,
+    GstBuffer * buf)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
+
+  if (!gst_npu_weights_add (self->weights, buf)) {
+    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
+        ("The weights pad takes tensors from mxfp4weights."),
+        ("a buffer without a tensor meta"));
+    return GST_FLOW_ERROR;
+  }
+  return GST_FLOW_OK;
+}
+
+static GstPad *
+gst_npu_audio_tok_request_new_pad (GstElement * element,
+    GstPadTemplate * templ, const gchar * name, const GstCaps * caps)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
+
+  if (self->weightspad)
+    return NULL;
+  self->weightspad = gst_pad_new_from_template (templ, "weights");
+  gst_pad_set_chain_function (self->weightspad,
+      gst_npu_audio_tok_weights_chain);
+  gst_pad_set_event_function (self->weightspad, gst_npu_audio_tok_sink_event);
+  gst_element_add_pad (element, self->weightspad);
+  return self->weightspad;
+}
+
+static void
+gst_npu_audio_tok_release_pad (GstElement * element, GstPad * pad)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
+
+  if (pad == self->weightspad)
+    self->weightspad = NULL;
+  gst_element_remove_pad (element, pad);
+}
+
+/* ------------------------------------------------------------------------
+ * States
+ */
+static gboolean
+start (GstNpuAudioTok * self)
+{
+  gchar *model;
+  guint n_threads;
+
+  GST_OBJECT_LOCK (self);
+  model = g_strdup (self->model);
+  n_threads = self->n_threads;
+  self->chunks_processed = self->chunks_dropped = self->chunks_silent = 0;
+  self->bytes_copied = 0;
+  GST_OBJECT_UNLOCK (self);
+
+  self->flushing = FALSE;
+  self->inflight = 0;
+  self->have_info = FALSE;
+  self->weights = gst_npu_weights_new ();
+  self->allocator = gst_npu_allocator_get_default ();
+  self->queue = npu_queue_new (npu_device_get_cpu (n_threads),
+      GST_OBJECT_NAME (self));
+  npu_device_unref (npu_queue_get_device (self->queue));
+  stream_reset (self);
+
+  if (!model && !self->weightspad) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model given."),
+        ("set the \"model\" property or link mxfp4weights to the weights "
+            "pad"));
+    g_free (model);
+    return FALSE;
+  }
+  if (model && !load_model (self, model, NULL)) {
+    g_free (model);
+    return FALSE;
+  }
+  g_free (model);
+  return TRUE;
+}
+
+static void
+stop (GstNpuAudioTok * self)
+{
+  set_flushing (self, TRUE);
+  if (self->queue)
+    npu_queue_free (self->queue);
+  self->queue = NULL;
+  stream_reset (self);
+  g_clear_pointer (&self->enc, npu_audio_enc_free);
+  g_clear_pointer (&self->gguf, npu_gguf_free);
+  g_clear_pointer (&self->weights, gst_npu_weights_free);
+  g_queue_clear_full (&self->pending, (GDestroyNotify) npu_fence_unref);
+  g_clear_pointer (&self->fe, gst_npu_audio_frontend_free);
+  g_clear_pointer (&self->log_mel, gst_npu_log_mel_free);
+  g_clear_pointer (&self->mel, g_free);
+  g_clear_pointer (&self->conv, g_free);
+  self->conv_len = 0;
+  gst_clear_object (&self->allocator);
+  self->have_info = FALSE;
+}
+
+static GstStateChangeReturn
+gst_npu_audio_tok_change_state (GstElement * element, GstStateChange transition)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
+  GstStateChangeReturn ret;
+
+  switch (transition) {
+    case GST_STATE_CHANGE_READY_TO_PAUSED:
+      if (!start (self)) {
+        stop (self);
+        return GST_STATE_CHANGE_FAILURE;
+      }
+      break;
+    case GST_STATE_CHANGE_PAUSED_TO_READY:
+      set_flushing (self, TRUE);
+      if (self->queue)
+        npu_queue_flush (self->queue);
+      break;
+    default:
+      break;
+  }
+
+  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
+
+  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
+    stop (self);
+  return ret;
+}

@@ -1,0 +1,1183 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: npuaudiotok element tests
+ *
+ * The tokens the element gives for a clip are compared with a double
+ * precision evaluation of the whole path written for the tests, sharing no
+ * code with the element or the core: the log-mel of
+ * tests/reference/npureflogmel.c and the encoder and projector of
+ * tests/reference/npurefaudio.c, on the samples the chunk should hold,
+ * with the matrix products on the exact (scalar) path.  Chunking,
+ * overlap, the voice gate, timestamps, buffer sizes, rates and channels,
+ * the NPU memory upstream writes into, copies, drops, flushing and bad
+ * input are checked here.
+ */
+#include <math.h>
+#include <string.h>
+#include <glib/gstdio.h>
+#include <gst/audio/audio.h>
+
+#include "npucheck.h"
+#include <gst/check/gstharness.h>
+#include <npu/npu.h>
+#include <core/npuaudioenc.h>
+#include <core/npugguf.h>
+#include <core/npumatmul.h>
+#include "../reference/npurefaudio.h"
+#include "../reference/npureflogmel.h"
+#include "../reference/npurefvit.h"
+#include "../tools/npumodelgen.h"
+
+static gchar *tmpdir, *text_path, *audio_path, *vision_path;
+
+static void
+setup (void)
+{
+  NpuTextModelParams tp;
+  NpuMmprojParams mp;
+  NpuAudioMmprojParams ap;
+  GError *error = NULL;
+
+  npu_check_load_plugins ();
+  tmpdir = g_dir_make_tmp ("npuaudiotok-XXXXXX", NULL);
+  text_path = g_build_filename (tmpdir, "text.gguf", NULL);
+  audio_path = g_build_filename (tmpdir, "audio.gguf", NULL);
+  vision_path = g_build_filename (tmpdir, "vision.gguf", NULL);
+  fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_QWEN2, "tiny",
+          &error));
+  fail_unless (npu_model_gen_write_text (&tp, text_path, NULL, &error));
+  fail_unless (npu_model_gen_audio_preset (&ap,
+          NPU_MODEL_AUDIO_PROJECTOR_QWEN2A, "tiny", &error), "%s",
+      error ? error->message : "");
+  fail_unless (npu_model_gen_write_audio_mmproj (&ap, text_path, audio_path,
+          NULL, &error), "%s", error ? error->message : "");
+  fail_unless (npu_model_gen_mmproj_preset (&mp, NPU_MODEL_PROJECTOR_MLP,
+          "tiny", &error));
+  fail_unless (npu_model_gen_write_mmproj (&mp, text_path, vision_path, NULL,
+          &error), "%s", error ? error->message : "");
+}
+
+static void
+teardown (void)
+{
+  g_unlink (text_path);
+  g_unlink (audio_path);
+  g_unlink (vision_path);
+  g_rmdir (tmpdir);
+  g_free (text_path);
+  g_free (audio_path);
+  g_free (vision_path);
+  g_free (tmpdir);
+}
+
+/* ------------------------------------------------------------------------
+ * Signals and the reference
+ */
+
+/* Speech-like test audio at 16 kHz: tones and a chirp below 7 kHz (inside
+ * the resampler's pass band), phrases separated by nothing. */
+static float *
+make_clip (gsize n, guint seed)
+{
+  float *s = g_new (float, n);
+  GRand *rand = g_rand_new_with_seed (seed);
+  double f1 = g_rand_double_range (rand, 150, 400);
+  gsize i;
+
+  for (i = 0; i < n; i++) {
+    double t = i / 16000.0;
+
+    s[i] = 0.25 * sin (2 * M_PI * f1 * t) +
+        0.15 * sin (2 * M_PI * (500.0 + 700.0 * t) * t) +
+        0.05 * sin (2 * M_PI * 3300.0 * t + 1.0) +
+        0.02 * sin (2 * M_PI * 6100.0 * t);
+  }
+  g_rand_free (rand);
+  return s;
+}
+
+/* Band-limited value of the same signal at any time (seconds). */
+static double
+clip_at (double t, guint seed)
+{
+  GRand *rand = g_rand_new_with_seed (seed);
+  double f1 = g_rand_double_range (rand, 150, 400);
+
+  g_rand_free (rand);
+  return 0.25 * sin (2 * M_PI * f1 * t) +
+      0.15 * sin (2 * M_PI * (500.0 + 700.0 * t) * t) +
+      0.05 * sin (2 * M_PI * 3300.0 * t + 1.0) +
+      0.02 * sin (2 * M_PI * 6100.0 * t);
+}
+
+typedef struct
+{
+  NpuGguf *gguf;
+  NpuRefLookup lk;
+  guint n_frames, n_tokens, dim, n_mels;
+  gchar *isa;
+} Ref;
+
+/* The reference for chunks of @chunk; the element's matrix products are
+ * put on the exact path the reference models without rounding. */
+static void
+ref_init (Ref * ref, const gchar * path, GstClockTime chunk)
+{
+  NpuAudioEnc *enc;
+  GError *error = NULL;
+
+  ref->gguf = npu_gguf_open (path, &error);
+  fail_unless (ref->gguf != NULL, "%s", error ? error->message : "");
+  ref->lk.gguf = ref->gguf;
+  ref->lk.func = NULL;
+  ref->lk.user_data = NULL;
+  /* sizes only: the tokens come from the reference */
+  enc = npu_audio_enc_new (ref->gguf, NULL, NULL, &error);
+  fail_unless (enc != NULL, "%s", error ? error->message : "");
+  ref->n_frames = MIN (gst_util_uint64_scale (chunk, 100, GST_SECOND) & ~1u,
+      npu_audio_enc_get_max_frames (enc));
+  ref->n_tokens = npu_audio_enc_get_n_tokens (enc, ref->n_frames);
+  ref->dim = npu_audio_enc_get_out_dim (enc);
+  ref->n_mels = npu_audio_enc_get_n_mels (enc);
+  npu_audio_enc_free (enc);
+  ref->isa = g_strdup (npu_matmul_get_isa ());
+  fail_unless (npu_matmul_set_isa ("scalar"));
+}
+
+/* The tokens of the chunk holding @s[0..@n), in double. */
+static double *
+ref_tokens (Ref * ref, const float *s, gsize n)
+{
+  double *mel = npu_ref_log_mel (s, n, ref->n_frames, ref->n_mels);
+  double *out = g_new (double, (gsize) ref->n_tokens * ref->dim);
+
+  fail_unless_equals_int (npu_ref_audio_encode (&ref->lk, mel, ref->n_frames,
+          FALSE, out), ref->n_tokens);
+  g_free (mel);
+  return out;
+}
+
+static void
+ref_clear (Ref * ref)
+{
+  fail_unless (npu_matmul_set_isa (ref->isa));
+  g_free (ref->isa);
+  npu_gguf_free (ref->gguf);
+}
+
+/* ------------------------------------------------------------------------
+ * Running the element
+ */
+static guint64
+get_u64 (GstHarness * h, const gchar * name)
+{
+  GstElement *tok = gst_harness_find_element (h, "npuaudiotok");
+  guint64 v;
+
+  fail_unless (tok != NULL);
+  g_object_get (tok, name, &v, NULL);
+  gst_object_unref (tok);
+  return v;
+}
+
+static GstHarness *
+make_harness (const gchar * props, const gchar * caps)
+{
+  gchar *desc = g_strdup_printf ("npuaudiotok model=%s n-threads=1 %s",
+      audio_path, props);
+  GstHarness *h = gst_harness_new_parse (desc);
+
+  g_free (desc);
+  gst_harness_set_src_caps_str (h, caps);
+  return h;
+}
+
+/* Pushes @n frames of @bpf bytes at @rate in buffers of @per frames. */
+static void
+push_pcm (GstHarness * h, const guint8 * pcm, gsize n, gsize bpf, gint rate,
+    gsize per)
+{
+  gsize off;
+
+  for (off = 0; off < n; off += per) {
+    gsize k = MIN (per, n - off);
+    GstBuffer *buf = gst_harness_create_buffer (h, k * bpf);
+
+    gst_buffer_fill (buf, 0, pcm + off * bpf, k * bpf);
+    GST_BUFFER_PTS (buf) = gst_util_uint64_scale (off, GST_SECOND, rate);
+    GST_BUFFER_DURATION (buf) = gst_util_uint64_scale (off + k, GST_SECOND,
+        rate) - GST_BUFFER_PTS (buf);
+    fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+  }
+}
+
+typedef struct
+{
+  GPtrArray *tokens;            /* float arrays */
+  GArray *pts, *dur;
+  guint n_tokens, dim;
+} Out;
+
+static void
+collect (GstHarness * h, Out * out)
+{
+  GstBuffer *buf;
+
+  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
+  out->tokens = g_ptr_array_new_with_free_func (g_free);
+  out->pts = g_array_new (FALSE, FALSE, sizeof (GstClockTime));
+  out->dur = g_array_new (FALSE, FALSE, sizeof (GstClockTime));
+  while ((buf = gst_harness_try_pull (h))) {
+    GstNpuTokensMeta *meta = gst_buffer_get_npu_tokens_meta (buf);
+    GstMapInfo map;
+
+    fail_unless (meta != NULL);
+    fail_unless (gst_buffer_get_npu_fence_meta (buf) != NULL);
+    fail_unless_equals_int (meta->modality, GST_NPU_MODALITY_AUDIO);
+    fail_unless_equals_uint64 (meta->source_pts, GST_BUFFER_PTS (buf));
+    fail_unless_equals_uint64 (meta->source_duration,
+        GST_BUFFER_DURATION (buf));
+    out->n_tokens = meta->n_tokens;
+    out->dim = meta->dim;
+    fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+    fail_unless_equals_uint64 (map.size,
+        (gsize) meta->n_tokens * meta->dim * sizeof (float));
+    g_ptr_array_add (out->tokens, g_memdup2 (map.data, map.size));
+    gst_buffer_unmap (buf, &map);
+    g_array_append_val (out->pts, GST_BUFFER_PTS (buf));
+    g_array_append_val (out->dur, GST_BUFFER_DURATION (buf));
+    gst_buffer_unref (buf);
+  }
+}
+
+static void
+out_clear (Out * out)
+{
+  g_ptr_array_unref (out->tokens);
+  g_array_unref (out->pts);
+  g_array_unref (out->dur);
+}
+
+#define OUT_PTS(o,i) g_array_index ((o)->pts, GstClockTime, (i))
+#define OUT_DUR(o,i) g_array_index ((o)->dur, GstClockTime, (i))
+
+static Out
+run_f32 (const gchar * props, const float *s, gsize n, gsize per)
+{
+  GstHarness *h = make_harness (props, "audio/x-raw,format=F32LE,"
+      "layout=interleaved,rate=16000,channels=1");
+  Out out;
+
+  push_pcm (h, (const guint8 *) s, n, 4, 16000, per);
+  collect (h, &out);
+  gst_harness_teardown (h);
+  return out;
+}
+
+static double
+tokens_error (const float *y, const double *ref, gsize n)
+{
+  double err = 0;
+
+  fail_unless (npu_ref_error_over_rms (y, ref, n, &err), "not finite");
+  return err;
+}
+
+/* ------------------------------------------------------------------------
+ * Tokens
+ */
+
+/* Max error over rms between the element's tokens and the double
+ * reference, on the scalar matmul path: the log-mels differ by up to
+ * 3e-5 (float FFT against double DFT), the encoder adds ~1e-6
+ * (tests/unit/test-audioenc.c); measured 6e-6 to 1e-5. */
+#define TOKENS_TOL 1e-4
+
+GST_START_TEST (test_tokens_reference)
+{
+  const gsize n = 40000;        /* 2.5 s: two chunks of 1 s and a half */
+  float *s = make_clip (n, 1);
+  Ref ref;
+  Out out;
+  guint c;
+
+  ref_init (&ref, audio_path, GST_SECOND);
+  out = run_f32 ("vad=false chunk-duration=1000000000", s, n, 1600);
+  fail_unless_equals_int (out.tokens->len, 3);
+  fail_unless_equals_int (out.n_tokens, ref.n_tokens);
+  fail_unless_equals_int (out.dim, ref.dim);
+  for (c = 0; c < 3; c++) {
+    gsize from = c * 16000, len = MIN (16000, n - from);
+    double *r = ref_tokens (&ref, s + from, len), err;
+
+    err = tokens_error (g_ptr_array_index (out.tokens, c), r,
+        (gsize) ref.n_tokens * ref.dim);
+    GST_INFO ("chunk %u: error over rms %g", c, err);
+    fail_unless (err <= TOKENS_TOL, "chunk %u: error %g", c, err);
+    /* the audio the chunk covers */
+    fail_unless_equals_uint64 (OUT_PTS (&out, c), c * GST_SECOND);
+    fail_unless_equals_uint64 (OUT_DUR (&out, c),
+        gst_util_uint64_scale (len, GST_SECOND, 16000));
+    g_free (r);
+  }
+  out_clear (&out);
+  ref_clear (&ref);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_overlap)
+{
+  const gsize n = 32000;        /* 2 s, chunks of 1 s every 0.75 s */
+  float *s = make_clip (n, 2);
+  Ref ref;
+  Out out;
+  guint c;
+
+  ref_init (&ref, audio_path, GST_SECOND);
+  out = run_f32 ("vad=false chunk-duration=1000000000 overlap=250000000", s,
+      n, 320);
+  fail_unless_equals_int (out.tokens->len, 3);
+  for (c = 0; c < 3; c++) {
+    gsize from = c * 12000, len = MIN (16000, n - from);
+    double *r = ref_tokens (&ref, s + from, len), err;
+
+    err = tokens_error (g_ptr_array_index (out.tokens, c), r,
+        (gsize) ref.n_tokens * ref.dim);
+    fail_unless (err <= TOKENS_TOL, "chunk %u: error %g", c, err);
+    fail_unless_equals_uint64 (OUT_PTS (&out, c), c * 750 * GST_MSECOND);
+    g_free (r);
+  }
+  out_clear (&out);
+  ref_clear (&ref);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+/* 10 ms or 1 s buffers: the same samples, the same tokens, bit for bit */
+GST_START_TEST (test_buffer_sizes)
+{
+  const gsize n = 24000;
+  float *s = make_clip (n, 3);
+  Out a, b;
+  guint c;
+
+  a = run_f32 ("vad=false chunk-duration=1000000000", s, n, 160);
+  b = run_f32 ("vad=false chunk-duration=1000000000", s, n, 16000);
+  fail_unless_equals_int (a.tokens->len, 2);
+  fail_unless_equals_int (b.tokens->len, 2);
+  for (c = 0; c < 2; c++) {
+    fail_unless (memcmp (g_ptr_array_index (a.tokens, c),
+            g_ptr_array_index (b.tokens, c),
+            (gsize) a.n_tokens * a.dim * sizeof (float)) == 0, "chunk %u", c);
+    fail_unless_equals_uint64 (OUT_PTS (&a, c), OUT_PTS (&b, c));
+    fail_unless_equals_uint64 (OUT_DUR (&a, c), OUT_DUR (&b, c));
+  }
+  out_clear (&a);
+  out_clear (&b);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+/* 44.1 kHz stereo S16LE against 16 kHz mono F32 of the same band-limited
+ * sound: measured 1.6-1.8 % (max error over rms), the same with F32LE
+ * input, so it is the resampler's (its filter rings where the stream
+ * starts and ends abruptly, and the log-mel's maximum is taken near
+ * there), not S16's.  Bound 5 %; a channel dropped from the mix or a
+ * resampler without its tail gives far more. */
+#define RATES_TOL 5e-2
+
+GST_START_TEST (test_44k_stereo)
+{
+  const gsize n16 = 32000, n44 = 88200;
+  float *s = make_clip (n16, 4);
+  gint16 *pcm = g_new (gint16, n44 * 2);
+  GstHarness *h;
+  Ref ref;
+  Out a, b;
+  guint c;
+  gsize i;
+
+  for (i = 0; i < n44; i++) {
+    double v = clip_at (i / 44100.0, 4);
+
+    /* left and right differ; their mean is the mono signal */
+    pcm[2 * i] = (gint16) lrint (32767.0 * (v * 1.5 - 0.05 * sin (i * 0.01)));
+    pcm[2 * i + 1] = (gint16) lrint (32767.0 * (v * 0.5 + 0.05 *
+            sin (i * 0.01)));
+  }
+  ref_init (&ref, audio_path, GST_SECOND);
+  a = run_f32 ("vad=false chunk-duration=1000000000", s, n16, 1600);
+  h = make_harness ("vad=false chunk-duration=1000000000",
+      "audio/x-raw,format=S16LE,layout=interleaved,rate=44100,channels=2,"
+      "channel-mask=(bitmask)0x3");
+  push_pcm (h, (const guint8 *) pcm, n44, 4, 44100, 441);
+  collect (h, &b);
+  gst_harness_teardown (h);
+  /* and through the resampler too, 10 ms or 1 s buffers give the same
+   * tokens, bit for bit */
+  {
+    Out c1;
+
+    h = make_harness ("vad=false chunk-duration=1000000000",
+        "audio/x-raw,format=S16LE,layout=interleaved,rate=44100,channels=2,"
+        "channel-mask=(bitmask)0x3");
+    push_pcm (h, (const guint8 *) pcm, n44, 4, 44100, 44100);
+    collect (h, &c1);
+    gst_harness_teardown (h);
+    fail_unless_equals_int (c1.tokens->len, b.tokens->len);
+    for (c = 0; c < b.tokens->len; c++)
+      fail_unless (memcmp (g_ptr_array_index (b.tokens, c),
+              g_ptr_array_index (c1.tokens, c),
+              (gsize) b.n_tokens * b.dim * sizeof (float)) == 0, "chunk %u",
+          c);
+    out_clear (&c1);
+  }
+
+  fail_unless_equals_int (b.tokens->len, a.tokens->len);
+  for (c = 0; c < a.tokens->len; c++) {
+    double *r = g_new (double, (gsize) a.n_tokens * a.dim), err;
+    const float *x = g_ptr_array_index (a.tokens, c);
+
+    for (i = 0; i < (gsize) a.n_tokens * a.dim; i++)
+      r[i] = x[i];
+    err = tokens_error (g_ptr_array_index (b.tokens, c), r,
+        (gsize) a.n_tokens * a.dim);
+    GST_INFO ("chunk %u: 44.1 kHz stereo against 16 kHz mono: %g", c, err);
+    fail_unless (err <= RATES_TOL, "chunk %u: error %g", c, err);
+    fail_unless_equals_uint64 (OUT_PTS (&a, c), OUT_PTS (&b, c));
+    g_free (r);
+  }
+  out_clear (&a);
+  out_clear (&b);
+  ref_clear (&ref);
+  g_free (pcm);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------
+ * The voice-activity gate
+ */
+GST_START_TEST (test_vad)
+{
+  /* 2 s of silence, 1 s of sound, 2 s of silence, in 30 s chunks */
+  const gsize n = 80000;
+  float *s = g_new0 (float, n), *tone = make_clip (16000, 5);
+  GstHarness *h;
+  Out out;
+  guint64 silent;
+
+  memcpy (s + 32000, tone, 16000 * sizeof (float));
+  out = run_f32 ("vad-split=true vad-hangover=300000000", s, n, 160);
+  /* one chunk: 300 ms of lead-in, the sound, 300 ms of hangover */
+  fail_unless_equals_int (out.tokens->len, 1);
+  fail_unless_equals_uint64 (OUT_PTS (&out, 0), 1700 * GST_MSECOND);
+  fail_unless_equals_uint64 (OUT_DUR (&out, 0), 1600 * GST_MSECOND);
+  out_clear (&out);
+
+  /* without vad-split the gate only keeps silent chunks back: the same
+   * sound in 1 s chunks is the chunk from 2 s to 3 s, the others silent */
+  {
+    GstHarness *hs = make_harness ("chunk-duration=1000000000",
+        "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+
+    push_pcm (hs, (const guint8 *) s, n, 4, 16000, 1600);
+    collect (hs, &out);
+    fail_unless_equals_int (out.tokens->len, 1);
+    fail_unless_equals_uint64 (OUT_PTS (&out, 0), 2 * GST_SECOND);
+    fail_unless_equals_uint64 (OUT_DUR (&out, 0), GST_SECOND);
+    fail_unless_equals_uint64 (get_u64 (hs, "chunks-silent"), 4);
+    out_clear (&out);
+    gst_harness_teardown (hs);
+  }
+
+  /* silence only: nothing, and the chunk it ended in counted */
+  memset (s, 0, n * sizeof (float));
+  h = make_harness ("", "audio/x-raw,format=F32LE,layout=interleaved,"
+      "rate=16000,channels=1");
+  push_pcm (h, (const guint8 *) s, n, 4, 16000, 1600);
+  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
+  fail_unless (gst_harness_try_pull (h) == NULL);
+  silent = get_u64 (h, "chunks-silent");
+  fail_unless_equals_uint64 (silent, 1);
+  gst_harness_teardown (h);
+
+  /* vad=false: silence is encoded too */
+  out = run_f32 ("vad=false chunk-duration=1000000000", s, 32000, 1600);
+  fail_unless_equals_int (out.tokens->len, 2);
+  out_clear (&out);
+  g_free (s);
+  g_free (tone);
+}
+
+GST_END_TEST;
+
+/* With vad-split the chunk starts a hangover before the first loud sample,
+ * wherever the 10 ms grid falls: the same utterance 77 samples later in
+ * the stream gives the same tokens, 77 samples later */
+GST_START_TEST (test_vad_onset_aligned)
+{
+  const gsize lead = 16000, len = 16000, pad = 16000;
+  float *tone = make_clip (len, 12);
+  float *a = g_new0 (float, lead + len + pad), *b = g_new0 (float,
+      lead + 77 + len + pad);
+  Out oa, ob;
+
+  memcpy (a + lead, tone, len * sizeof (float));
+  memcpy (b + lead + 77, tone, len * sizeof (float));
+  oa = run_f32 ("vad-split=true vad-hangover=200000000 "
+      "chunk-duration=3000000000", a, lead + len + pad, 160);
+  ob = run_f32 ("vad-split=true vad-hangover=200000000 "
+      "chunk-duration=3000000000", b, lead + 77 + len + pad, 160);
+  fail_unless_equals_int (oa.tokens->len, 1);
+  fail_unless_equals_int (ob.tokens->len, 1);
+  fail_unless_equals_uint64 (OUT_PTS (&oa, 0), 800 * GST_MSECOND);
+  fail_unless_equals_uint64 (OUT_PTS (&ob, 0), 800 * GST_MSECOND +
+      gst_util_uint64_scale (77, GST_SECOND, 16000));
+  fail_unless (memcmp (g_ptr_array_index (oa.tokens, 0),
+          g_ptr_array_index (ob.tokens, 0),
+          (gsize) oa.n_tokens * oa.dim * sizeof (float)) == 0);
+  out_clear (&oa);
+  out_clear (&ob);
+  g_free (a);
+  g_free (b);
+  g_free (tone);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------
+ * Memory: upstream writes into NPU memory, nothing is copied
+ */
+static GstPadProbeReturn
+count_npu_memory (GstPad * pad, GstPadProbeInfo * info, gpointer data)
+{
+  guint *counts = data;
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
+
+  counts[0]++;
+  if (gst_buffer_n_memory (buf) == 1 &&
+      gst_is_npu_memory (gst_buffer_peek_memory (buf, 0)))
+    counts[1]++;
+  return GST_PAD_PROBE_OK;
+}
+
+GST_START_TEST (test_audiotestsrc_npu_memory)
+{
+  gchar *desc = g_strdup_printf ("audiotestsrc num-buffers=20 "
+      "samplesperbuffer=1600 wave=sine ! audio/x-raw,format=S16LE,rate=48000,"
+      "channels=2 ! npuaudiotok name=t model=%s vad=false "
+      "chunk-duration=500000000 n-threads=1 ! fakesink", audio_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL), *tok;
+  GstPad *pad;
+  GstMessage *msg;
+  guint counts[2] = { 0, 0 };
+  guint64 copied, processed;
+
+  fail_unless (pipeline != NULL);
+  tok = gst_bin_get_by_name (GST_BIN (pipeline), "t");
+  pad = gst_element_get_static_pad (tok, "sink");
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, count_npu_memory,
+      counts, NULL);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      30 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  g_object_get (tok, "bytes-copied", &copied, "chunks-processed",
+      &processed, NULL);
+  /* every buffer audiotestsrc made was NPU memory, read where it was */
+  fail_unless_equals_int (counts[0], 20);
+  fail_unless_equals_int (counts[1], 20);
+  fail_unless_equals_uint64 (copied, 0);
+  /* 20 x 1600 samples at 48 kHz = 0.667 s: one chunk of 0.5 s and one
+   * partial */
+  fail_unless_equals_uint64 (processed, 2);
+
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (pad);
+  gst_object_unref (tok);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
+/* The converter reads the PCM at the address upstream wrote it to: a copy
+ * of the input anywhere before it (a gst_buffer_copy_deep(), a merge of
+ * memories) would move it */
+GST_START_TEST (test_reads_in_place)
+{
+  const gsize n = 3200;
+  float *s = make_clip (n, 10);
+  GstHarness *h = make_harness ("vad=false chunk-duration=100000000",
+      "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+  NpuLogCapture *cap = npu_log_capture_start ("npuaudiotok", GST_LEVEL_LOG);
+  gchar *where[2];
+  GstBuffer *buf;
+  guint i;
+
+  /* two memories in one buffer, each read where it is */
+  buf = gst_buffer_new ();
+  gst_buffer_append_memory (buf, gst_memory_new_wrapped (0, s, 1600 * 4, 0,
+          1600 * 4, NULL, NULL));
+  gst_buffer_append_memory (buf, gst_memory_new_wrapped (0, s + 1600,
+          1600 * 4, 0, 1600 * 4, NULL, NULL));
+  GST_BUFFER_PTS (buf) = 0;
+  fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+  where[0] = g_strdup_printf ("in place at %p", (gpointer) s);
+  where[1] = g_strdup_printf ("in place at %p", (gpointer) (s + 1600));
+  for (i = 0; i < 2; i++) {
+    if (npu_log_capture_count (cap, where[i], NULL) != 1)
+      npu_log_capture_dump (cap);
+    fail_unless_equals_int (npu_log_capture_count (cap, where[i], NULL), 1);
+    g_free (where[i]);
+  }
+  fail_unless_equals_int (npu_log_capture_count (cap, "in place at", NULL),
+      2);
+  npu_log_capture_stop (cap, "npuaudiotok");
+  gst_harness_teardown (h);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+/* Frames split between buffers are stitched: counted, same tokens */
+GST_START_TEST (test_split_frames_counted)
+{
+  const gsize n = 16000;
+  float *s = make_clip (n, 6);
+  GstHarness *h;
+  Out a, b;
+  gsize off, size = n * 4, expected = 0;
+  guint64 copied;
+
+  a = run_f32 ("vad=false chunk-duration=1000000000", s, n, 1600);
+  h = make_harness ("vad=false chunk-duration=1000000000",
+      "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+  /* 1001-byte buffers: a frame split at most boundaries */
+  for (off = 0; off < size; off += 1001) {
+    gsize k = MIN (1001, size - off);
+    GstBuffer *buf = gst_harness_create_buffer (h, k);
+
+    gst_buffer_fill (buf, 0, (guint8 *) s + off, k);
+    if (off == 0)
+      GST_BUFFER_PTS (buf) = 0;
+    /* a split frame: its tail here, its head at the end of the buffer */
+    if (off % 4)
+      expected += 4 - off % 4;
+    if ((off + k) % 4)
+      expected += (off + k) % 4;
+    fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+  }
+  collect (h, &b);
+  copied = get_u64 (h, "bytes-copied");
+  gst_harness_teardown (h);
+  fail_unless (expected > 0);
+  fail_unless_equals_uint64 (copied, expected);
+  fail_unless_equals_int (b.tokens->len, 1);
+  fail_unless (memcmp (g_ptr_array_index (a.tokens, 0),
+          g_ptr_array_index (b.tokens, 0),
+          (gsize) a.n_tokens * a.dim * sizeof (float)) == 0);
+  out_clear (&a);
+  out_clear (&b);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+/* A live source's latency grows by the chunk: its tokens come a chunk
+ * after its first sample */
+GST_START_TEST (test_latency)
+{
+  gchar *desc = g_strdup_printf ("audiotestsrc is-live=true "
+      "samplesperbuffer=160 ! npuaudiotok model=%s chunk-duration=1000000000 "
+      "vad=false ! fakesink sync=true", audio_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstQuery *q = gst_query_new_latency ();
+  GstClockTime min, max;
+  gboolean live;
+
+  fail_unless_equals_int (gst_element_set_state (pipeline,
+          GST_STATE_PLAYING), GST_STATE_CHANGE_ASYNC);
+  fail_unless_equals_int (gst_element_get_state (pipeline, NULL, NULL,
+          30 * GST_SECOND), GST_STATE_CHANGE_SUCCESS);
+  fail_unless (gst_element_query (pipeline, q));
+  gst_query_parse_latency (q, &live, &min, &max);
+  fail_unless (live);
+  /* audiotestsrc's own 10 ms, then our second */
+  fail_unless (min >= GST_SECOND + 10 * GST_MSECOND, "%" GST_TIME_FORMAT,
+      GST_TIME_ARGS (min));
+  fail_unless (min < 2 * GST_SECOND, "%" GST_TIME_FORMAT, GST_TIME_ARGS (min));
+  gst_query_unref (q);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------
+ * Weights from mxfp4weights on the weights pad
+ */
+static void
+on_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
+{
+  GByteArray *bytes = data;
+  GstMapInfo map;
+
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+  g_byte_array_append (bytes, map.data, map.size);
+  gst_buffer_unmap (buf, &map);
+}
+
+static GByteArray *
+run_pipeline (const gchar * desc)
+{
+  GstElement *pipeline = gst_parse_launch (desc, NULL), *sink;
+  GByteArray *bytes = g_byte_array_new ();
+  GstMessage *msg;
+
+  fail_unless (pipeline != NULL);
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "out");
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), bytes);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  return bytes;
+}
+
+GST_START_TEST (test_weights_pad)
+{
+  const gchar *src = "audiotestsrc num-buffers=10 samplesperbuffer=1600 "
+      "wave=sine freq=330 ! audio/x-raw,format=F32LE,rate=16000,channels=1";
+  gchar *a = g_strdup_printf ("%s ! npuaudiotok model=%s vad=false "
+      "chunk-duration=500000000 ! fakesink name=out", src, audio_path);
+  /* the position table and the conv kernels stay as stored: only the
+   * blocks' and the projector's matrices are MXFP4 candidates */
+  gchar *b = g_strdup_printf ("mxfp4weights location=%s "
+      "convert=\"a.blk.*,mm.a.*\" ! at.weights %s ! npuaudiotok name=at "
+      "vad=false chunk-duration=500000000 ! fakesink name=out", audio_path,
+      src);
+  GByteArray *ta = run_pipeline (a), *tb = run_pipeline (b);
+
+  /* two chunks of 0.5 s; the file's F32 matrices become MXFP4 by the same
+   * OCP rules in mxfp4weights as in the encoder's loader: the same tokens,
+   * bit for bit */
+  fail_unless (ta->len > 0);
+  fail_unless_equals_int (tb->len, ta->len);
+  fail_unless (memcmp (ta->data, tb->data, ta->len) == 0);
+  g_byte_array_unref (ta);
+  g_byte_array_unref (tb);
+  g_free (a);
+  g_free (b);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------
+ * Into npullm
+ */
+typedef struct
+{
+  GMutex lock;
+  GString *text;
+  GstClockTime first_pts, last_end;
+} Answer;
+
+static void
+on_text (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
+{
+  Answer *a = data;
+  GstMapInfo map;
+
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+  g_mutex_lock (&a->lock);
+  g_string_append_len (a->text, (const gchar *) map.data, map.size);
+  fail_unless (GST_BUFFER_PTS_IS_VALID (buf));
+  fail_unless (GST_BUFFER_DURATION_IS_VALID (buf));
+  a->first_pts = MIN (a->first_pts, GST_BUFFER_PTS (buf));
+  a->last_end = MAX (a->last_end, GST_BUFFER_PTS (buf) +
+      GST_BUFFER_DURATION (buf));
+  g_mutex_unlock (&a->lock);
+  gst_buffer_unmap (buf, &map);
+}
+
+/* npullm answers a microphone, and a microphone with a camera: the text
+ * is stamped with the media it speaks of (audio from 1 s to 2 s, a frame
+ * at 0) */
+static void
+answer_pipeline (gboolean with_video, Answer * a)
+{
+  gchar *desc = g_strdup_printf ("audiotestsrc num-buffers=10 "
+      "samplesperbuffer=1600 wave=sine freq=330 timestamp-offset=1000000000 ! "
+      "audio/x-raw,format=F32LE,rate=16000,channels=1 ! npuaudiotok "
+      "model=%s vad=false chunk-duration=1000000000 ! llm.audio %s%s%s "
+      "npullm name=llm model=%s prompt=\"What happened?\" max-tokens=4 ! "
+      "fakesink name=out signal-handoffs=true", audio_path,
+      with_video ? "videotestsrc num-buffers=1 ! video/x-raw,width=64,"
+      "height=64 ! npuvisiontok model=" : "", with_video ? vision_path : "",
+      with_video ? " ! llm.vision" : "", text_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL), *sink;
+  GstMessage *msg;
+
+  fail_unless (pipeline != NULL, "%s", desc);
+  g_mutex_init (&a->lock);
+  a->text = g_string_new (NULL);
+  a->first_pts = a->last_end = GST_CLOCK_TIME_NONE;
+  a->last_end = 0;
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "out");
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_text), a);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      120 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+  gst_message_unref (msg);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_mutex_clear (&a->lock);
+  g_free (desc);
+}
+
+GST_START_TEST (test_npullm_audio_and_video)
+{
+  Answer a;
+
+  answer_pipeline (FALSE, &a);
+  fail_unless (a.text->len > 0);
+  /* the one chunk: from 1 s, a second long */
+  fail_unless_equals_uint64 (a.first_pts, GST_SECOND);
+  fail_unless_equals_uint64 (a.last_end, 2 * GST_SECOND);
+  g_string_free (a.text, TRUE);
+
+  answer_pipeline (TRUE, &a);
+  fail_unless (a.text->len > 0);
+  /* the frame at 0 and the audio up to 2 s are both answered */
+  fail_unless_equals_uint64 (a.first_pts, 0);
+  fail_unless_equals_uint64 (a.last_end, 2 * GST_SECOND);
+  g_string_free (a.text, TRUE);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------
+ * Bad input
+ */
+static gchar *
+run_expect_error (const gchar * model)
+{
+  gchar *desc = g_strdup_printf ("audiotestsrc num-buffers=5 ! npuaudiotok "
+      "model=\"%s\" ! fakesink", model);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstMessage *msg;
+  GError *error = NULL;
+  gchar *text;
+
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      30 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR);
+  gst_message_parse_error (msg, &error, NULL);
+  text = g_strdup (error->message);
+  g_error_free (error);
+  gst_message_unref (msg);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (pipeline);
+  g_free (desc);
+  return text;
+}
+
+GST_START_TEST (test_bad_models)
+{
+  gchar *truncated = g_build_filename (tmpdir, "truncated.gguf", NULL);
+  gchar *missing = g_build_filename (tmpdir, "missing.gguf", NULL);
+  gchar *contents, *msg;
+  gsize len;
+
+  msg = run_expect_error (vision_path);
+  fail_unless (strstr (msg, "is not a usable audio encoder") != NULL, "%s",
+      msg);
+  g_free (msg);
+  msg = run_expect_error (text_path);
+  fail_unless (strstr (msg, "is not a usable audio encoder") != NULL, "%s",
+      msg);
+  g_free (msg);
+
+  fail_unless (g_file_get_contents (audio_path, &contents, &len, NULL));
+  fail_unless (g_file_set_contents (truncated, contents, len / 2, NULL));
+  msg = run_expect_error (truncated);
+  fail_unless (strstr (msg, "is not a usable") != NULL, "%s", msg);
+  g_free (msg);
+  g_free (contents);
+  g_unlink (truncated);
+
+  msg = run_expect_error (missing);
+  fail_unless (strstr (msg, "not found") != NULL, "%s", msg);
+  g_free (msg);
+  g_free (truncated);
+  g_free (missing);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_bad_caps)
+{
+  gchar *desc;
+  GstMessage *msg;
+  GstHarness *h;
+  GstBus *bus;
+  GError *error = NULL;
+
+  /* 96 kHz is outside the template: refused, not negotiated */
+  desc = g_strdup_printf ("npuaudiotok model=%s", audio_path);
+  h = gst_harness_new_parse (desc);
+  gst_harness_set_src_caps_str (h, "audio/x-raw,format=S16LE,"
+      "layout=interleaved,rate=96000,channels=1");
+  fail_unless_equals_int (gst_harness_push (h, gst_buffer_new_allocate (NULL,
+              192, NULL)), GST_FLOW_NOT_NEGOTIATED);
+  gst_harness_teardown (h);
+  g_free (desc);
+
+  /* an overlap as long as the chunk: refused with the reason */
+  desc = g_strdup_printf ("npuaudiotok model=%s chunk-duration=1000000000 "
+      "overlap=1000000000", audio_path);
+  h = gst_harness_new_parse (desc);
+  bus = gst_bus_new ();
+  gst_element_set_bus (h->element, bus);
+  gst_harness_set_src_caps_str (h, "audio/x-raw,format=F32LE,"
+      "layout=interleaved,rate=16000,channels=1");
+  msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+  fail_unless (msg != NULL);
+  gst_message_parse_error (msg, &error, NULL);
+  fail_unless (strstr (error->message, "must be shorter than the chunk"),
+      "%s", error->message);
+  g_clear_error (&error);
+  gst_message_unref (msg);
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
+/* ------------------------------------------------------------------------
+ * Drops, flushing, state changes
+ */
+GST_START_TEST (test_drop_newest_qos)
+{
+  /* ten chunks of 1 s in one buffer: formed in microseconds, each
+   * encoded in about a millisecond */
+  const gsize n = 160000;
+  float *s = make_clip (n, 7);
+  GstHarness *h = make_harness ("vad=false chunk-duration=1000000000 "
+      "max-inflight=1 policy=drop-newest",
+      "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+  guint64 processed, dropped;
+  guint n_qos = 0, n_out = 0;
+  GstBuffer *buf;
+
+  gst_element_set_bus (h->element, bus);
+  push_pcm (h, (const guint8 *) s, n, 4, 16000, n);
+  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
+  while ((buf = gst_harness_try_pull (h))) {
+    n_out++;
+    gst_buffer_unref (buf);
+  }
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_QOS))) {
+    n_qos++;
+    gst_message_unref (msg);
+  }
+  processed = get_u64 (h, "chunks-processed");
+  dropped = get_u64 (h, "chunks-dropped");
+  /* ten chunks: each either encoded and pushed, or dropped and reported */
+  fail_unless_equals_uint64 (processed + dropped, 10);
+  fail_unless_equals_uint64 (processed, n_out);
+  fail_unless_equals_uint64 (dropped, n_qos);
+  fail_unless (dropped > 0);
+
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+/* drop-oldest: with one chunk being encoded and one waiting, the next
+ * cancels the waiting one; its
+ * buffer, already pushed, fails as cancelled, and only the others carry
+ * tokens */
+GST_START_TEST (test_drop_oldest_qos)
+{
+  const gsize n = 160000;
+  float *s = make_clip (n, 11);
+  GstHarness *h = make_harness ("vad=false chunk-duration=1000000000 "
+      "max-inflight=2 policy=drop-oldest",
+      "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+  guint64 processed, dropped;
+  guint n_qos = 0, n_ok = 0, n_cancelled = 0;
+  GstBuffer *buf;
+
+  gst_element_set_bus (h->element, bus);
+  push_pcm (h, (const guint8 *) s, n, 4, 16000, n);
+  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
+  while ((buf = gst_harness_try_pull (h))) {
+    GError *error = NULL;
+
+    if (gst_npu_buffer_wait (buf, 10 * G_USEC_PER_SEC, &error))
+      n_ok++;
+    else if (g_error_matches (error, NPU_FENCE_ERROR,
+            NPU_FENCE_ERROR_CANCELLED))
+      n_cancelled++;
+    else
+      fail ("%s", error->message);
+    g_clear_error (&error);
+    gst_buffer_unref (buf);
+  }
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_QOS))) {
+    n_qos++;
+    gst_message_unref (msg);
+  }
+  processed = get_u64 (h, "chunks-processed");
+  dropped = get_u64 (h, "chunks-dropped");
+  /* every chunk pushed: encoded, or cancelled and reported */
+  fail_unless_equals_int (n_ok + n_cancelled, 10);
+  fail_unless_equals_uint64 (processed, n_ok);
+  fail_unless_equals_uint64 (dropped, n_cancelled);
+  fail_unless_equals_uint64 (dropped, n_qos);
+  fail_unless (dropped > 0);
+
+  gst_element_set_bus (h->element, NULL);
+  gst_object_unref (bus);
+  gst_harness_teardown (h);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_state_change_in_flight)
+{
+  const gsize n = 32000;
+  float *s = make_clip (n, 8);
+  guint round;
+
+  for (round = 0; round < 3; round++) {
+    GstHarness *h = make_harness ("vad=false chunk-duration=100000000 "
+        "max-inflight=8",
+        "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+    GstBuffer *buf;
+    guint n_ok = 0, n_cancelled = 0;
+
+    push_pcm (h, (const guint8 *) s, n, 4, 16000, 3200);
+    /* chunks still being encoded: stop now, and again after a while */
+    g_usleep (round * 20000);
+    fail_unless_equals_int (gst_element_set_state (h->element,
+            GST_STATE_NULL), GST_STATE_CHANGE_SUCCESS);
+    /* every token buffer pushed is finished or cancelled, none hangs */
+    while ((buf = gst_harness_try_pull (h))) {
+      GError *error = NULL;
+
+      if (gst_npu_buffer_wait (buf, 10 * G_USEC_PER_SEC, &error))
+        n_ok++;
+      else if (g_error_matches (error, NPU_FENCE_ERROR,
+              NPU_FENCE_ERROR_CANCELLED) || g_error_matches (error,
+              NPU_VIT_ERROR, NPU_VIT_ERROR_CANCELLED))
+        /* cancelled before it ran, or while it ran */
+        n_cancelled++;
+      else
+        fail ("%s", error->message);
+      g_clear_error (&error);
+      gst_buffer_unref (buf);
+    }
+    fail_unless_equals_int (n_ok + n_cancelled, 20);
+    gst_harness_teardown (h);
+  }
+  g_free (s);
+}
+
+GST_END_TEST;
+
+GST_START_TEST (test_flush_in_flight)
+{
+  const gsize n = 32000;
+  float *s = make_clip (n, 9);
+  GstHarness *h = make_harness ("vad=false chunk-duration=100000000 "
+      "max-inflight=8",
+      "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+  GstSegment seg;
+  Out out;
+  Ref ref;
+  double *r, err;
+
+  ref_init (&ref, audio_path, 100 * GST_MSECOND);
+  push_pcm (h, (const guint8 *) s, n, 4, 16000, 3200);
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  gst_segment_init (&seg, GST_FORMAT_TIME);
+  fail_unless (gst_harness_push_event (h, gst_event_new_segment (&seg)));
+  while (gst_harness_buffers_in_queue (h) > 0)
+    gst_buffer_unref (gst_harness_pull (h));
+  /* after the flush, a fresh stream: its first chunk as from scratch */
+  push_pcm (h, (const guint8 *) s, 1600, 4, 16000, 1600);
+  collect (h, &out);
+  fail_unless_equals_int (out.tokens->len, 1);
+  r = ref_tokens (&ref, s, 1600);
+  err = tokens_error (g_ptr_array_index (out.tokens, 0), r,
+      (gsize) ref.n_tokens * ref.dim);
+  fail_unless (err <= TOKENS_TOL, "error %g", err);
+  g_free (r);
+  ref_clear (&ref);
+  out_clear (&out);
+  gst_harness_teardown (h);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+static Suite *
+npuaudiotok_suite (void)
+{
+  Suite *s = suite_create ("npuaudiotok");
+  TCase *tc = tcase_create ("general");
+
+  tcase_set_timeout (tc, 170);
+  tcase_add_checked_fixture (tc, setup, teardown);
+  suite_add_tcase (s, tc);
+  tcase_add_test (tc, test_tokens_reference);
+  tcase_add_test (tc, test_overlap);
+  tcase_add_test (tc, test_buffer_sizes);
+  tcase_add_test (tc, test_44k_stereo);
+  tcase_add_test (tc, test_vad);
+  tcase_add_test (tc, test_vad_onset_aligned);
+  tcase_add_test (tc, test_audiotestsrc_npu_memory);
+  tcase_add_test (tc, test_reads_in_place);
+  tcase_add_test (tc, test_split_frames_counted);
+  tcase_add_test (tc, test_latency);
+  tcase_add_test (tc, test_weights_pad);
+  tcase_add_test (tc, test_npullm_audio_and_video);
+  tcase_add_test (tc, test_bad_models);
+  tcase_add_test (tc, test_bad_caps);
+  tcase_add_test (tc, test_drop_newest_qos);
+  tcase_add_test (tc, test_drop_oldest_qos);
+  tcase_add_test (tc, test_state_change_in_flight);
+  tcase_add_test (tc, test_flush_in_flight);
+  return s;
+}
+
+GST_CHECK_MAIN (npuaudiotok);

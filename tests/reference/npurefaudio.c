@@ -1,0 +1,490 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu tests: the Whisper-style audio encoder, the naive way, in double
+ * precision
+ *
+ * A transcription of Hugging Face's WhisperEncoder (conv1 and conv2 as
+ * their sums, GELU with erf, learned/sinusoidal positions, pre-norm
+ * blocks with no key bias, final layer norm) and of the two projectors:
+ * Qwen2-Audio's (AvgPool1d (2, 2) before the layer norm, then a linear
+ * layer) and Ultravox's (StackAudioFrames with zero padding, RMSNorm,
+ * linear, SwiGLU with the gate on the second half, RMSNorm, linear).  It
+ * shares no code with the runtime except the MXFP4 codec: 2-D matrices
+ * that are not MXFP4 in the file are quantised and decoded as the runtime
+ * does once at load time, so a comparison measures arithmetic, not the
+ * 4-bit weights.  The conv kernels are read as stored, as the runtime
+ * reads them when they are not MXFP4.
+ */
+#include "tests/reference/npurefaudio.h"
+#include "core/npumxfp4.h"
+
+#include <math.h>
+#include <string.h>
+
+static gboolean
+view (const NpuRefLookup * lk, const gchar * name, NpuVitTensorView * v)
+{
+  const NpuGgufTensor *t;
+  guint i;
+
+  memset (v, 0, sizeof (*v));
+  if (lk->func)
+    return lk->func (name, v, lk->user_data);
+  t = npu_gguf_find_tensor (lk->gguf, name);
+  if (!t)
+    return FALSE;
+  v->type = t->type;
+  v->n_dims = t->n_dims;
+  for (i = 0; i < NPU_GGUF_MAX_DIMS; i++)
+    v->ne[i] = t->ne[i];
+  v->data = t->data;
+  return TRUE;
+}
+
+/* @n values of a tensor: MXFP4 decoded; with @as_mxfp4 any other type
+ * rounded through MXFP4 first (the runtime's one-time conversion); else
+ * F32 / F16 exactly.  NULL if absent. */
+static double *
+tensor (const NpuRefLookup * lk, const gchar * name, gsize n,
+    gboolean as_mxfp4)
+{
+  NpuVitTensorView v;
+  float *f;
+  double *d;
+  gsize i;
+
+  if (!view (lk, name, &v))
+    return NULL;
+  g_assert_cmpuint (v.ne[0] * v.ne[1] * v.ne[2] * v.ne[3], ==, n);
+  f = g_new (float, n);
+  if (v.type == NPU_GGML_TYPE_MXFP4) {
+    npu_mxfp4_dequantize (v.data, f, n);
+  } else if (as_mxfp4) {
+    NpuBlockMxfp4 *b = g_new (NpuBlockMxfp4, n / 32);
+
+    if (v.type == NPU_GGML_TYPE_F32)
+      npu_mxfp4_quantize_f32 (v.data, b, n);
+    else if (v.type == NPU_GGML_TYPE_F16)
+      npu_mxfp4_quantize_f16 (v.data, b, n);
+    else if (v.type == NPU_GGML_TYPE_BF16)
+      npu_mxfp4_quantize_bf16 (v.data, b, n);
+    else if (v.type == NPU_GGML_TYPE_Q8_0)
+      npu_mxfp4_quantize_q8_0 (v.data, b, n);
+    else
+      g_assert_not_reached ();
+    npu_mxfp4_dequantize (b, f, n);
+    g_free (b);
+  } else {
+    for (i = 0; i < n; i++) {
+      if (v.type == NPU_GGML_TYPE_F32)
+        f[i] = ((const float *) v.data)[i];
+      else if (v.type == NPU_GGML_TYPE_F16)
+        f[i] = npu_f16_to_f32 (((const guint16 *) v.data)[i]);
+      else
+        g_assert_not_reached ();
+    }
+  }
+  d = g_new (double, n);
+  for (i = 0; i < n; i++)
+    d[i] = f[i];
+  g_free (f);
+  return d;
+}
+
+static gboolean
+is_mxfp4 (const NpuRefLookup * lk, const gchar * name)
+{
+  NpuVitTensorView v;
+
+  return view (lk, name, &v) && v.type == NPU_GGML_TYPE_MXFP4;
+}
+
+/* The int8 kernels' rounding of an activation row (blocks of 32) */
+static void
+q8_round (const double *x, gsize k, double *y)
+{
+  gsize b, j;
+
+  for (b = 0; b < k; b += 32) {
+    float amax = 0.0f, d;
+
+    for (j = 0; j < 32; j++)
+      amax = MAX (amax, fabsf ((float) x[b + j]));
+    d = amax / 127.0f;
+    for (j = 0; j < 32; j++)
+      y[b + j] = amax == 0.0f ? 0.0 :
+          (double) d *(double) lrintf ((float) x[b + j] / d);
+  }
+}
+
+/* y[n][rows] = x[n][k] W^T (+ b) */
+static void
+linear (const double *x, gsize n, gsize k, const double *w, gsize rows,
+    const double *b, gboolean q8, double *y)
+{
+  double *xr = g_new (double, k);
+  gsize c, r, j;
+
+  for (c = 0; c < n; c++) {
+    if (q8)
+      q8_round (x + c * k, k, xr);
+    else
+      memcpy (xr, x + c * k, k * sizeof (double));
+    for (r = 0; r < rows; r++) {
+      double s = b ? b[r] : 0.0;
+
+      for (j = 0; j < k; j++)
+        s += w[r * k + j] * xr[j];
+      y[c * rows + r] = s;
+    }
+  }
+  g_free (xr);
+}
+
+static void
+layer_norm (double *x, gsize n, gsize dim, const double *w, const double *b,
+    double eps)
+{
+  gsize r, c;
+
+  for (r = 0; r < n; r++) {
+    double *row = x + r * dim, mean = 0.0, var = 0.0;
+
+    for (c = 0; c < dim; c++)
+      mean += row[c];
+    mean /= dim;
+    for (c = 0; c < dim; c++)
+      var += (row[c] - mean) * (row[c] - mean);
+    var /= dim;
+    for (c = 0; c < dim; c++)
+      row[c] = (row[c] - mean) / sqrt (var + eps) * w[c] + b[c];
+  }
+}
+
+static void
+rms_norm (double *x, gsize n, gsize dim, const double *w, double eps)
+{
+  gsize r, c;
+
+  for (r = 0; r < n; r++) {
+    double *row = x + r * dim, ms = 0.0;
+
+    for (c = 0; c < dim; c++)
+      ms += row[c] * row[c];
+    ms /= dim;
+    for (c = 0; c < dim; c++)
+      row[c] = row[c] / sqrt (ms + eps) * w[c];
+  }
+}
+
+static double
+gelu (double x)
+{
+  return 0.5 * x * (1.0 + erf (x / sqrt (2.0)));
+}
+
+/* nn.Conv1d (in, out, kernel_size 3, stride, padding 1) + GELU on
+ * x [in][n_in] (channel major, as PyTorch has it), weight ggml ne
+ * [3, in, out] = PyTorch [out][in][3]; y [out][n_out] */
+static void
+conv_gelu (const double *x, gsize in, gsize n_in, const double *w,
+    const double *b, gsize out, gsize stride, double *y, gsize n_out)
+{
+  gsize o, t, i, k;
+
+  for (o = 0; o < out; o++) {
+    for (t = 0; t < n_out; t++) {
+      double s = b[o];
+
+      for (i = 0; i < in; i++) {
+        for (k = 0; k < 3; k++) {
+          gint64 p = (gint64) (t * stride + k) - 1;
+
+          if (p >= 0 && p < (gint64) n_in)
+            s += w[(o * in + i) * 3 + k] * x[i * n_in + p];
+        }
+      }
+      y[o * n_out + t] = gelu (s);
+    }
+  }
+}
+
+/* A conv kernel as the runtime reads it: MXFP4 as stored (then its
+ * input rows are rounded with @q8 too), anything else in full */
+static double *
+conv_kernel (const NpuRefLookup * lk, const gchar * name, gsize n,
+    gboolean * mx)
+{
+  *mx = is_mxfp4 (lk, name);
+  return tensor (lk, name, n, FALSE);
+}
+
+guint
+npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
+    guint n_frames, gboolean q8, double *out)
+{
+  const NpuGguf *g = lk->gguf;
+  const gchar *proj = npu_gguf_get_string (g, "clip.projector_type", NULL,
+      NULL);
+  gboolean ultravox = g_strcmp0 (proj, "ultravox") == 0;
+  guint n_mels = npu_gguf_get_u32_default (g, "clip.audio.num_mel_bins", 0);
+  gsize dim = npu_gguf_get_u32_default (g, "clip.audio.embedding_length", 0);
+  gsize ff = npu_gguf_get_u32_default (g, "clip.audio.feed_forward_length",
+      0);
+  guint heads = npu_gguf_get_u32_default (g,
+      "clip.audio.attention.head_count", 0);
+  guint layers = npu_gguf_get_u32_default (g, "clip.audio.block_count", 0);
+  gsize n = n_frames / 2, hd, i, j, c, l, hh, n_tok, out_dim;
+  double *c1, *x, *h, *q, *k, *v, *att, *f, *w, *b;
+  gfloat eps32;
+  double eps;
+  gboolean mx;
+  NpuVitTensorView pv;
+
+  g_assert_true (ultravox || g_strcmp0 (proj, "qwen2a") == 0);
+  g_assert_true (npu_gguf_get_f32 (g,
+          "clip.audio.attention.layer_norm_epsilon", &eps32, NULL));
+  eps = eps32;
+  g_assert_cmpuint (n_frames % 2, ==, 0);
+  hd = dim / heads;
+
+  /* conv1, conv2 (stride 2), channel major as in PyTorch */
+  c1 = g_new (double, dim * n_frames);
+  h = g_new (double, dim * n);
+  w = conv_kernel (lk, "a.conv1d.1.weight", 3 * n_mels * dim, &mx);
+  b = tensor (lk, "a.conv1d.1.bias", dim, FALSE);
+  if (mx && q8) {
+    /* the runtime's MXFP4 product rounds each im2col row (all taps of
+     * all channels of one output frame) to int8 blocks */
+    double *col = g_new (double, 3 * n_mels), *cr = g_new (double,
+        3 * n_mels);
+    gsize t, kk;
+
+    for (t = 0; t < n_frames; t++) {
+      for (i = 0; i < n_mels; i++)
+        for (kk = 0; kk < 3; kk++) {
+          gint64 p = (gint64) (t + kk) - 1;
+          col[i * 3 + kk] = p >= 0 && p < n_frames ? mel[i * n_frames + p] :
+              0.0;
+        }
+      q8_round (col, 3 * n_mels, cr);
+      for (c = 0; c < dim; c++) {
+        double s = b[c];
+
+        for (j = 0; j < 3 * n_mels; j++)
+          s += w[c * 3 * n_mels + j] * cr[j];
+        c1[c * n_frames + t] = gelu (s);
+      }
+    }
+    g_free (col);
+    g_free (cr);
+  } else {
+    conv_gelu (mel, n_mels, n_frames, w, b, dim, 1, c1, n_frames);
+  }
+  g_free (w);
+  g_free (b);
+  w = conv_kernel (lk, "a.conv1d.2.weight", 3 * dim * dim, &mx);
+  b = tensor (lk, "a.conv1d.2.bias", dim, FALSE);
+  if (mx && q8) {
+    double *col = g_new (double, 3 * dim), *cr = g_new (double, 3 * dim);
+    gsize t, kk;
+
+    for (t = 0; t < n; t++) {
+      for (i = 0; i < dim; i++)
+        for (kk = 0; kk < 3; kk++) {
+          gint64 p = (gint64) (2 * t + kk) - 1;
+          col[i * 3 + kk] = p >= 0 && p < n_frames ? c1[i * n_frames + p] :
+              0.0;
+        }
+      q8_round (col, 3 * dim, cr);
+      for (c = 0; c < dim; c++) {
+        double s = b[c];
+
+        for (j = 0; j < 3 * dim; j++)
+          s += w[c * 3 * dim + j] * cr[j];
+        h[c * n + t] = gelu (s);
+      }
+    }
+    g_free (col);
+    g_free (cr);
+  } else {
+    conv_gelu (c1, dim, n_frames, w, b, dim, 2, h, n);
+  }
+  g_free (w);
+  g_free (b);
+  g_free (c1);
+
+  /* permute to [n][dim] and add the positions */
+  g_assert_true (view (lk, "a.position_embd.weight", &pv));
+  w = tensor (lk, "a.position_embd.weight", dim * pv.ne[1], FALSE);
+  x = g_new (double, dim * n);
+  for (i = 0; i < n; i++)
+    for (c = 0; c < dim; c++)
+      x[i * dim + c] = h[c * n + i] + w[i * dim + c];
+  g_free (w);
+  g_free (h);
+
+  h = g_new (double, n * dim);
+  q = g_new (double, n * dim);
+  k = g_new (double, n * dim);
+  v = g_new (double, n * dim);
+  att = g_new (double, n * dim);
+  f = g_new (double, n * ff);
+  for (l = 0; l < layers; l++) {
+    gchar nm[64];
+    double *ln_w, *ln_b, *wq, *bq, *wk, *wv, *bv, *wo, *bo;
+
+#define NAME(s) (g_snprintf (nm, sizeof (nm), "a.blk.%u." s, (guint) l), nm)
+    ln_w = tensor (lk, NAME ("ln1.weight"), dim, FALSE);
+    ln_b = tensor (lk, NAME ("ln1.bias"), dim, FALSE);
+    wq = tensor (lk, NAME ("attn_q.weight"), dim * dim, TRUE);
+    bq = tensor (lk, NAME ("attn_q.bias"), dim, FALSE);
+    wk = tensor (lk, NAME ("attn_k.weight"), dim * dim, TRUE);
+    wv = tensor (lk, NAME ("attn_v.weight"), dim * dim, TRUE);
+    bv = tensor (lk, NAME ("attn_v.bias"), dim, FALSE);
+    wo = tensor (lk, NAME ("attn_out.weight"), dim * dim, TRUE);
+    bo = tensor (lk, NAME ("attn_out.bias"), dim, FALSE);
+
+    memcpy (h, x, n * dim * sizeof (double));
+    layer_norm (h, n, dim, ln_w, ln_b, eps);
+    linear (h, n, dim, wq, dim, bq, q8, q);
+    linear (h, n, dim, wk, dim, NULL, q8, k);
+    linear (h, n, dim, wv, dim, bv, q8, v);
+    for (hh = 0; hh < heads; hh++) {
+      double *s = g_new (double, n);
+
+      for (i = 0; i < n; i++) {
+        double mx_s = -INFINITY, sum = 0.0;
+
+        for (j = 0; j < n; j++) {
+          double dot = 0.0;
+
+          for (c = 0; c < hd; c++)
+            dot += q[i * dim + hh * hd + c] * k[j * dim + hh * hd + c];
+          s[j] = dot / sqrt ((double) hd);
+          mx_s = MAX (mx_s, s[j]);
+        }
+        for (j = 0; j < n; j++)
+          sum += (s[j] = exp (s[j] - mx_s));
+        for (c = 0; c < hd; c++) {
+          double o = 0.0;
+
+          for (j = 0; j < n; j++)
+            o += s[j] / sum * v[j * dim + hh * hd + c];
+          att[i * dim + hh * hd + c] = o;
+        }
+      }
+      g_free (s);
+    }
+    linear (att, n, dim, wo, dim, bo, q8, h);
+    for (i = 0; i < n * dim; i++)
+      x[i] += h[i];
+    g_free (ln_w);
+    g_free (ln_b);
+    g_free (wq);
+    g_free (bq);
+    g_free (wk);
+    g_free (wv);
+    g_free (bv);
+    g_free (wo);
+    g_free (bo);
+
+    /* fc1 (ffn_up), GELU, fc2 (ffn_down) */
+    ln_w = tensor (lk, NAME ("ln2.weight"), dim, FALSE);
+    ln_b = tensor (lk, NAME ("ln2.bias"), dim, FALSE);
+    wq = tensor (lk, NAME ("ffn_up.weight"), dim * ff, TRUE);
+    bq = tensor (lk, NAME ("ffn_up.bias"), ff, FALSE);
+    wk = tensor (lk, NAME ("ffn_down.weight"), dim * ff, TRUE);
+    bo = tensor (lk, NAME ("ffn_down.bias"), dim, FALSE);
+#undef NAME
+    memcpy (h, x, n * dim * sizeof (double));
+    layer_norm (h, n, dim, ln_w, ln_b, eps);
+    linear (h, n, dim, wq, ff, bq, q8, f);
+    for (i = 0; i < n * ff; i++)
+      f[i] = gelu (f[i]);
+    linear (f, n, ff, wk, dim, bo, q8, h);
+    for (i = 0; i < n * dim; i++)
+      x[i] += h[i];
+    g_free (ln_w);
+    g_free (ln_b);
+    g_free (wq);
+    g_free (bq);
+    g_free (wk);
+    g_free (bo);
+  }
+  g_free (h);
+  g_free (q);
+  g_free (k);
+  g_free (v);
+  g_free (att);
+  g_free (f);
+
+  w = tensor (lk, "a.post_ln.weight", dim, FALSE);
+  b = tensor (lk, "a.post_ln.bias", dim, FALSE);
+  if (!ultravox) {
+    /* Qwen2AudioEncoder: avg_pooler (AvgPool1d (2, stride 2)) on the
+     * block output, then layer_norm, then the projector's linear */
+    double *wf, *bf;
+
+    n_tok = n / 2;
+    for (i = 0; i < n_tok; i++)
+      for (c = 0; c < dim; c++)
+        x[i * dim + c] = (x[2 * i * dim + c] + x[(2 * i + 1) * dim + c]) / 2;
+    if (w)
+      layer_norm (x, n_tok, dim, w, b, eps);
+    g_assert_true (view (lk, "mm.a.fc.weight", &pv));
+    out_dim = pv.ne[1];
+    wf = tensor (lk, "mm.a.fc.weight", dim * out_dim, TRUE);
+    bf = tensor (lk, "mm.a.fc.bias", out_dim, FALSE);
+    linear (x, n_tok, dim, wf, out_dim, bf, q8, out);
+    g_free (wf);
+    g_free (bf);
+  } else {
+    guint s = npu_gguf_get_u32_default (g,
+        "clip.audio.projector.stack_factor", 0);
+    gsize in = dim * s, hidden, half;
+    double *st, *np_w, *w1, *nm_w, *w2, *y1, *y2;
+
+    if (w)
+      layer_norm (x, n, dim, w, b, eps);
+    /* StackAudioFrames: pad the positions with zeros to a multiple of s,
+     * then row t is positions s t .. s t + s - 1 side by side */
+    n_tok = (n + s - 1) / s;
+    st = g_new0 (double, n_tok * in);
+    for (i = 0; i < n; i++)
+      for (c = 0; c < dim; c++)
+        st[(i / s) * in + (i % s) * dim + c] = x[i * dim + c];
+    g_assert_true (view (lk, "mm.a.mlp.1.weight", &pv));
+    hidden = pv.ne[1];
+    half = hidden / 2;
+    g_assert_true (view (lk, "mm.a.mlp.2.weight", &pv));
+    out_dim = pv.ne[1];
+    np_w = tensor (lk, "mm.a.norm_pre.weight", in, FALSE);
+    w1 = tensor (lk, "mm.a.mlp.1.weight", in * hidden, TRUE);
+    nm_w = tensor (lk, "mm.a.norm_mid.weight", half, FALSE);
+    w2 = tensor (lk, "mm.a.mlp.2.weight", half * out_dim, TRUE);
+    y1 = g_new (double, n_tok * hidden);
+    y2 = g_new (double, n_tok * half);
+    rms_norm (st, n_tok, in, np_w, 1e-6);
+    linear (st, n_tok, in, w1, hidden, NULL, q8, y1);
+    /* Ultravox's SwiGLU: x, gate = chunk (2); silu (gate) * x */
+    for (i = 0; i < n_tok; i++)
+      for (c = 0; c < half; c++) {
+        double a = y1[i * hidden + c], gt = y1[i * hidden + half + c];
+
+        y2[i * half + c] = a * gt / (1.0 + exp (-gt));
+      }
+    rms_norm (y2, n_tok, half, nm_w, 1e-6);
+    linear (y2, n_tok, half, w2, out_dim, NULL, q8, out);
+    g_free (st);
+    g_free (np_w);
+    g_free (w1);
+    g_free (nm_w);
+    g_free (w2);
+    g_free (y1);
+    g_free (y2);
+  }
+  g_free (w);
+  g_free (b);
+  g_free (x);
+  return n_tok;
+}

@@ -13,8 +13,8 @@
  * runs "videotestsrc <properties> ! <caps> ! appsink", seeks to the
  * position (the ball's place depends on it), takes that frame and writes
  * the encoder input npuvisiontok would make of it: the caps parsed by the
- * element's own table (gstnpuvideoformats.c, colorimetry included), then
- * the core's npu_vision_prep_run() in the PATCHES layout, stretched to
+ * element's own table (gst/npu/gstnpuvideoformats.c, colorimetry
+ * included), then the core's npu_vision_prep_run() in the PATCHES layout, stretched to
  * S x S, normalised by the mean and std.  The floats of every frame are
  * appended to out.f32 in host order, so training sees exactly what the
  * element gives the encoder (tests/train/train.py).
@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "elements/gstnpuvideoformats.h"
+#include <npu/gstnpuvideoformats.h>
 #include <core/npuvisionprep.h>
 
 typedef struct

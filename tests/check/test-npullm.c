@@ -9,6 +9,7 @@
  * session), whichever way the weights arrive, and bad input must end in a
  * clear error, never a hang.
  */
+#include <math.h>
 #include <string.h>
 #include <glib/gstdio.h>
 
@@ -105,11 +106,14 @@ tokens_of (const NpuTokenizer * tok, const gchar * text, gsize * n)
  * with @n_media token blocks spliced in this order; greedy (argmax, lowest
  * id on ties) at temperature 0, else the core's sampler with the element's
  * defaults; ends at the end-of-generation tokens named here or after
- * @max_tokens.  @ids (nullable) receives the generated ids. */
+ * @max_tokens.  @ids (nullable) receives the generated ids, @n_prompt
+ * (nullable) the length of the prompt the model was fed, media rows
+ * included. */
 static gchar *
 direct_answer_media_ids (const gchar * path, const gchar * prompt,
     guint max_tokens, gdouble temperature, guint64 seed,
-    GBytes * const *media, guint n_media, guint n_embd, GArray * ids)
+    GBytes * const *media, guint n_media, guint n_embd, GArray * ids,
+    guint * n_prompt)
 {
   NpuGguf *gguf = npu_gguf_open (path, NULL);
   NpuTokenizer *tok;
@@ -124,6 +128,7 @@ direct_answer_media_ids (const gchar * path, const gchar * prompt,
   gint32 *tb, *ta, eog[2];
   gsize nb, na, i;
   gboolean bos;
+  guint n_fed;
   GError *error = NULL;
 
   fail_unless (gguf != NULL);
@@ -170,6 +175,9 @@ direct_answer_media_ids (const gchar * path, const gchar * prompt,
   if (na)
     fail_unless (npu_llm_eval_tokens (ctx, NULL, ta, na, &error), "%s",
         error ? error->message : "");
+  n_fed = npu_llm_context_get_n_past (ctx);
+  if (n_prompt)
+    *n_prompt = n_fed;
 
   if (bos) {
     eog[0] = npu_tokenizer_find_token (tok, "</s>");
@@ -236,7 +244,7 @@ direct_answer_media (const gchar * path, const gchar * prompt,
     GBytes * const *media, guint n_media, guint n_embd)
 {
   return direct_answer_media_ids (path, prompt, max_tokens, temperature,
-      seed, media, n_media, n_embd, NULL);
+      seed, media, n_media, n_embd, NULL, NULL);
 }
 
 static gchar *
@@ -252,6 +260,8 @@ typedef struct
   GString *text;
   guint n_buffers;
   GstClockTime first_pts;
+  GPtrArray *stats;             /* (nullable) run() adds the structures of
+                                 * the npullm-stats messages */
 } Collected;
 
 static void
@@ -284,15 +294,24 @@ run (const gchar * desc, Collected * c, gchar ** error_message,
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   c->text = g_string_new (NULL);
   c->n_buffers = 0;
+
   g_object_set (sink, "signal-handoffs", TRUE, NULL);
   g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), c);
   if (llm)
     *llm = gst_bin_get_by_name (GST_BIN (pipeline), "llm");
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   bus = gst_element_get_bus (pipeline);
-  msg = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
-      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg != NULL, "pipeline neither ended nor failed");
+  for (;;) {
+    msg = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_ELEMENT);
+    fail_unless (msg != NULL, "pipeline neither ended nor failed");
+    if (GST_MESSAGE_TYPE (msg) != GST_MESSAGE_ELEMENT)
+      break;
+    if (c->stats && gst_message_has_name (msg, "npullm-stats"))
+      g_ptr_array_add (c->stats,
+          gst_structure_copy (gst_message_get_structure (msg)));
+    gst_message_unref (msg);
+  }
   if (error_message)
     *error_message = NULL;
   if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
@@ -322,7 +341,7 @@ GST_START_TEST (test_text_only_matches_core)
     gchar *desc = g_strdup_printf ("npullm name=llm model=%s "
         "prompt=\"Hello, who are you?\" max-tokens=24 ! fakesink name=sink",
         models[i]);
-    Collected c;
+    Collected c = { 0, };
     GstElement *llm;
     gchar *got = run (desc, &c, NULL, &llm);
     guint n_answers;
@@ -362,7 +381,7 @@ GST_START_TEST (test_weights_pad_same_text)
   gchar *desc = g_strdup_printf ("mxfp4weights location=%s ! llm.weights "
       "npullm name=llm prompt=\"Once upon a time\" max-tokens=16 ! "
       "fakesink name=sink", llama_path);
-  Collected c;
+  Collected c = { 0, };
   gchar *got = run (desc, &c, NULL, NULL);
 
   fail_unless_equals_string (got, want);
@@ -376,7 +395,7 @@ GST_END_TEST;
 GST_START_TEST (test_seed_and_output_modes)
 {
   gchar *a, *b, *desc;
-  Collected c;
+  Collected c = { 0, };
 
   desc = g_strdup_printf ("npullm model=%s prompt=\"Tell me\" "
       "max-tokens=20 temperature=0.9 seed=7 output=response ! "
@@ -409,7 +428,7 @@ GST_START_TEST (test_text_pad_answers_each)
   GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
   GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   const gchar *qs[] = { "first question", "second one" };
-  Collected c = { g_string_new (NULL), 0, 0 };
+  Collected c = { g_string_new (NULL), 0, 0, NULL };
   GstMessage *msg;
   GstFlowReturn flow;
   guint i;
@@ -454,7 +473,7 @@ GST_START_TEST (test_vision_tokens_spliced)
   gchar *want, *desc;
   GError *error = NULL;
   GstElement *pipeline, *src, *sink;
-  Collected c = { g_string_new (NULL), 0, 0 };
+  Collected c = { g_string_new (NULL), 0, 0, NULL };
   GstBuffer *buf;
   GstFlowReturn flow;
   GstMessage *msg;
@@ -744,7 +763,7 @@ GST_END_TEST;
 
 GST_START_TEST (test_errors)
 {
-  Collected c;
+  Collected c = { 0, };
   gchar *desc, *msg, *got;
 
   got = run ("npullm model=/nonexistent/m.gguf ! fakesink name=sink", &c,
@@ -808,7 +827,7 @@ GST_START_TEST (test_flush_while_generating)
   GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   GstElement *llm = gst_bin_get_by_name (GST_BIN (pipeline), "llm");
   GstPad *textpad = gst_element_get_static_pad (llm, "text");
-  Collected c = { g_string_new (NULL), 0, 0 };
+  Collected c = { g_string_new (NULL), 0, 0, NULL };
   GstBuffer *buf;
   GstFlowReturn flow;
   GstMessage *msg;
@@ -867,7 +886,7 @@ GST_START_TEST (test_caption_pipeline)
       "tt. ! queue ! ov.text_sink tt. ! queue ! fakesink name=sink "
       "t. ! queue ! textoverlay name=ov wait-text=false ! fakesink",
       mm, qwen_path);
-  Collected c;
+  Collected c = { 0, };
   GstElement *llm;
   gchar *got = run (desc, &c, NULL, &llm);
   guint n_answers;
@@ -1147,6 +1166,334 @@ GST_START_TEST (test_captions_drawn)
 
 GST_END_TEST;
 
+/* The one npullm-stats message of a run, checked against the reference's
+ * own counts; returns its "end" */
+static const gchar *
+check_stats (Collected * c, guint n_prompt, guint n_generated)
+{
+  const GstStructure *st;
+  guint u;
+  gdouble d;
+
+  fail_unless_equals_int (c->stats->len, 1);
+  st = g_ptr_array_index (c->stats, 0);
+  fail_unless (gst_structure_get_uint (st, "prompt-tokens", &u));
+  fail_unless_equals_int (u, n_prompt);
+  fail_unless (gst_structure_get_uint (st, "generated-tokens", &u));
+  fail_unless_equals_int (u, n_generated);
+  fail_unless (gst_structure_get_double (st, "ttft-ms", &d) && d > 0);
+  fail_unless (gst_structure_get_double (st, "prefill-tps", &d) && d > 0);
+  fail_unless (gst_structure_get_double (st, "decode-tps", &d) && d > 0);
+  fail_unless (gst_structure_has_field_typed (st, "end", G_TYPE_STRING));
+  return gst_structure_get_string (st, "end");
+}
+
+/* After each answer: an element message npullm-stats whose token counts
+ * are the prompt the model was fed (counted by the reference, BOS and
+ * template included) and the tokens generated, and whose timings are the
+ * element's read-only properties */
+GST_START_TEST (test_stats_message)
+{
+  const gchar *models[] = { qwen_path, llama_path };
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (models); i++) {
+    GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+    guint n_prompt = 0;
+    gchar *want = direct_answer_media_ids (models[i], "Count the tokens.",
+        12, 0, 0, NULL, 0, 0, ids, &n_prompt);
+    gchar *desc = g_strdup_printf ("npullm name=llm model=%s "
+        "prompt=\"Count the tokens.\" max-tokens=12 ! fakesink name=sink",
+        models[i]);
+    Collected c = { 0, };
+    GstElement *llm;
+    gchar *got;
+    const GstStructure *st;
+    gdouble ttft, prefill, decode, d;
+
+    c.stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_structure_free);
+    got = run (desc, &c, NULL, &llm);
+    fail_unless_equals_string (got, want);
+    /* the model did not end early: the limit did */
+    fail_unless_equals_int (ids->len, 12);
+    fail_unless (n_prompt > 10);
+    fail_unless_equals_string (check_stats (&c, n_prompt, 12), "max-tokens");
+    st = g_ptr_array_index (c.stats, 0);
+    g_object_get (llm, "ttft-ms", &ttft, "prefill-tps", &prefill,
+        "decode-tps", &decode, NULL);
+    fail_unless (gst_structure_get_double (st, "ttft-ms", &d));
+    fail_unless (d == ttft, "%g %g", d, ttft);
+    fail_unless (gst_structure_get_double (st, "prefill-tps", &d));
+    fail_unless (d == prefill, "%g %g", d, prefill);
+    fail_unless (gst_structure_get_double (st, "decode-tps", &d));
+    fail_unless (d == decode, "%g %g", d, decode);
+    /* prefill speed is the prompt over the time to first token */
+    fail_unless (fabs (prefill * ttft / 1000.0 - n_prompt) <= 1e-6 * n_prompt,
+        "%g tokens/s over %g ms for %u tokens", prefill, ttft, n_prompt);
+    gst_object_unref (llm);
+    g_ptr_array_unref (c.stats);
+    g_array_unref (ids);
+    g_free (want);
+    g_free (got);
+    g_free (desc);
+  }
+}
+
+GST_END_TEST;
+
+/* A stop string of three ASCII letters that two tokens of @ids spell
+ * (its first occurrence in @text, the whole answer, straddles them), so
+ * that the element must hold text back before it knows; starting at or
+ * after byte @from of @text */
+static gchar *
+straddling_stop (const gchar * path, GArray * ids, const gchar * text,
+    gsize from)
+{
+  NpuGguf *g = npu_gguf_open (path, NULL);
+  NpuTokenizer *tok = npu_tokenizer_new_from_gguf (g, NULL);
+  gchar *stop = NULL;
+  gsize *ends = g_new0 (gsize, ids->len + 1);
+  guint k;
+
+  fail_unless (tok != NULL);
+  /* ends[k]: bytes of text the first k tokens give, where it is a prefix */
+  for (k = 1; k <= ids->len; k++) {
+    gchar *t = npu_tokenizer_decode (tok, (const gint32 *) ids->data, k,
+        NPU_DECODE_NONE, NULL);
+
+    ends[k] = g_str_has_prefix (text, t) ? strlen (t) : 0;
+    g_free (t);
+  }
+  for (k = 1; k < ids->len && !stop; k++) {
+    gsize e = ends[k], i;
+    const gchar *first;
+
+    if (e < 1 || e < from + 1 || e + 2 > strlen (text))
+      continue;
+    for (i = e - 1; i < e + 2 && g_ascii_isalpha (text[i]); i++);
+    if (i < e + 2)
+      continue;
+    stop = g_strndup (text + e - 1, 3);
+    first = strstr (text, stop);
+    if (first != text + e - 1 || (gsize) (first - text) < from) {
+      g_free (stop);
+      stop = NULL;
+    }
+  }
+  g_free (ends);
+  npu_tokenizer_free (tok);
+  npu_gguf_free (g);
+  return stop;
+}
+
+/* How many of @ids are generated until their text holds @stop */
+static guint
+tokens_until (const gchar * path, GArray * ids, const gchar * stop)
+{
+  NpuGguf *g = npu_gguf_open (path, NULL);
+  NpuTokenizer *tok = npu_tokenizer_new_from_gguf (g, NULL);
+  guint k;
+
+  fail_unless (tok != NULL);
+  for (k = 1; k <= ids->len; k++) {
+    gchar *t = npu_tokenizer_decode (tok, (const gint32 *) ids->data, k,
+        NPU_DECODE_NONE, NULL);
+    gboolean found = strstr (t, stop) != NULL;
+
+    g_free (t);
+    if (found)
+      break;
+  }
+  fail_unless (k <= ids->len);
+  npu_tokenizer_free (tok);
+  npu_gguf_free (g);
+  return k;
+}
+
+/* stop="a|b": the answer ends before the first of them to appear (the
+ * text streamed up to there and no further, where each stop string spans
+ * two tokens), and the stats say "stop" */
+GST_START_TEST (test_stop_strings)
+{
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  guint n_prompt = 0;
+  gchar *ref = direct_answer_media_ids (qwen_path, "Hello, who are you?", 24,
+      0, 0, NULL, 0, 0, ids, &n_prompt);
+  gchar *early, *late, *want, *desc, *got;
+  const gchar *cut;
+  Collected c = { 0, };
+
+  /* two stop strings taken from the reference answer, the later one
+   * listed first */
+  early = straddling_stop (qwen_path, ids, ref, 0);
+  fail_unless (early != NULL, "no stop string in \"%s\"", ref);
+  cut = strstr (ref, early);
+  late = straddling_stop (qwen_path, ids, ref, cut - ref + 3);
+  fail_unless (late != NULL, "no stop string after \"%s\" in \"%s\"",
+      early, ref);
+  fail_unless (strstr (ref, late) > cut);
+  want = g_strndup (ref, cut - ref);
+  fail_unless (strlen (want) < strlen (ref));
+
+  desc = g_strdup_printf ("npullm name=llm model=%s "
+      "prompt=\"Hello, who are you?\" max-tokens=24 stop=\"zzqx|%s|%s\" ! "
+      "fakesink name=sink", qwen_path, late, early);
+  c.stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_structure_free);
+  got = run (desc, &c, NULL, NULL);
+  fail_unless_equals_string (got, want);
+  fail_unless_equals_string (check_stats (&c, n_prompt,
+          tokens_until (qwen_path, ids, early)), "stop");
+  g_ptr_array_unref (c.stats);
+  g_free (got);
+  g_free (desc);
+  g_free (want);
+  g_free (early);
+  g_free (late);
+  g_free (ref);
+  g_array_unref (ids);
+}
+
+GST_END_TEST;
+
+/* A prompt longer than the context: the error says how long, by the
+ * reference's count */
+GST_START_TEST (test_prompt_longer_than_context)
+{
+  guint n_prompt = 0;
+  gchar *ref = direct_answer_media_ids (llama_path, "Tell me everything "
+      "about the pictures you saw today, one by one, in order.", 1, 0, 0,
+      NULL, 0, 0, NULL, &n_prompt);
+  gchar *desc = g_strdup_printf ("npullm model=%s prompt=\"Tell me "
+      "everything about the pictures you saw today, one by one, in order.\" "
+      "context-length=16 ! fakesink name=sink", llama_path);
+  gchar *want = g_strdup_printf ("Generating the answer failed: the prompt "
+      "is %u tokens long, the context holds 16", n_prompt);
+  Collected c = { 0, };
+  gchar *msg, *got;
+
+  fail_unless (n_prompt + 1 > 16);
+  got = run (desc, &c, &msg, NULL);
+  fail_unless_equals_string (msg, want);
+  fail_unless_equals_string (got, "");
+  g_free (msg);
+  g_free (got);
+  g_free (want);
+  g_free (desc);
+  g_free (ref);
+}
+
+GST_END_TEST;
+
+/* One vision buffer through a harness whose fence ends as @fence_error
+ * says; returns the bus's error message, if any, after the element's EOS
+ * or error.  @n_out receives the buffers the element pushed. */
+static gchar *
+push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
+{
+  NpuGguf *g = npu_gguf_open (qwen_path, NULL);
+  NpuLlmHParams hp;
+  GstHarness *h;
+  GstElement *llm;
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+  NpuFence *fence = npu_fence_new ();
+  GBytes *rows;
+  GstBuffer *buf;
+  gchar *message = NULL;
+  gboolean eos = FALSE;
+
+  fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
+  npu_gguf_free (g);
+  llm = gst_element_factory_make ("npullm", NULL);
+  g_object_set (llm, "model", qwen_path, "max-tokens", 4, NULL);
+  gst_element_set_bus (llm, bus);
+  h = gst_harness_new_with_element (llm, "vision", "src");
+  gst_harness_set_src_caps_str (h, "other/tensors,format=static,"
+      "num_tensors=1,types=float32");
+  rows = make_rows (2, hp.n_embd, 1);
+  buf = rows_buffer (rows, 0);
+  gst_buffer_add_npu_fence_meta (buf, fence);
+  fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+  npu_fence_signal_error (fence, fence_error);
+  gst_harness_push_event (h, gst_event_new_eos ());
+  *n_out = 0;
+  /* the element's EOS, or its error */
+  while (!eos) {
+    GstEvent *ev;
+
+    msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    if (msg) {
+      GError *err = NULL;
+
+      gst_message_parse_error (msg, &err, NULL);
+      message = g_strdup (err->message);
+      g_error_free (err);
+      gst_message_unref (msg);
+      break;
+    }
+    while ((buf = gst_harness_try_pull (h))) {
+      (*n_out)++;
+      gst_buffer_unref (buf);
+    }
+    ev = gst_harness_try_pull_event (h);
+    if (ev) {
+      eos = GST_EVENT_TYPE (ev) == GST_EVENT_EOS;
+      gst_event_unref (ev);
+    } else {
+      g_usleep (1000);
+    }
+  }
+  while ((buf = gst_harness_try_pull (h))) {
+    (*n_out)++;
+    gst_buffer_unref (buf);
+  }
+  g_object_get (llm, "n-answers", n_answers, NULL);
+  gst_harness_teardown (h);
+  gst_element_set_bus (llm, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (llm);
+  npu_fence_unref (fence);
+  g_bytes_unref (rows);
+  return message;
+}
+
+/* Media whose producer cancelled it (npuvisiontok policy=drop-oldest):
+ * the answer is skipped, no text, no error, and the stream ends */
+GST_START_TEST (test_cancelled_media_skipped)
+{
+  guint n_out, n_answers;
+  gchar *msg = push_fenced (g_error_new (NPU_FENCE_ERROR,
+          NPU_FENCE_ERROR_CANCELLED, "dropped: a newer frame came"), &n_out,
+      &n_answers);
+
+  fail_unless (msg == NULL, "%s", msg);
+  fail_unless_equals_int (n_out, 0);
+  fail_unless_equals_int (n_answers, 0);
+}
+
+GST_END_TEST;
+
+/* Media whose producer's task failed: an element error with the
+ * producer's reason, no answer */
+GST_START_TEST (test_producer_error)
+{
+  guint n_out, n_answers;
+  gchar *msg = push_fenced (g_error_new (NPU_FENCE_ERROR,
+          NPU_FENCE_ERROR_FAILED, "the encoder ran out of scratch"), &n_out,
+      &n_answers);
+
+  fail_unless (msg != NULL, "no error");
+  fail_unless (strstr (msg, "the tokens' producer failed") &&
+      strstr (msg, "the encoder ran out of scratch"), "%s", msg);
+  fail_unless_equals_int (n_out, 0);
+  fail_unless_equals_int (n_answers, 0);
+  g_free (msg);
+}
+
+GST_END_TEST;
+
 static Suite *
 npullm_suite (void)
 {
@@ -1168,6 +1515,11 @@ npullm_suite (void)
   tcase_add_test (tc, test_caption_pipeline);
   tcase_add_test (tc, test_captions_drawn);
   tcase_add_test (tc, test_flush_while_generating);
+  tcase_add_test (tc, test_stats_message);
+  tcase_add_test (tc, test_stop_strings);
+  tcase_add_test (tc, test_prompt_longer_than_context);
+  tcase_add_test (tc, test_cancelled_media_skipped);
+  tcase_add_test (tc, test_producer_error);
   return s;
 }
 

@@ -790,24 +790,94 @@ GST_START_TEST (test_errors)
 
 GST_END_TEST;
 
+/* A bus sync handler: keeps a copy of each npullm-stats message */
+static GstBusSyncReply
+keep_stats (GstBus * bus, GstMessage * msg, gpointer user_data)
+{
+  if (gst_message_has_name (msg, "npullm-stats"))
+    g_ptr_array_add (user_data,
+        gst_structure_copy (gst_message_get_structure (msg)));
+  return GST_BUS_PASS;
+}
+
+/* Shut down in the middle of a very long answer, after 1, 3 and 6 pieces
+ * of it: the state change to NULL succeeds at once (no hang: the test's
+ * timeout), no EOS came (the answer was cut short), nothing is pushed
+ * after it, what came is the start of the reference answer, and nothing
+ * leaks (the valgrind run). */
 GST_START_TEST (test_stop_while_generating)
 {
   gchar *desc = g_strdup_printf ("npullm model=%s prompt=\"Go on\" "
       "max-tokens=100000 context-length=256 ! fakesink name=sink sync=false",
       llama_path);
-  GError *error = NULL;
+  gchar *want = direct_answer (llama_path, "Go on", 48, 0, 0, NULL, 0);
+  const guint after[] = { 1, 3, 6 };
   guint i;
 
-  /* Tear down at various moments of a very long answer: no hang, no
-   * leak (valgrind run). */
-  for (i = 0; i < 3; i++) {
+  for (i = 0; i < G_N_ELEMENTS (after); i++) {
+    GError *error = NULL;
     GstElement *pipeline = gst_parse_launch (desc, &error);
-    fail_unless (pipeline != NULL);
+    GstElement *sink;
+    Collected c = { g_string_new (NULL), 0, 0, NULL };
+    GstState state;
+    GstMessage *msg;
+    gint64 deadline = g_get_monotonic_time () + 60 * G_TIME_SPAN_SECOND;
+    guint n_at_stop;
+    GPtrArray *stats;
+
+    fail_unless (pipeline != NULL, "%s", error ? error->message : "");
+    sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+    g_object_set (sink, "signal-handoffs", TRUE, NULL);
+    g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), &c);
+    /* as they are posted: the bus drops what it holds on the way to NULL */
+    stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_structure_free);
+    gst_bus_set_sync_handler (GST_ELEMENT_BUS (pipeline), keep_stats, stats,
+        NULL);
     gst_element_set_state (pipeline, GST_STATE_PLAYING);
-    g_usleep (20000 * i);
-    gst_element_set_state (pipeline, GST_STATE_NULL);
+    while (g_atomic_int_get ((gint *) & c.n_buffers) < (gint) after[i]) {
+      fail_unless (g_get_monotonic_time () < deadline, "no answer came");
+      g_usleep (1000);
+    }
+    fail_unless_equals_int (gst_element_set_state (pipeline, GST_STATE_NULL),
+        GST_STATE_CHANGE_SUCCESS);
+    fail_unless_equals_int (gst_element_get_state (pipeline, &state, NULL,
+            0), GST_STATE_CHANGE_SUCCESS);
+    fail_unless_equals_int (state, GST_STATE_NULL);
+    n_at_stop = c.n_buffers;
+    fail_unless (n_at_stop >= after[i]);
+    msg = gst_bus_pop_filtered (GST_ELEMENT_BUS (pipeline),
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+    fail_unless (msg == NULL, "%s after the stop",
+        msg ? GST_MESSAGE_TYPE_NAME (msg) : "");
+    /* the answer stopped where it was: if it reported at all, it was not
+     * run on to its limit */
+    {
+      guint k, n = 0;
+
+      for (k = 0; k < stats->len; k++) {
+        const GstStructure *st = g_ptr_array_index (stats, k);
+
+        fail_unless (gst_structure_get_uint (st, "generated-tokens", &n));
+        fail_unless (n < 1000, "%u tokens generated, %u pieces pushed", n,
+            n_at_stop);
+        fail_unless_equals_string (gst_structure_get_string (st, "end"),
+            "stopped");
+      }
+    }
+    gst_bus_set_sync_handler (GST_ELEMENT_BUS (pipeline), NULL, NULL, NULL);
+    g_ptr_array_unref (stats);
+    /* the start of the answer, not all of it */
+    fail_unless (g_str_has_prefix (want, c.text->str) ||
+        g_str_has_prefix (c.text->str, want), "\"%s\" is not the start of "
+        "\"%s\"", c.text->str, want);
+    g_usleep (50 * 1000);
+    fail_unless_equals_int (c.n_buffers, n_at_stop);
+    gst_object_unref (sink);
     gst_object_unref (pipeline);
+    g_string_free (c.text, TRUE);
   }
+  g_free (want);
   g_free (desc);
 }
 

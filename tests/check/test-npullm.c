@@ -944,9 +944,38 @@ GST_START_TEST (test_flush_while_generating)
 
 GST_END_TEST;
 
+/* The vision tokens npuvisiontok makes of one frame of @desc (ending in
+ * appsink name=a) */
+static GBytes *
+vision_rows (const gchar * desc)
+{
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "a");
+  GstSample *sample = NULL;
+  GstMapInfo map;
+  GBytes *rows;
+
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  g_signal_emit_by_name (sink, "pull-sample", &sample);
+  fail_unless (sample != NULL);
+  /* maps wait for the encoder's fence */
+  fail_unless (gst_buffer_map (gst_sample_get_buffer (sample), &map,
+          GST_MAP_READ));
+  rows = g_bytes_new (map.data, map.size);
+  gst_buffer_unmap (gst_sample_get_buffer (sample), &map);
+  gst_sample_unref (sample);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  return rows;
+}
+
 GST_START_TEST (test_caption_pipeline)
 {
-  /* The captioning pipeline of docs/npullm.md, on a finite source. */
+  /* The captioning pipeline of docs/npullm.md, on a finite source whose
+   * frames are all the same (videotestsrc's default SMPTE bars): whichever
+   * frames the model answers, every answer is the reference answer for the
+   * tokens of that frame. */
   gchar *mm = g_build_filename (tmpdir, "mmproj.gguf", NULL);
   gchar *desc = g_strdup_printf ("videotestsrc num-buffers=10 ! "
       "video/x-raw,format=NV12,width=320,height=240 ! tee name=t "
@@ -956,16 +985,39 @@ GST_START_TEST (test_caption_pipeline)
       "tt. ! queue ! ov.text_sink tt. ! queue ! fakesink name=sink "
       "t. ! queue ! textoverlay name=ov wait-text=false ! fakesink",
       mm, qwen_path);
+  gchar *one = g_strdup_printf ("videotestsrc num-buffers=1 ! "
+      "video/x-raw,format=NV12,width=320,height=240 ! npuvisiontok model=%s ! "
+      "appsink name=a", mm);
+  GBytes *rows = vision_rows (one);
+  NpuGguf *g = npu_gguf_open (qwen_path, NULL);
+  NpuLlmHParams hp;
+  gchar *want;
+  GString *all = g_string_new (NULL);
   Collected c = { 0, };
   GstElement *llm;
-  gchar *got = run (desc, &c, NULL, &llm);
-  guint n_answers;
+  gchar *got;
+  guint n_answers, i;
 
+  fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
+  npu_gguf_free (g);
+  want = direct_answer (qwen_path, "One short caption.", 8, 0, 0, rows,
+      hp.n_embd);
+  fail_unless (strlen (want) > 0);
+  got = run (desc, &c, NULL, &llm);
   g_object_get (llm, "n-answers", &n_answers, NULL);
   fail_unless (n_answers >= 1);
-  fail_unless (c.n_buffers >= 1);
+  for (i = 0; i < n_answers; i++)
+    g_string_append (all, want);
+  fail_unless_equals_string (got, all->str);
+  /* output=sentence: at least one buffer per answer */
+  fail_unless (c.n_buffers >= n_answers, "%u buffers, %u answers",
+      c.n_buffers, n_answers);
   gst_object_unref (llm);
+  g_string_free (all, TRUE);
+  g_bytes_unref (rows);
+  g_free (want);
   g_free (got);
+  g_free (one);
   g_free (desc);
   g_free (mm);
 }

@@ -18,6 +18,7 @@
 #include <gst/video/video.h>
 #include <npu/npu.h>
 #include <core/npullm.h>
+#include <core/npullmsession.h>
 #include <core/nputokenizer.h>
 #include <core/npugguf.h>
 #include "../tools/npumodelgen.h"
@@ -140,6 +141,9 @@ direct_answer_media_ids (const gchar * path, const gchar * prompt,
   hp = npu_llm_model_get_hparams (model);
   npu_llm_context_params_init (&cp);
   cp.n_ctx = 512;
+  /* the element's defaults (docs/npullm.md) */
+  cp.kv_type = NPU_KV_F16;
+  cp.precision = NPU_MATMUL_PRECISION_FAST;
   ctx = npu_llm_context_new (model, &cp, &error);
   fail_unless (ctx != NULL, "%s", error ? error->message : "");
 
@@ -245,6 +249,13 @@ direct_answer_media (const gchar * path, const gchar * prompt,
 {
   return direct_answer_media_ids (path, prompt, max_tokens, temperature,
       seed, media, n_media, n_embd, NULL, NULL);
+}
+
+static gboolean
+collect (const gchar * text, gsize len, gpointer user_data)
+{
+  g_string_append_len (user_data, text, len);
+  return TRUE;
 }
 
 /* Answers @prompts[0..n) in one session (greedy, a system prompt, the
@@ -1714,6 +1725,131 @@ GST_START_TEST (test_producer_error)
 
 GST_END_TEST;
 
+/* The ids of the prompt the model must be fed for @prompt alone (no
+ * media), as direct_answer_media_ids() feeds them */
+static GArray *
+prompt_ids (const gchar * path, const gchar * prompt)
+{
+  NpuGguf *g = npu_gguf_open (path, NULL);
+  NpuTokenizer *tok = npu_tokenizer_new_from_gguf (g, NULL);
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  gchar *before, *after, *whole;
+  gboolean bos;
+  gint32 *t, b = 1;
+  gsize n;
+
+  fail_unless (tok != NULL);
+  prompt_text (path, prompt, &before, &after, &bos);
+  whole = g_strconcat (before, after, NULL);
+  if (bos)
+    g_array_append_val (ids, b);
+  t = tokens_of (tok, whole, &n);
+  g_array_append_vals (ids, t, n);
+  g_free (t);
+  g_free (whole);
+  g_free (before);
+  g_free (after);
+  npu_tokenizer_free (tok);
+  npu_gguf_free (g);
+  return ids;
+}
+
+/* KV cache reuse across answers (docs/npullm.md, "Prompt prefix reuse"):
+ * prompts on the text pad, one after the other; each answer is the one a
+ * fresh context gives (the reference), and npullm-stats' reused-tokens is
+ * the longest prefix of token ids the prompt shares with the one before,
+ * less one when it is the whole prompt, counted here on the reference's
+ * ids */
+GST_START_TEST (test_kv_reused_across_answers)
+{
+  const gchar *prompts[] = { "What is on the table?",
+    "What is on the floor?", "What is on the floor?", "Hello there"
+  };
+  const guint n = G_N_ELEMENTS (prompts);
+  gchar *desc = g_strdup_printf ("appsrc name=src format=time "
+      "caps=text/x-raw,format=utf8 ! llm.text npullm name=llm model=%s "
+      "max-tokens=6 ! fakesink name=sink", qwen_path);
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  Collected c = { g_string_new (NULL), 0, 0, NULL };
+  GString *want = g_string_new (NULL);
+  GPtrArray *stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_structure_free);
+  GArray *prev = NULL;
+  GstMessage *msg;
+  GstFlowReturn flow;
+  guint i, n_reused_total = 0;
+
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), &c);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  for (i = 0; i < n; i++) {
+    GstBuffer *buf = gst_buffer_new_memdup (prompts[i], strlen (prompts[i]));
+    gchar *w = direct_answer (qwen_path, prompts[i], 6, 0, 0, NULL, 0);
+
+    GST_BUFFER_PTS (buf) = i * GST_SECOND;
+    g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+    gst_buffer_unref (buf);
+    g_string_append (want, w);
+    g_free (w);
+  }
+  g_signal_emit_by_name (src, "end-of-stream", &flow);
+  for (;;) {
+    msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+        60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR |
+        GST_MESSAGE_ELEMENT);
+    fail_unless (msg != NULL);
+    fail_unless (GST_MESSAGE_TYPE (msg) != GST_MESSAGE_ERROR);
+    if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS) {
+      gst_message_unref (msg);
+      break;
+    }
+    if (gst_message_has_name (msg, "npullm-stats"))
+      g_ptr_array_add (stats,
+          gst_structure_copy (gst_message_get_structure (msg)));
+    gst_message_unref (msg);
+  }
+  /* each answer is a fresh context's */
+  fail_unless_equals_string (c.text->str, want->str);
+  fail_unless_equals_int (stats->len, n);
+  for (i = 0; i < n; i++) {
+    GArray *ids = prompt_ids (qwen_path, prompts[i]);
+    const GstStructure *st = g_ptr_array_index (stats, i);
+    guint reused = G_MAXUINT, n_prompt = 0, expected = 0;
+
+    fail_unless (gst_structure_get_uint (st, "reused-tokens", &reused));
+    fail_unless (gst_structure_get_uint (st, "prompt-tokens", &n_prompt));
+    fail_unless_equals_int (n_prompt, ids->len);
+    if (prev) {
+      while (expected < MIN (prev->len, ids->len) &&
+          g_array_index (prev, gint32, expected) == g_array_index (ids,
+              gint32, expected))
+        expected++;
+      if (expected == ids->len)
+        expected--;
+      g_array_unref (prev);
+    }
+    fail_unless_equals_int (reused, expected);
+    n_reused_total += reused;
+    prev = ids;
+  }
+  /* the shared system turn at least, and the whole repeated prompt */
+  fail_unless (n_reused_total > 20, "%u", n_reused_total);
+  g_array_unref (prev);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  g_ptr_array_unref (stats);
+  g_string_free (want, TRUE);
+  g_string_free (c.text, TRUE);
+  gst_object_unref (src);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
 static Suite *
 npullm_suite (void)
 {
@@ -1741,6 +1877,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_prompt_longer_than_context);
   tcase_add_test (tc, test_cancelled_media_skipped);
   tcase_add_test (tc, test_producer_error);
+  tcase_add_test (tc, test_kv_reused_across_answers);
   return s;
 }
 

@@ -328,6 +328,70 @@ GST_START_TEST (test_tokens_reference)
 
 GST_END_TEST;
 
+/* A buffer flagged DISCONT, or a PTS more than 20 ms from where the
+ * samples say, ends the chunk there and starts a new clip: 0.5 s, then
+ * 1 s after the break, give a partial chunk of the first 0.5 s and a
+ * chunk of the next second, each the reference's tokens for those
+ * samples alone, stamped where they were */
+GST_START_TEST (test_discont_starts_clip)
+{
+  const gsize n = 24000;
+  float *s = make_clip (n, 3);
+  Ref ref;
+  guint variant;
+  double *ra, *rb;
+
+  ref_init (&ref, audio_path, GST_SECOND);
+  ra = ref_tokens (&ref, s, 8000);
+  rb = ref_tokens (&ref, s + 8000, 16000);
+  for (variant = 0; variant < 2; variant++) {
+    /* 0: a jump of the PTS to 3 s; 1: DISCONT, the PTS where it was */
+    GstClockTime b_start = variant == 0 ? 3 * GST_SECOND : GST_SECOND / 2;
+    GstHarness *h = make_harness ("vad=false chunk-duration=1000000000",
+        "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+    gsize off;
+    Out out;
+    double err;
+
+    for (off = 0; off < n; off += 1600) {
+      GstBuffer *buf = gst_harness_create_buffer (h, 1600 * 4);
+
+      gst_buffer_fill (buf, 0, s + off, 1600 * 4);
+      if (off < 8000)
+        GST_BUFFER_PTS (buf) = gst_util_uint64_scale (off, GST_SECOND, 16000);
+      else
+        GST_BUFFER_PTS (buf) = b_start + gst_util_uint64_scale (off - 8000,
+            GST_SECOND, 16000);
+      GST_BUFFER_DURATION (buf) = GST_SECOND / 10;
+      if (variant == 1 && off == 8000)
+        GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
+      fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+    }
+    collect (h, &out);
+    gst_harness_teardown (h);
+    fail_unless_equals_int (out.tokens->len, 2);
+    err = tokens_error (g_ptr_array_index (out.tokens, 0), ra,
+        (gsize) ref.n_tokens * ref.dim);
+    fail_unless (npu_within (err, TOKENS_TOL), "variant %u, before the "
+        "break: error %g", variant, err);
+    err = tokens_error (g_ptr_array_index (out.tokens, 1), rb,
+        (gsize) ref.n_tokens * ref.dim);
+    fail_unless (npu_within (err, TOKENS_TOL), "variant %u, after the "
+        "break: error %g", variant, err);
+    fail_unless_equals_uint64 (OUT_PTS (&out, 0), 0);
+    fail_unless_equals_uint64 (OUT_DUR (&out, 0), GST_SECOND / 2);
+    fail_unless_equals_uint64 (OUT_PTS (&out, 1), b_start);
+    fail_unless_equals_uint64 (OUT_DUR (&out, 1), GST_SECOND);
+    out_clear (&out);
+  }
+  g_free (ra);
+  g_free (rb);
+  ref_clear (&ref);
+  g_free (s);
+}
+
+GST_END_TEST;
+
 /* precision=accurate (the default) against fast on the machine's own
  * integer path (the other tests run the exact scalar one): both within
  * their bounds of the double reference, accurate the closer.  2e-3 is
@@ -1231,6 +1295,7 @@ npuaudiotok_suite (void)
   tcase_add_test (tc, test_tokens_reference);
   tcase_add_test (tc, test_precision);
   tcase_add_test (tc, test_overlap);
+  tcase_add_test (tc, test_discont_starts_clip);
   tcase_add_test (tc, test_buffer_sizes);
   tcase_add_test (tc, test_44k_stereo);
   tcase_add_test (tc, test_vad);

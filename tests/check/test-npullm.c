@@ -14,6 +14,7 @@
 #include <glib/gstdio.h>
 
 #include "npucheck.h"
+#include "npuinputwatch.h"
 #include <gst/check/gstharness.h>
 #include <gst/video/video.h>
 #include <npu/npu.h>
@@ -576,6 +577,7 @@ GST_START_TEST (test_vision_tokens_spliced)
   GstBuffer *buf;
   GstFlowReturn flow;
   GstMessage *msg;
+  NpuInputWatch *watch;
 
   fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
   npu_gguf_free (g);
@@ -601,8 +603,10 @@ GST_START_TEST (test_vision_tokens_spliced)
   buf = gst_buffer_new_memdup (g_bytes_get_data (media, NULL),
       g_bytes_get_size (media));
   GST_BUFFER_PTS (buf) = 3 * GST_SECOND;
+  /* the decoder reads the rows where appsrc's buffer holds them */
+  watch = npu_input_watch_start ();
+  npu_input_watch_add_buffer (watch, buf);
   g_signal_emit_by_name (src, "push-buffer", buf, &flow);
-  gst_buffer_unref (buf);
   g_signal_emit_by_name (src, "end-of-stream", &flow);
   msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
       60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
@@ -610,6 +614,10 @@ GST_START_TEST (test_vision_tokens_spliced)
   gst_message_unref (msg);
   fail_unless_equals_string (c.text->str, want);
   fail_unless_equals_uint64 (c.first_pts, 3 * GST_SECOND);
+  fail_unless_equals_int (npu_input_watch_n_reads (watch), 1);
+  npu_input_watch_assert_in_place (watch, 1);
+  npu_input_watch_stop (watch);
+  gst_buffer_unref (buf);
   gst_element_set_state (pipeline, GST_STATE_NULL);
 
   /* Rows of the wrong width are refused with a reason. */

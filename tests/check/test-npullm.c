@@ -1000,6 +1000,13 @@ GST_START_TEST (test_stop_while_generating)
 
 GST_END_TEST;
 
+static void
+count_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad,
+    gpointer data)
+{
+  g_atomic_int_inc ((gint *) data);
+}
+
 GST_START_TEST (test_flush_while_generating)
 {
   /* A flush in the middle of a long answer cancels it; the next prompt is
@@ -1018,14 +1025,27 @@ GST_START_TEST (test_flush_while_generating)
   GstBuffer *buf;
   GstFlowReturn flow;
   GstMessage *msg;
+  gint n_first = 0;
+  gulong handler;
+  gint64 deadline = g_get_monotonic_time () + 300 * G_TIME_SPAN_SECOND;
 
   g_object_set (llm, "max-tokens", 100000, NULL);
   g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  handler = g_signal_connect (sink, "handoff", G_CALLBACK (count_handoff),
+      &n_first);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   buf = gst_buffer_new_memdup ("go on and on", 12);
   g_signal_emit_by_name (src, "push-buffer", buf, &flow);
   gst_buffer_unref (buf);
-  g_usleep (100 * 1000);
+  /* The flush must come in the middle of the answer: once some of it is
+   * out, not after a fixed time (under valgrind the pipeline may not have
+   * started by then, and a flush before appsrc pushed would stop appsrc's
+   * task for good) */
+  while (g_atomic_int_get (&n_first) < 1) {
+    fail_unless (g_get_monotonic_time () < deadline, "no answer came");
+    g_usleep (1000);
+  }
+  g_signal_handler_disconnect (sink, handler);
 
   fail_unless (gst_pad_send_event (textpad, gst_event_new_flush_start ()));
   fail_unless (gst_pad_send_event (textpad, gst_event_new_flush_stop (TRUE)));

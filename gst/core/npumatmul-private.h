@@ -63,6 +63,15 @@ void npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
 void npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 
+/* The accurate GEMM: Y[c][r] for r in [r0, r1), c in [c0, c1) from F32
+ * activations x[c * k ...] (not quantised) and the weights decoded to F32
+ * (exact): y[c * ldy + r] */
+typedef void (*NpuMxfp4F32TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const float *x, gsize c0, gsize c1, float *y, gsize ldy);
+
+void npu_mxfp4_tile_f32_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const float *x, gsize c0, gsize c1, float *y, gsize ldy);
+
 /* Y[c][r] for r in [r0, r1), c in [c0, c1) of the rows x (n_blocks * 32)
  * Q8_0 matrix @w: y[c * ldy + r] */
 typedef void (*NpuQ8_0TileFunc) (const NpuBlockQ8_0 * w, gsize n_blocks,

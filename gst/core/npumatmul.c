@@ -51,6 +51,11 @@ static const float e2m1_values[16] = {
 #define GEMV_CLAIM_TILES 4
 #define GEMM_ROW_TILE 64
 #define GEMM_COL_TILE 64
+/* The accurate F32 GEMM: 64 weight rows (one decoded panel) by 192
+ * activation rows, whose chunk of 128 k (96 KiB) and outputs (48 KiB)
+ * stay in L2 while the panel is reused 32 times */
+#define GEMM_F32_ROW_TILE 64
+#define GEMM_F32_COL_TILE 192
 
 static gboolean
 isa_available (Isa isa)
@@ -462,6 +467,8 @@ struct _MatmulJob
    * scalar path) */
   const NpuMxfp4Matrix *mxfp4;
   NpuMxfp4TileFunc mxfp4_tile;
+  /* the accurate GEMM's F32 kernel, where this path has one */
+  NpuMxfp4F32TileFunc mxfp4_f32_tile;
   const NpuBlockQ8_0 *q8_0;
   NpuQ8_0TileFunc q8_0_tile;
   gsize rows, nb;               /* nb: blocks of 32 per row (k / 32) */
@@ -673,6 +680,35 @@ quantize_activations (NpuTask * task, MatmulJob * job)
       quantize_slice, job);
 }
 
+static void
+f32_tile_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  gsize t;
+
+  for (t = start; t < end; t++) {
+    gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
+    gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
+
+    job->mxfp4_f32_tile (job->mxfp4, r0, MIN (r0 + job->row_tile, job->rows),
+        job->x, c0, MIN (c0 + job->col_tile, job->n), job->y, job->rows);
+  }
+}
+
+/* The accurate GEMM where the path has an F32 kernel: no quantisation,
+ * tiles of decoded weights times F32 activations */
+static void
+run_f32_job (NpuTask * task, MatmulJob * job)
+{
+  gsize n_col_tiles;
+
+  job->row_tile = GEMM_F32_ROW_TILE;
+  job->col_tile = GEMM_F32_COL_TILE;
+  job->n_row_tiles = (job->rows + job->row_tile - 1) / job->row_tile;
+  n_col_tiles = (job->n + job->col_tile - 1) / job->col_tile;
+  run_parallel (task, job->n_row_tiles * n_col_tiles, 1, f32_tile_slice, job);
+}
+
 /* y = x . w^T for a job whose weights, format and kernel are set */
 static void
 run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
@@ -688,6 +724,10 @@ run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
   }
   if (!have_kernel) {
     run_parallel (task, job->rows, 16, scalar_slice, job);
+    return;
+  }
+  if (job->accurate && job->n > GEMV_MAX_N && job->mxfp4_f32_tile) {
+    run_f32_job (task, job);
     return;
   }
 
@@ -737,6 +777,19 @@ current_tile_func (void)
   }
 }
 
+static NpuMxfp4F32TileFunc
+current_f32_tile_func (void)
+{
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX512:
+      return npu_mxfp4_tile_f32_avx512;
+#endif
+    default:
+      return NULL;
+  }
+}
+
 static NpuQ8_0TileFunc
 current_q8_0_tile_func (void)
 {
@@ -765,6 +818,7 @@ mxfp4_job_init (MatmulJob * job, const NpuMxfp4Matrix * w, const float *x,
   job->format = &format_mxfp4;
   job->mxfp4 = w;
   job->mxfp4_tile = current_tile_func ();
+  job->mxfp4_f32_tile = current_f32_tile_func ();
   job->rows = w->rows;
   job->nb = w->n_blocks;
   job->x = x;

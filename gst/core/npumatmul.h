@@ -45,6 +45,18 @@
  *    accumulation term counts both passes and their sum).  The scalar path
  *    is exact whatever the precision.
  *
+ *    On "avx512", an accurate product of n > 4 activation rows (a GEMM:
+ *    encoders, prefill) does not quantise at all: the weights are decoded
+ *    to F32 (exact: an E2M1 value times a power of two) into panels of 64
+ *    rows x 128 k, and multiplied with the F32 activations by FMAs, each
+ *    chunk of 128 k summed apart and then added to the output, so
+ *
+ *      |y - y_ref| <= (128 + ceil(k/128)) * 2^-24 * sum_j |w_j x_j|
+ *
+ *    (while the products stay normal floats), which is within the bound
+ *    above for every k up to 16384: sum |w_j| d_b / 508 >= sum |w_j x_j| /
+ *    64516.  It runs at about the speed of the int8 GEMM (docs/kernels.md).
+ *
  * NPU_MATMUL_ISA=scalar|avx2|avx512|neon in the environment forces a path
  * (read once; an unavailable one falls back to scalar with a warning).
  *
@@ -151,8 +163,8 @@ void npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w,
  * @NPU_MATMUL_PRECISION_FAST: int8 activations (error ~ max|x| / 254 per
  *   element of a block), what llama.cpp does
  * @NPU_MATMUL_PRECISION_ACCURATE: int8 activations plus their int8
- *   residual, ~16 bits (error ~ max|x| / 64516 per element); twice the
- *   integer work
+ *   residual, ~16 bits (error ~ max|x| / 64516 per element), twice the
+ *   integer work; on avx512 a GEMM (n > 4) uses F32 activations instead
  *
  * Ignored by the scalar path, which is exact.
  */

@@ -226,6 +226,14 @@ const gchar *npu_matmul_get_isa (void);
  * Not thread-safe against concurrent multiplications. */
 gboolean npu_matmul_set_isa (const gchar * name);
 
+/* For tests and benchmarks: with FALSE, GEMMs (n > 4) run on the kernels
+ * that decode each weight group for 4 activation rows at a time (and the
+ * accurate precision on int8 + residual) even where this path has the
+ * panel kernels (avx512: a fast int8 GEMM over decoded 32-row panels, an
+ * accurate F32 one).  Returns the previous setting.  Not thread-safe
+ * against concurrent multiplications. */
+gboolean npu_matmul_set_gemm_panels (gboolean panels);
+
 G_END_DECLS
 
 #endif /* __NPU_MATMUL_H__ */

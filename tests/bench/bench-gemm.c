@@ -9,8 +9,11 @@
  *    shapes of a SigLIP-B encoder (196 patches x 768 -> 768, -> 3072, and
  *    3072 -> 768) and of a 1.1 B llama's prefill (512 tokens x 2048 ->
  *    2048, -> 5632, and 5632 -> 2048), in GOPS and as a share of the int8
- *    peak.  The two precisions alternate pass by pass, so a noisy machine
- *    hurts both alike; each figure is the best of the passes.
+ *    peak, each on the panel kernels (the default) and on the tile kernels
+ *    (npu_matmul_set_gemm_panels (FALSE), what came before them).  The
+ *    four and a peak measurement alternate within each pass, so a noisy
+ *    machine hurts them alike; each figure is the best of the passes, and
+ *    the share of the peak is that of the best pass's own peak.
  *
  * Usage: bench-gemm [passes (5)]
  *   NPU_MATMUL_ISA=scalar|avx2|avx512|neon forces a kernel path.
@@ -196,28 +199,51 @@ main (int argc, char **argv)
 #endif
     for (s = 0; s < G_N_ELEMENTS (shapes); s++) {
       NpuMxfp4Matrix m;
-      double best[2] = { 0.0, 0.0 };
+      /* fast, accurate on panels; fast, accurate on tiles */
+      double best[4] = { 0.0, 0.0, 0.0, 0.0 }, share = 0.0;
       double ops = 2.0 * shapes[s].rows * shapes[s].k * shapes[s].n;
 
       npu_mxfp4_matrix_init_view (&m, blocks, shapes[s].rows, shapes[s].k);
       for (p = 0; p <= passes; p++) {
-        for (q = 0; q < 2; q++) {
-          Work w = { NULL, &m, x, shapes[s].n, y, q ?
+        double peak = 0.0;
+
+#if defined(__x86_64__)
+        if (peak_int8 > 0) {
+          Work w8 = { peak_int8_slice, NULL, NULL, 0, NULL, 0,
+            thread_counts[t]
+          };
+
+          peak = 2.0 * 64 * 12 * PEAK_ITERS * thread_counts[t] /
+              time_work (queue, &w8) / 1e9;
+        }
+#endif
+        for (q = 0; q < 4; q++) {
+          Work w = { NULL, &m, x, shapes[s].n, y, q % 2 ?
                 NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST,
             thread_counts[t]
           };
-          double secs = time_work (queue, &w);
+          double secs, gops;
 
+          npu_matmul_set_gemm_panels (q < 2);
+          secs = time_work (queue, &w);
+          gops = ops / secs / 1e9;
           /* pass 0 warms up */
-          if (p > 0)
-            best[q] = MAX (best[q], ops / secs / 1e9);
+          if (p > 0 && gops > best[q]) {
+            best[q] = gops;
+            if (q == 0 && peak > 0)
+              share = gops / peak;
+          }
         }
+        npu_matmul_set_gemm_panels (TRUE);
       }
-      printf ("%-34s fast %7.1f GOPS", shapes[s].what, best[0]);
-      if (peak_int8 > 0)
-        printf (" (%4.1f %% of int8 peak)", 100 * best[0] / peak_int8);
-      printf (", accurate %7.1f GOPS, accurate / fast time %.2f\n", best[1],
+      printf ("%s\n  panels: fast %6.1f GOPS", shapes[s].what, best[0]);
+      if (share > 0)
+        printf (" (%4.1f %% of int8 peak)", 100 * share);
+      printf (", accurate %6.1f GOPS (time x %.2f of fast)\n", best[1],
           best[0] / best[1]);
+      printf ("  tiles:  fast %6.1f GOPS, accurate %6.1f GOPS; "
+          "panels / tiles speed: fast %.2f, accurate %.2f\n", best[2],
+          best[3], best[0] / best[2], best[1] / best[3]);
       npu_mxfp4_matrix_clear (&m);
     }
     npu_queue_free (queue);

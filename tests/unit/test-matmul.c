@@ -204,7 +204,7 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   double *bound_acc = g_new (double, s->n * s->rows);
   double *bound_f32 = g_new (double, s->n * s->rows);
   NpuMxfp4Matrix mats[2];
-  guint a, l, d, p;
+  guint a, l, d, p, pn;
 
   random_weights (rand, blocks, s->rows * nb, s->e_lo, s->e_hi);
   random_activations (rand, x, s->n * s->k, s->x_exp);
@@ -216,17 +216,23 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   npu_mxfp4_matrix_init_view (&mats[0], blocks, s->rows, s->k);
   npu_mxfp4_matrix_repack (&mats[1], blocks, s->rows, s->k);
 
-  for (a = 0; a < 2 * G_N_ELEMENTS (all_isas); a++) {
-    gboolean exact = a / 2 == 0;
+  /* pn = 1: avx512's GEMMs on the tile kernels instead of the panel ones */
+  for (a = 0; a < 4 * G_N_ELEMENTS (all_isas); a++) {
+    gboolean exact = a / 4 == 0;
+    gboolean panels_here = s->n > 4 && g_str_equal (all_isas[a / 4],
+        "avx512");
     const double *bound;
 
-    if (!npu_matmul_set_isa (all_isas[a / 2]))
-      continue;
     p = a % 2;
+    pn = (a / 2) % 2;
+    if ((pn && !panels_here) || !npu_matmul_set_isa (all_isas[a / 4]))
+      continue;
+    npu_matmul_set_gemm_panels (!pn);
     precision = p ? NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST;
     bound = exact ? bound_exact : p ? bound_acc : bound_q8;
-    /* the accurate GEMM of avx512 is the F32 one, with its own bound */
-    if (p && s->n > 4 && g_str_equal (all_isas[a / 2], "avx512"))
+    /* the accurate GEMM of avx512's panels is the F32 one, with its own
+     * bound */
+    if (p && panels_here && !pn)
       bound = bound_f32;
     for (l = 0; l < 2; l++) {
       for (d = 0; d <= n_devices; d++) {
@@ -238,11 +244,11 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
           double tol = bound[i] + fabs (ref[i]) * ldexp (1.0, -24);
 
           if (!npu_within (fabs ((double) y[i] - ref[i]), tol))
-            g_error ("%s%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
+            g_error ("%s%s%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
                 G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
                 G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g",
-                all_isas[a / 2], p ? " accurate" : "", l, d, s->rows, s->k,
-                s->n, i, y[i], ref[i], tol);
+                all_isas[a / 4], p ? " accurate" : "", pn ? " tiles" : "",
+                l, d, s->rows, s->k, s->n, i, y[i], ref[i], tol);
         }
         n_checked++;
       }
@@ -259,6 +265,7 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   g_free (bound_q8);
   g_free (bound_acc);
   g_free (bound_f32);
+  npu_matmul_set_gemm_panels (TRUE);
   precision = NPU_MATMUL_PRECISION_FAST;
 }
 

@@ -55,7 +55,9 @@
  *
  *    (while the products stay normal floats), which is within the bound
  *    above for every k up to 16384: sum |w_j| d_b / 508 >= sum |w_j x_j| /
- *    64516.  It runs at about the speed of the int8 GEMM (docs/kernels.md).
+ *    64516.  On avx512 the fast GEMM (n > 4) decodes 32-row panels once
+ *    per tile and blocks over 6 activation rows; same quantisation, same
+ *    bound as the int8 paths above (docs/kernels.md).
  *
  * NPU_MATMUL_ISA=scalar|avx2|avx512|neon in the environment forces a path
  * (read once; an unavailable one falls back to scalar with a warning).

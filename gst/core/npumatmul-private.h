@@ -97,6 +97,8 @@ typedef void (*NpuMxfp4F32TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
 
 void npu_mxfp4_tile_f32_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const float *x, gsize c0, gsize c1, float *y, gsize ldy);
+void npu_mxfp4_tile_f32_avx2 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const float *x, gsize c0, gsize c1, float *y, gsize ldy);
 
 /* Y[c][r] for r in [r0, r1), c in [c0, c1) of the rows x (n_blocks * 32)
  * Q8_0 matrix @w: y[c * ldy + r] */

@@ -874,6 +874,8 @@ current_f32_tile_func (void)
     return NULL;
   switch (current_isa) {
 #if defined(__x86_64__)
+    case ISA_AVX2:
+      return npu_mxfp4_tile_f32_avx2;
     case ISA_AVX512:
       return npu_mxfp4_tile_f32_avx512;
 #endif

@@ -45,11 +45,12 @@
  *    accumulation term counts both passes and their sum).  The scalar path
  *    is exact whatever the precision.
  *
- *    On "avx512", an accurate product of n > 4 activation rows (a GEMM:
- *    encoders, prefill) does not quantise at all: the weights are decoded
- *    to F32 (exact: an E2M1 value times a power of two) into panels of 64
- *    rows x 128 k, and multiplied with the F32 activations by FMAs, each
- *    chunk of 128 k summed apart and then added to the output, so
+ *    On "avx512" and "avx2", an accurate product of n > 4 activation rows
+ *    (a GEMM: encoders, prefill) does not quantise at all: the weights are
+ *    decoded to F32 (exact: an E2M1 value times a power of two) into
+ *    panels of 64 (avx2: 16) rows x 128 k, and multiplied with the F32
+ *    activations by FMAs, each chunk of 128 k summed apart and then added
+ *    to the output, so
  *
  *      |y - y_ref| <= (128 + ceil(k/128)) * 2^-24 * sum_j |w_j x_j|
  *

@@ -356,7 +356,7 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
    *
    * Activations of the encoder's matrix products, as npuvisiontok's:
    * `accurate` (default) keeps at least about 16 bits (F32 activations in
-   * AVX-512 GEMMs, elsewhere int8 and their int8 residual); `fast` uses
+   * AVX2 and AVX-512 GEMMs, elsewhere int8 and their int8 residual); `fast` uses
    * int8 activations as llama.cpp does.
    * docs/npuaudiotok.md gives both and the measured encode times.
    */

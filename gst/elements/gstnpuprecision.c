@@ -20,7 +20,7 @@ gst_npu_precision_get_type (void)
   static const GEnumValue values[] = {
     {GST_NPU_PRECISION_FAST, "int8 activations, as llama.cpp", "fast"},
     {GST_NPU_PRECISION_ACCURATE, "about 16-bit activations or more (F32 "
-          "in AVX-512 GEMMs, else int8 and their int8 residual)", "accurate"},
+          "in x86 GEMMs, else int8 and their int8 residual)", "accurate"},
     {0, NULL, NULL}
   };
 

@@ -233,7 +233,7 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
    * GstNpuVisionTok:precision:
    *
    * Activations of the encoder's matrix products.  `accurate` (default)
-   * keeps at least about 16 bits: on AVX-512 the products run on F32
+   * keeps at least about 16 bits: on AVX2 and AVX-512 the products run on F32
    * activations and exactly decoded weights; elsewhere each block of 32
    * activations is quantised to int8 and then its residual to int8 again.
    * Vision tokens are within 1e-3 (relative norm) of a float64 evaluation

@@ -219,8 +219,8 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   /* pn = 1: avx512's GEMMs on the tile kernels instead of the panel ones */
   for (a = 0; a < 4 * G_N_ELEMENTS (all_isas); a++) {
     gboolean exact = a / 4 == 0;
-    gboolean panels_here = s->n > 4 && g_str_equal (all_isas[a / 4],
-        "avx512");
+    gboolean panels_here = s->n > 4 && (g_str_equal (all_isas[a / 4],
+            "avx512") || g_str_equal (all_isas[a / 4], "avx2"));
     const double *bound;
 
     p = a % 2;
@@ -230,8 +230,8 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
     npu_matmul_set_gemm_panels (!pn);
     precision = p ? NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST;
     bound = exact ? bound_exact : p ? bound_acc : bound_q8;
-    /* the accurate GEMM of avx512's panels is the F32 one, with its own
-     * bound */
+    /* the accurate GEMM of the avx512 and avx2 panels is the F32 one,
+     * with its own bound */
     if (p && panels_here && !pn)
       bound = bound_f32;
     for (l = 0; l < 2; l++) {

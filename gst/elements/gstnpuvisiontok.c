@@ -35,6 +35,7 @@
 #endif
 
 #include "gstnpuvisiontok.h"
+#include "gstnpuanalytics.h"
 #include "gstnpuvideoformats.h"
 
 #include <string.h>
@@ -751,6 +752,11 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
       npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit), gw,
       gh, GST_BUFFER_PTS (buf), GST_BUFFER_DURATION (buf));
 
+#ifdef HAVE_GST_ANALYTICS
+  /* the same memory, described the way GStreamer 1.26 analytics reads it */
+  gst_npu_buffer_add_token_tensor (outbuf, job->outmem, GST_NPU_MODALITY_VISION,
+      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit));
+#endif
   fence = npu_queue_submit (self->queue, encode_task, job, encode_job_free,
       NULL, 0);
   gst_buffer_add_npu_fence_meta (outbuf, fence);

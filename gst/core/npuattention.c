@@ -13,6 +13,11 @@
  * the cache reads ~4x its size, and decode fell from 40 to 18 tokens/s
  * (2 threads).  Here up to four queries go through each row while it is in
  * registers, and the softmax's exponentials are vectorised too.
+ *
+ * Rows stored in F16 or Q8_0 (a KV cache of half or about a quarter the
+ * bytes) are widened to F32 sixteen values at a time as they are loaded:
+ * the cache is never copied wider.  Every function below takes the type as
+ * a constant, so each type gets its own loops.
  */
 #include "npuattention.h"
 
@@ -21,6 +26,8 @@
 
 typedef float v16sf __attribute__((vector_size (64)));
 typedef gint32 v16si __attribute__((vector_size (64)));
+typedef guint16 v16hu __attribute__((vector_size (32)));
+typedef gint8 v16qi __attribute__((vector_size (16)));
 
 /* The 64-byte vectors only pass between static inline functions of this
  * file, never across an ABI boundary, so GCC's note that their calling
@@ -45,15 +52,6 @@ typedef gint32 v16si __attribute__((vector_size (64)));
  * the hardware prefetchers follow poorly. */
 #define PF_ROWS 8
 
-static ALWAYS_INLINE void
-prefetch_row (const float *p, guint n)
-{
-  guint c;
-
-  for (c = 0; c < n; c += 16)
-    __builtin_prefetch (p + c);
-}
-
 static ALWAYS_INLINE v16sf
 load16 (const float *p)
 {
@@ -67,6 +65,100 @@ static ALWAYS_INLINE void
 store16 (float *p, v16sf v)
 {
   memcpy (p, &v, sizeof (v));
+}
+
+/* Bytes of @n values stored as @T (npu_kv_row_bytes(), inlined) */
+static ALWAYS_INLINE gsize
+kv_bytes (gsize n, const NpuKvType T)
+{
+  if (T == NPU_KV_F16)
+    return n * 2;
+  if (T == NPU_KV_Q8_0)
+    return n / NPU_KV_Q8_0_BLOCK * NPU_KV_Q8_0_BYTES;
+  return n * 4;
+}
+
+static ALWAYS_INLINE const guint8 *
+kv_row (const void *base, gsize stride, gsize r, const NpuKvType T)
+{
+  return (const guint8 *) base + r * kv_bytes (stride, T);
+}
+
+static ALWAYS_INLINE void
+prefetch_row (const guint8 * p, guint n, const NpuKvType T)
+{
+  gsize c, b = kv_bytes (n, T);
+
+  for (c = 0; c < b; c += 64)
+    __builtin_prefetch (p + c);
+}
+
+/* IEEE binary16 to F32 (as npu_f16_to_f32()): the exponent and mantissa
+ * fields moved to F32's positions and rebiased by a multiplication by
+ * 2^112, exact for normal and subnormal halves; Inf and NaN get F32's
+ * all-ones exponent */
+static ALWAYS_INLINE v16sf
+half16 (const guint8 * p)
+{
+  v16hu h;
+  v16si x, em, special;
+
+  memcpy (&h, p, sizeof (h));
+  x = __builtin_convertvector (h, v16si);
+  em = (x & 0x7fff) << 13;
+  special = (x & 0x7c00) == 0x7c00;
+  em = ((v16si) ((v16sf) em * 0x1p112f) & ~special) |
+      ((em | 0x7f800000) & special);
+  return (v16sf) (em | ((x & 0x8000) << 16));
+}
+
+static ALWAYS_INLINE float
+half1 (const guint8 * p)
+{
+  guint32 x = p[0] | (guint32) p[1] << 8, em = (x & 0x7fff) << 13;
+  float f;
+
+  if ((x & 0x7c00) == 0x7c00)
+    em |= 0x7f800000;
+  else {
+    memcpy (&f, &em, 4);
+    f *= 0x1p112f;
+    memcpy (&em, &f, 4);
+  }
+  em |= (x & 0x8000) << 16;
+  memcpy (&f, &em, 4);
+  return f;
+}
+
+/* Values [c, c + 16) of a row, c a multiple of 16 */
+static ALWAYS_INLINE v16sf
+load_kv16 (const guint8 * row, gsize c, const NpuKvType T)
+{
+  if (T == NPU_KV_F16)
+    return half16 (row + 2 * c);
+  if (T == NPU_KV_Q8_0) {
+    const guint8 *blk = row + c / NPU_KV_Q8_0_BLOCK * NPU_KV_Q8_0_BYTES;
+    v16qi q;
+
+    memcpy (&q, blk + 2 + c % NPU_KV_Q8_0_BLOCK, sizeof (q));
+    return __builtin_convertvector (__builtin_convertvector (q, v16si),
+        v16sf) * half1 (blk);
+  }
+  return load16 ((const float *) row + c);
+}
+
+/* Value c of a row (the columns past the last multiple of 16) */
+static ALWAYS_INLINE float
+kv_at (const guint8 * row, gsize c, const NpuKvType T)
+{
+  if (T == NPU_KV_F16)
+    return half1 (row + 2 * c);
+  if (T == NPU_KV_Q8_0) {
+    const guint8 *blk = row + c / NPU_KV_Q8_0_BLOCK * NPU_KV_Q8_0_BYTES;
+
+    return half1 (blk) * (gint8) blk[2 + c % NPU_KV_Q8_0_BLOCK];
+  }
+  return ((const float *) row)[c];
 }
 
 static ALWAYS_INLINE float
@@ -148,7 +240,8 @@ exp_row (float *s, guint m, float mx)
  * costs its own loads only */
 static ALWAYS_INLINE guint
 scores_span_short (const NpuAttnSpan * sp, guint hd, gsize q_stride,
-    float scale, float *scores, gsize ss, guint m, float *mx, const guint NQ)
+    float scale, float *scores, gsize ss, guint m, float *mx, const guint NQ,
+    const NpuKvType T)
 {
   const v16sf zero = { 0, };
   v16sf q0[MAX_NQ], q1[MAX_NQ], q2[MAX_NQ], q3[MAX_NQ];
@@ -163,14 +256,14 @@ scores_span_short (const NpuAttnSpan * sp, guint hd, gsize q_stride,
     q3[i] = hd > 48 ? load16 (q + 48) : zero;
   }
   for (r = 0; r < sp->n; r++, m++) {
-    const float *k = sp->k + r * sp->stride;
-    const v16sf k0 = load16 (k);
-    const v16sf k1 = hd > 16 ? load16 (k + 16) : zero;
-    const v16sf k2 = hd > 32 ? load16 (k + 32) : zero;
-    const v16sf k3 = hd > 48 ? load16 (k + 48) : zero;
+    const guint8 *k = kv_row (sp->k, sp->stride, r, T);
+    const v16sf k0 = load_kv16 (k, 0, T);
+    const v16sf k1 = hd > 16 ? load_kv16 (k, 16, T) : zero;
+    const v16sf k2 = hd > 32 ? load_kv16 (k, 32, T) : zero;
+    const v16sf k3 = hd > 48 ? load_kv16 (k, 48, T) : zero;
 
     if (r + PF_ROWS < sp->n)
-      prefetch_row (k + PF_ROWS * sp->stride, hd);
+      prefetch_row (kv_row (sp->k, sp->stride, r + PF_ROWS, T), hd, T);
     for (i = 0; i < NQ; i++) {
       float v = hsum16 (q0[i] * k0 + q1[i] * k1 + q2[i] * k2 +
           q3[i] * k3) * scale;
@@ -187,7 +280,7 @@ scores_span_short (const NpuAttnSpan * sp, guint hd, gsize q_stride,
 static ALWAYS_INLINE void
 scores_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
     gsize q_stride, float scale, float *scores, gsize ss, float *mx,
-    const guint NQ)
+    const guint NQ, const NpuKvType T)
 {
   const guint hv = hd / 16 * 16;
   guint s, r, i, c, m = 0;
@@ -198,11 +291,11 @@ scores_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
     const NpuAttnSpan *sp = &spans[s];
 
     if (hv == hd && hd <= 64) {
-      m = scores_span_short (sp, hd, q_stride, scale, scores, ss, m, mx, NQ);
+      m = scores_span_short (sp, hd, q_stride, scale, scores, ss, m, mx, NQ, T);
       continue;
     }
     for (r = 0; r < sp->n; r++, m++) {
-      const float *k = sp->k + r * sp->stride;
+      const guint8 *k = kv_row (sp->k, sp->stride, r, T);
       v16sf acc[MAX_NQ];
       float tail[MAX_NQ];
 
@@ -212,14 +305,17 @@ scores_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
         tail[i] = 0.0f;
       }
       for (c = 0; c < hv; c += 16) {
-        const v16sf kc = load16 (k + c);
+        const v16sf kc = load_kv16 (k, c, T);
 
         for (i = 0; i < NQ; i++)
           acc[i] += load16 (sp->q + i * q_stride + c) * kc;
       }
-      for (c = hv; c < hd; c++)
+      for (c = hv; c < hd; c++) {
+        const float kc = kv_at (k, c, T);
+
         for (i = 0; i < NQ; i++)
-          tail[i] += sp->q[i * q_stride + c] * k[c];
+          tail[i] += sp->q[i * q_stride + c] * kc;
+      }
       for (i = 0; i < NQ; i++) {
         float v = (hsum16 (acc[i]) + tail[i]) * scale;
 
@@ -234,7 +330,7 @@ scores_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
 static ALWAYS_INLINE void
 values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
     const float *scores, gsize ss, const float *inv, float *out,
-    gsize out_stride, const guint NQ)
+    gsize out_stride, const guint NQ, const NpuKvType T)
 {
   const guint hv = hd / 16 * 16;
   guint s, r, i, j, d0, d;
@@ -251,15 +347,15 @@ values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
     j = 0;
     for (s = 0; s < n_spans; s++) {
       const NpuAttnSpan *sp = &spans[s];
-      const float *v = sp->v + d0;
 
-      for (r = 0; r < sp->n; r++, j++, v += sp->stride) {
-        const v16sf v0 = load16 (v);
-
+      for (r = 0; r < sp->n; r++, j++) {
+        const guint8 *v = kv_row (sp->v, sp->stride, r, T);
+        const v16sf v0 = load_kv16 (v, d0, T);
 
         if (w > 48) {
-          const v16sf v1 = load16 (v + 16), v2 = load16 (v + 32),
-              v3 = load16 (v + 48);
+          const v16sf v1 = load_kv16 (v, d0 + 16, T);
+          const v16sf v2 = load_kv16 (v, d0 + 32, T);
+          const v16sf v3 = load_kv16 (v, d0 + 48, T);
 
           for (i = 0; i < NQ; i++) {
             const float p = scores[i * ss + j];
@@ -275,9 +371,9 @@ values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
 
             a[i][0] += p * v0;
             if (w > 16)
-              a[i][1] += p * load16 (v + 16);
+              a[i][1] += p * load_kv16 (v, d0 + 16, T);
             if (w > 32)
-              a[i][2] += p * load16 (v + 32);
+              a[i][2] += p * load_kv16 (v, d0 + 32, T);
           }
         }
       }
@@ -301,7 +397,8 @@ values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
       j = 0;
       for (s = 0; s < n_spans; s++)
         for (r = 0; r < spans[s].n; r++, j++)
-          o += scores[i * ss + j] * spans[s].v[r * spans[s].stride + d];
+          o += scores[i * ss + j] * kv_at (kv_row (spans[s].v,
+                  spans[s].stride, r, T), d, T);
       out[i * out_stride + d] = o * inv[i];
     }
   }
@@ -310,17 +407,39 @@ values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
 static ALWAYS_INLINE void
 attend (const NpuAttnSpan * spans, guint n_spans, guint hd, gsize q_stride,
     float scale, float *scores, gsize ss, float *out, gsize out_stride,
-    const guint NQ)
+    const guint NQ, const NpuKvType T)
 {
   float mx[MAX_NQ], inv[MAX_NQ];
   guint s, i, m = 0;
 
   for (s = 0; s < n_spans; s++)
     m += spans[s].n;
-  scores_pass (spans, n_spans, hd, q_stride, scale, scores, ss, mx, NQ);
+  scores_pass (spans, n_spans, hd, q_stride, scale, scores, ss, mx, NQ, T);
   for (i = 0; i < NQ; i++)
     inv[i] = 1.0f / exp_row (scores + i * ss, m, mx[i]);
-  values_pass (spans, n_spans, hd, scores, ss, inv, out, out_stride, NQ);
+  values_pass (spans, n_spans, hd, scores, ss, inv, out, out_stride, NQ, T);
+}
+
+/* One pass of up to MAX_NQ queries, over rows of type T */
+static ALWAYS_INLINE void
+attend_nq (const NpuAttnSpan * sp, guint n_spans, guint hd, gsize q_stride,
+    float scale, float *sc, gsize ss, float *o, gsize out_stride, guint nq,
+    const NpuKvType T)
+{
+  switch (nq) {
+    case 1:
+      attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 1, T);
+      break;
+    case 2:
+      attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 2, T);
+      break;
+    case 3:
+      attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 3, T);
+      break;
+    default:
+      attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 4, T);
+      break;
+  }
 }
 
 ISA_CLONES void
@@ -328,35 +447,40 @@ npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     guint nq, gsize q_stride, float scale, float *scores, gsize ss,
     float *out, gsize out_stride)
 {
-  guint q0;
+  const NpuKvType type = spans[0].type;
+  guint q0, s;
+
+  g_return_if_fail (n_spans >= 1 && n_spans <= NPU_ATTN_MAX_SPANS);
+  for (s = 1; s < n_spans; s++)
+    g_return_if_fail (spans[s].type == type);
+  g_return_if_fail (type != NPU_KV_Q8_0 || hd % NPU_KV_Q8_0_BLOCK == 0);
 
   for (q0 = 0; q0 < nq; q0 += MAX_NQ) {
     NpuAttnSpan sub[NPU_ATTN_MAX_SPANS];
     const NpuAttnSpan *sp = spans;
     float *sc = scores + q0 * ss, *o = out + q0 * out_stride;
-    guint s;
+    guint k = MIN (nq - q0, MAX_NQ);
 
     /* later passes: the same rows, the next queries */
     if (q0 > 0) {
-      g_return_if_fail (n_spans <= NPU_ATTN_MAX_SPANS);
       for (s = 0; s < n_spans; s++) {
         sub[s] = spans[s];
         sub[s].q += q0 * q_stride;
       }
       sp = sub;
     }
-    switch (MIN (nq - q0, MAX_NQ)) {
-      case 1:
-        attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 1);
+    switch (type) {
+      case NPU_KV_F16:
+        attend_nq (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, k,
+            NPU_KV_F16);
         break;
-      case 2:
-        attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 2);
-        break;
-      case 3:
-        attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 3);
+      case NPU_KV_Q8_0:
+        attend_nq (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, k,
+            NPU_KV_Q8_0);
         break;
       default:
-        attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 4);
+        attend_nq (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, k,
+            NPU_KV_F32);
         break;
     }
   }

@@ -6,21 +6,25 @@
  * (two runs when the ring has wrapped), the current batch's own rows.
  * Softmax does not depend on the order of the keys, so the runs are taken
  * as they lie in memory and every row is read with plain vector loads.
+ * Rows may be stored in F32, F16 or Q8_0 (npukvtype.h): they are read in
+ * place and widened to F32 in registers; queries and sums stay F32.
  */
 #ifndef __NPU_ATTENTION_H__
 #define __NPU_ATTENTION_H__
 
 #include <glib.h>
+#include "npukvtype.h"
 
 G_BEGIN_DECLS
 
 typedef struct
 {
   const float *q;               /* the query used against these keys */
-  const float *k;               /* first key row */
-  const float *v;               /* first value row */
-  gsize stride;                 /* floats from one row to the next */
+  const void *k;                /* first key row */
+  const void *v;                /* first value row */
+  gsize stride;                 /* values from one row to the next */
   guint n;                      /* rows */
+  NpuKvType type;               /* of the k and v rows (0: F32) */
 } NpuAttnSpan;
 
 #define NPU_ATTN_MAX_SPANS 8
@@ -33,7 +37,9 @@ typedef struct
  * Query i of a span is at its q + i * @q_stride, its scores (scratch) at
  * @scores + i * @ss (at least one float per row), its output at @out +
  * i * @out_stride.  Every row is read once per four queries.  At least one
- * row, at most NPU_ATTN_MAX_SPANS spans. */
+ * row, at most NPU_ATTN_MAX_SPANS spans, all of one type.  For Q8_0 the
+ * rows must start on a block (k, v and stride at multiples of 32 values)
+ * and @hd must be a multiple of 32. */
 G_GNUC_INTERNAL
 void npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     guint nq, gsize q_stride, float scale, float *scores, gsize ss,

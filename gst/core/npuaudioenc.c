@@ -46,6 +46,7 @@ struct _NpuAudioEnc
   guint max_frames, max_pos;
   guint stack;                  /* ultravox: positions per token, else 1 */
   guint hidden;                 /* ultravox: mm.a.mlp.1's output size */
+  NpuMatmulPrecision precision; /* of every matrix product (accurate) */
 
   Conv conv1, conv2;
   float *pos;                   /* n_ctx x dim */
@@ -191,7 +192,7 @@ load_conv (NpuEncLoader * ld, guint index, guint in, guint out, Conv * conv,
 {
   gchar *wn = g_strdup_printf ("a.conv1d.%u.weight", index);
   gchar *bn = g_strdup_printf ("a.conv1d.%u.bias", index);
-  NpuVitTensorView view;
+  NpuTensorView view;
   gsize k = (gsize) 3 * in;
   gboolean ok;
 
@@ -232,7 +233,7 @@ static gboolean
 load_positions (NpuEncLoader * ld, NpuAudioEnc * enc, GError ** error)
 {
   const gchar *tname = "a.position_embd.weight";
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   memset (&view, 0, sizeof (view));
   if (!ld->lookup (tname, &view, ld->user_data)) {
@@ -264,7 +265,7 @@ static gboolean
 out_dim_of (NpuEncLoader * ld, const gchar * tname, guint * out,
     GError ** error)
 {
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   memset (&view, 0, sizeof (view));
   if (!ld->lookup (tname, &view, ld->user_data)) {
@@ -342,7 +343,7 @@ alloc_scratch (NpuAudioEnc * enc)
 }
 
 static NpuAudioEnc *
-audio_enc_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+audio_enc_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, const gchar * name, GError ** error)
 {
   NpuEncLoader ld;
@@ -356,6 +357,8 @@ audio_enc_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
 
   npu_enc_loader_init (&ld, gguf, lookup, user_data, name);
   enc = g_new0 (NpuAudioEnc, 1);
+  enc->precision = NPU_MATMUL_PRECISION_ACCURATE;
+  enc->blocks.precision = enc->precision;
 
   /* a local error: the loaders tell "absent" from "bad" by it */
   ok = load_hparams (&ld, enc, &err)
@@ -375,7 +378,7 @@ audio_enc_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
   /* One block past block_count would be silently ignored: the file and
    * its key disagree, say so. */
   if (ok) {
-    NpuVitTensorView view;
+    NpuTensorView view;
     gchar *extra = g_strdup_printf ("a.blk.%u.attn_q.weight", enc->n_layers);
 
     if (ld.lookup (extra, &view, ld.user_data)) {
@@ -405,7 +408,7 @@ audio_enc_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
 }
 
 NpuAudioEnc *
-npu_audio_enc_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+npu_audio_enc_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, GError ** error)
 {
   return audio_enc_new (gguf, lookup, user_data, "mmproj", error);
@@ -533,6 +536,23 @@ npu_audio_enc_get_stack_factor (const NpuAudioEnc * enc)
 }
 
 void
+npu_audio_enc_set_precision (NpuAudioEnc * enc, NpuMatmulPrecision precision)
+{
+  g_return_if_fail (enc != NULL);
+
+  enc->precision = precision;
+  enc->blocks.precision = precision;
+}
+
+NpuMatmulPrecision
+npu_audio_enc_get_precision (const NpuAudioEnc * enc)
+{
+  g_return_val_if_fail (enc != NULL, NPU_MATMUL_PRECISION_ACCURATE);
+
+  return enc->precision;
+}
+
+void
 npu_audio_enc_get_memory (const NpuAudioEnc * enc, gsize * owned,
     gsize * borrowed, gsize * scratch)
 {
@@ -608,10 +628,10 @@ im2col_rows_slice (gsize start, gsize end, guint worker, gpointer data)
 /* y (n rows of out) = GELU (conv (col) + b) */
 static void
 conv_apply (NpuTask * task, const Conv * conv, guint in, guint out,
-    const float *col, gsize n, float *y)
+    const float *col, gsize n, float *y, NpuMatmulPrecision precision)
 {
   if (conv->mxfp4)
-    npu_enc_matmul (task, &conv->m, col, n, y);
+    npu_enc_matmul (task, &conv->m, col, n, y, precision);
   else
     npu_enc_gemm_f32 (task, conv->w32, out, (gsize) 3 * in, col, n, y);
   npu_enc_bias_act (task, y, n, out, conv->b, NPU_ENC_ACT_GELU_ERF);
@@ -666,12 +686,13 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
   job.stride = 1;
   npu_enc_run_parallel (task, n_frames, 64, im2col_mel_slice, &job);
   conv_apply (task, &enc->conv1, enc->n_mels, enc->dim, enc->col, n_frames,
-      enc->h1);
+      enc->h1, enc->precision);
   job.src = enc->h1;
   job.in = enc->dim;
   job.stride = 2;
   npu_enc_run_parallel (task, n, 16, im2col_rows_slice, &job);
-  conv_apply (task, &enc->conv2, enc->dim, enc->dim, enc->col, n, x);
+  conv_apply (task, &enc->conv2, enc->dim, enc->dim, enc->col, n, x,
+      enc->precision);
 
   /* + the first n rows of the position table */
   for (r = 0; r < n; r++) {
@@ -709,7 +730,7 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
     if (enc->post_ln_w)
       npu_enc_layernorm (task, x, x, n_tok, dim, enc->blocks.eps,
           enc->post_ln_w, enc->post_ln_b);
-    npu_enc_matmul (task, &enc->fc, x, n_tok, out);
+    npu_enc_matmul (task, &enc->fc, x, n_tok, out, enc->precision);
     npu_enc_bias_act (task, out, n_tok, enc->out_dim, enc->fc_b,
         NPU_ENC_ACT_NONE);
   } else {
@@ -723,7 +744,7 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
      * which is x as it lies; the last row is padded with zeros */
     memset (x + n * dim, 0, (n_tok * s - n) * dim * sizeof (float));
     rms_norm_rows (x, n_tok, in, enc->norm_pre_w);
-    npu_enc_matmul (task, &enc->mlp1, x, n_tok, enc->p1);
+    npu_enc_matmul (task, &enc->mlp1, x, n_tok, enc->p1, enc->precision);
     /* ggml_swiglu_swapped: the first half times SiLU of the second */
     for (r = 0; r < n_tok; r++) {
       const float *a = enc->p1 + r * enc->hidden, *g = a + half;
@@ -733,7 +754,7 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
         row[c] = a[c] * (g[c] / (1.0f + expf (-g[c])));
     }
     rms_norm_rows (enc->p2, n_tok, half, enc->norm_mid_w);
-    npu_enc_matmul (task, &enc->mlp2, enc->p2, n_tok, out);
+    npu_enc_matmul (task, &enc->mlp2, enc->p2, n_tok, out, enc->precision);
   }
   return TRUE;
 }

@@ -24,7 +24,7 @@
  *                    mm.a.mlp.2
  *
  * The tensor-lookup callback and view are the vision encoder's
- * (NpuVitTensorLookup / NpuVitTensorView, npuvit.h), so weights from a
+ * (NpuTensorLookup / NpuTensorView, npuvit.h), so weights from a
  * file and from mxfp4weights arrive the same way to both encoders.
  *
  * Errors are in the NPU_VIT_ERROR domain (npuvit.h): NOT_MMPROJ (not an
@@ -42,6 +42,7 @@
 #include <glib.h>
 #include "npubackend.h"
 #include "npugguf.h"
+#include "npumatmul.h"
 #include "npuvit.h"
 
 G_BEGIN_DECLS
@@ -58,7 +59,7 @@ typedef enum
  * from @lookup, which is called during the call only.  With @lookup NULL
  * the tensors are those of @gguf, which must then outlive the encoder. */
 NpuAudioEnc    *npu_audio_enc_new             (const NpuGguf *gguf,
-                                               NpuVitTensorLookup lookup,
+                                               NpuTensorLookup lookup,
                                                gpointer user_data,
                                                GError **error);
 /* Opens and maps @path; the encoder keeps the mapping. */
@@ -85,6 +86,11 @@ guint           npu_audio_enc_get_out_dim     (const NpuAudioEnc *enc);
 guint           npu_audio_enc_get_dim         (const NpuAudioEnc *enc);
 guint           npu_audio_enc_get_n_layers    (const NpuAudioEnc *enc);
 guint           npu_audio_enc_get_stack_factor (const NpuAudioEnc *enc);
+/* Activations of the matrix products (npumatmul.h): ACCURATE (default,
+ * ~16 bits) or FAST (int8, as llama.cpp).  Not while an encode runs. */
+void            npu_audio_enc_set_precision   (NpuAudioEnc *enc,
+                                               NpuMatmulPrecision precision);
+NpuMatmulPrecision npu_audio_enc_get_precision (const NpuAudioEnc *enc);
 /* Bytes of weights owned (converted) and borrowed (used in place), and of
  * the scratch buffers */
 void            npu_audio_enc_get_memory      (const NpuAudioEnc *enc,

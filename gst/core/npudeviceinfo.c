@@ -3,10 +3,6 @@
  *
  * See npudeviceinfo.h.  GLib only, no GStreamer types.
  */
-#ifndef G_LOG_DOMAIN
-#define G_LOG_DOMAIN "NpuDeviceInfo"
-#endif
-
 #include "config.h"
 
 #include "core/npudeviceinfo.h"

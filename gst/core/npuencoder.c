@@ -21,26 +21,10 @@
 /* ------------------------------------------------------------------------
  * Loading
  */
-static gboolean
-lookup_gguf (const gchar * name, NpuVitTensorView * out, gpointer user_data)
-{
-  const NpuGgufTensor *t = npu_gguf_find_tensor (user_data, name);
-  guint i;
-
-  if (!t)
-    return FALSE;
-  out->type = t->type;
-  out->n_dims = t->n_dims;
-  for (i = 0; i < NPU_GGUF_MAX_DIMS; i++)
-    out->ne[i] = t->ne[i];
-  out->data = t->data;
-  return TRUE;
-}
-
 static gchar *
 format_ne (const guint64 * ne)
 {
-  guint n = NPU_GGUF_MAX_DIMS;
+  guint n = NPU_TENSOR_MAX_DIMS;
 
   while (n > 1 && ne[n - 1] == 1)
     n--;
@@ -65,10 +49,10 @@ format_ne (const guint64 * ne)
  * @required. */
 gboolean
 npu_enc_get_tensor (NpuEncLoader * ld, const gchar * tname, gboolean required,
-    guint64 e0, guint64 e1, guint64 e2, guint64 e3, NpuVitTensorView * view,
+    guint64 e0, guint64 e1, guint64 e2, guint64 e3, NpuTensorView * view,
     GError ** error)
 {
-  guint64 want[NPU_GGUF_MAX_DIMS] = { e0, e1, e2, e3 };
+  guint64 want[NPU_TENSOR_MAX_DIMS] = { e0, e1, e2, e3 };
   guint i;
 
   memset (view, 0, sizeof (*view));
@@ -78,9 +62,9 @@ npu_enc_get_tensor (NpuEncLoader * ld, const gchar * tname, gboolean required,
           "%s: tensor %s is missing", ld->name, tname);
     return FALSE;
   }
-  for (i = view->n_dims; i < NPU_GGUF_MAX_DIMS; i++)
+  for (i = view->n_dims; i < NPU_TENSOR_MAX_DIMS; i++)
     view->ne[i] = 1;
-  for (i = 0; i < NPU_GGUF_MAX_DIMS; i++) {
+  for (i = 0; i < NPU_TENSOR_MAX_DIMS; i++) {
     if (view->ne[i] != want[i]) {
       gchar *has = format_ne (view->ne), *exp = format_ne (want);
 
@@ -114,7 +98,7 @@ npu_enc_unsupported_type (NpuEncLoader * ld, const gchar * tname, guint32 type,
 /* An F32 copy of a view of @n elements (F32, F16 or BF16) */
 float *
 npu_enc_to_f32 (NpuEncLoader * ld, const gchar * tname,
-    const NpuVitTensorView * view, gsize n, GError ** error)
+    const NpuTensorView * view, gsize n, GError ** error)
 {
   float *dst;
   gsize i;
@@ -144,7 +128,7 @@ float *
 npu_enc_get_vector (NpuEncLoader * ld, const gchar * tname, gboolean required,
     guint64 n, GError ** error)
 {
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   if (!npu_enc_get_tensor (ld, tname, required, n, 1, 1, 1, &view, error))
     return NULL;
@@ -156,11 +140,10 @@ npu_enc_get_vector (NpuEncLoader * ld, const gchar * tname, gboolean required,
  * converted once by the OCP rules (npumxfp4.h). */
 gboolean
 npu_enc_view_to_matrix (NpuEncLoader * ld, const gchar * tname,
-    const NpuVitTensorView * view, guint64 rows, guint64 k, NpuEncMatrix * mat,
+    const NpuTensorView * view, guint64 rows, guint64 k, NpuEncMatrix * mat,
     GError ** error)
 {
   gsize n = rows * k;
-  NpuBlockMxfp4 *blocks;
 
   if (k % NPU_MXFP4_BLOCK_SIZE != 0) {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
@@ -168,34 +151,13 @@ npu_enc_view_to_matrix (NpuEncLoader * ld, const gchar * tname,
         "whole MXFP4 blocks of 32", ld->name, tname, k);
     return FALSE;
   }
-  if (view->type == NPU_GGML_TYPE_MXFP4) {
-    npu_mxfp4_matrix_init_view (&mat->m, view->data, rows, k);
-    ld->borrowed_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
-    return TRUE;
-  }
-  if (view->type != NPU_GGML_TYPE_F32 && view->type != NPU_GGML_TYPE_F16
-      && view->type != NPU_GGML_TYPE_BF16 && view->type != NPU_GGML_TYPE_Q8_0)
+  if (!npu_mxfp4_matrix_from_view (&mat->m, view, rows, k, FALSE))
     return npu_enc_unsupported_type (ld, tname, view->type,
         "f32, f16, bf16, q8_0, mxfp4", error);
-
-  blocks = g_new (NpuBlockMxfp4, n / NPU_MXFP4_BLOCK_SIZE);
-  switch (view->type) {
-    case NPU_GGML_TYPE_F32:
-      npu_mxfp4_quantize_f32 (view->data, blocks, n);
-      break;
-    case NPU_GGML_TYPE_F16:
-      npu_mxfp4_quantize_f16 (view->data, blocks, n);
-      break;
-    case NPU_GGML_TYPE_BF16:
-      npu_mxfp4_quantize_bf16 (view->data, blocks, n);
-      break;
-    default:
-      npu_mxfp4_quantize_q8_0 (view->data, blocks, n);
-      break;
-  }
-  mat->owned = blocks;
-  npu_mxfp4_matrix_init_view (&mat->m, blocks, rows, k);
-  ld->owned_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
+  if (mat->m.owned)
+    ld->owned_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
+  else
+    ld->borrowed_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
   return TRUE;
 }
 
@@ -204,7 +166,7 @@ gboolean
 npu_enc_get_matrix (NpuEncLoader * ld, const gchar * tname, guint64 k,
     guint64 rows, NpuEncMatrix * mat, GError ** error)
 {
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   return npu_enc_get_tensor (ld, tname, TRUE, k, rows, 1, 1, &view, error)
       && npu_enc_view_to_matrix (ld, tname, &view, rows, k, mat, error);
@@ -214,8 +176,6 @@ void
 npu_enc_matrix_clear (NpuEncMatrix * mat)
 {
   npu_mxfp4_matrix_clear (&mat->m);
-  g_free (mat->owned);
-  mat->owned = NULL;
 }
 
 gboolean
@@ -282,7 +242,7 @@ npu_enc_load_layer (NpuEncLoader * ld, const gchar * prefix, guint il,
    * even when ff = dim).  Only for the projector types clip.cpp does it
    * for (@legacy_ffn_swap). */
   {
-    NpuVitTensorView view;
+    NpuTensorView view;
 
     swapped = legacy_ffn_swap && ld->lookup (n[11], &view, ld->user_data)
         && view.ne[0] == dim;
@@ -321,7 +281,7 @@ npu_enc_load_layer (NpuEncLoader * ld, const gchar * prefix, guint il,
   /* A gated FFN (ffn_gate) is another graph: refuse it rather than
    * silently ignore a tensor. */
   if (ok) {
-    NpuVitTensorView view;
+    NpuTensorView view;
     gchar *gn = g_strconcat (p, ".ffn_gate.weight", NULL);
 
     if (ld->lookup (gn, &view, ld->user_data)) {
@@ -594,20 +554,20 @@ attention (NpuEncBlocks * vit, NpuTask * task, gsize n)
 
 void
 npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x, gsize n,
-    float *y)
+    float *y, NpuMatmulPrecision precision)
 {
-  npu_matmul_mxfp4 (task, &m->m, x, n, y);
+  npu_matmul_mxfp4_with_precision (task, &m->m, x, n, y, precision);
 }
 
 
 void
 npu_enc_loader_init (NpuEncLoader * ld, const NpuGguf * gguf,
-    NpuVitTensorLookup lookup, gpointer user_data, const gchar * name)
+    NpuTensorLookup lookup, gpointer user_data, const gchar * name)
 {
   memset (ld, 0, sizeof (*ld));
   ld->name = name;
   ld->gguf = gguf;
-  ld->lookup = lookup ? lookup : lookup_gguf;
+  ld->lookup = lookup ? lookup : npu_gguf_lookup_view;
   ld->user_data = lookup ? user_data : (gpointer) gguf;
 }
 
@@ -694,21 +654,21 @@ npu_enc_block_forward (NpuEncBlocks * b, const NpuEncLayer * l,
 
   /* x += attn_out (MHA (LN1 (x))) */
   npu_enc_layernorm (task, b->h, x, n, dim, b->eps, l->ln1_w, l->ln1_b);
-  npu_enc_matmul (task, &l->q, b->h, n, b->q);
-  npu_enc_matmul (task, &l->k, b->h, n, b->k);
-  npu_enc_matmul (task, &l->v, b->h, n, b->v);
+  npu_enc_matmul (task, &l->q, b->h, n, b->q, b->precision);
+  npu_enc_matmul (task, &l->k, b->h, n, b->k, b->precision);
+  npu_enc_matmul (task, &l->v, b->h, n, b->v, b->precision);
   npu_enc_bias_act (task, b->q, n, dim, l->q_b, NPU_ENC_ACT_NONE);
   if (l->k_b)
     npu_enc_bias_act (task, b->k, n, dim, l->k_b, NPU_ENC_ACT_NONE);
   npu_enc_bias_act (task, b->v, n, dim, l->v_b, NPU_ENC_ACT_NONE);
   attention (b, task, n);
-  npu_enc_matmul (task, &l->o, b->att, n, b->h);
+  npu_enc_matmul (task, &l->o, b->att, n, b->h, b->precision);
   residual (task, x, b->h, l->o_b, n, dim);
 
   /* x += ffn_down (act (ffn_up (LN2 (x)))) */
   npu_enc_layernorm (task, b->h, x, n, dim, b->eps, l->ln2_w, l->ln2_b);
-  npu_enc_matmul (task, &l->up, b->h, n, b->ffb);
+  npu_enc_matmul (task, &l->up, b->h, n, b->ffb, b->precision);
   npu_enc_bias_act (task, b->ffb, n, b->ff, l->up_b, b->act);
-  npu_enc_matmul (task, &l->down, b->ffb, n, b->h);
+  npu_enc_matmul (task, &l->down, b->ffb, n, b->h, b->precision);
   residual (task, x, b->h, l->down_b, n, dim);
 }

@@ -31,11 +31,11 @@ typedef enum
   NPU_ENC_ACT_GELU_ERF,         /* 0.5 x (1 + erf (x / sqrt 2)), ggml_gelu_erf */
 } NpuEncAct;
 
-/* A rows x k weight in MXFP4: in place (owned NULL) or converted */
+/* A rows x k weight in MXFP4: in place (m.owned NULL) or converted
+ * (npu_mxfp4_matrix_from_view()) */
 typedef struct
 {
   NpuMxfp4Matrix m;
-  NpuBlockMxfp4 *owned;
 } NpuEncMatrix;
 
 /* One pre-norm block; k_b may be NULL (Whisper has no key bias) */
@@ -51,7 +51,7 @@ typedef struct
 {
   const gchar *name;            /* error prefix */
   const NpuGguf *gguf;
-  NpuVitTensorLookup lookup;
+  NpuTensorLookup lookup;
   gpointer user_data;
   gsize owned_bytes, borrowed_bytes;
 } NpuEncLoader;
@@ -59,21 +59,21 @@ typedef struct
 /* @lookup NULL: the tensors of @gguf */
 G_GNUC_INTERNAL
 void npu_enc_loader_init (NpuEncLoader * ld, const NpuGguf * gguf,
-    NpuVitTensorLookup lookup, gpointer user_data, const gchar * name);
+    NpuTensorLookup lookup, gpointer user_data, const gchar * name);
 /* Finds @tname and checks its shape against @e0..@e3 (1 for unused
  * dimensions).  Returns FALSE with @error unset if it is absent and not
  * @required. */
 G_GNUC_INTERNAL
 gboolean npu_enc_get_tensor (NpuEncLoader * ld, const gchar * tname,
     gboolean required, guint64 e0, guint64 e1, guint64 e2, guint64 e3,
-    NpuVitTensorView * view, GError ** error);
+    NpuTensorView * view, GError ** error);
 G_GNUC_INTERNAL
 gboolean npu_enc_unsupported_type (NpuEncLoader * ld, const gchar * tname,
     guint32 type, const gchar * allowed, GError ** error);
 /* An F32 copy of a view of @n elements (F32, F16 or BF16) */
 G_GNUC_INTERNAL
 float *npu_enc_to_f32 (NpuEncLoader * ld, const gchar * tname,
-    const NpuVitTensorView * view, gsize n, GError ** error);
+    const NpuTensorView * view, gsize n, GError ** error);
 /* 1-D tensor of @n elements as F32; NULL (error unset) if absent and not
  * @required */
 G_GNUC_INTERNAL
@@ -82,7 +82,7 @@ float *npu_enc_get_vector (NpuEncLoader * ld, const gchar * tname,
 /* A view of a rows x k matrix as MXFP4: in place, or converted once */
 G_GNUC_INTERNAL
 gboolean npu_enc_view_to_matrix (NpuEncLoader * ld, const gchar * tname,
-    const NpuVitTensorView * view, guint64 rows, guint64 k,
+    const NpuTensorView * view, guint64 rows, guint64 k,
     NpuEncMatrix * mat, GError ** error);
 /* A linear layer's weight, ggml ne = [k, rows] */
 G_GNUC_INTERNAL
@@ -114,6 +114,7 @@ typedef struct
   guint dim, ff, n_heads, head_dim;
   gfloat eps;
   NpuEncAct act;
+  NpuMatmulPrecision precision; /* of the blocks' matrix products */
   guint n_max;                  /* positions the scratch holds */
   float *h, *q, *k, *v, *att, *ffb;
   float *scores;                /* n_score_rows rows of n_max */
@@ -150,7 +151,7 @@ void npu_enc_gemm_f32 (NpuTask * task, const float *w, gsize rows, gsize k,
     const float *x, gsize n, float *y);
 G_GNUC_INTERNAL
 void npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x,
-    gsize n, float *y);
+    gsize n, float *y, NpuMatmulPrecision precision);
 G_GNUC_INTERNAL
 void npu_enc_run_parallel (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer data);

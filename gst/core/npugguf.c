@@ -505,16 +505,12 @@ compare_by_offset (gconstpointer a, gconstpointer b)
   return ta->offset < tb->offset ? -1 : ta->offset > tb->offset;
 }
 
+/* Magic, version and the two counts, each count bounded by the bytes left */
 static gboolean
-parse_header (NpuGguf * g, GError ** error)
+parse_preamble (NpuGguf * g, Reader * r, guint64 * n_tensors, guint64 * n_kv,
+    GError ** error)
 {
-  Reader r = { g->base, g->size, 0, g->name };
-  guint64 n_tensors, n_kv, i;
-  const NpuGgufKv *akv;
-  NpuGgufTensor **sorted;
-  gboolean ok = TRUE;
-
-  if (!need (&r, 4, "magic", error))
+  if (!need (r, 4, "magic", error))
     return FALSE;
   if (memcmp (g->base, "GGUF", 4) != 0) {
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
@@ -522,8 +518,8 @@ parse_header (NpuGguf * g, GError ** error)
         "\"GGUF\")", g->name, g->base[0], g->base[1], g->base[2], g->base[3]);
     return FALSE;
   }
-  r.pos = 4;
-  if (!read_u32 (&r, &g->version, "version", error))
+  r->pos = 4;
+  if (!read_u32 (r, &g->version, "version", error))
     return FALSE;
   if (g->version == 1) {
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_UNSUPPORTED,
@@ -542,38 +538,47 @@ parse_header (NpuGguf * g, GError ** error)
           g->version);
     return FALSE;
   }
-  if (!read_u64 (&r, &n_tensors, "tensor count", error)
-      || !read_u64 (&r, &n_kv, "metadata kv count", error))
+  if (!read_u64 (r, n_tensors, "tensor count", error)
+      || !read_u64 (r, n_kv, "metadata kv count", error))
     return FALSE;
 
   /* Bound the counts by the bytes left before allocating for them.  The
    * tensor infos come after the kvs, so both share what is left. */
-  if (n_kv > (r.size - r.pos) / MIN_KV_BYTES || n_kv > G_MAXUINT) {
+  if (*n_kv > (r->size - r->pos) / MIN_KV_BYTES || *n_kv > G_MAXUINT) {
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
         "%s: metadata kv count %" G_GUINT64_FORMAT " (byte 16) cannot fit "
-        "in the %" G_GSIZE_FORMAT " bytes left in the file", g->name, n_kv,
-        r.size - r.pos);
+        "in the %" G_GSIZE_FORMAT " bytes left in the file", g->name, *n_kv,
+        r->size - r->pos);
     return FALSE;
   }
-  if (n_tensors > (r.size - r.pos) / MIN_TENSOR_INFO_BYTES
-      || n_tensors > G_MAXUINT) {
+  if (*n_tensors > (r->size - r->pos) / MIN_TENSOR_INFO_BYTES
+      || *n_tensors > G_MAXUINT) {
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
         "%s: tensor count %" G_GUINT64_FORMAT " (byte 8) cannot fit in the %"
-        G_GSIZE_FORMAT " bytes left in the file", g->name, n_tensors,
-        r.size - r.pos);
+        G_GSIZE_FORMAT " bytes left in the file", g->name, *n_tensors,
+        r->size - r->pos);
     return FALSE;
   }
+  return TRUE;
+}
+
+/* The metadata key-values, indexed by key */
+static gboolean
+parse_kvs (NpuGguf * g, Reader * r, guint64 n_kv, GError ** error)
+{
+  guint64 i;
+  gboolean ok;
 
   g->kvs = g_new0 (NpuGgufKv, n_kv);
   for (i = 0; i < n_kv; i++) {
     NpuGgufKv *kv = &g->kvs[i];
     const gchar *key;
-    gsize key_len, at = r.pos;
+    gsize key_len, at = r->pos;
     guint32 type;
     gchar *what, *desc;
 
     what = g_strdup_printf ("key of kv %" G_GUINT64_FORMAT, i);
-    ok = read_string (&r, &key, &key_len, what, error);
+    ok = read_string (r, &key, &key_len, what, error);
     g_free (what);
     if (!ok)
       return FALSE;
@@ -593,8 +598,8 @@ parse_header (NpuGguf * g, GError ** error)
     }
     what = g_strdup_printf ("key %s", desc);
     g_free (desc);
-    ok = read_u32 (&r, &type, what, error)
-        && parse_value (g, &r, type, 0, &kv->value, what, error);
+    ok = read_u32 (r, &type, what, error)
+        && parse_value (g, r, type, 0, &kv->value, what, error);
     g_free (what);
     if (!ok)
       return FALSE;
@@ -604,6 +609,14 @@ parse_header (NpuGguf * g, GError ** error)
     g_hash_table_insert (g->kv_index, kv->key, kv);
     g->n_kv++;
   }
+  return TRUE;
+}
+
+/* general.alignment, or the default */
+static gboolean
+read_alignment (NpuGguf * g, GError ** error)
+{
+  const NpuGgufKv *akv;
 
   g->alignment = NPU_GGUF_DEFAULT_ALIGNMENT;
   akv = g_hash_table_lookup (g->kv_index, "general.alignment");
@@ -624,132 +637,158 @@ parse_header (NpuGguf * g, GError ** error)
     }
     g->alignment = akv->value.v.u;
   }
+  return TRUE;
+}
+
+/* Tensor info @i: name, shape, type, size and (relative) offset */
+static gboolean
+parse_tensor_info (NpuGguf * g, Reader * r, guint64 i, GError ** error)
+{
+  NpuGgufTensor *t = &g->tensors[i];
+  const gchar *name;
+  gsize name_len, at = r->pos;
+  guint32 n_dims, type;
+  guint64 nelem = 1, rows, n_bytes, rel;
+  guint block_size, d;
+  gsize type_size;
+  gchar *what, *desc;
+  gboolean ok;
+
+  what = g_strdup_printf ("name of tensor %" G_GUINT64_FORMAT, i);
+  ok = read_string (r, &name, &name_len, what, error);
+  g_free (what);
+  if (!ok)
+    return FALSE;
+  if (name_len == 0 || memchr (name, 0, name_len)) {
+    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
+        "%s: name of tensor %" G_GUINT64_FORMAT " at byte %" G_GSIZE_FORMAT
+        " %s", g->name, i, at, name_len ? "has a NUL byte" : "is empty");
+    return FALSE;
+  }
+  t->name = g_string_chunk_insert_len (g->strings, name, name_len);
+  desc = describe (name, name_len);
+  what = g_strdup_printf ("tensor %s", desc);
+  g_free (desc);
+
+  if (g_hash_table_contains (g->tensor_index, t->name)) {
+    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
+        "%s: duplicate %s at byte %" G_GSIZE_FORMAT, g->name, what, at);
+    goto fail;
+  }
+  if (!read_u32 (r, &n_dims, what, error))
+    goto fail;
+  if (n_dims > NPU_GGUF_MAX_DIMS) {
+    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
+        "%s: %s: %u dimensions, at most %d", g->name, what, n_dims,
+        NPU_GGUF_MAX_DIMS);
+    goto fail;
+  }
+  t->n_dims = n_dims;
+  for (d = 0; d < NPU_GGUF_MAX_DIMS; d++)
+    t->ne[d] = 1;
+  for (d = 0; d < n_dims; d++) {
+    if (!read_u64 (r, &t->ne[d], what, error))
+      goto fail;
+    /* ggml keeps ne as int64_t */
+    if (t->ne[d] == 0 || t->ne[d] > G_MAXINT64) {
+      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
+          "%s: %s: dimension %u is %" G_GUINT64_FORMAT
+          " (must be 1..2^63-1)", g->name, what, d, t->ne[d]);
+      goto fail;
+    }
+    if (!g_uint64_checked_mul (&nelem, nelem, t->ne[d])
+        || nelem > G_MAXINT64) {
+      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
+          "%s: %s: element count overflows", g->name, what);
+      goto fail;
+    }
+  }
+  if (!read_u32 (r, &type, what, error))
+    goto fail;
+  if (!npu_ggml_type_info (type, &block_size, &type_size)) {
+    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_UNSUPPORTED,
+        "%s: %s: unknown ggml type %u", g->name, what, type);
+    goto fail;
+  }
+  t->type = type;
+  if (t->ne[0] % block_size != 0) {
+    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
+        "%s: %s: row of %" G_GUINT64_FORMAT " elements is not a multiple "
+        "of the %s block size %u", g->name, what, t->ne[0],
+        ggml_types[type].name, block_size);
+    goto fail;
+  }
+  rows = nelem / t->ne[0];
+  if (!g_uint64_checked_mul (&n_bytes, t->ne[0] / block_size, type_size)
+      || !g_uint64_checked_mul (&n_bytes, n_bytes, rows)
+      || n_bytes > G_MAXSIZE) {
+    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
+        "%s: %s: byte size overflows", g->name, what);
+    goto fail;
+  }
+  t->n_bytes = n_bytes;
+  if (!read_u64 (r, &rel, what, error))
+    goto fail;
+  if (rel % g->alignment != 0) {
+    g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
+        "%s: %s: data offset %" G_GUINT64_FORMAT " is not a multiple of "
+        "the alignment %" G_GSIZE_FORMAT, g->name, what, rel, g->alignment);
+    goto fail;
+  }
+  /* Relative for now, made absolute once the data section is known */
+  t->offset = rel;
+  g_free (what);
+  g_hash_table_insert (g->tensor_index, (gpointer) t->name, t);
+  g->n_tensors++;
+  return TRUE;
+
+fail:
+  g_free (what);
+  return FALSE;
+}
+
+/* The tensor infos, indexed by name */
+static gboolean
+parse_tensor_infos (NpuGguf * g, Reader * r, guint64 n_tensors, GError ** error)
+{
+  guint64 i;
 
   /* Re-check against what is left now that the kvs are read */
-  if (n_tensors > (r.size - r.pos) / MIN_TENSOR_INFO_BYTES) {
+  if (n_tensors > (r->size - r->pos) / MIN_TENSOR_INFO_BYTES) {
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
         "%s: tensor count %" G_GUINT64_FORMAT " (byte 8) cannot fit in the %"
         G_GSIZE_FORMAT " bytes left after the metadata at byte %"
-        G_GSIZE_FORMAT, g->name, n_tensors, r.size - r.pos, r.pos);
+        G_GSIZE_FORMAT, g->name, n_tensors, r->size - r->pos, r->pos);
     return FALSE;
   }
 
   g->tensors = g_new0 (NpuGgufTensor, n_tensors);
   for (i = 0; i < n_tensors; i++) {
-    NpuGgufTensor *t = &g->tensors[i];
-    const gchar *name;
-    gsize name_len, at = r.pos;
-    guint32 n_dims, type;
-    guint64 nelem = 1, rows, n_bytes, rel;
-    guint block_size, d;
-    gsize type_size;
-    gchar *what, *desc;
-
-    what = g_strdup_printf ("name of tensor %" G_GUINT64_FORMAT, i);
-    ok = read_string (&r, &name, &name_len, what, error);
-    g_free (what);
-    if (!ok)
+    if (!parse_tensor_info (g, r, i, error))
       return FALSE;
-    if (name_len == 0 || memchr (name, 0, name_len)) {
-      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
-          "%s: name of tensor %" G_GUINT64_FORMAT " at byte %" G_GSIZE_FORMAT
-          " %s", g->name, i, at, name_len ? "has a NUL byte" : "is empty");
-      return FALSE;
-    }
-    t->name = g_string_chunk_insert_len (g->strings, name, name_len);
-    desc = describe (name, name_len);
-    what = g_strdup_printf ("tensor %s", desc);
-    g_free (desc);
-
-    if (g_hash_table_contains (g->tensor_index, t->name)) {
-      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
-          "%s: duplicate %s at byte %" G_GSIZE_FORMAT, g->name, what, at);
-      goto fail;
-    }
-    if (!read_u32 (&r, &n_dims, what, error))
-      goto fail;
-    if (n_dims > NPU_GGUF_MAX_DIMS) {
-      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
-          "%s: %s: %u dimensions, at most %d", g->name, what, n_dims,
-          NPU_GGUF_MAX_DIMS);
-      goto fail;
-    }
-    t->n_dims = n_dims;
-    for (d = 0; d < NPU_GGUF_MAX_DIMS; d++)
-      t->ne[d] = 1;
-    for (d = 0; d < n_dims; d++) {
-      if (!read_u64 (&r, &t->ne[d], what, error))
-        goto fail;
-      /* ggml keeps ne as int64_t */
-      if (t->ne[d] == 0 || t->ne[d] > G_MAXINT64) {
-        g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
-            "%s: %s: dimension %u is %" G_GUINT64_FORMAT
-            " (must be 1..2^63-1)", g->name, what, d, t->ne[d]);
-        goto fail;
-      }
-      if (!g_uint64_checked_mul (&nelem, nelem, t->ne[d])
-          || nelem > G_MAXINT64) {
-        g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
-            "%s: %s: element count overflows", g->name, what);
-        goto fail;
-      }
-    }
-    if (!read_u32 (&r, &type, what, error))
-      goto fail;
-    if (!npu_ggml_type_info (type, &block_size, &type_size)) {
-      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_UNSUPPORTED,
-          "%s: %s: unknown ggml type %u", g->name, what, type);
-      goto fail;
-    }
-    t->type = type;
-    if (t->ne[0] % block_size != 0) {
-      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
-          "%s: %s: row of %" G_GUINT64_FORMAT " elements is not a multiple "
-          "of the %s block size %u", g->name, what, t->ne[0],
-          ggml_types[type].name, block_size);
-      goto fail;
-    }
-    rows = nelem / t->ne[0];
-    if (!g_uint64_checked_mul (&n_bytes, t->ne[0] / block_size, type_size)
-        || !g_uint64_checked_mul (&n_bytes, n_bytes, rows)
-        || n_bytes > G_MAXSIZE) {
-      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
-          "%s: %s: byte size overflows", g->name, what);
-      goto fail;
-    }
-    t->n_bytes = n_bytes;
-    if (!read_u64 (&r, &rel, what, error))
-      goto fail;
-    if (rel % g->alignment != 0) {
-      g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
-          "%s: %s: data offset %" G_GUINT64_FORMAT " is not a multiple of "
-          "the alignment %" G_GSIZE_FORMAT, g->name, what, rel, g->alignment);
-      goto fail;
-    }
-    /* Relative for now, made absolute once the data section is known */
-    t->offset = rel;
-    g_free (what);
-    g_hash_table_insert (g->tensor_index, (gpointer) t->name, t);
-    g->n_tensors++;
-    continue;
-
-  fail:
-    g_free (what);
-    return FALSE;
   }
+  return TRUE;
+}
 
-  if (g->alignment - 1 > G_MAXSIZE - r.pos) {
+/* The data section after the header (@header_end), aligned; every
+ * tensor's offset made absolute and checked to lie inside the file */
+static gboolean
+place_tensors (NpuGguf * g, gsize header_end, GError ** error)
+{
+  guint64 i;
+
+  if (g->alignment - 1 > G_MAXSIZE - header_end) {
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
         "%s: general.alignment %" G_GSIZE_FORMAT " is too large",
         g->name, g->alignment);
     return FALSE;
   }
-  g->data_offset = (r.pos + g->alignment - 1) & ~(g->alignment - 1);
+  g->data_offset = (header_end + g->alignment - 1) & ~(g->alignment - 1);
   if (g->n_tensors > 0 && g->data_offset > g->size) {
     g_set_error (error, NPU_GGUF_ERROR, NPU_GGUF_ERROR_FORMAT,
         "%s: tensor data section (byte %" G_GSIZE_FORMAT " aligned to %"
         G_GSIZE_FORMAT ") starts past the end of the file (%" G_GSIZE_FORMAT
-        " bytes)", g->name, r.pos, g->alignment, g->size);
+        " bytes)", g->name, header_end, g->alignment, g->size);
     return FALSE;
   }
 
@@ -778,6 +817,16 @@ parse_header (NpuGguf * g, GError ** error)
     t->offset += g->data_offset;
     t->data = g->base + t->offset;
   }
+  return TRUE;
+}
+
+/* No two tensors' data may overlap */
+static gboolean
+check_overlaps (NpuGguf * g, GError ** error)
+{
+  NpuGgufTensor **sorted;
+  gboolean ok = TRUE;
+  guint64 i;
 
   /* Overlaps: sort by offset, then neighbours must not intersect */
   sorted = g_new (NpuGgufTensor *, g->n_tensors ? g->n_tensors : 1);
@@ -805,6 +854,20 @@ parse_header (NpuGguf * g, GError ** error)
   }
   g_free (sorted);
   return ok;
+}
+
+static gboolean
+parse_header (NpuGguf * g, GError ** error)
+{
+  Reader r = { g->base, g->size, 0, g->name };
+  guint64 n_tensors, n_kv;
+
+  return parse_preamble (g, &r, &n_tensors, &n_kv, error)
+      && parse_kvs (g, &r, n_kv, error)
+      && read_alignment (g, error)
+      && parse_tensor_infos (g, &r, n_tensors, error)
+      && place_tensors (g, r.pos, error)
+      && check_overlaps (g, error);
 }
 
 static NpuGguf *
@@ -1198,4 +1261,15 @@ npu_gguf_find_tensor (const NpuGguf * gguf, const gchar * name)
   g_return_val_if_fail (gguf != NULL, NULL);
   g_return_val_if_fail (name != NULL, NULL);
   return g_hash_table_lookup (gguf->tensor_index, name);
+}
+
+gboolean
+npu_gguf_lookup_view (const gchar * name, NpuTensorView * out, gpointer gguf)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+
+  if (!t)
+    return FALSE;
+  npu_tensor_view_init (out, t->type, t->n_dims, t->ne, t->data, t->n_bytes);
+  return TRUE;
 }

@@ -41,6 +41,7 @@
 #define __NPU_GGUF_H__
 
 #include <glib.h>
+#include "nputensorview.h"
 
 G_BEGIN_DECLS
 
@@ -265,6 +266,11 @@ const NpuGgufTensor *npu_gguf_get_tensor   (const NpuGguf *gguf, guint i);
 /* NULL if absent */
 const NpuGgufTensor *npu_gguf_find_tensor  (const NpuGguf *gguf,
                                             const gchar *name);
+/* An NpuTensorLookup over the tensors of a GGUF (@gguf: the NpuGguf); the
+ * views point into its mapping. */
+gboolean            npu_gguf_lookup_view   (const gchar *name,
+                                            NpuTensorView *out,
+                                            gpointer gguf);
 
 /* ggml type table: name ("q4_0", "mxfp4", ...) or NULL for an unknown id;
  * info gives values per block and bytes per block, FALSE if unknown. */

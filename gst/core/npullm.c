@@ -31,10 +31,11 @@
 
 G_DEFINE_QUARK (npu - llm - error - quark, npu_llm_error);
 
+/* A weight matrix; owns its blocks when they were converted or repacked
+ * (npu_mxfp4_matrix_from_view()) */
 typedef struct
 {
   NpuMxfp4Matrix m;
-  NpuBlockMxfp4 *converted;     /* owned when the source was not MXFP4 */
 } Matrix;
 
 typedef struct
@@ -49,7 +50,7 @@ struct _NpuLlmModel
   NpuLlmHParams hp;
   NpuGguf *gguf;                /* npu_llm_model_new_from_file() only */
 
-  NpuLlmTensorView tok_embd;
+  NpuTensorView tok_embd;
   gsize embd_row_bytes;
   const float *output_norm;
   /* The logits' matrix: output.weight, or token_embd for a tied model.  In
@@ -73,12 +74,16 @@ struct _NpuLlmContext
   NpuLlmContextParams p;
   guint window;                 /* n_ctx - n_sink */
   guint q_dim, kv_dim;
+  gsize kv_row;                 /* bytes of a cache row (kv_dim values) */
 
   guint64 n_past;
+  guint64 n_past_max;           /* the most n_past reached since the reset */
   NpuLlmStats stats;
 
-  /* n_layer x n_ctx x kv_dim each */
-  float *k_cache, *v_cache;
+  /* n_layer x n_ctx rows of kv_dim values in p.kv_type, each */
+  guint8 *k_cache, *v_cache;
+  /* the chunk's k and v rows in p.kv_type (ctx->k and ctx->v for F32) */
+  guint8 *k_st, *v_st;
 
   /* scratch, n_batch rows each */
   float *x, *xn, *q, *qr, *k, *v, *att, *tmp, *gate, *up;
@@ -325,11 +330,11 @@ type_name (guint32 type)
 }
 
 static gboolean
-lookup_tensor (NpuLlmTensorLookup lookup, gpointer user_data,
+lookup_tensor (NpuTensorLookup lookup, gpointer user_data,
     const gchar * name, gboolean required, guint64 ne0, guint64 ne1,
-    NpuLlmTensorView * view, gboolean * found, GError ** error)
+    NpuTensorView * view, gboolean * found, GError ** error)
 {
-  NpuLlmTensorView v = { 0, };
+  NpuTensorView v = { 0, };
 
   *found = FALSE;
   if (!lookup (name, &v, user_data) || !v.data) {
@@ -357,11 +362,11 @@ lookup_tensor (NpuLlmTensorLookup lookup, gpointer user_data,
 
 /* 1-D F32 vector of @n elements */
 static gboolean
-load_vector (NpuLlmTensorLookup lookup, gpointer user_data,
+load_vector (NpuTensorLookup lookup, gpointer user_data,
     const gchar * name, gboolean required, guint64 n, const float **out,
     GError ** error)
 {
-  NpuLlmTensorView v;
+  NpuTensorView v;
   gboolean found;
 
   *out = NULL;
@@ -395,66 +400,30 @@ check_row_length (const gchar * name, gsize k, GError ** error)
  * (17 bytes per 32 weights owned by the model). */
 static gboolean
 matrix_from_view (NpuLlmModel * model, const gchar * name,
-    const NpuLlmTensorView * v, Matrix * mat, GError ** error)
+    const NpuTensorView * v, Matrix * mat, GError ** error)
 {
-  gsize k = v->ne[0], rows = v->ne[1], n = k * rows;
-  NpuBlockMxfp4 *blocks;
+  gsize k = v->ne[0], rows = v->ne[1];
 
   if (!check_row_length (name, k, error))
     return FALSE;
-  if (v->type == NPU_GGML_TYPE_MXFP4) {
-    if (model->flags & NPU_LLM_LOAD_REPACK) {
-      npu_mxfp4_matrix_repack (&mat->m, v->data, rows, k);
-      model->converted_bytes += npu_mxfp4_matrix_get_size (&mat->m);
-    } else {
-      npu_mxfp4_matrix_init_view (&mat->m, v->data, rows, k);
-    }
-    return TRUE;
+  if (!npu_mxfp4_matrix_from_view (&mat->m, v, rows, k,
+          (model->flags & NPU_LLM_LOAD_REPACK) != 0)) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+        "tensor '%s' has type %s (matrices must be mxfp4, f32, f16, bf16 "
+        "or q8_0)", name, type_name (v->type));
+    return FALSE;
   }
-  switch (v->type) {
-    case NPU_GGML_TYPE_F32:
-    case NPU_GGML_TYPE_F16:
-    case NPU_GGML_TYPE_BF16:
-    case NPU_GGML_TYPE_Q8_0:
-      break;
-    default:
-      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
-          "tensor '%s' has type %s (matrices must be mxfp4, f32, f16, bf16 "
-          "or q8_0)", name, type_name (v->type));
-      return FALSE;
-  }
-  blocks = g_new (NpuBlockMxfp4, n / NPU_MXFP4_BLOCK_SIZE);
-  switch (v->type) {
-    case NPU_GGML_TYPE_F32:
-      npu_mxfp4_quantize_f32 (v->data, blocks, n);
-      break;
-    case NPU_GGML_TYPE_F16:
-      npu_mxfp4_quantize_f16 (v->data, blocks, n);
-      break;
-    case NPU_GGML_TYPE_BF16:
-      npu_mxfp4_quantize_bf16 (v->data, blocks, n);
-      break;
-    default:
-      npu_mxfp4_quantize_q8_0 (v->data, blocks, n);
-      break;
-  }
-  if (model->flags & NPU_LLM_LOAD_REPACK) {
-    npu_mxfp4_matrix_repack (&mat->m, blocks, rows, k);
-    g_free (blocks);
-  } else {
-    mat->converted = blocks;
-    npu_mxfp4_matrix_init_view (&mat->m, blocks, rows, k);
-  }
-  model->converted_bytes += npu_mxfp4_matrix_get_size (&mat->m);
+  if (mat->m.owned)
+    model->converted_bytes += npu_mxfp4_matrix_get_size (&mat->m);
   return TRUE;
 }
 
 static gboolean
-load_matrix (NpuLlmModel * model, NpuLlmTensorLookup lookup,
+load_matrix (NpuLlmModel * model, NpuTensorLookup lookup,
     gpointer user_data, const gchar * name, guint64 ne0, guint64 ne1,
     Matrix * mat, GError ** error)
 {
-  NpuLlmTensorView v;
+  NpuTensorView v;
   gboolean found;
 
   if (!lookup_tensor (lookup, user_data, name, TRUE, ne0, ne1, &v, &found,
@@ -470,32 +439,11 @@ static void
 matrix_clear (Matrix * mat)
 {
   npu_mxfp4_matrix_clear (&mat->m);
-  g_free (mat->converted);
-  mat->converted = NULL;
 }
 
-NpuLlmModel *
-npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
-    gpointer user_data, NpuLlmLoadFlags flags, GError ** error)
+static gboolean
+check_hparams (const NpuLlmHParams * hp, GError ** error)
 {
-  NpuLlmModel *model;
-  NpuLlmHParams *hp;
-  NpuLlmTensorView v;
-  gboolean found, is_qwen2;
-  guint q_dim, kv_dim, il, i;
-  guint block;
-  gsize type_size;
-
-  g_return_val_if_fail (params != NULL && lookup != NULL, NULL);
-
-  model = g_new0 (NpuLlmModel, 1);
-  model->hp = *params;
-  model->flags = flags;
-  hp = &model->hp;
-  is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
-  q_dim = hp->n_head * hp->head_dim;
-  kv_dim = hp->n_head_kv * hp->head_dim;
-
   if (hp->n_embd == 0 || hp->n_layer == 0 || hp->n_ff == 0 ||
       hp->n_head == 0 || hp->n_head_kv == 0 || hp->head_dim == 0 ||
       hp->n_head % hp->n_head_kv != 0 || hp->n_rot == 0 || hp->n_rot % 2 ||
@@ -505,14 +453,25 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
         "%u/%u, head size %u, rot %u, ctx %u)", hp->n_embd, hp->n_layer,
         hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_rot,
         hp->n_ctx_train);
-    goto fail;
+    return FALSE;
   }
+  return TRUE;
+}
+
+static gboolean
+load_token_embd (NpuLlmModel * model, NpuTensorLookup lookup,
+    gpointer user_data, GError ** error)
+{
+  NpuLlmHParams *hp = &model->hp;
+  gboolean found;
+  guint block;
+  gsize type_size;
 
   /* token_embd: any number of rows (the vocabulary), one of the types we
    * can dequantise a row of */
   if (!lookup_tensor (lookup, user_data, "token_embd.weight", TRUE,
           hp->n_embd, 0, &model->tok_embd, &found, error))
-    goto fail;
+    return FALSE;
   switch (model->tok_embd.type) {
     case NPU_GGML_TYPE_F32:
     case NPU_GGML_TYPE_F16:
@@ -524,13 +483,13 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
       g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
           "tensor 'token_embd.weight' has type %s (supported: f32, f16, "
           "bf16, q8_0, mxfp4)", type_name (model->tok_embd.type));
-      goto fail;
+      return FALSE;
   }
   if (model->tok_embd.ne[1] > G_MAXINT32) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
         "tensor 'token_embd.weight': %" G_GUINT64_FORMAT " tokens",
         model->tok_embd.ne[1]);
-    goto fail;
+    return FALSE;
   }
   if (model->tok_embd.type != NPU_GGML_TYPE_F32 &&
       model->tok_embd.type != NPU_GGML_TYPE_F16 &&
@@ -539,43 +498,63 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
         "tensor 'token_embd.weight': row length %u is not a multiple of 32",
         hp->n_embd);
-    goto fail;
+    return FALSE;
   }
   hp->n_vocab = (guint) model->tok_embd.ne[1];
   npu_ggml_type_info (model->tok_embd.type, &block, &type_size);
   model->embd_row_bytes = hp->n_embd / block * type_size;
+  return TRUE;
+}
+
+/* output_norm and the logits' matrix */
+static gboolean
+load_output (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
+    GError ** error)
+{
+  NpuLlmHParams *hp = &model->hp;
+  NpuTensorView v;
+  gboolean found;
 
   if (!load_vector (lookup, user_data, "output_norm.weight", TRUE,
           hp->n_embd, &model->output_norm, error))
-    goto fail;
+    return FALSE;
   if (!lookup_tensor (lookup, user_data, "output.weight", FALSE, hp->n_embd,
           hp->n_vocab, &v, &found, error))
-    goto fail;
+    return FALSE;
   /* Tied output: the logits are token_embd . x, as llama.cpp does when a
    * file has no output.weight */
   {
     const gchar *name = found ? "output.weight" : "token_embd.weight";
-    const NpuLlmTensorView *out = found ? &v : &model->tok_embd;
+    const NpuTensorView *out = found ? &v : &model->tok_embd;
 
     if (out->type == NPU_GGML_TYPE_Q8_0) {
       if (!check_row_length (name, hp->n_embd, error))
-        goto fail;
+        return FALSE;
       model->output_q8_0 = out->data;
       model->decode_bytes += (guint64) hp->n_vocab *
           (hp->n_embd / NPU_MXFP4_BLOCK_SIZE) * sizeof (NpuBlockQ8_0);
     } else {
       if (!matrix_from_view (model, name, out, &model->output, error))
-        goto fail;
+        return FALSE;
       model->decode_bytes += npu_mxfp4_matrix_get_size (&model->output.m);
     }
   }
   model->decode_bytes += model->embd_row_bytes;
+  return TRUE;
+}
+
+static gboolean
+load_rope (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
+    GError ** error)
+{
+  NpuLlmHParams *hp = &model->hp;
+  guint i;
 
   /* Llama 3's per-frequency RoPE factors, optional (llama.cpp divides each
    * frequency by its factor) */
   if (!load_vector (lookup, user_data, "rope_freqs.weight", FALSE,
           hp->n_rot / 2, &model->rope_freqs, error))
-    goto fail;
+    return FALSE;
   model->inv_freq = g_new (double, hp->n_rot / 2);
   for (i = 0; i < hp->n_rot / 2; i++) {
     double f = pow ((double) hp->rope_freq_base, -2.0 * i / hp->n_rot);
@@ -584,62 +563,80 @@ npu_llm_model_new (const NpuLlmHParams * params, NpuLlmTensorLookup lookup,
       f /= model->rope_freqs[i];
     model->inv_freq[i] = f * hp->rope_freq_scale;
   }
+  return TRUE;
+}
 
-  model->layers = g_new0 (Layer, hp->n_layer);
-  for (il = 0; il < hp->n_layer; il++) {
-    Layer *l = &model->layers[il];
-    gchar name[64];
+static gboolean
+load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
+    guint il, GError ** error)
+{
+  const NpuLlmHParams *hp = &model->hp;
+  gboolean is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
+  guint q_dim = hp->n_head * hp->head_dim;
+  guint kv_dim = hp->n_head_kv * hp->head_dim;
+  Layer *l = &model->layers[il];
+  gchar name[64];
 
 #define NAME(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
-    if (!load_vector (lookup, user_data, NAME ("attn_norm.weight"), TRUE,
-            hp->n_embd, &l->attn_norm, error) ||
-        !load_vector (lookup, user_data, NAME ("ffn_norm.weight"), TRUE,
-            hp->n_embd, &l->ffn_norm, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_q.bias"), is_qwen2,
-            q_dim, &l->bq, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_k.bias"), is_qwen2,
-            kv_dim, &l->bk, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_v.bias"), is_qwen2,
-            kv_dim, &l->bv, error) ||
-        !load_vector (lookup, user_data, NAME ("attn_output.bias"), FALSE,
-            hp->n_embd, &l->bo, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_q.weight"),
-            hp->n_embd, q_dim, &l->wq, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_k.weight"),
-            hp->n_embd, kv_dim, &l->wk, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_v.weight"),
-            hp->n_embd, kv_dim, &l->wv, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("attn_output.weight"),
-            q_dim, hp->n_embd, &l->wo, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("ffn_gate.weight"),
-            hp->n_embd, hp->n_ff, &l->wgate, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("ffn_up.weight"),
-            hp->n_embd, hp->n_ff, &l->wup, error) ||
-        !load_matrix (model, lookup, user_data, NAME ("ffn_down.weight"),
-            hp->n_ff, hp->n_embd, &l->wdown, error))
-      goto fail;
+  if (!load_vector (lookup, user_data, NAME ("attn_norm.weight"), TRUE,
+          hp->n_embd, &l->attn_norm, error) ||
+      !load_vector (lookup, user_data, NAME ("ffn_norm.weight"), TRUE,
+          hp->n_embd, &l->ffn_norm, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_q.bias"), is_qwen2,
+          q_dim, &l->bq, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_k.bias"), is_qwen2,
+          kv_dim, &l->bk, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_v.bias"), is_qwen2,
+          kv_dim, &l->bv, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_output.bias"), FALSE,
+          hp->n_embd, &l->bo, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_q.weight"),
+          hp->n_embd, q_dim, &l->wq, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_k.weight"),
+          hp->n_embd, kv_dim, &l->wk, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_v.weight"),
+          hp->n_embd, kv_dim, &l->wv, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_output.weight"),
+          q_dim, hp->n_embd, &l->wo, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("ffn_gate.weight"),
+          hp->n_embd, hp->n_ff, &l->wgate, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("ffn_up.weight"),
+          hp->n_embd, hp->n_ff, &l->wup, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("ffn_down.weight"),
+          hp->n_ff, hp->n_embd, &l->wdown, error))
+    return FALSE;
 #undef NAME
+  return TRUE;
+}
+
+NpuLlmModel *
+npu_llm_model_new (const NpuLlmHParams * params, NpuTensorLookup lookup,
+    gpointer user_data, NpuLlmLoadFlags flags, GError ** error)
+{
+  NpuLlmModel *model;
+  guint il;
+
+  g_return_val_if_fail (params != NULL && lookup != NULL, NULL);
+
+  if (!check_hparams (params, error))
+    return NULL;
+  model = g_new0 (NpuLlmModel, 1);
+  model->hp = *params;
+  model->flags = flags;
+  if (!load_token_embd (model, lookup, user_data, error)
+      || !load_output (model, lookup, user_data, error)
+      || !load_rope (model, lookup, user_data, error))
+    goto fail;
+  model->layers = g_new0 (Layer, model->hp.n_layer);
+  for (il = 0; il < model->hp.n_layer; il++) {
+    if (!load_layer (model, lookup, user_data, il, error))
+      goto fail;
   }
   return model;
 
 fail:
   npu_llm_model_free (model);
   return NULL;
-}
-
-static gboolean
-gguf_lookup (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
-{
-  const NpuGgufTensor *t = npu_gguf_find_tensor (user_data, name);
-  guint i;
-
-  if (!t)
-    return FALSE;
-  out->type = t->type;
-  for (i = 0; i < 4; i++)
-    out->ne[i] = t->ne[i];
-  out->data = t->data;
-  return TRUE;
 }
 
 NpuLlmModel *
@@ -655,7 +652,8 @@ npu_llm_model_new_from_file (const gchar * path, NpuLlmLoadFlags flags,
   if (!gguf)
     return NULL;
   if (!npu_llm_hparams_from_gguf (gguf, &hp, &err) ||
-      !(model = npu_llm_model_new (&hp, gguf_lookup, gguf, flags, &err))) {
+      !(model =
+          npu_llm_model_new (&hp, npu_gguf_lookup_view, gguf, flags, &err))) {
     gchar *base = g_path_get_basename (path);
 
     g_set_error (error, err->domain, err->code, "%s: %s", base, err->message);
@@ -726,14 +724,22 @@ npu_llm_context_params_init (NpuLlmContextParams * params)
   params->n_sink = 4;
   params->streaming = TRUE;
   params->all_logits = FALSE;
+  params->kv_type = NPU_KV_F16;
+  params->precision = NPU_MATMUL_PRECISION_FAST;
+}
+
+static gpointer
+ctx_alloc_bytes (NpuLlmContext * ctx, gsize n_bytes, gsize * counter)
+{
+  ctx->stats.n_allocs++;
+  *counter += n_bytes;
+  return g_malloc0 (MAX (n_bytes, 1));
 }
 
 static float *
 ctx_alloc (NpuLlmContext * ctx, gsize n_floats, gsize * counter)
 {
-  ctx->stats.n_allocs++;
-  *counter += n_floats * sizeof (float);
-  return g_malloc0_n (MAX (n_floats, 1), sizeof (float));
+  return ctx_alloc_bytes (ctx, n_floats * sizeof (float), counter);
 }
 
 NpuLlmContext *
@@ -766,6 +772,23 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
         "n_sink %u must be smaller than n_ctx %u", p.n_sink, p.n_ctx);
     return NULL;
   }
+  if ((guint) p.precision > NPU_MATMUL_PRECISION_ACCURATE) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "precision %d is not fast (0) or accurate (1)", p.precision);
+    return NULL;
+  }
+  if (!npu_kv_type_name (p.kv_type)) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "kv_type %d is not a KV cache type (f32, f16, q8_0)", p.kv_type);
+    return NULL;
+  }
+  /* a head's columns must start on a Q8_0 block */
+  if (p.kv_type == NPU_KV_Q8_0 && hp->head_dim % NPU_KV_Q8_0_BLOCK != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID,
+        "kv_type q8_0 needs a head size that is a multiple of 32 "
+        "(this model's is %u)", hp->head_dim);
+    return NULL;
+  }
 
   ctx = g_new0 (NpuLlmContext, 1);
   ctx->model = model;
@@ -774,12 +797,13 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   ctx->q_dim = hp->n_head * hp->head_dim;
   ctx->kv_dim = hp->n_head_kv * hp->head_dim;
   nb = p.n_batch;
-  kv = (gsize) hp->n_layer * p.n_ctx * ctx->kv_dim;
+  ctx->kv_row = npu_kv_row_bytes (p.kv_type, ctx->kv_dim);
+  kv = (gsize) hp->n_layer * p.n_ctx * ctx->kv_row;
   scratch = &ctx->stats.scratch_bytes;
 
   /* Everything the forward pass touches is allocated here, once */
-  ctx->k_cache = ctx_alloc (ctx, kv, &ctx->stats.kv_bytes);
-  ctx->v_cache = ctx_alloc (ctx, kv, &ctx->stats.kv_bytes);
+  ctx->k_cache = ctx_alloc_bytes (ctx, kv, &ctx->stats.kv_bytes);
+  ctx->v_cache = ctx_alloc_bytes (ctx, kv, &ctx->stats.kv_bytes);
   ctx->x = ctx_alloc (ctx, nb * hp->n_embd, scratch);
   ctx->xn = ctx_alloc (ctx, nb * hp->n_embd, scratch);
   ctx->tmp = ctx_alloc (ctx, nb * hp->n_embd, scratch);
@@ -788,6 +812,13 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   ctx->att = ctx_alloc (ctx, nb * ctx->q_dim, scratch);
   ctx->k = ctx_alloc (ctx, nb * ctx->kv_dim, scratch);
   ctx->v = ctx_alloc (ctx, nb * ctx->kv_dim, scratch);
+  if (p.kv_type == NPU_KV_F32) {
+    ctx->k_st = (guint8 *) ctx->k;
+    ctx->v_st = (guint8 *) ctx->v;
+  } else {
+    ctx->k_st = ctx_alloc_bytes (ctx, nb * ctx->kv_row, scratch);
+    ctx->v_st = ctx_alloc_bytes (ctx, nb * ctx->kv_row, scratch);
+  }
   ctx->gate = ctx_alloc (ctx, nb * hp->n_ff, scratch);
   ctx->up = ctx_alloc (ctx, nb * hp->n_ff, scratch);
   ctx->scores = ctx_alloc (ctx, (gsize) hp->n_head * p.n_ctx, scratch);
@@ -812,6 +843,10 @@ npu_llm_context_free (NpuLlmContext * ctx)
   g_free (ctx->att);
   g_free (ctx->k);
   g_free (ctx->v);
+  if (ctx->k_st != (guint8 *) ctx->k) {
+    g_free (ctx->k_st);
+    g_free (ctx->v_st);
+  }
   g_free (ctx->gate);
   g_free (ctx->up);
   g_free (ctx->scores);
@@ -826,7 +861,20 @@ npu_llm_context_reset (NpuLlmContext * ctx)
 {
   /* The cache needs no clearing: a slot is only read after it is written */
   ctx->n_past = 0;
+  ctx->n_past_max = 0;
   ctx->n_logits = 0;
+}
+
+gboolean
+npu_llm_context_truncate (NpuLlmContext * ctx, guint64 n_past)
+{
+  /* Position a < n_ctx lives in slot a: while no position at or past
+   * n_ctx was written since the reset, the first n_past rows are intact */
+  if (n_past > ctx->n_past || ctx->n_past_max > ctx->p.n_ctx)
+    return FALSE;
+  ctx->n_past = n_past;
+  ctx->n_logits = 0;
+  return TRUE;
 }
 
 guint64
@@ -975,16 +1023,18 @@ typedef struct
   gsize n;
 } AttnJob;
 
-/* Rows [r, r + n) of a K/V pair of buffers with rows of kv_dim floats */
+/* Rows [r, r + n) of a K/V pair of buffers with rows of kv_dim values in
+ * the cache's type */
 static inline guint
-add_span (NpuAttnSpan * sp, const float *q, const float *k, const float *v,
-    gsize kv_dim, gsize r, guint64 n)
+add_span (const NpuLlmContext * ctx, NpuAttnSpan * sp, const float *q,
+    const guint8 * k, const guint8 * v, gsize r, guint64 n)
 {
   sp->q = q;
-  sp->k = k + r * kv_dim;
-  sp->v = v + r * kv_dim;
-  sp->stride = kv_dim;
+  sp->k = k + r * ctx->kv_row;
+  sp->v = v + r * ctx->kv_row;
+  sp->stride = ctx->kv_dim;
   sp->n = (guint) n;
+  sp->type = ctx->p.kv_type;
   return 1;
 }
 
@@ -992,7 +1042,7 @@ add_span (NpuAttnSpan * sp, const float *q, const float *k, const float *v,
  * ring, as at most two runs of slots (the ring may wrap inside) */
 static guint
 window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
-    const float *q, const float *kc, const float *vc, NpuAttnSpan * out)
+    const float *q, const guint8 * kc, const guint8 * vc, NpuAttnSpan * out)
 {
   gsize s0, n, n1;
 
@@ -1001,10 +1051,10 @@ window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
   s0 = cache_slot (ctx, a0);
   n = (gsize) (a1 - a0);
   n1 = MIN (n, ctx->p.n_ctx - s0);
-  add_span (&out[0], q, kc, vc, ctx->kv_dim, s0, n1);
+  add_span (ctx, &out[0], q, kc, vc, s0, n1);
   if (n1 == n)
     return 1;
-  return 1 + add_span (&out[1], q, kc, vc, ctx->kv_dim, ctx->p.n_sink, n - n1);
+  return 1 + add_span (ctx, &out[1], q, kc, vc, ctx->p.n_sink, n - n1);
 }
 
 /* Query row @t of the chunk, for the @gqa query heads of KV head @g: they
@@ -1019,11 +1069,13 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
   const NpuLlmHParams *hp = &ctx->model->hp;
   guint hd = hp->head_dim, gqa = hp->n_head / hp->n_head_kv;
   guint64 n_sink = ctx->p.n_sink, n_ctx = ctx->p.n_ctx, p0 = job->p0;
-  gsize kv_dim = ctx->kv_dim, off = (gsize) g * hd;
-  gsize layer_off = (gsize) job->layer * n_ctx * kv_dim;
-  const float *kc = ctx->k_cache + layer_off + off;
-  const float *vc = ctx->v_cache + layer_off + off;
-  const float *kb = ctx->k + off, *vb = ctx->v + off;
+  /* bytes of the head's first column in a row (a Q8_0 head starts on a
+   * block: checked at creation) */
+  gsize off = npu_kv_row_bytes (ctx->p.kv_type, (gsize) g * hd);
+  gsize layer_off = (gsize) job->layer * n_ctx * ctx->kv_row;
+  const guint8 *kc = ctx->k_cache + layer_off + off;
+  const guint8 *vc = ctx->v_cache + layer_off + off;
+  const guint8 *kb = ctx->k_st + off, *vb = ctx->v_st + off;
   gsize q_off = t * ctx->q_dim + (gsize) g * gqa * hd;
   guint64 pt = p0 + t, lo, nsk, a;
   const float *qa = ctx->q + q_off;
@@ -1039,16 +1091,15 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
   /* sinks in the cache (slot = position), then in the chunk */
   a = MIN (nsk, p0);
   if (a > 0)
-    n_spans += add_span (&spans[n_spans], qs, kc, vc, kv_dim, 0, a);
+    n_spans += add_span (ctx, &spans[n_spans], qs, kc, vc, 0, a);
   if (nsk > p0)
-    n_spans += add_span (&spans[n_spans], qs, kb, vb, kv_dim, 0, nsk - p0);
+    n_spans += add_span (ctx, &spans[n_spans], qs, kb, vb, 0, nsk - p0);
   /* the window: in the cache up to the chunk, then in the chunk */
   n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc,
       &spans[n_spans]);
   a = MAX (lo, p0);
   if (pt + 1 > a)
-    n_spans += add_span (&spans[n_spans], qa, kb, vb, kv_dim, a - p0,
-        pt + 1 - a);
+    n_spans += add_span (ctx, &spans[n_spans], qa, kb, vb, a - p0, pt + 1 - a);
 
   /* the group's query heads are adjacent in the row: every key and value
    * row is read once for all of them */
@@ -1124,7 +1175,7 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
 
   for (il = 0; il < hp->n_layer; il++) {
     const Layer *l = &model->layers[il];
-    gsize layer_off = (gsize) il * ctx->p.n_ctx * ctx->kv_dim;
+    gsize layer_off = (gsize) il * ctx->p.n_ctx * ctx->kv_row;
 
     for (t = 0; t < n; t++)
       rms_norm (ctx->x + t * dim, l->attn_norm, ctx->xn + t * dim, dim,
@@ -1135,7 +1186,8 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
       const NpuMxfp4Matrix *w[3] = { &l->wq.m, &l->wk.m, &l->wv.m };
       float *const y[3] = { ctx->q, ctx->k, ctx->v };
 
-      npu_matmul_mxfp4_multi (task, w, 3, ctx->xn, n, y);
+      npu_matmul_mxfp4_multi_with_precision (task, w, 3, ctx->xn, n, y,
+          ctx->p.precision);
     }
     add_bias (ctx->q, l->bq, n, ctx->q_dim);
     add_bias (ctx->k, l->bk, n, ctx->kv_dim);
@@ -1153,6 +1205,18 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
       rope_apply (model, ctx->k + t * ctx->kv_dim, hp->n_head_kv,
           ctx->rope_abs + t * hp->n_rot);
     }
+    /* The chunk's keys and values in the cache's type, before attention:
+     * its queries read their own chunk's rows as later ones will read
+     * them from the cache, so a batch gives what one token at a time
+     * gives */
+    if (ctx->p.kv_type != NPU_KV_F32) {
+      for (t = 0; t < n; t++) {
+        npu_kv_encode_row (ctx->p.kv_type, ctx->k + t * ctx->kv_dim,
+            ctx->kv_dim, ctx->k_st + t * ctx->kv_row);
+        npu_kv_encode_row (ctx->p.kv_type, ctx->v + t * ctx->kv_dim,
+            ctx->kv_dim, ctx->v_st + t * ctx->kv_row);
+      }
+    }
 
     run_attention (ctx, task, il, p0, n);
 
@@ -1161,13 +1225,14 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
     for (t = 0; t < n; t++) {
       gsize s = cache_slot (ctx, p0 + t);
 
-      memcpy (ctx->k_cache + layer_off + s * ctx->kv_dim,
-          ctx->k + t * ctx->kv_dim, ctx->kv_dim * sizeof (float));
-      memcpy (ctx->v_cache + layer_off + s * ctx->kv_dim,
-          ctx->v + t * ctx->kv_dim, ctx->kv_dim * sizeof (float));
+      memcpy (ctx->k_cache + layer_off + s * ctx->kv_row,
+          ctx->k_st + t * ctx->kv_row, ctx->kv_row);
+      memcpy (ctx->v_cache + layer_off + s * ctx->kv_row,
+          ctx->v_st + t * ctx->kv_row, ctx->kv_row);
     }
 
-    npu_matmul_mxfp4 (task, &l->wo.m, ctx->att, n, ctx->tmp);
+    npu_matmul_mxfp4_with_precision (task, &l->wo.m, ctx->att, n, ctx->tmp,
+        ctx->p.precision);
     add_bias (ctx->tmp, l->bo, n, dim);
     for (i = 0; i < n * dim; i++)
       ctx->x[i] += ctx->tmp[i];
@@ -1179,14 +1244,16 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
       const NpuMxfp4Matrix *w[2] = { &l->wgate.m, &l->wup.m };
       float *const y[2] = { ctx->gate, ctx->up };
 
-      npu_matmul_mxfp4_multi (task, w, 2, ctx->xn, n, y);
+      npu_matmul_mxfp4_multi_with_precision (task, w, 2, ctx->xn, n, y,
+          ctx->p.precision);
     }
     for (i = 0; i < n * ff; i++) {
       float g = ctx->gate[i];
 
       ctx->gate[i] = g / (1.0f + expf (-g)) * ctx->up[i];
     }
-    npu_matmul_mxfp4 (task, &l->wdown.m, ctx->gate, n, ctx->tmp);
+    npu_matmul_mxfp4_with_precision (task, &l->wdown.m, ctx->gate, n,
+        ctx->tmp, ctx->p.precision);
     for (i = 0; i < n * dim; i++)
       ctx->x[i] += ctx->tmp[i];
   }
@@ -1200,18 +1267,19 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
         hp->rms_eps);
   }
   if (model->output_q8_0)
-    npu_matmul_q8_0 (task, model->output_q8_0, hp->n_vocab, dim, ctx->xn,
-        n_out, ctx->logits);
+    npu_matmul_q8_0_with_precision (task, model->output_q8_0, hp->n_vocab,
+        dim, ctx->xn, n_out, ctx->logits, ctx->p.precision);
   else
-    npu_matmul_mxfp4 (task, &model->output.m, ctx->xn, n_out, ctx->logits);
+    npu_matmul_mxfp4_with_precision (task, &model->output.m, ctx->xn, n_out,
+        ctx->logits, ctx->p.precision);
   ctx->n_logits = n_out;
 }
 
 static void
 embed_token (const NpuLlmModel * model, gint32 token, float *out)
 {
-  const NpuLlmTensorView *e = &model->tok_embd;
-  guint dim = model->hp.n_embd, i, b;
+  const NpuTensorView *e = &model->tok_embd;
+  guint dim = model->hp.n_embd, i;
   const guint8 *row = (const guint8 *) e->data +
       (gsize) token * model->embd_row_bytes;
 
@@ -1230,17 +1298,7 @@ embed_token (const NpuLlmModel * model, gint32 token, float *out)
       }
       break;
     case NPU_GGML_TYPE_Q8_0:
-      /* fp16 d, then 32 int8: value d * q, as ggml's dequantize_row_q8_0 */
-      for (b = 0; b < dim / 32; b++) {
-        const guint8 *blk = row + b * NPU_Q8_0_BLOCK_BYTES;
-        guint16 h;
-        float d;
-
-        memcpy (&h, blk, 2);
-        d = npu_f16_to_f32 (h);
-        for (i = 0; i < 32; i++)
-          out[b * 32 + i] = d * (float) (gint8) blk[2 + i];
-      }
+      npu_q8_0_dequantize (row, out, dim);
       break;
     default:                   /* MXFP4 */
       npu_mxfp4_dequantize ((const NpuBlockMxfp4 *) row, out, dim);
@@ -1299,6 +1357,7 @@ eval_common (NpuLlmContext * ctx, NpuTask * task, const gint32 * tokens,
     if (p0 + m > ctx->p.n_ctx)
       ctx->stats.n_evicted += p0 + m - MAX (p0, (guint64) ctx->p.n_ctx);
     ctx->n_past += m;
+    ctx->n_past_max = MAX (ctx->n_past_max, ctx->n_past);
     done += m;
   }
   if (n == 1)

@@ -22,6 +22,9 @@
 #include <glib.h>
 #include "npubackend.h"
 #include "npugguf.h"
+#include "nputensorview.h"
+#include "npukvtype.h"
+#include "npumatmul.h"
 
 G_BEGIN_DECLS
 
@@ -79,24 +82,6 @@ typedef struct
 gboolean npu_llm_hparams_from_gguf (const NpuGguf * gguf,
     NpuLlmHParams * hp, GError ** error);
 
-/**
- * NpuLlmTensorView:
- * @type: ggml type id (NpuGgmlType)
- * @ne: elements per dimension, ggml order (ne[0] innermost), unused = 1
- * @data: the bytes, in ggml's layout for @type
- */
-typedef struct
-{
-  guint32 type;
-  guint64 ne[4];
-  const void *data;
-} NpuLlmTensorView;
-
-/* Fills @out and returns TRUE if tensor @name exists, FALSE if not.  MXFP4
- * data is used in place, so it must outlive the model. */
-typedef gboolean (*NpuLlmTensorLookup) (const gchar * name,
-    NpuLlmTensorView * out, gpointer user_data);
-
 typedef struct _NpuLlmModel NpuLlmModel;
 typedef struct _NpuLlmContext NpuLlmContext;
 
@@ -124,7 +109,7 @@ typedef enum
  * llama.cpp does; npu_matmul_q8_0()), so it must outlive the model, and is
  * converted like the others otherwise.  @hp is copied. */
 NpuLlmModel *npu_llm_model_new (const NpuLlmHParams * hp,
-    NpuLlmTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
+    NpuTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
     GError ** error);
 /* Opens (maps) the GGUF file and keeps it open for the model's life */
 NpuLlmModel *npu_llm_model_new_from_file (const gchar * path,
@@ -147,6 +132,14 @@ guint64 npu_llm_model_get_converted_bytes (const NpuLlmModel * model);
  *   sinks (TRUE, default) or fail with NPU_LLM_ERROR_CONTEXT_FULL
  * @all_logits: keep the logits of every token of the last eval (needs
  *   n <= @n_batch per eval); else only the last token's are computed
+ * @kv_type: how the cache stores keys and values (NPU_KV_F16, default:
+ *   half of F32's bytes; NPU_KV_Q8_0: 34 bytes per 32 values, needs a
+ *   head size that is a multiple of 32; NPU_KV_F32).  npukvtype.h gives
+ *   each type's error; attention reads the cache in its type.
+ * @precision: activations of the layer matrices' products (npumatmul.h):
+ *   NPU_MATMUL_PRECISION_FAST (int8, as llama.cpp; default) or
+ *   NPU_MATMUL_PRECISION_ACCURATE (int8 plus its int8 residual, ~16 bits),
+ *   for every product including the logits'.
  */
 typedef struct
 {
@@ -155,6 +148,8 @@ typedef struct
   guint n_sink;
   gboolean streaming;
   gboolean all_logits;
+  NpuKvType kv_type;
+  NpuMatmulPrecision precision;
 } NpuLlmContextParams;
 
 typedef struct
@@ -163,7 +158,7 @@ typedef struct
   guint64 n_decode;             /* calls of n = 1 */
   guint64 n_evicted;            /* tokens dropped from the window */
   guint n_allocs;               /* allocations the context ever made */
-  gsize kv_bytes;               /* the cache (F32 K and V, every layer) */
+  gsize kv_bytes;               /* the cache (K and V, every layer) */
   gsize scratch_bytes;          /* activations, scores, logits */
 } NpuLlmStats;
 
@@ -186,6 +181,12 @@ gboolean npu_llm_eval_embeddings (NpuLlmContext * ctx, NpuTask * task,
 const float *npu_llm_get_logits (NpuLlmContext * ctx);
 /* Logits of token @i of the last eval; NULL unless all_logits */
 const float *npu_llm_get_logits_ith (NpuLlmContext * ctx, gsize i);
+/* Forget every token from position @n_past on, keeping the first ones
+ * (a prompt prefix shared by the next answer).  Possible only while the
+ * cache has never slid since the reset and @n_past <= n_past; returns
+ * FALSE (context unchanged) otherwise.  The logits are gone until the
+ * next eval. */
+gboolean npu_llm_context_truncate (NpuLlmContext * ctx, guint64 n_past);
 /* Absolute position of the next token (tokens seen since the reset) */
 guint64 npu_llm_context_get_n_past (NpuLlmContext * ctx);
 /* Tokens the next query attends to besides itself (<= n_ctx - 1) */

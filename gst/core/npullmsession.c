@@ -17,6 +17,12 @@ struct _NpuLlmSession
   NpuLlmSampler *sampler;
   NpuLlmSessionParams params;
   guint n_embd;
+  /* The prompt tokens before the media (or the whole text prompt) of the
+   * last answer, whose keys and values the context still holds at
+   * positions [0, n_prefix): the next answer starts from their common
+   * prefix (a system prompt, the template's head) */
+  gint32 *prefix;
+  gsize n_prefix;
 };
 
 GQuark
@@ -30,6 +36,7 @@ npu_llm_session_params_init (NpuLlmSessionParams * params)
 {
   memset (params, 0, sizeof (*params));
   params->n_sink = 4;
+  params->kv_type = NPU_KV_F16;
   params->max_tokens = 256;
   npu_llm_sampler_params_init (&params->sampler);
 }
@@ -89,6 +96,8 @@ npu_llm_session_new (const NpuGguf * gguf, NpuLlmModel * model,
   cp.n_ctx = params->n_ctx ? params->n_ctx : MIN (hp->n_ctx_train ?
       hp->n_ctx_train : 4096, 4096);
   cp.n_sink = params->n_sink;
+  cp.kv_type = params->kv_type;
+  cp.precision = params->precision;
   cp.streaming = TRUE;
   s->params.n_ctx = cp.n_ctx;
   s->ctx = npu_llm_context_new (model, &cp, error);
@@ -109,6 +118,7 @@ npu_llm_session_free (NpuLlmSession * s)
 {
   if (!s)
     return;
+  g_free (s->prefix);
   if (s->sampler)
     npu_llm_sampler_free (s->sampler);
   if (s->ctx)
@@ -264,7 +274,10 @@ find_stop (const gchar * text, gsize len, gchar ** stop)
  * @emit: receives the answer piece by piece
  *
  * Answers one prompt from a fresh context (the cache is reused, not
- * reallocated).  The same seed gives the same answer.
+ * reallocated), except for the cache rows of the longest prefix this
+ * prompt's text before the media shares with the last answer's, which are
+ * kept (@stats' n_reused) when the last answer never slid the window.
+ * The same seed gives the same answer.
  *
  * Returns: %TRUE when the answer ended (end of generation, a stop string,
  * max-tokens, or @emit asking to stop); %FALSE with @error set if the
@@ -331,7 +344,25 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
     goto out;
   }
 
-  npu_llm_context_reset (s->ctx);
+  /* Reuse the longest prefix the last prompt shares with this one, less
+   * one token when nothing follows it (its logits are needed) */
+  {
+    gsize common = 0, limit = n_toks[0];
+
+    if (!n_media && !n_toks[1] && limit > 0)
+      limit--;
+    while (common < MIN (limit, s->n_prefix) &&
+        s->prefix[common] == toks[0][common])
+      common++;
+    if (common == 0 || !npu_llm_context_truncate (s->ctx, common)) {
+      npu_llm_context_reset (s->ctx);
+      common = 0;
+    }
+    st.n_reused = common;
+    g_free (s->prefix);
+    s->prefix = g_memdup2 (toks[0], n_toks[0] * sizeof (gint32));
+    s->n_prefix = 0;            /* valid once the prompt is evaluated */
+  }
   npu_llm_sampler_reset (s->sampler);
   for (i = 0; i < 2; i++) {
     gsize j;
@@ -341,8 +372,8 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
 
   job.ctx = s->ctx;
   job.tok = s->tokenizer;
-  job.tokens[0] = toks[0];
-  job.n_tokens[0] = n_toks[0];
+  job.tokens[0] = toks[0] + st.n_reused;
+  job.n_tokens[0] = n_toks[0] - st.n_reused;
   job.tokens[1] = toks[1];
   job.n_tokens[1] = n_toks[1];
   job.media = media;
@@ -350,6 +381,7 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
   t0 = g_get_monotonic_time ();
   if (!run_eval (queue, &job, error))
     goto out;
+  s->n_prefix = n_toks[0];
   t1 = g_get_monotonic_time ();
   st.prompt_us = t1 - t0;
 

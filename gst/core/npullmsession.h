@@ -33,6 +33,8 @@ typedef struct
 {
   guint n_ctx;                  /* 0: the model's, at most 4096 */
   guint n_sink;                 /* attention sinks kept when sliding */
+  NpuKvType kv_type;            /* the KV cache's storage (F16) */
+  NpuMatmulPrecision precision; /* of the matrix products (FAST) */
   guint max_tokens;             /* per answer */
   gchar *system_prompt;         /* NULL: the template's default */
   gchar *chat_template;         /* NULL/"auto", "none", a family, or custom */
@@ -54,6 +56,8 @@ typedef struct
   gint64 prompt_us;             /* prefill (time to first token) */
   gint64 decode_us;
   guint n_prompt;
+  guint n_reused;               /* prompt tokens whose cache rows the last
+                                 * answer left (not evaluated again) */
   guint n_generated;
   gboolean hit_eog;
   gboolean hit_stop;

@@ -351,6 +351,25 @@ quantize_block (const float *xb, gint8 * q)
   return d;
 }
 
+/* x minus what the int8 codes of its blocks give (d q, as the kernels
+ * read them): the second term of the accurate path.  A block whose scale
+ * is not finite (a NaN or Inf in it) keeps its values, so the second term
+ * is non-finite too. */
+static void
+residual_row (const float *x, gsize nb, float *r)
+{
+  gsize b;
+  guint j;
+
+  for (b = 0; b < nb; b++) {
+    gint8 q[32];
+    float d = quantize_block (x + b * 32, q);
+
+    for (j = 0; j < 32; j++)
+      r[b * 32 + j] = isfinite (d) ? x[b * 32 + j] - d * q[j] : x[b * 32 + j];
+  }
+}
+
 /* The MXFP4 kernels' layout (npumatmul-private.h) */
 static void
 quantize_row (const float *x, gsize nb, gsize n_groups, guint8 * dst)
@@ -450,6 +469,12 @@ struct _MatmulJob
   gsize n;
   float *y;
   NpuQ8Act xq;
+  /* NPU_MATMUL_PRECISION_ACCURATE: the kernels see 2 n activation rows,
+   * row 2c the int8 codes of x_c, row 2c + 1 those of its residual, and
+   * write 2 n output rows to @y2, which are summed pairwise into @y */
+  gboolean accurate;
+  float *y2;
+  float *resid;                 /* nb * 32 floats per worker */
   gsize row_tile, col_tile, n_row_tiles;
 };
 
@@ -549,9 +574,38 @@ quantize_slice (gsize start, gsize end, guint worker, gpointer data)
   MatmulJob *job = data;
   gsize c;
 
-  for (c = start; c < end; c++)
-    job->format->quantize_row (job->x + c * job->nb * 32, job->nb,
-        job->xq.n_groups, job->xq.data + c * job->xq.row_stride);
+  for (c = start; c < end; c++) {
+    const float *x = job->x + c * job->nb * 32;
+
+    if (job->accurate) {
+      float *r = job->resid + (gsize) worker * job->nb * 32;
+
+      job->format->quantize_row (x, job->nb, job->xq.n_groups,
+          job->xq.data + 2 * c * job->xq.row_stride);
+      residual_row (x, job->nb, r);
+      job->format->quantize_row (r, job->nb, job->xq.n_groups,
+          job->xq.data + (2 * c + 1) * job->xq.row_stride);
+    } else {
+      job->format->quantize_row (x, job->nb, job->xq.n_groups,
+          job->xq.data + c * job->xq.row_stride);
+    }
+  }
+}
+
+/* y[c] = y2[2 c] + y2[2 c + 1] over activation rows [start, end) */
+static void
+combine_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  gsize c, r;
+
+  for (c = start; c < end; c++) {
+    const float *a = job->y2 + 2 * c * job->rows, *b = a + job->rows;
+    float *y = job->y + c * job->rows;
+
+    for (r = 0; r < job->rows; r++)
+      y[r] = a[r] + b[r];
+  }
 }
 
 static void
@@ -565,8 +619,42 @@ tile_slice (gsize start, gsize end, guint worker, gpointer data)
     gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
 
     job->format->tile (job, r0, MIN (r0 + job->row_tile, job->rows), c0,
-        MIN (c0 + job->col_tile, job->n));
+        MIN (c0 + job->col_tile, job->xq.n));
   }
+}
+
+/* A second buffer of the calling thread, for the accurate path's
+ * residuals and its doubled outputs */
+static GPrivate workspace2_key = G_PRIVATE_INIT (workspace_free);
+
+static gpointer
+get_workspace2 (gsize size)
+{
+  Workspace *ws = g_private_get (&workspace2_key);
+
+  if (!ws) {
+    ws = g_new0 (Workspace, 1);
+    g_private_set (&workspace2_key, ws);
+  }
+  if (ws->size < size) {
+    g_aligned_free (ws->mem);
+    ws->size = MAX (size, ws->size * 2);
+    ws->mem = g_aligned_alloc (ws->size, 1, 64);
+  }
+  return ws->mem;
+}
+
+/* For an accurate job: scratch for the residuals (one row per worker)
+ * and the doubled outputs, @y2_floats of them (every job of a multi) */
+static float *
+accurate_scratch (NpuTask * task, MatmulJob * job, gsize y2_floats)
+{
+  guint workers = task ? npu_task_get_n_threads (task) : 1;
+  gsize resid = (gsize) workers * job->nb * 32;
+  float *mem = get_workspace2 ((resid + y2_floats) * sizeof (float));
+
+  job->resid = mem;
+  return mem + resid;
 }
 
 /* The activations of @job in the int8 kernels' layout, in the calling
@@ -576,10 +664,10 @@ quantize_activations (NpuTask * task, MatmulJob * job)
 {
   const WeightFormat *f = job->format;
 
-  job->xq.n = job->n;
+  job->xq.n = job->accurate ? 2 * job->n : job->n;
   job->xq.n_groups = (job->nb + f->blocks_per_group - 1) / f->blocks_per_group;
   job->xq.row_stride = job->xq.n_groups * f->group_bytes;
-  job->xq.data = get_workspace (job->n * job->xq.row_stride);
+  job->xq.data = get_workspace (job->xq.n * job->xq.row_stride);
   /* A slice of the quantiser is at least ~16k activations. */
   run_parallel (task, job->n, MAX (1, 16384 / (job->nb * 32)),
       quantize_slice, job);
@@ -589,6 +677,7 @@ quantize_activations (NpuTask * task, MatmulJob * job)
 static void
 run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
 {
+  float *const y_out = job->y;
   gsize n_col_tiles;
 
   if (job->n == 0 || job->rows == 0)
@@ -602,20 +691,30 @@ run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
     return;
   }
 
-  quantize_activations (task, job);
+  if (job->accurate) {
+    job->y2 = accurate_scratch (task, job, 2 * job->n * job->rows);
+    quantize_activations (task, job);
+    job->y = job->y2;
+  } else {
+    quantize_activations (task, job);
+  }
   /* A GEMV tile of 32 rows is ~70 KiB of Q8_0 at k = 2048; a GEMM tile's
    * weights and activations stay in L2. */
   if (job->n <= GEMV_MAX_N) {
     job->row_tile = GEMV_ROW_TILE;
-    job->col_tile = job->n;
+    job->col_tile = job->xq.n;
   } else {
     job->row_tile = GEMM_ROW_TILE;
     job->col_tile = GEMM_COL_TILE;
   }
   job->n_row_tiles = (job->rows + job->row_tile - 1) / job->row_tile;
-  n_col_tiles = (job->n + job->col_tile - 1) / job->col_tile;
+  n_col_tiles = (job->xq.n + job->col_tile - 1) / job->col_tile;
   run_parallel (task, job->n_row_tiles * n_col_tiles,
       job->n <= GEMV_MAX_N ? GEMV_CLAIM_TILES : 1, tile_slice, job);
+  if (job->accurate) {
+    job->y = y_out;
+    run_parallel (task, job->n, MAX (1, 16384 / job->rows), combine_slice, job);
+  }
 }
 
 /* The tile kernels of the path in use; NULL for the scalar paths. */
@@ -659,9 +758,10 @@ current_q8_0_tile_func (void)
 
 static void
 mxfp4_job_init (MatmulJob * job, const NpuMxfp4Matrix * w, const float *x,
-    gsize n, float *y)
+    gsize n, float *y, NpuMatmulPrecision precision)
 {
   memset (job, 0, sizeof (*job));
+  job->accurate = precision == NPU_MATMUL_PRECISION_ACCURATE;
   job->format = &format_mxfp4;
   job->mxfp4 = w;
   job->mxfp4_tile = current_tile_func ();
@@ -673,14 +773,21 @@ mxfp4_job_init (MatmulJob * job, const NpuMxfp4Matrix * w, const float *x,
 }
 
 void
-npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w, const float *x,
-    gsize n, float *y)
+npu_matmul_mxfp4_with_precision (NpuTask * task, const NpuMxfp4Matrix * w,
+    const float *x, gsize n, float *y, NpuMatmulPrecision precision)
 {
   MatmulJob job;
 
   matmul_init ();
-  mxfp4_job_init (&job, w, x, n, y);
+  mxfp4_job_init (&job, w, x, n, y, precision);
   run_job (task, &job, job.mxfp4_tile != NULL);
+}
+
+void
+npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w, const float *x,
+    gsize n, float *y)
+{
+  npu_matmul_mxfp4_with_precision (task, w, x, n, y, NPU_MATMUL_PRECISION_FAST);
 }
 
 /* ------------------------------------------------------------------------
@@ -708,7 +815,8 @@ multi_tile_slice (gsize start, gsize end, guint worker, gpointer data)
       i++;
     job = &mj->jobs[i];
     r0 = (t - mj->first_tile[i]) * job->row_tile;
-    job->format->tile (job, r0, MIN (r0 + job->row_tile, job->rows), 0, job->n);
+    job->format->tile (job, r0, MIN (r0 + job->row_tile, job->rows), 0,
+        job->xq.n);
   }
 }
 
@@ -724,11 +832,32 @@ multi_tile_slice (gsize start, gsize end, guint worker, gpointer data)
  * n runs the products one after the other.  Results are those of
  * npu_matmul_mxfp4() on each matrix.
  */
+static void
+multi_combine_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MultiJob *mj = data;
+  guint i;
+
+  for (i = 0; i < mj->n_jobs; i++)
+    combine_slice (start, end, worker, &mj->jobs[i]);
+}
+
 void
 npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
     guint n_w, const float *x, gsize n, float *const *y)
 {
+  npu_matmul_mxfp4_multi_with_precision (task, w, n_w, x, n, y,
+      NPU_MATMUL_PRECISION_FAST);
+}
+
+void
+npu_matmul_mxfp4_multi_with_precision (NpuTask * task,
+    const NpuMxfp4Matrix * const *w, guint n_w, const float *x, gsize n,
+    float *const *y, NpuMatmulPrecision precision)
+{
   MultiJob mj;
+  gsize y2_floats = 0;
+  float *y2 = NULL;
   guint i;
 
   g_return_if_fail (n_w <= NPU_MATMUL_MAX_MULTI);
@@ -739,7 +868,7 @@ npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
       break;
   if (n == 0 || n > GEMV_MAX_N || i < n_w || !current_tile_func ()) {
     for (i = 0; i < n_w; i++)
-      npu_matmul_mxfp4 (task, w[i], x, n, y[i]);
+      npu_matmul_mxfp4_with_precision (task, w[i], x, n, y[i], precision);
     return;
   }
 
@@ -748,21 +877,37 @@ npu_matmul_mxfp4_multi (NpuTask * task, const NpuMxfp4Matrix * const *w,
   for (i = 0; i < n_w; i++) {
     MatmulJob *job = &mj.jobs[i];
 
-    mxfp4_job_init (job, w[i], x, n, y[i]);
+    mxfp4_job_init (job, w[i], x, n, y[i], precision);
     job->row_tile = GEMV_ROW_TILE;
-    job->col_tile = n;
     job->n_row_tiles = (w[i]->rows + GEMV_ROW_TILE - 1) / GEMV_ROW_TILE;
     mj.first_tile[i + 1] = mj.first_tile[i] + job->n_row_tiles;
+    y2_floats += 2 * n * w[i]->rows;
   }
 
   /* One quantisation serves every matrix: they share k and the layout of
    * the quantised activations depends on k only. */
+  if (mj.jobs[0].accurate)
+    y2 = accurate_scratch (task, &mj.jobs[0], y2_floats);
   quantize_activations (task, &mj.jobs[0]);
-  for (i = 1; i < n_w; i++)
-    mj.jobs[i].xq = mj.jobs[0].xq;
+  for (i = 0; i < n_w; i++) {
+    MatmulJob *job = &mj.jobs[i];
+
+    job->xq = mj.jobs[0].xq;
+    job->col_tile = job->xq.n;
+    if (job->accurate) {
+      job->y2 = y2;
+      job->y = y2;
+      y2 += 2 * n * job->rows;
+    }
+  }
 
   run_parallel (task, mj.first_tile[n_w], GEMV_CLAIM_TILES, multi_tile_slice,
       &mj);
+  if (mj.jobs[0].accurate) {
+    for (i = 0; i < n_w; i++)
+      mj.jobs[i].y = y[i];
+    run_parallel (task, n, 1, multi_combine_slice, &mj);
+  }
 }
 
 /* ------------------------------------------------------------------------
@@ -772,11 +917,21 @@ void
 npu_matmul_q8_0 (NpuTask * task, const NpuBlockQ8_0 * w, gsize rows, gsize k,
     const float *x, gsize n, float *y)
 {
+  npu_matmul_q8_0_with_precision (task, w, rows, k, x, n, y,
+      NPU_MATMUL_PRECISION_FAST);
+}
+
+void
+npu_matmul_q8_0_with_precision (NpuTask * task, const NpuBlockQ8_0 * w,
+    gsize rows, gsize k, const float *x, gsize n, float *y,
+    NpuMatmulPrecision precision)
+{
   MatmulJob job = { 0, };
 
   g_return_if_fail (k % 32 == 0);
 
   matmul_init ();
+  job.accurate = precision == NPU_MATMUL_PRECISION_ACCURATE;
   job.format = &format_q8_0;
   job.q8_0 = w;
   job.q8_0_tile = current_q8_0_tile_func ();

@@ -29,6 +29,22 @@
  *    2 P . q, at most 12 * 127 * 32 < 2^24 in magnitude, and its
  *    conversion to F32 exact: the bias adds no term to the bound.
  *
+ * Accurate precision (the *_with_precision() functions with
+ * NPU_MATMUL_PRECISION_ACCURATE): the int8 paths quantise each activation
+ * block twice, x = d q + r, then r = d' q' + r' with d' = max|r| / 127 <=
+ * d / 254, and run both code rows through the same int8 kernels (the
+ * weights are decoded once for both; a GEMM does twice the integer work, a
+ * GEMV reads the weights once for both).  The activations then carry about
+ * 16 bits: per output
+ *
+ *      |y - y_ref| <= sum_j |w_j| * d_b(j) * (1/508 + 2^-16)
+ *                     + 2 (k/32 + 6) * 2^-24 * sum_j |w_j| * (|x_j| + d_b(j))
+ *
+ *    (the residual's rounding, at most max|x| / 64516 per element; the
+ *    2^-16 covers the F32 rounding of the residual and of d' and d; the
+ *    accumulation term counts both passes and their sum).  The scalar path
+ *    is exact whatever the precision.
+ *
  * NPU_MATMUL_ISA=scalar|avx2|avx512|neon in the environment forces a path
  * (read once; an unavailable one falls back to scalar with a warning).
  *
@@ -60,6 +76,7 @@
 #include <glib.h>
 #include "npubackend.h"
 #include "npumxfp4.h"
+#include "nputensorview.h"
 
 G_BEGIN_DECLS
 
@@ -113,11 +130,42 @@ void npu_mxfp4_matrix_clear (NpuMxfp4Matrix * m);
 /* Bytes of weight data the matrix reads for one full product */
 gsize npu_mxfp4_matrix_get_size (const NpuMxfp4Matrix * m);
 
+/* A view of a rows x k matrix (its elements row after row: ne = [k, rows],
+ * or k spread over the inner dimensions) as an MXFP4 matrix.  MXFP4 is read
+ * in place (the view's bytes must outlive @m) or, with @repack, repacked;
+ * F32, F16, BF16 and Q8_0 are quantised once by the OCP rules (npumxfp4.h)
+ * into blocks @m owns (then repacked with @repack).  Returns FALSE, @m
+ * untouched, if k is not a multiple of 32 or the type is none of these:
+ * the caller words the error.  npu_mxfp4_matrix_clear() releases @m. */
+gboolean npu_mxfp4_matrix_from_view (NpuMxfp4Matrix * m,
+    const NpuTensorView * view, gsize rows, gsize k, gboolean repack);
+
 /* y[c * rows + r] = sum_j w[r][j] * x[c * k + j] for c < n.  @task may be
  * NULL (runs on the calling thread); otherwise it must be the running task
  * and the work is spread over its device's threads. */
 void npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w,
     const float *x, gsize n, float *y);
+
+/**
+ * NpuMatmulPrecision:
+ * @NPU_MATMUL_PRECISION_FAST: int8 activations (error ~ max|x| / 254 per
+ *   element of a block), what llama.cpp does
+ * @NPU_MATMUL_PRECISION_ACCURATE: int8 activations plus their int8
+ *   residual, ~16 bits (error ~ max|x| / 64516 per element); twice the
+ *   integer work
+ *
+ * Ignored by the scalar path, which is exact.
+ */
+typedef enum
+{
+  NPU_MATMUL_PRECISION_FAST,
+  NPU_MATMUL_PRECISION_ACCURATE,
+} NpuMatmulPrecision;
+
+/* npu_matmul_mxfp4() (which is FAST) with a choice of precision */
+void npu_matmul_mxfp4_with_precision (NpuTask * task,
+    const NpuMxfp4Matrix * w, const float *x, gsize n, float *y,
+    NpuMatmulPrecision precision);
 
 /* Reference: plain loops, double accumulation, its own decoder.  @blocks in
  * ggml layout, rows x k. */
@@ -125,6 +173,9 @@ void npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w,
 void npu_matmul_mxfp4_multi (NpuTask * task,
     const NpuMxfp4Matrix * const *w, guint n_w, const float *x, gsize n,
     float *const *y);
+void npu_matmul_mxfp4_multi_with_precision (NpuTask * task,
+    const NpuMxfp4Matrix * const *w, guint n_w, const float *x, gsize n,
+    float *const *y, NpuMatmulPrecision precision);
 void npu_matmul_mxfp4_ref (const NpuBlockMxfp4 * blocks, gsize rows,
     gsize k, const float *x, gsize n, float *y);
 
@@ -150,6 +201,9 @@ G_STATIC_ASSERT (sizeof (NpuBlockQ8_0) == NPU_Q8_0_BLOCK_BYTES);
  * npu_matmul_mxfp4(); the path is the one npu_matmul_get_isa() names. */
 void npu_matmul_q8_0 (NpuTask * task, const NpuBlockQ8_0 * w, gsize rows,
     gsize k, const float *x, gsize n, float *y);
+void npu_matmul_q8_0_with_precision (NpuTask * task, const NpuBlockQ8_0 * w,
+    gsize rows, gsize k, const float *x, gsize n, float *y,
+    NpuMatmulPrecision precision);
 
 /* "scalar", "avx2", "avx512" or "neon": the path npu_matmul_mxfp4() and
  * npu_matmul_q8_0() use */

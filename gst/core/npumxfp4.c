@@ -188,11 +188,10 @@ npu_mxfp4_quantize_bf16 (const guint16 * src, NpuBlockMxfp4 * dst, gsize n)
 }
 
 void
-npu_mxfp4_quantize_q8_0 (const void *src, NpuBlockMxfp4 * dst, gsize n)
+npu_q8_0_dequantize (const void *src, float *dst, gsize n)
 {
   const guint8 *p = src;
   gsize i, nb;
-  float buf[QK];
   guint j;
 
   g_return_if_fail (n % QK == 0);
@@ -211,7 +210,23 @@ npu_mxfp4_quantize_q8_0 (const void *src, NpuBlockMxfp4 * dst, gsize n)
     /* ggml dequantises as qs[j] * d in F32.  An 11-bit by 8-bit product
      * always fits F32's 24 bits, so this is the exact value too. */
     for (j = 0; j < QK; j++)
-      buf[j] = (float) (gint8) p[2 + j] * d;
+      dst[i * QK + j] = (float) (gint8) p[2 + j] * d;
+  }
+}
+
+void
+npu_mxfp4_quantize_q8_0 (const void *src, NpuBlockMxfp4 * dst, gsize n)
+{
+  const guint8 *p = src;
+  gsize i, nb;
+  float buf[QK];
+
+  g_return_if_fail (n % QK == 0);
+  g_return_if_fail (n == 0 || (src != NULL && dst != NULL));
+
+  nb = n / QK;
+  for (i = 0; i < nb; i++, p += NPU_Q8_0_BLOCK_BYTES) {
+    npu_q8_0_dequantize (p, buf, QK);
     quantize_block (buf, dst + i);
   }
 }

@@ -96,6 +96,11 @@ void    npu_mxfp4_quantize_bf16  (const guint16 *src, NpuBlockMxfp4 *dst,
 void    npu_mxfp4_quantize_q8_0  (const void *src, NpuBlockMxfp4 *dst,
                                   gsize n);
 
+/* @src: n / 32 ggml block_q8_0; @n elements (a multiple of 32) written to
+ * @dst, each d * q in F32 as ggml's dequantize_row_q8_0 (exact: an 11-bit
+ * by 8-bit product fits F32's 24 bits) */
+void    npu_q8_0_dequantize      (const void *src, float *dst, gsize n);
+
 /* @n: number of elements to write to @dst (multiple of 32) */
 void    npu_mxfp4_dequantize     (const NpuBlockMxfp4 *src, float *dst,
                                   gsize n);

@@ -269,143 +269,162 @@ colour_coef_init (ColourCoef * c, NpuColorMatrix matrix, NpuColorRange range)
  *
  * Returns: (transfer full): the plan, or %NULL with @error set.
  */
-NpuVisionPrepPlan *
-npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
+/* Checks @p, filling in a crop size of 0 (to the frame's edge) */
+static gboolean
+check_params (NpuVisionPrepParams * p, GError ** error)
 {
-  NpuVisionPrepPlan *plan;
-  NpuVisionPrepParams p;
-  guint x, y, c, patch;
+  guint c;
 
-  g_return_val_if_fail (params != NULL, NULL);
-  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
-
-  p = *params;
-  if (npu_pixel_format_n_planes (p.format) == 0) {
+  if (npu_pixel_format_n_planes (p->format) == 0) {
     g_set_error (error, NPU_VISION_PREP_ERROR, NPU_VISION_PREP_ERROR_FORMAT,
-        "Unknown pixel format %d", (gint) p.format);
-    return NULL;
+        "Unknown pixel format %d", (gint) p->format);
+    return FALSE;
   }
-  if (p.width == 0 || p.height == 0 || p.width > MAX_SOURCE_SIZE
-      || p.height > MAX_SOURCE_SIZE) {
+  if (p->width == 0 || p->height == 0 || p->width > MAX_SOURCE_SIZE
+      || p->height > MAX_SOURCE_SIZE) {
     g_set_error (error, NPU_VISION_PREP_ERROR, NPU_VISION_PREP_ERROR_SIZE,
-        "Source size %ux%u is not within 1x1 .. %ux%u", p.width, p.height,
+        "Source size %ux%u is not within 1x1 .. %ux%u", p->width, p->height,
         MAX_SOURCE_SIZE, MAX_SOURCE_SIZE);
-    return NULL;
+    return FALSE;
   }
-  if (p.out_width == 0 || p.out_height == 0 || p.out_width > MAX_OUTPUT_SIZE
-      || p.out_height > MAX_OUTPUT_SIZE) {
+  if (p->out_width == 0 || p->out_height == 0 || p->out_width > MAX_OUTPUT_SIZE
+      || p->out_height > MAX_OUTPUT_SIZE) {
     g_set_error (error, NPU_VISION_PREP_ERROR, NPU_VISION_PREP_ERROR_SIZE,
-        "Output size %ux%u is not within 1x1 .. %ux%u", p.out_width,
-        p.out_height, MAX_OUTPUT_SIZE, MAX_OUTPUT_SIZE);
-    return NULL;
+        "Output size %ux%u is not within 1x1 .. %ux%u", p->out_width,
+        p->out_height, MAX_OUTPUT_SIZE, MAX_OUTPUT_SIZE);
+    return FALSE;
   }
-  if (p.crop_x >= p.width || p.crop_y >= p.height) {
+  if (p->crop_x >= p->width || p->crop_y >= p->height) {
     g_set_error (error, NPU_VISION_PREP_ERROR, NPU_VISION_PREP_ERROR_CROP,
-        "Crop origin (%u, %u) is outside the %ux%u frame", p.crop_x,
-        p.crop_y, p.width, p.height);
-    return NULL;
+        "Crop origin (%u, %u) is outside the %ux%u frame", p->crop_x,
+        p->crop_y, p->width, p->height);
+    return FALSE;
   }
-  if (p.crop_width == 0)
-    p.crop_width = p.width - p.crop_x;
-  if (p.crop_height == 0)
-    p.crop_height = p.height - p.crop_y;
-  if (p.crop_width > p.width - p.crop_x || p.crop_height > p.height - p.crop_y) {
+  if (p->crop_width == 0)
+    p->crop_width = p->width - p->crop_x;
+  if (p->crop_height == 0)
+    p->crop_height = p->height - p->crop_y;
+  if (p->crop_width > p->width - p->crop_x
+      || p->crop_height > p->height - p->crop_y) {
     g_set_error (error, NPU_VISION_PREP_ERROR, NPU_VISION_PREP_ERROR_CROP,
-        "Crop %ux%u at (%u, %u) does not fit in the %ux%u frame",
-        p.crop_width, p.crop_height, p.crop_x, p.crop_y, p.width, p.height);
-    return NULL;
+        "Crop %ux%u at (%u, %u) does not fit in the %ux%u frame", p->crop_width,
+        p->crop_height, p->crop_x, p->crop_y, p->width, p->height);
+    return FALSE;
   }
-  if ((guint) p.matrix > NPU_COLOR_MATRIX_FCC
-      || (guint) p.range > NPU_COLOR_RANGE_FULL
-      || (guint) p.mode > NPU_VISION_PREP_LETTERBOX
-      || (guint) p.layout > NPU_VISION_PREP_LAYOUT_PATCHES) {
+  if ((guint) p->matrix > NPU_COLOR_MATRIX_FCC
+      || (guint) p->range > NPU_COLOR_RANGE_FULL
+      || (guint) p->mode > NPU_VISION_PREP_LETTERBOX
+      || (guint) p->layout > NPU_VISION_PREP_LAYOUT_PATCHES) {
     g_set_error (error, NPU_VISION_PREP_ERROR,
         NPU_VISION_PREP_ERROR_PARAMETER,
         "Unknown colour matrix, range, mode or layout");
-    return NULL;
+    return FALSE;
   }
   for (c = 0; c < 3; c++) {
-    if (!isfinite (p.mean[c]) || !isfinite (p.std[c]) || p.std[c] == 0.0
-        || !isfinite (p.fill_rgb[c])) {
+    if (!isfinite (p->mean[c]) || !isfinite (p->std[c]) || p->std[c] == 0.0
+        || !isfinite (p->fill_rgb[c])) {
       g_set_error (error, NPU_VISION_PREP_ERROR,
           NPU_VISION_PREP_ERROR_PARAMETER,
           "Channel %u: mean %g, std %g, fill %g: std must be non-zero and "
-          "all finite", c, p.mean[c], p.std[c], p.fill_rgb[c]);
-      return NULL;
+          "all finite", c, p->mean[c], p->std[c], p->fill_rgb[c]);
+      return FALSE;
     }
   }
-  if (p.layout == NPU_VISION_PREP_LAYOUT_PATCHES && (p.patch_size == 0
-          || p.out_width % p.patch_size != 0
-          || p.out_height % p.patch_size != 0)) {
+  if (p->layout == NPU_VISION_PREP_LAYOUT_PATCHES && (p->patch_size == 0
+          || p->out_width % p->patch_size != 0
+          || p->out_height % p->patch_size != 0)) {
     g_set_error (error, NPU_VISION_PREP_ERROR, NPU_VISION_PREP_ERROR_PATCH,
-        "Patch size %u does not divide the output size %ux%u", p.patch_size,
-        p.out_width, p.out_height);
-    return NULL;
+        "Patch size %u does not divide the output size %ux%u", p->patch_size,
+        p->out_width, p->out_height);
+    return FALSE;
   }
+  return TRUE;
+}
 
-  plan = g_new0 (NpuVisionPrepPlan, 1);
-  plan->params = p;
-  plan->cx = p.crop_x;
-  plan->cy = p.crop_y;
-  plan->cw = p.crop_width;
-  plan->ch = p.crop_height;
+/* Where the crop lands in the output: all of it, or letterboxed */
+static void
+plan_destination (NpuVisionPrepPlan * plan)
+{
+  const NpuVisionPrepParams *p = &plan->params;
 
-  if (p.mode == NPU_VISION_PREP_LETTERBOX) {
+  if (p->mode == NPU_VISION_PREP_LETTERBOX) {
     /* Compare out_w / cw with out_h / ch exactly, in integers; the other
      * side is rounded to nearest, and never collapses to nothing. */
-    guint64 a = (guint64) p.out_width * plan->ch;
-    guint64 b = (guint64) p.out_height * plan->cw;
+    guint64 a = (guint64) p->out_width * plan->ch;
+    guint64 b = (guint64) p->out_height * plan->cw;
 
     if (a <= b) {
-      plan->dw = p.out_width;
+      plan->dw = p->out_width;
       plan->dh = (guint) ((a + plan->cw / 2) / plan->cw);
     } else {
-      plan->dh = p.out_height;
+      plan->dh = p->out_height;
       plan->dw = (guint) ((b + plan->ch / 2) / plan->ch);
     }
-    plan->dw = CLAMP (plan->dw, 1, p.out_width);
-    plan->dh = CLAMP (plan->dh, 1, p.out_height);
-    plan->dx = (p.out_width - plan->dw) / 2;
-    plan->dy = (p.out_height - plan->dh) / 2;
+    plan->dw = CLAMP (plan->dw, 1, p->out_width);
+    plan->dh = CLAMP (plan->dh, 1, p->out_height);
+    plan->dx = (p->out_width - plan->dw) / 2;
+    plan->dy = (p->out_height - plan->dh) / 2;
   } else {
-    plan->dw = p.out_width;
-    plan->dh = p.out_height;
+    plan->dw = p->out_width;
+    plan->dh = p->out_height;
   }
-  filter_init (&plan->fx, plan->cw, plan->dw);
-  filter_init (&plan->fy, plan->ch, plan->dh);
+}
 
-  if (is_yuv (p.format) || p.format == NPU_PIXEL_FORMAT_GRAY8)
-    colour_coef_init (&plan->coef, p.matrix, p.range);
+/* Colour conversion and the per-channel normalisation */
+static void
+plan_channels (NpuVisionPrepPlan * plan)
+{
+  const NpuVisionPrepParams *p = &plan->params;
+  guint c;
+
+  if (is_yuv (p->format) || p->format == NPU_PIXEL_FORMAT_GRAY8)
+    colour_coef_init (&plan->coef, p->matrix, p->range);
   for (c = 0; c < 3; c++) {
-    plan->scale[c] = (gfloat) (1.0 / p.std[c]);
-    plan->bias[c] = (gfloat) (-p.mean[c] / p.std[c]);
-    plan->fill[c] = (gfloat) ((p.fill_rgb[c] / 255.0 - p.mean[c]) / p.std[c]);
+    plan->scale[c] = (gfloat) (1.0 / p->std[c]);
+    plan->bias[c] = (gfloat) (-p->mean[c] / p->std[c]);
+    plan->fill[c] =
+        (gfloat) ((p->fill_rgb[c] / 255.0 - p->mean[c]) / p->std[c]);
   }
+}
+
+/* Output offsets of each row and column, for either layout */
+static void
+plan_output_layout (NpuVisionPrepPlan * plan)
+{
+  const NpuVisionPrepParams *p = &plan->params;
+  guint x, y, patch;
 
   /* Both layouts are out[row_off[y] + c * chan_stride + col_off[x]]. */
-  plan->col_off = g_new (gsize, p.out_width);
-  plan->row_off = g_new (gsize, p.out_height);
-  if (p.layout == NPU_VISION_PREP_LAYOUT_PATCHES) {
+  plan->col_off = g_new (gsize, p->out_width);
+  plan->row_off = g_new (gsize, p->out_height);
+  if (p->layout == NPU_VISION_PREP_LAYOUT_PATCHES) {
     gsize patch_floats;
 
-    patch = p.patch_size;
+    patch = p->patch_size;
     patch_floats = (gsize) 3 *patch * patch;
     plan->chan_stride = (gsize) patch *patch;
-    for (x = 0; x < p.out_width; x++)
+    for (x = 0; x < p->out_width; x++)
       plan->col_off[x] = (x / patch) * patch_floats + x % patch;
-    for (y = 0; y < p.out_height; y++)
-      plan->row_off[y] = (gsize) (y / patch) * (p.out_width / patch)
+    for (y = 0; y < p->out_height; y++)
+      plan->row_off[y] = (gsize) (y / patch) * (p->out_width / patch)
           * patch_floats + (gsize) (y % patch) * patch;
   } else {
-    plan->chan_stride = (gsize) p.out_width * p.out_height;
-    for (x = 0; x < p.out_width; x++)
+    plan->chan_stride = (gsize) p->out_width * p->out_height;
+    for (x = 0; x < p->out_width; x++)
       plan->col_off[x] = x;
-    for (y = 0; y < p.out_height; y++)
-      plan->row_off[y] = (gsize) y *p.out_width;
+    for (y = 0; y < p->out_height; y++)
+      plan->row_off[y] = (gsize) y *p->out_width;
   }
-  plan->n_floats = (gsize) 3 *p.out_width * p.out_height;
+  plan->n_floats = (gsize) 3 *p->out_width * p->out_height;
   plan->slot_floats =
       ((gsize) plan->cw + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
+}
+
+/* The AVX2 path's padded filter tables, where this CPU has AVX2 */
+static void
+plan_simd (NpuVisionPrepPlan * plan)
+{
+  guint x;
 
 #ifdef HAVE_X86_DISPATCH
   __builtin_cpu_init ();
@@ -440,6 +459,34 @@ npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
         plan->hsplit[x / 8] = m;
     }
   }
+}
+
+NpuVisionPrepPlan *
+npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
+{
+  NpuVisionPrepPlan *plan;
+  NpuVisionPrepParams p;
+
+  g_return_val_if_fail (params != NULL, NULL);
+  g_return_val_if_fail (error == NULL || *error == NULL, NULL);
+
+  p = *params;
+  if (!check_params (&p, error))
+    return NULL;
+
+  plan = g_new0 (NpuVisionPrepPlan, 1);
+  plan->params = p;
+  plan->cx = p.crop_x;
+  plan->cy = p.crop_y;
+  plan->cw = p.crop_width;
+  plan->ch = p.crop_height;
+
+  plan_destination (plan);
+  filter_init (&plan->fx, plan->cw, plan->dw);
+  filter_init (&plan->fy, plan->ch, plan->dh);
+  plan_channels (plan);
+  plan_output_layout (plan);
+  plan_simd (plan);
   return plan;
 }
 

@@ -33,6 +33,7 @@ struct _NpuVit
   guint scale, grid, n_tokens;
   guint n_pos;                  /* encoder tokens: patches (+ class token) */
   guint first;                  /* 1 with a class token, else 0 */
+  NpuMatmulPrecision precision; /* of every matrix product (accurate) */
   gfloat mean[3], std[3];
 
   /* patch embedding: MXFP4 when 3 p p is a multiple of 32, else F32 */
@@ -243,7 +244,7 @@ static gboolean
 load_patch_embedding (Loader * ld, GError ** error)
 {
   NpuVit *vit = ld->vit;
-  NpuVitTensorView view;
+  NpuTensorView view;
   const gchar *tname = "v.patch_embd.weight";
 
   /* ggml conv_2d kernel: ne = [KW, KH, IC, OC], so output channel o's
@@ -294,7 +295,7 @@ static gboolean
 load_projector (Loader * ld, GError ** error)
 {
   NpuVit *vit = ld->vit;
-  NpuVitTensorView view;
+  NpuTensorView view;
 
   if (vit->projector == NPU_VIT_PROJECTOR_MLP) {
     /* LLaVA: mm.0 [dim, out], GELU, mm.2 [out, out]; the output size is
@@ -388,7 +389,7 @@ alloc_scratch (NpuVit * vit)
 }
 
 static NpuVit *
-vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, const gchar * name, GError ** error)
 {
   Loader ld;
@@ -401,6 +402,8 @@ vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
 
   npu_enc_loader_init (&ld.e, gguf, lookup, user_data, name);
   vit = g_new0 (NpuVit, 1);
+  vit->precision = NPU_MATMUL_PRECISION_ACCURATE;
+  vit->blocks.precision = vit->precision;
   ld.vit = vit;
 
   ok = load_hparams (&ld, error) && load_patch_embedding (&ld, error)
@@ -415,7 +418,7 @@ vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
   /* One block past block_count would be silently ignored: the file and
    * its key disagree, say so. */
   if (ok) {
-    NpuVitTensorView view;
+    NpuTensorView view;
     gchar *extra = g_strdup_printf ("v.blk.%u.attn_q.weight", vit->n_layers);
 
     if (ld.e.lookup (extra, &view, ld.e.user_data)) {
@@ -444,7 +447,7 @@ vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
 }
 
 NpuVit *
-npu_vit_new (const NpuGguf * gguf, NpuVitTensorLookup lookup,
+npu_vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, GError ** error)
 {
   return vit_new (gguf, lookup, user_data, "mmproj", error);
@@ -625,6 +628,19 @@ pixel_shuffle (NpuVit * vit, const float *x, float *dst)
   }
 }
 
+void
+npu_vit_set_precision (NpuVit * vit, NpuMatmulPrecision precision)
+{
+  vit->precision = precision;
+  vit->blocks.precision = precision;
+}
+
+NpuMatmulPrecision
+npu_vit_get_precision (const NpuVit * vit)
+{
+  return vit->precision;
+}
+
 gboolean
 npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
     float *out, GError ** error)
@@ -642,7 +658,7 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
   /* Patch embedding: the stride-p convolution is one product over the
    * flattened patches, then its bias and the position embeddings. */
   if (vit->patch_mxfp4)
-    npu_enc_matmul (task, &vit->patch_w, patches, np, xp);
+    npu_enc_matmul (task, &vit->patch_w, patches, np, xp, vit->precision);
   else
     npu_enc_gemm_f32 (task, vit->patch_w32, dim, vit->patch_dim, patches, np,
         xp);
@@ -681,15 +697,16 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
    * the patches only (LLaVA selects rows 1..n_patches). */
   if (vit->projector == NPU_VIT_PROJECTOR_MLP) {
     /* mm.2 (GELU (mm.0 (x))): ggml_gelu whatever clip.use_gelu says */
-    npu_enc_matmul (task, &vit->mm0, xp, np, vit->proj);
+    npu_enc_matmul (task, &vit->mm0, xp, np, vit->proj, vit->precision);
     npu_enc_bias_act (task, vit->proj, np, vit->out_dim, vit->mm0_b,
         NPU_ENC_ACT_GELU);
-    npu_enc_matmul (task, &vit->mm2, vit->proj, np, out);
+    npu_enc_matmul (task, &vit->mm2, vit->proj, np, out, vit->precision);
     npu_enc_bias_act (task, out, np, vit->out_dim, vit->mm2_b,
         NPU_ENC_ACT_NONE);
   } else {
     pixel_shuffle (vit, xp, vit->proj);
-    npu_enc_matmul (task, &vit->fc, vit->proj, vit->n_tokens, out);
+    npu_enc_matmul (task, &vit->fc, vit->proj, vit->n_tokens, out,
+        vit->precision);
   }
   return TRUE;
 }

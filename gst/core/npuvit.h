@@ -44,6 +44,8 @@
 #include <glib.h>
 #include "npubackend.h"
 #include "npugguf.h"
+#include "nputensorview.h"
+#include "npumatmul.h"
 
 G_BEGIN_DECLS
 
@@ -76,34 +78,13 @@ typedef enum
   NPU_VIT_PROJECTOR_IDEFICS3,   /* "idefics3": SmolVLM, Idefics3 */
 } NpuVitProjector;
 
-/**
- * NpuVitTensorView:
- * @type: ggml type id (an NpuGgmlType)
- * @n_dims: 1..4
- * @ne: elements per dimension, ggml order (ne[0] innermost); unused
- *   dimensions are 1
- * @data: the tensor's bytes in ggml layout; must stay valid as long as the
- *   NpuVit (MXFP4 matrices are used in place)
- */
-typedef struct
-{
-  guint32 type;
-  guint n_dims;
-  guint64 ne[NPU_GGUF_MAX_DIMS];
-  gconstpointer data;
-} NpuVitTensorView;
-
-/* Fill @out and return TRUE if tensor @name exists, else return FALSE. */
-typedef gboolean (*NpuVitTensorLookup) (const gchar * name,
-    NpuVitTensorView * out, gpointer user_data);
-
 typedef struct _NpuVit NpuVit;
 
 /* Hyper-parameters come from @gguf (read during the call only); tensors
  * from @lookup, which is called during the call only.  With @lookup NULL
  * the tensors are those of @gguf, which must then outlive the NpuVit. */
 NpuVit         *npu_vit_new              (const NpuGguf *gguf,
-                                          NpuVitTensorLookup lookup,
+                                          NpuTensorLookup lookup,
                                           gpointer user_data,
                                           GError **error);
 /* Opens and maps @path; the NpuVit keeps the mapping. */
@@ -142,6 +123,14 @@ void            npu_vit_get_memory       (const NpuVit *vit, gsize *owned,
  * @task may be NULL (runs on the calling thread); otherwise it must be the
  * running task and the work is spread over its device's threads.  Fails
  * only if the task is cancelled. */
+/* Activations of the matrix products (npumatmul.h): ACCURATE (default,
+ * ~16 bits, vision tokens within 1e-3 of a float64 evaluation, docs/
+ * vision-encoder.md) or FAST (int8, as llama.cpp; about half the
+ * arithmetic).  Not while an encode runs. */
+void            npu_vit_set_precision    (NpuVit *vit,
+                                          NpuMatmulPrecision precision);
+NpuMatmulPrecision npu_vit_get_precision (const NpuVit *vit);
+
 gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
                                           const float *patches, float *out,
                                           GError **error);

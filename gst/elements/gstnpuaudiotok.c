@@ -50,6 +50,7 @@
 
 #include "gstnpuaudiotok.h"
 #include "gstnpuanalytics.h"
+#include "gstnpuprecision.h"
 
 #include <math.h>
 #include <string.h>
@@ -73,6 +74,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_audio_tok_debug);
 #define DEFAULT_MAX_INFLIGHT 2
 #define DEFAULT_POLICY GST_NPU_AUDIO_TOK_POLICY_BLOCK
 #define DEFAULT_N_THREADS 0
+#define DEFAULT_PRECISION GST_NPU_PRECISION_ACCURATE
 
 /* the encoder's frame: the log-mel's hop, and the gate's 10 ms */
 #define HOP 160
@@ -92,6 +94,7 @@ enum
   PROP_MAX_INFLIGHT,
   PROP_POLICY,
   PROP_N_THREADS,
+  PROP_PRECISION,
   PROP_BYTES_COPIED,
   PROP_CHUNKS_PROCESSED,
   PROP_CHUNKS_DROPPED,
@@ -134,6 +137,7 @@ struct _GstNpuAudioTok
   guint max_inflight;
   GstNpuAudioTokPolicy policy;
   guint n_threads;
+  GstNpuPrecision precision;
   guint64 chunks_processed, chunks_dropped, chunks_silent, bytes_copied;
 
   /* the model */
@@ -349,6 +353,20 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
   /**
+   * GstNpuAudioTok:precision:
+   *
+   * Activations of the encoder's matrix products, as npuvisiontok's:
+   * `accurate` (default) quantises each block of 32 activations to int8
+   * and then its residual to int8 again (about 16 bits, about twice the
+   * integer work); `fast` uses int8 activations as llama.cpp does.
+   * docs/npuaudiotok.md gives both and the measured encode times.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "Activations of the matrix products: accurate (~16 bits) or fast "
+          "(int8)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION,
+          rw | GST_PARAM_MUTABLE_READY));
+  /**
    * GstNpuAudioTok:bytes-copied:
    *
    * PCM bytes copied before conversion: the bytes of sample frames split
@@ -400,6 +418,7 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
       GST_DEBUG_FUNCPTR (gst_npu_audio_tok_release_pad);
 
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_AUDIO_TOK_POLICY, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_PRECISION, 0);
 }
 
 static void
@@ -424,6 +443,7 @@ gst_npu_audio_tok_init (GstNpuAudioTok * self)
   self->vad_split = DEFAULT_VAD_SPLIT;
   self->max_inflight = DEFAULT_MAX_INFLIGHT;
   self->policy = DEFAULT_POLICY;
+  self->precision = DEFAULT_PRECISION;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
 }
@@ -478,6 +498,9 @@ gst_npu_audio_tok_set_property (GObject * object, guint prop_id,
     case PROP_N_THREADS:
       self->n_threads = g_value_get_uint (value);
       break;
+    case PROP_PRECISION:
+      self->precision = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -523,6 +546,9 @@ gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
     case PROP_N_THREADS:
       g_value_set_uint (value, self->n_threads);
       break;
+    case PROP_PRECISION:
+      g_value_set_enum (value, self->precision);
+      break;
     case PROP_BYTES_COPIED:
       g_value_set_uint64 (value, self->bytes_copied);
       break;
@@ -546,19 +572,9 @@ gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
  * The model
  */
 static gboolean
-lookup_weights (const gchar * name, NpuVitTensorView * out, gpointer data)
+lookup_weights (const gchar * name, NpuTensorView * out, gpointer data)
 {
-  GstNpuWeightsTensor t;
-  guint i;
-
-  if (!gst_npu_weights_lookup (data, name, &t))
-    return FALSE;
-  out->type = t.type;
-  out->n_dims = t.n_dims;
-  for (i = 0; i < 4; i++)
-    out->ne[i] = t.ne[i];
-  out->data = t.data;
-  return TRUE;
+  return gst_npu_weights_lookup (data, name, out);
 }
 
 /* Opens the mmproj at @path; tensors from @weights, else from the file. */
@@ -576,6 +592,9 @@ load_model (GstNpuAudioTok * self, const gchar * path, GstNpuWeights * weights)
     goto bad_model;
   if (npu_audio_enc_get_sample_rate (self->enc) != GST_NPU_LOG_MEL_SAMPLE_RATE)
     goto bad_rate;
+  GST_OBJECT_LOCK (self);
+  npu_audio_enc_set_precision (self->enc, (NpuMatmulPrecision) self->precision);
+  GST_OBJECT_UNLOCK (self);
   GST_INFO_OBJECT (self, "%s: %u mels, up to %u frames, %u-wide tokens",
       path, npu_audio_enc_get_n_mels (self->enc),
       npu_audio_enc_get_max_frames (self->enc),

@@ -97,6 +97,11 @@ gst_npu_device_class_init (GstNpuDeviceClass * klass)
   /* No element runs on a given device yet: create_element stays NULL and
    * gst_device_create_element() returns NULL. */
 
+  /**
+   * GstNpuDevice:device-path:
+   *
+   * The device's node (an accel or DRM render node); none for the CPU.
+   */
   g_object_class_install_property (gobject_class, PROP_DEVICE_PATH,
       g_param_spec_string ("device-path", "Device path",
           "Path of the device node (none for the CPU)", NULL,

@@ -36,6 +36,7 @@
 
 #include "gstnpullm.h"
 #include "gstnpuanalytics.h"
+#include "gstnpuprecision.h"
 
 #include <string.h>
 #include <npu/npu.h>
@@ -43,6 +44,10 @@
 #include <core/npugguf.h>
 #include <core/npullm.h>
 #include <core/npullmsession.h>
+
+G_STATIC_ASSERT ((int) GST_NPU_LLM_KV_TYPE_F32 == (int) NPU_KV_F32);
+G_STATIC_ASSERT ((int) GST_NPU_LLM_KV_TYPE_F16 == (int) NPU_KV_F16);
+G_STATIC_ASSERT ((int) GST_NPU_LLM_KV_TYPE_Q8_0 == (int) NPU_KV_Q8_0);
 
 GST_DEBUG_CATEGORY_STATIC (gst_npu_llm_debug);
 #define GST_CAT_DEFAULT gst_npu_llm_debug
@@ -62,6 +67,8 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_llm_debug);
 #define DEFAULT_N_THREADS 0
 #define DEFAULT_OUTPUT GST_NPU_LLM_OUTPUT_TOKEN
 #define DEFAULT_CAPTION_DURATION 0
+#define DEFAULT_KV_TYPE GST_NPU_LLM_KV_TYPE_F16
+#define DEFAULT_PRECISION GST_NPU_PRECISION_FAST
 #define DEFAULT_STOP NULL
 
 enum
@@ -81,6 +88,8 @@ enum
   PROP_CONTEXT_LENGTH,
   PROP_N_THREADS,
   PROP_OUTPUT,
+  PROP_KV_TYPE,
+  PROP_PRECISION,
   PROP_STOP,
   PROP_TTFT,
   PROP_PREFILL_TPS,
@@ -137,6 +146,8 @@ struct _GstNpuLlm
   guint context_length;
   guint n_threads;
   GstNpuLlmOutput output;
+  GstNpuLlmKvType kv_type;
+  GstNpuPrecision precision;
   gchar *stop;
 
   /* statistics, under the object lock */
@@ -216,6 +227,25 @@ GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (npullm, "npullm", GST_RANK_NONE,
     GST_TYPE_NPU_LLM, GST_DEBUG_CATEGORY_INIT (gst_npu_llm_debug, "npullm", 0,
         "language model"));
 
+#define GST_TYPE_NPU_LLM_KV_TYPE (gst_npu_llm_kv_type_get_type ())
+static GType
+gst_npu_llm_kv_type_get_type (void)
+{
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+    {GST_NPU_LLM_KV_TYPE_F32, "32-bit float (4 bytes a value)", "f32"},
+    {GST_NPU_LLM_KV_TYPE_F16, "16-bit float (2 bytes a value)", "f16"},
+    {GST_NPU_LLM_KV_TYPE_Q8_0, "8-bit blocks of 32, 16-bit scale", "q8_0"},
+    {0, NULL, NULL}
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstNpuLlmKvType", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
 #define GST_TYPE_NPU_LLM_OUTPUT (gst_npu_llm_output_get_type ())
 static GType
 gst_npu_llm_output_get_type (void)
@@ -250,17 +280,11 @@ static GstPad *gst_npu_llm_request_new_pad (GstElement * element,
 static void gst_npu_llm_release_pad (GstElement * element, GstPad * pad);
 
 static void
-gst_npu_llm_class_init (GstNpuLlmClass * klass)
+install_properties (GObjectClass * gobject_class)
 {
-  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
-  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
   const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
   const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
   const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
-
-  gobject_class->set_property = gst_npu_llm_set_property;
-  gobject_class->get_property = gst_npu_llm_get_property;
-  gobject_class->finalize = gst_npu_llm_finalize;
 
   /**
    * GstNpuLlm:model:
@@ -321,18 +345,42 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
       g_param_spec_double ("temperature", "Temperature",
           "Sampling temperature (0 = greedy)", 0.0, 10.0,
           DEFAULT_TEMPERATURE, rw_ready));
+  /**
+   * GstNpuLlm:top-k:
+   *
+   * Sample among the k likeliest tokens only; 0 keeps them all.  Ignored
+   * when #GstNpuLlm:temperature is 0.
+   */
   g_object_class_install_property (gobject_class, PROP_TOP_K,
       g_param_spec_uint ("top-k", "Top k",
           "Sample among the k likeliest tokens (0 = all)", 0, G_MAXINT,
           DEFAULT_TOP_K, rw_ready));
+  /**
+   * GstNpuLlm:top-p:
+   *
+   * Nucleus sampling: sample from the smallest set of tokens whose
+   * probabilities add up to this much; 1 turns it off.
+   */
   g_object_class_install_property (gobject_class, PROP_TOP_P,
       g_param_spec_double ("top-p", "Top p",
           "Nucleus sampling: smallest set with this probability mass "
           "(1 = off)", 0.0, 1.0, DEFAULT_TOP_P, rw_ready));
+  /**
+   * GstNpuLlm:min-p:
+   *
+   * Drop the tokens less likely than min-p times the likeliest one; 0
+   * turns it off.
+   */
   g_object_class_install_property (gobject_class, PROP_MIN_P,
       g_param_spec_double ("min-p", "Min p",
           "Drop tokens less likely than min-p times the likeliest (0 = off)",
           0.0, 1.0, DEFAULT_MIN_P, rw_ready));
+  /**
+   * GstNpuLlm:repeat-penalty:
+   *
+   * Penalty for tokens seen recently, by llama.cpp's rule (positive
+   * logits divided by it, negative ones multiplied); 1 turns it off.
+   */
   g_object_class_install_property (gobject_class, PROP_REPEAT_PENALTY,
       g_param_spec_double ("repeat-penalty", "Repeat penalty",
           "Penalty for tokens seen recently (1 = off)", 0.0, 10.0,
@@ -357,10 +405,21 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
       g_param_spec_uint ("context-length", "Context length",
           "KV cache size in tokens (0 = the model's, at most 4096)", 0,
           1 << 20, DEFAULT_CONTEXT_LENGTH, rw_ready));
+  /**
+   * GstNpuLlm:n-threads:
+   *
+   * Threads of the CPU backend; 0 = one per CPU.
+   */
   g_object_class_install_property (gobject_class, PROP_N_THREADS,
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw_ready));
+  /**
+   * GstNpuLlm:output:
+   *
+   * How an answer is cut into buffers: a buffer per token as it comes,
+   * per sentence (cut at . ! ? or a newline), or the whole response.
+   */
   g_object_class_install_property (gobject_class, PROP_OUTPUT,
       g_param_spec_enum ("output", "Output",
           "How the answer is cut into buffers", GST_TYPE_NPU_LLM_OUTPUT,
@@ -383,6 +442,33 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
           "(0 = until the next answer)", 0, G_MAXINT64,
           DEFAULT_CAPTION_DURATION, rw));
   /**
+   * GstNpuLlm:kv-type:
+   *
+   * How the KV cache stores keys and values: `f16` (default) takes half
+   * the memory of `f32`, `q8_0` (ggml's 8-bit blocks of 32) about a
+   * quarter and needs a head size that is a multiple of 32.  Attention
+   * reads the cache in this type; each stored value is off by at most
+   * 2^-11 of itself (f16) or 1/254 of the largest of its block (q8_0).
+   * docs/npullm.md gives the memory and the measured error of each.
+   */
+  g_object_class_install_property (gobject_class, PROP_KV_TYPE,
+      g_param_spec_enum ("kv-type", "KV cache type",
+          "Storage of the KV cache's keys and values",
+          GST_TYPE_NPU_LLM_KV_TYPE, DEFAULT_KV_TYPE, rw_ready));
+  /**
+   * GstNpuLlm:precision:
+   *
+   * Activations of the model's matrix products.  `fast` (default): int8,
+   * as llama.cpp (logits ~1 % of their range from a float64 evaluation of
+   * the same weights); `accurate`: int8 plus the int8 residual, about 16
+   * bits (~4e-5 of the range).  docs/npullm.md gives both bounds and what
+   * each costs in decode and prefill speed.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "Activations of the matrix products: fast (int8) or accurate "
+          "(~16 bits)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION, rw_ready));
+  /**
    * GstNpuLlm:stop:
    *
    * Strings that end an answer, separated by '|'.  The model's own end of
@@ -391,24 +477,62 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
   g_object_class_install_property (gobject_class, PROP_STOP,
       g_param_spec_string ("stop", "Stop strings",
           "'|'-separated strings that end an answer", DEFAULT_STOP, rw_ready));
+  /**
+   * GstNpuLlm:ttft-ms:
+   *
+   * Time to the first token of the last answer, in milliseconds.
+   */
   g_object_class_install_property (gobject_class, PROP_TTFT,
       g_param_spec_double ("ttft-ms", "Time to first token",
           "Time to first token of the last answer, ms", 0, G_MAXDOUBLE, 0, ro));
+  /**
+   * GstNpuLlm:prefill-tps:
+   *
+   * Prompt tokens read per second in the last answer.
+   */
   g_object_class_install_property (gobject_class, PROP_PREFILL_TPS,
       g_param_spec_double ("prefill-tps", "Prefill tokens/s",
           "Prompt tokens per second of the last answer", 0, G_MAXDOUBLE, 0,
           ro));
+  /**
+   * GstNpuLlm:decode-tps:
+   *
+   * Tokens generated per second in the last answer.
+   */
   g_object_class_install_property (gobject_class, PROP_DECODE_TPS,
       g_param_spec_double ("decode-tps", "Decode tokens/s",
           "Generated tokens per second of the last answer", 0, G_MAXDOUBLE,
           0, ro));
+  /**
+   * GstNpuLlm:n-answers:
+   *
+   * Answers given since the element started.
+   */
   g_object_class_install_property (gobject_class, PROP_N_ANSWERS,
       g_param_spec_uint ("n-answers", "Answers", "Answers given", 0,
           G_MAXUINT, 0, ro));
+  /**
+   * GstNpuLlm:media-replaced:
+   *
+   * Media buffers replaced by a newer buffer from the same pad before
+   * they were answered (latest wins).
+   */
   g_object_class_install_property (gobject_class, PROP_MEDIA_REPLACED,
       g_param_spec_uint64 ("media-replaced", "Media replaced",
           "Media buffers replaced by newer ones before being answered", 0,
           G_MAXUINT64, 0, ro));
+}
+
+static void
+gst_npu_llm_class_init (GstNpuLlmClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+
+  gobject_class->set_property = gst_npu_llm_set_property;
+  gobject_class->get_property = gst_npu_llm_get_property;
+  gobject_class->finalize = gst_npu_llm_finalize;
+  install_properties (gobject_class);
 
   gst_element_class_add_static_pad_template (element_class, &src_template);
   gst_element_class_add_static_pad_template (element_class, &text_template);
@@ -432,6 +556,8 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
   element_class->release_pad = GST_DEBUG_FUNCPTR (gst_npu_llm_release_pad);
 
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_LLM_OUTPUT, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_LLM_KV_TYPE, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_PRECISION, 0);
 }
 
 static void
@@ -452,6 +578,8 @@ gst_npu_llm_init (GstNpuLlm * self)
   self->seed = DEFAULT_SEED;
   self->output = DEFAULT_OUTPUT;
   self->caption_duration = DEFAULT_CAPTION_DURATION;
+  self->kv_type = DEFAULT_KV_TYPE;
+  self->precision = DEFAULT_PRECISION;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->jobs);
@@ -550,6 +678,12 @@ gst_npu_llm_set_property (GObject * object, guint prop_id,
     case PROP_CAPTION_DURATION:
       self->caption_duration = g_value_get_uint64 (value);
       break;
+    case PROP_KV_TYPE:
+      self->kv_type = g_value_get_enum (value);
+      break;
+    case PROP_PRECISION:
+      self->precision = g_value_get_enum (value);
+      break;
     case PROP_STOP:
       g_free (self->stop);
       self->stop = g_value_dup_string (value);
@@ -614,6 +748,12 @@ gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_CAPTION_DURATION:
       g_value_set_uint64 (value, self->caption_duration);
       break;
+    case PROP_KV_TYPE:
+      g_value_set_enum (value, self->kv_type);
+      break;
+    case PROP_PRECISION:
+      g_value_set_enum (value, self->precision);
+      break;
     case PROP_STOP:
       g_value_set_string (value, self->stop);
       break;
@@ -649,30 +789,13 @@ typedef struct
 } LookupData;
 
 static gboolean
-lookup_tensor (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
+lookup_tensor (const gchar * name, NpuTensorView * out, gpointer user_data)
 {
   LookupData *ld = user_data;
-  guint i;
 
-  if (ld->weights) {
-    GstNpuWeightsTensor t;
-    if (!gst_npu_weights_lookup (ld->weights, name, &t))
-      return FALSE;
-    out->type = t.type;
-    for (i = 0; i < 4; i++)
-      out->ne[i] = t.ne[i];
-    out->data = t.data;
-    return TRUE;
-  } else {
-    const NpuGgufTensor *t = npu_gguf_find_tensor (ld->gguf, name);
-    if (!t)
-      return FALSE;
-    out->type = t->type;
-    for (i = 0; i < 4; i++)
-      out->ne[i] = i < t->n_dims ? t->ne[i] : 1;
-    out->data = t->data;
-    return TRUE;
-  }
+  if (ld->weights)
+    return gst_npu_weights_lookup (ld->weights, name, out);
+  return npu_gguf_lookup_view (name, out, ld->gguf);
 }
 
 static void
@@ -681,6 +804,8 @@ fill_session_params (GstNpuLlm * self, NpuLlmSessionParams * p)
   npu_llm_session_params_init (p);
   GST_OBJECT_LOCK (self);
   p->n_ctx = self->context_length;
+  p->kv_type = (NpuKvType) self->kv_type;
+  p->precision = (NpuMatmulPrecision) self->precision;
   p->max_tokens = self->max_tokens;
   p->system_prompt = g_strdup (self->system_prompt);
   p->chat_template = g_strdup (self->chat_template);
@@ -1022,7 +1147,8 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
           gst_structure_new ("npullm-stats", "ttft-ms", G_TYPE_DOUBLE, ttft,
               "prefill-tps", G_TYPE_DOUBLE, prefill, "decode-tps",
               G_TYPE_DOUBLE, decode, "prompt-tokens", G_TYPE_UINT,
-              st->n_prompt, "generated-tokens", G_TYPE_UINT,
+              st->n_prompt, "reused-tokens", G_TYPE_UINT, st->n_reused,
+              "generated-tokens", G_TYPE_UINT,
               st->n_generated, "end", G_TYPE_STRING,
               st->hit_eog ? "eog" : st->hit_stop ? "stop" : st->hit_max ?
               "max-tokens" : "stopped", NULL)));

@@ -27,6 +27,21 @@ typedef enum
   GST_NPU_LLM_OUTPUT_CAPTION,
 } GstNpuLlmOutput;
 
+/**
+ * GstNpuLlmKvType:
+ * @GST_NPU_LLM_KV_TYPE_F32: keys and values in 32-bit floats
+ * @GST_NPU_LLM_KV_TYPE_F16: in 16-bit floats (half the memory)
+ * @GST_NPU_LLM_KV_TYPE_Q8_0: in ggml's Q8_0 blocks (34 bytes per 32)
+ *
+ * The same values as the core's NpuKvType.
+ */
+typedef enum
+{
+  GST_NPU_LLM_KV_TYPE_F32,
+  GST_NPU_LLM_KV_TYPE_F16,
+  GST_NPU_LLM_KV_TYPE_Q8_0,
+} GstNpuLlmKvType;
+
 GST_ELEMENT_REGISTER_DECLARE (npullm);
 
 G_END_DECLS

@@ -36,7 +36,8 @@
 
 #include "gstnpuvisiontok.h"
 #include "gstnpuanalytics.h"
-#include "gstnpuvideoformats.h"
+#include "gstnpuprecision.h"
+#include <npu/gstnpuvideoformats.h>
 
 #include <string.h>
 #include <gst/video/video.h>
@@ -54,6 +55,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_vision_tok_debug);
 #define DEFAULT_POLICY GST_NPU_VISION_TOK_POLICY_BLOCK
 #define DEFAULT_LETTERBOX FALSE
 #define DEFAULT_N_THREADS 0
+#define DEFAULT_PRECISION GST_NPU_PRECISION_ACCURATE
 
 enum
 {
@@ -63,6 +65,7 @@ enum
   PROP_POLICY,
   PROP_LETTERBOX,
   PROP_N_THREADS,
+  PROP_PRECISION,
   PROP_BYTES_COPIED,
   PROP_FRAMES_PROCESSED,
   PROP_FRAMES_DROPPED,
@@ -91,6 +94,7 @@ struct _GstNpuVisionTok
   GstNpuVisionTokPolicy policy;
   gboolean letterbox;
   guint n_threads;
+  GstNpuPrecision precision;
   guint64 frames_processed, frames_dropped, frames_dmabuf;
 
   /* the model */
@@ -195,6 +199,14 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
   g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
       g_param_spec_uint ("max-inflight", "Max in flight",
           "Frames being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT, rw));
+  /**
+   * GstNpuVisionTok:policy:
+   *
+   * What happens to a frame that arrives while #GstNpuVisionTok:max-inflight
+   * frames are being encoded: block (wait, back-pressuring upstream),
+   * drop-newest (drop it) or drop-oldest (cancel the oldest frame not yet
+   * being encoded).  Drops are counted and posted as QoS messages.
+   */
   g_object_class_install_property (gobject_class, PROP_POLICY,
       g_param_spec_enum ("policy", "Policy",
           "What to do with a frame when max-inflight are being encoded",
@@ -209,10 +221,31 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       g_param_spec_boolean ("letterbox", "Letterbox",
           "Keep the aspect ratio (pad) instead of stretching",
           DEFAULT_LETTERBOX, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:n-threads:
+   *
+   * Threads of the CPU backend; 0 = one per CPU.
+   */
   g_object_class_install_property (gobject_class, PROP_N_THREADS,
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:precision:
+   *
+   * Activations of the encoder's matrix products.  `accurate` (default)
+   * quantises each block of 32 activations to int8 and then its residual
+   * to int8 again (about 16 bits): vision tokens within 1e-3 (relative
+   * norm) of a float64 evaluation of the same weights, for about twice
+   * the integer work of `fast`, which uses int8 activations as llama.cpp
+   * does (tokens ~1 % away).  docs/npuvisiontok.md gives both bounds and
+   * the measured encode times.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "Activations of the matrix products: accurate (~16 bits) or fast "
+          "(int8)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION,
+          rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuVisionTok:bytes-copied:
    *
@@ -225,12 +258,28 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       g_param_spec_uint64 ("bytes-copied", "Bytes copied",
           "Bytes of input frames copied (zero when read in place)", 0,
           G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuVisionTok:frames-processed:
+   *
+   * Frames turned into tokens since the element started.
+   */
   g_object_class_install_property (gobject_class, PROP_FRAMES_PROCESSED,
       g_param_spec_uint64 ("frames-processed", "Frames processed",
           "Frames turned into tokens", 0, G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuVisionTok:frames-dropped:
+   *
+   * Frames dropped or cancelled by the drop-newest and drop-oldest
+   * policies.
+   */
   g_object_class_install_property (gobject_class, PROP_FRAMES_DROPPED,
       g_param_spec_uint64 ("frames-dropped", "Frames dropped",
           "Frames dropped by the drop-newest policy", 0, G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuVisionTok:frames-dmabuf:
+   *
+   * Frames whose memory was a dma-buf, read in place.
+   */
   g_object_class_install_property (gobject_class, PROP_FRAMES_DMABUF,
       g_param_spec_uint64 ("frames-dmabuf", "Frames in dma-bufs",
           "Frames whose memory was a dma-buf", 0, G_MAXUINT64, 0, ro));
@@ -254,6 +303,7 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
       GST_DEBUG_FUNCPTR (gst_npu_vision_tok_release_pad);
 
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_VISION_TOK_POLICY, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_PRECISION, 0);
 }
 
 static void
@@ -274,6 +324,7 @@ gst_npu_vision_tok_init (GstNpuVisionTok * self)
   self->max_inflight = DEFAULT_MAX_INFLIGHT;
   self->policy = DEFAULT_POLICY;
   self->letterbox = DEFAULT_LETTERBOX;
+  self->precision = DEFAULT_PRECISION;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
 }
@@ -313,6 +364,9 @@ gst_npu_vision_tok_set_property (GObject * object, guint prop_id,
     case PROP_N_THREADS:
       self->n_threads = g_value_get_uint (value);
       break;
+    case PROP_PRECISION:
+      self->precision = g_value_get_enum (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -347,6 +401,9 @@ gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
     case PROP_N_THREADS:
       g_value_set_uint (value, self->n_threads);
       break;
+    case PROP_PRECISION:
+      g_value_set_enum (value, self->precision);
+      break;
     case PROP_BYTES_COPIED:
       g_value_set_uint64 (value, stats.bytes_copied);
       break;
@@ -369,20 +426,11 @@ gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
 /* ------------------------------------------------------------------------
  * The model
  */
+/* GstNpuWeights as the encoder's NpuTensorLookup */
 static gboolean
-lookup_weights (const gchar * name, NpuVitTensorView * out, gpointer data)
+lookup_weights (const gchar * name, NpuTensorView * out, gpointer data)
 {
-  GstNpuWeightsTensor t;
-  guint i;
-
-  if (!gst_npu_weights_lookup (data, name, &t))
-    return FALSE;
-  out->type = t.type;
-  out->n_dims = t.n_dims;
-  for (i = 0; i < 4; i++)
-    out->ne[i] = t.ne[i];
-  out->data = t.data;
-  return TRUE;
+  return gst_npu_weights_lookup (data, name, out);
 }
 
 /* Opens the mmproj at @path; tensors from @weights, else from the file. */
@@ -398,6 +446,9 @@ load_model (GstNpuVisionTok * self, const gchar * path, GstNpuWeights * weights)
       weights, &error);
   if (!self->vit)
     goto bad_model;
+  GST_OBJECT_LOCK (self);
+  npu_vit_set_precision (self->vit, (NpuMatmulPrecision) self->precision);
+  GST_OBJECT_UNLOCK (self);
   GST_INFO_OBJECT (self, "%s: %ux%u input, %u tokens of %u", path,
       npu_vit_get_image_size (self->vit), npu_vit_get_image_size (self->vit),
       npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit));
@@ -680,20 +731,16 @@ count_drop (GstNpuVisionTok * self, GstBuffer * buf)
   post_qos_drop (self, buf);
 }
 
+/* Takes an encoding slot for @buf, by #GstNpuVisionTok:policy: waits for
+ * one, or drops @buf (GST_FLOW_OK, *@dropped set), or cancels the oldest
+ * waiting frame.  Anything but GST_FLOW_OK with a slot has consumed @buf. */
 static GstFlowReturn
-gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+take_slot (GstNpuVisionTok * self, GstBuffer * buf, gboolean * dropped)
 {
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
-  EncodeJob *job;
-  GstBuffer *outbuf;
-  NpuFence *fence;
-  gsize out_bytes;
-  guint max_inflight, gw, gh;
+  guint max_inflight;
   GstNpuVisionTokPolicy policy;
 
-  if (!self->have_info || !self->vit)
-    goto not_negotiated;
-
+  *dropped = FALSE;
   GST_OBJECT_LOCK (self);
   max_inflight = self->max_inflight;
   policy = self->policy;
@@ -705,6 +752,7 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     g_mutex_unlock (&self->lock);
     count_drop (self, buf);
     gst_buffer_unref (buf);
+    *dropped = TRUE;
     return GST_FLOW_OK;
   }
   if (self->inflight >= max_inflight &&
@@ -723,6 +771,65 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   }
   self->inflight++;
   g_mutex_unlock (&self->lock);
+  return GST_FLOW_OK;
+}
+
+/* The token tensor's buffer: @job's output memory, @in's timestamps and a
+ * tokens meta describing it */
+static GstBuffer *
+make_token_buffer (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * in)
+{
+  GstBuffer *outbuf = gst_buffer_new ();
+  guint gw, gh;
+
+  gst_buffer_append_memory (outbuf, gst_memory_ref (job->outmem));
+  gst_buffer_copy_into (outbuf, in, GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
+  npu_vit_get_token_grid (self->vit, &gw, &gh);
+  gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_VISION,
+      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit), gw,
+      gh, GST_BUFFER_PTS (in), GST_BUFFER_DURATION (in));
+#ifdef HAVE_GST_ANALYTICS
+  /* the same memory, described the way GStreamer 1.26 analytics reads it */
+  gst_npu_buffer_add_token_tensor (outbuf, job->outmem,
+      GST_NPU_MODALITY_VISION, npu_vit_get_n_tokens (self->vit),
+      npu_vit_get_out_dim (self->vit));
+#endif
+  return outbuf;
+}
+
+/* Queues @job's encoding; its fence rides on @outbuf and joins the pending
+ * list (signalled ones at its head are let go) */
+static void
+submit_job (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * outbuf)
+{
+  NpuFence *fence = npu_queue_submit (self->queue, encode_task, job,
+      encode_job_free, NULL, 0);
+
+  gst_buffer_add_npu_fence_meta (outbuf, fence);
+  g_mutex_lock (&self->lock);
+  while (!g_queue_is_empty (&self->pending) &&
+      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
+    npu_fence_unref (g_queue_pop_head (&self->pending));
+  g_queue_push_tail (&self->pending, fence);
+  g_mutex_unlock (&self->lock);
+}
+
+static GstFlowReturn
+gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+  EncodeJob *job;
+  GstBuffer *outbuf;
+  GstFlowReturn ret;
+  gboolean dropped;
+  gsize out_bytes;
+
+  if (!self->have_info || !self->vit)
+    goto not_negotiated;
+
+  ret = take_slot (self, buf, &dropped);
+  if (ret != GST_FLOW_OK || dropped)
+    return ret;
 
   job = g_new0 (EncodeJob, 1);
   job->self = self;
@@ -744,28 +851,8 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     self->frames_dmabuf++;
   GST_OBJECT_UNLOCK (self);
 
-  outbuf = gst_buffer_new ();
-  gst_buffer_append_memory (outbuf, gst_memory_ref (job->outmem));
-  gst_buffer_copy_into (outbuf, buf, GST_BUFFER_COPY_TIMESTAMPS, 0, -1);
-  npu_vit_get_token_grid (self->vit, &gw, &gh);
-  gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_VISION,
-      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit), gw,
-      gh, GST_BUFFER_PTS (buf), GST_BUFFER_DURATION (buf));
-
-#ifdef HAVE_GST_ANALYTICS
-  /* the same memory, described the way GStreamer 1.26 analytics reads it */
-  gst_npu_buffer_add_token_tensor (outbuf, job->outmem, GST_NPU_MODALITY_VISION,
-      npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit));
-#endif
-  fence = npu_queue_submit (self->queue, encode_task, job, encode_job_free,
-      NULL, 0);
-  gst_buffer_add_npu_fence_meta (outbuf, fence);
-  g_mutex_lock (&self->lock);
-  while (!g_queue_is_empty (&self->pending) &&
-      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
-    npu_fence_unref (g_queue_pop_head (&self->pending));
-  g_queue_push_tail (&self->pending, fence);
-  g_mutex_unlock (&self->lock);
+  outbuf = make_token_buffer (self, job, buf);
+  submit_job (self, job, outbuf);
   return gst_pad_push (self->srcpad, outbuf);
 
   /* ERRORS */

@@ -11,8 +11,8 @@
 #endif
 
 #include "gstnpuallocator.h"
+#include "gstnpucpuaccess.h"
 #include "gstnpuprivate.h"
-#include "gstnpufencemeta.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,8 +5,6 @@
 #endif
 
 #include "gstnpufencemeta.h"
-
-#define DEFAULT_FENCE_TIMEOUT_MS 10000
 #include "gstnpuallocator.h"
 
 GST_DEBUG_CATEGORY_STATIC (gst_npu_fence_meta_debug);
@@ -204,23 +202,4 @@ gst_npu_buffer_wait (GstBuffer * buffer, gint64 timeout_us, GError ** error)
   ok = npu_fence_wait (fence, timeout_us, error);
   npu_fence_unref (fence);
   return ok;
-}
-
-/**
- * gst_npu_fence_timeout_us:
- *
- * How long gst-npu waits for a producer's fence before it gives up with an
- * error instead of hanging: GST_NPU_FENCE_TIMEOUT_MS from the environment
- * (read each call, so tests may change it), default 10000 ms.  Mapping NPU
- * memory and npullm's wait for its tokens use it.
- *
- * Returns: the timeout in microseconds
- */
-gint64
-gst_npu_fence_timeout_us (void)
-{
-  const gchar *env = g_getenv ("GST_NPU_FENCE_TIMEOUT_MS");
-  gint64 ms = env ? g_ascii_strtoll (env, NULL, 10) : 0;
-
-  return (ms > 0 ? ms : DEFAULT_FENCE_TIMEOUT_MS) * 1000;
 }

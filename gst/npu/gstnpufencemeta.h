@@ -18,6 +18,7 @@
 
 #include <gst/gst.h>
 #include <core/npufence.h>
+#include <npu/gstnpucpuaccess.h>
 
 G_BEGIN_DECLS
 
@@ -54,7 +55,6 @@ void gst_npu_fence_meta_chain (GstNpuFenceMeta * meta, NpuFence * fence);
 NpuFence *gst_npu_buffer_get_fence (GstBuffer * buffer);
 gboolean gst_npu_buffer_wait (GstBuffer * buffer, gint64 timeout_us,
     GError ** error);
-gint64 gst_npu_fence_timeout_us (void);
 
 G_END_DECLS
 

@@ -158,27 +158,6 @@ gst_npu_importer_free (GstNpuImporter * importer)
   g_free (importer);
 }
 
-/**
- * gst_npu_dmabuf_sync: (skip)
- * @flags: DMA_BUF_SYNC_START or _END with _READ and/or _WRITE
- *
- * Brackets CPU access to the dma-buf @fd.  Returns %FALSE (errno set) if
- * the kernel refused; an fd that is no dma-buf (memfd, shm) needs no cache
- * maintenance and counts as done.
- */
-gboolean
-gst_npu_dmabuf_sync (int fd, guint64 flags)
-{
-  struct dma_buf_sync sync = { flags };
-
-  while (ioctl (fd, DMA_BUF_IOCTL_SYNC, &sync) < 0) {
-    if (errno == EINTR || errno == EAGAIN)
-      continue;
-    return errno == ENOTTY;
-  }
-  return TRUE;
-}
-
 static guint64
 sync_flags (GstMapFlags flags)
 {

@@ -143,25 +143,21 @@ gst_npu_weights_map (GstNpuWeights * w, GError ** error)
 
 /**
  * gst_npu_weights_lookup:
- * @tensor: (out caller-allocates): where tensor @name is
+ * @tensor: (out caller-allocates): where tensor @name is, valid while the
+ *   collection lives
  *
  * Returns: %TRUE if the collection has tensor @name (after
  * gst_npu_weights_map()).
  */
 gboolean
 gst_npu_weights_lookup (GstNpuWeights * w, const gchar * name,
-    GstNpuWeightsTensor * tensor)
+    NpuTensorView * tensor)
 {
   MappedTensor *t = g_hash_table_lookup (w->by_name, name);
-  guint i;
 
   if (!t)
     return FALSE;
-  tensor->type = t->meta->type;
-  tensor->n_dims = t->meta->n_dims;
-  for (i = 0; i < 4; i++)
-    tensor->ne[i] = t->meta->ne[i];
-  tensor->data = t->map.data;
-  tensor->size = t->map.size;
+  npu_tensor_view_init (tensor, t->meta->type, t->meta->n_dims, t->meta->ne,
+      t->map.data, t->map.size);
   return TRUE;
 }

@@ -11,27 +11,11 @@
 #define __GST_NPU_WEIGHTS_H__
 
 #include <gst/gst.h>
+#include <core/nputensorview.h>
 
 G_BEGIN_DECLS
 
 typedef struct _GstNpuWeights GstNpuWeights;
-
-/**
- * GstNpuWeightsTensor:
- * @type: ggml type id of the bytes
- * @n_dims: dimensions used in @ne
- * @ne: elements per dimension, ne[0] innermost
- * @data: the mapped bytes, valid while the collection lives
- * @size: their size
- */
-typedef struct
-{
-  gint type;
-  guint n_dims;
-  guint64 ne[4];
-  gconstpointer data;
-  gsize size;
-} GstNpuWeightsTensor;
 
 GstNpuWeights *gst_npu_weights_new (void);
 void gst_npu_weights_free (GstNpuWeights * weights);
@@ -42,7 +26,7 @@ gboolean gst_npu_weights_take_event (GstNpuWeights * weights,
 const gchar *gst_npu_weights_get_location (GstNpuWeights * weights);
 gboolean gst_npu_weights_map (GstNpuWeights * weights, GError ** error);
 gboolean gst_npu_weights_lookup (GstNpuWeights * weights, const gchar * name,
-    GstNpuWeightsTensor * tensor);
+    NpuTensorView * tensor);
 
 G_END_DECLS
 

@@ -3,6 +3,7 @@
 #ifndef __GST_NPU_H__
 #define __GST_NPU_H__
 
+#include <npu/gstnpucpuaccess.h>
 #include <npu/gstnpuallocator.h>
 #include <npu/gstnpubufferpool.h>
 #include <npu/gstnpufencemeta.h>

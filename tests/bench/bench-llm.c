@@ -14,6 +14,11 @@
  *
  * Usage: bench-llm [model.gguf] [--passes N (3)] [--decode N (32)]
  *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
+ *          [--kv-type f16,f32,q8_0 (f16)] [--precision fast,accurate (fast)]
+ * --kv-type and --precision take one value or several, comma-separated:
+ * each pass then runs prefill and decode with each combination in turn
+ * (alternating, so a noisy machine hurts them alike) and prints them side
+ * by side.
  * --threads N runs on N threads only (default: 1, then every online CPU).
  * --in-place reads MXFP4 weights from the file mapping in ggml's layout
  * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).
@@ -173,6 +178,9 @@ main (int argc, char **argv)
   gdouble matrix_weights;
   NpuParallelFunc read_func = read_slice_c;
   NpuLlmLoadFlags flags = NPU_LLM_LOAD_REPACK;
+  NpuKvType kv_types[3] = { NPU_KV_F16 };
+  NpuMatmulPrecision precs[2] = { NPU_MATMUL_PRECISION_FAST };
+  guint n_kv = 1, n_prec = 1, n_cfg, k;
 
   for (i = 1; i < (guint) argc; i++) {
     /* atoi () once: MAX () evaluates its arguments twice */
@@ -188,7 +196,35 @@ main (int argc, char **argv)
       n_ctx = v;
     else if (strcmp (argv[i], "--threads") == 0 && v > 0)
       only_threads = v;
-    else if (strcmp (argv[i], "--in-place") == 0) {
+    else if (strcmp (argv[i], "--kv-type") == 0 && i + 1 < (guint) argc) {
+      gchar **names = g_strsplit (argv[i + 1], ",", -1);
+
+      for (n_kv = 0; names[n_kv]; n_kv++)
+        if (n_kv >= G_N_ELEMENTS (kv_types) ||
+            !npu_kv_type_from_name (names[n_kv], &kv_types[n_kv]))
+          g_error ("--kv-type: '%s' is not f32, f16 or q8_0 (at most 3)",
+              names[n_kv]);
+      g_strfreev (names);
+      if (n_kv == 0)
+        g_error ("--kv-type needs a type");
+    } else if (strcmp (argv[i], "--precision") == 0 && i + 1 < (guint) argc) {
+      gchar **names = g_strsplit (argv[i + 1], ",", -1);
+
+      for (n_prec = 0; names[n_prec]; n_prec++) {
+        if (n_prec >= 2)
+          g_error ("--precision: at most fast,accurate");
+        if (strcmp (names[n_prec], "fast") == 0)
+          precs[n_prec] = NPU_MATMUL_PRECISION_FAST;
+        else if (strcmp (names[n_prec], "accurate") == 0)
+          precs[n_prec] = NPU_MATMUL_PRECISION_ACCURATE;
+        else
+          g_error ("--precision: '%s' is not fast or accurate",
+              names[n_prec]);
+      }
+      g_strfreev (names);
+      if (n_prec == 0)
+        g_error ("--precision needs a value");
+    } else if (strcmp (argv[i], "--in-place") == 0) {
       flags = NPU_LLM_LOAD_IN_PLACE;
       continue;
     } else if (argv[i][0] != '-') {
@@ -197,7 +233,8 @@ main (int argc, char **argv)
     } else {
       g_printerr ("usage: %s [model.gguf] [--passes N] [--decode N] "
           "[--prefill N (>= 2)] [--ctx N (>= 16)] [--threads N] "
-          "[--in-place]\n", argv[0]);
+          "[--in-place] [--kv-type f16,f32,q8_0] [--precision fast,accurate]"
+          "\n", argv[0]);
       return 2;
     }
     i++;
@@ -265,28 +302,34 @@ main (int argc, char **argv)
     NpuDevice *device = npu_device_new_cpu (thread_counts[ti]);
     NpuQueue *queue = npu_queue_new (device, "bench-llm");
     NpuLlmContextParams cp;
-    NpuLlmContext *ctx;
+    NpuLlmContext *ctxs[6];
     double bw_best = 0, bw_worst = G_MAXDOUBLE;
-    double pf_best = 0, pf_worst = G_MAXDOUBLE;
-    double dec_best = 0, dec_worst = G_MAXDOUBLE, roof;
+    double pf_best[6], pf_worst[6], dec_best[6], dec_worst[6], roof;
     guint pass;
     Job job;
 
-    npu_llm_context_params_init (&cp);
-    cp.n_ctx = n_ctx;
-    cp.n_batch = MIN (n_prefill, 256u);
-    ctx = npu_llm_context_new (model, &cp, &error);
-    if (!ctx)
-      g_error ("%s", error->message);
+    n_cfg = n_kv * n_prec;
+    for (k = 0; k < n_cfg; k++) {
+      npu_llm_context_params_init (&cp);
+      cp.n_ctx = n_ctx;
+      cp.n_batch = MIN (n_prefill, 256u);
+      cp.kv_type = kv_types[k / n_prec];
+      cp.precision = precs[k % n_prec];
+      ctxs[k] = npu_llm_context_new (model, &cp, &error);
+      if (!ctxs[k])
+        g_error ("%s", error->message);
+      pf_best[k] = dec_best[k] = 0;
+      pf_worst[k] = dec_worst[k] = G_MAXDOUBLE;
 
-    /* warm-up: pages of the mapping, kernels' workspaces */
-    memset (&job, 0, sizeof (job));
-    job.kind = JOB_PREFILL;
-    job.ctx = ctx;
-    job.tokens = prompt;
-    job.n = n_prefill;
-    job.n_vocab = hp->n_vocab;
-    time_job (queue, &job);
+      /* warm-up: pages of the mapping, kernels' workspaces */
+      memset (&job, 0, sizeof (job));
+      job.kind = JOB_PREFILL;
+      job.ctx = ctxs[k];
+      job.tokens = prompt;
+      job.n = n_prefill;
+      job.n_vocab = hp->n_vocab;
+      time_job (queue, &job);
+    }
 
     for (pass = 0; pass < passes; pass++) {
       double t, v;
@@ -300,34 +343,47 @@ main (int argc, char **argv)
       bw_best = MAX (bw_best, v);
       bw_worst = MIN (bw_worst, v);
 
-      npu_llm_context_reset (ctx);
-      job.kind = JOB_PREFILL;
-      job.n = n_prefill;
-      t = time_job (queue, &job);
-      v = n_prefill / t;
-      pf_best = MAX (pf_best, v);
-      pf_worst = MIN (pf_worst, v);
+      for (k = 0; k < n_cfg; k++) {
+        job.ctx = ctxs[k];
+        npu_llm_context_reset (ctxs[k]);
+        job.kind = JOB_PREFILL;
+        job.n = n_prefill;
+        t = time_job (queue, &job);
+        v = n_prefill / t;
+        pf_best[k] = MAX (pf_best[k], v);
+        pf_worst[k] = MIN (pf_worst[k], v);
 
-      job.kind = JOB_DECODE;
-      job.n = n_decode;
-      t = time_job (queue, &job);
-      v = n_decode / t;
-      dec_best = MAX (dec_best, v);
-      dec_worst = MIN (dec_worst, v);
+        job.kind = JOB_DECODE;
+        job.n = n_decode;
+        t = time_job (queue, &job);
+        v = n_decode / t;
+        dec_best[k] = MAX (dec_best[k], v);
+        dec_worst[k] = MIN (dec_worst[k], v);
+      }
     }
     roof = bw_best * 1e9 / wbytes;
     printf ("\n%u thread%s (best of %u, worst in brackets)\n",
         thread_counts[ti], thread_counts[ti] > 1 ? "s" : "", passes);
     printf ("  read bandwidth   %7.2f GB/s  (%.2f)\n", bw_best, bw_worst);
-    printf ("  prefill %4u tok %7.2f tok/s (%.2f)  %.1f GFLOPS of matrices\n",
-        n_prefill, pf_best, pf_worst,
-        pf_best * 2.0 * matrix_weights / 1e9);
-    printf ("  decode  %4u tok %7.2f tok/s (%.2f)  = %.2f GB/s of weights\n",
-        n_decode, dec_best, dec_worst, dec_best * wbytes / 1e9);
-    printf ("  roofline         %7.2f tok/s  decode / roofline = %.0f%%\n",
-        roof, 100.0 * dec_best / roof);
+    for (k = 0; k < n_cfg; k++) {
+      NpuLlmStats st;
 
-    npu_llm_context_free (ctx);
+      npu_llm_context_get_stats (ctxs[k], &st);
+      printf ("  KV cache %s, precision %s: %.1f KiB a token, %.1f MiB for "
+          "%u tokens\n", npu_kv_type_name (kv_types[k / n_prec]),
+          precs[k % n_prec] ? "accurate" : "fast",
+          st.kv_bytes / 1024.0 / n_ctx, st.kv_bytes / 1048576.0, n_ctx);
+      printf ("  prefill %4u tok %7.2f tok/s (%.2f)  %.1f GFLOPS of "
+          "matrices\n", n_prefill, pf_best[k], pf_worst[k],
+          pf_best[k] * 2.0 * matrix_weights / 1e9);
+      printf ("  decode  %4u tok %7.2f tok/s (%.2f)  = %.2f GB/s of "
+          "weights\n", n_decode, dec_best[k], dec_worst[k],
+          dec_best[k] * wbytes / 1e9);
+      printf ("  roofline         %7.2f tok/s  decode / roofline = %.0f%%\n",
+          roof, 100.0 * dec_best[k] / roof);
+      npu_llm_context_free (ctxs[k]);
+    }
+
     npu_queue_free (queue);
     npu_device_unref (device);
   }

@@ -4,7 +4,10 @@
  * Writes a generated mmproj (tiny or base preset, mlp or idefics3) to a
  * temporary file, or takes one, and reports the best and median encode
  * time over several runs inside a task on an N-thread CPU device, with the
- * matmul path in use.  A program that prints figures, not a test.
+ * matmul path in use, for each matmul precision (fast: int8 activations;
+ * accurate, the default: int8 plus residual), the two alternating run by
+ * run so that a noisy machine hurts both alike.  A program that prints
+ * figures, not a test.
  *
  * Usage: bench-vit [--size tiny|small|base] [--projector mlp|idefics3]
  *                  [--type f32|f16|q8_0|mxfp4] [--text-dim D]
@@ -24,7 +27,7 @@ typedef struct
   const float *patches;
   float *out;
   guint runs;
-  gdouble *times;
+  gdouble *times[2];            /* fast, accurate */
 } Bench;
 
 static gboolean
@@ -33,15 +36,21 @@ bench_task (NpuTask * task, gpointer user_data, GError ** error)
   Bench *b = user_data;
   guint r;
 
+  guint p;
+
   /* one warm-up run: first touches of the scratch buffers */
   if (!npu_vit_encode (b->vit, task, b->patches, b->out, error))
     return FALSE;
   for (r = 0; r < b->runs; r++) {
-    gint64 t0 = g_get_monotonic_time ();
+    for (p = 0; p < 2; p++) {
+      gint64 t0 = g_get_monotonic_time ();
 
-    if (!npu_vit_encode (b->vit, task, b->patches, b->out, error))
-      return FALSE;
-    b->times[r] = (g_get_monotonic_time () - t0) / 1e3;
+      npu_vit_set_precision (b->vit, p ? NPU_MATMUL_PRECISION_ACCURATE :
+          NPU_MATMUL_PRECISION_FAST);
+      if (!npu_vit_encode (b->vit, task, b->patches, b->out, error))
+        return FALSE;
+      b->times[p][r] = (g_get_monotonic_time () - t0) / 1e3;
+    }
   }
   return TRUE;
 }
@@ -124,7 +133,8 @@ main (int argc, char **argv)
   b.out = g_new (float, (gsize) npu_vit_get_n_tokens (b.vit) *
       npu_vit_get_out_dim (b.vit));
   b.runs = runs;
-  b.times = g_new (gdouble, runs);
+  b.times[0] = g_new (gdouble, runs);
+  b.times[1] = g_new (gdouble, runs);
 
   dev = npu_device_new_cpu (threads);
   queue = npu_queue_new (dev, "bench-vit");
@@ -133,7 +143,8 @@ main (int argc, char **argv)
     fprintf (stderr, "%s\n", error->message);
     return 1;
   }
-  qsort (b.times, runs, sizeof (gdouble), cmp_double);
+  qsort (b.times[0], runs, sizeof (gdouble), cmp_double);
+  qsort (b.times[1], runs, sizeof (gdouble), cmp_double);
   npu_vit_get_memory (b.vit, &owned, &borrowed, &scratch);
 
   printf ("model %s: %u layers x %u, image %u, patch %u, %u patches -> %u "
@@ -144,9 +155,15 @@ main (int argc, char **argv)
   printf ("load %.1f ms; weights %.2f MiB converted + %.2f MiB in place, "
       "scratch %.2f MiB\n", load_ms, owned / 1048576.0, borrowed / 1048576.0,
       scratch / 1048576.0);
-  printf ("encode, %u threads, matmul %s: best %.2f ms, median %.2f ms "
-      "(%d runs)\n", npu_device_get_n_threads (dev), npu_matmul_get_isa (),
-      b.times[0], b.times[runs / 2], runs);
+  printf ("encode, %u threads, matmul %s, fast:     best %.2f ms, median "
+      "%.2f ms (%d runs)\n", npu_device_get_n_threads (dev),
+      npu_matmul_get_isa (), b.times[0][0], b.times[0][runs / 2], runs);
+  printf ("encode, %u threads, matmul %s, accurate: best %.2f ms, median "
+      "%.2f ms (%d runs)\n", npu_device_get_n_threads (dev),
+      npu_matmul_get_isa (), b.times[1][0], b.times[1][runs / 2], runs);
+  printf ("accurate / fast: %.2f (best), %.2f (median)\n",
+      b.times[1][0] / b.times[0][0], b.times[1][runs / 2] /
+      b.times[0][runs / 2]);
 
   npu_fence_unref (fence);
   npu_queue_free (queue);
@@ -154,7 +171,8 @@ main (int argc, char **argv)
   npu_vit_free (b.vit);
   g_free (patches);
   g_free (b.out);
-  g_free (b.times);
+  g_free (b.times[0]);
+  g_free (b.times[1]);
   if (tmp)
     g_unlink (tmp);
   g_free (tmp);

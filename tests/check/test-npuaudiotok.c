@@ -26,6 +26,7 @@
 #include "../reference/npureflogmel.h"
 #include "../reference/npurefvit.h"
 #include "../tools/npumodelgen.h"
+#include "tests/npucompare.h"
 
 static gchar *tmpdir, *text_path, *audio_path, *vision_path;
 
@@ -320,6 +321,48 @@ GST_START_TEST (test_tokens_reference)
     g_free (r);
   }
   out_clear (&out);
+  ref_clear (&ref);
+  g_free (s);
+}
+
+GST_END_TEST;
+
+/* precision=accurate (the default) against fast on the machine's own
+ * integer path (the other tests run the exact scalar one): both within
+ * their bounds of the double reference, accurate the closer.  2e-3 is
+ * npuvisiontok's bound for accurate tokens; fast (int8, as llama.cpp)
+ * measured 2-3e-2 here, bounded by the int8 step's 0.15. */
+GST_START_TEST (test_precision)
+{
+  const gsize n = 16000;
+  float *s = make_clip (n, 1);
+  const gchar *props[2] = {
+    "vad=false chunk-duration=1000000000 precision=accurate",
+    "vad=false chunk-duration=1000000000 precision=fast"
+  };
+  double err[2], *r;
+  Ref ref;
+  guint i;
+
+  ref_init (&ref, audio_path, GST_SECOND);
+  r = ref_tokens (&ref, s, n);
+  fail_unless (npu_matmul_set_isa (ref.isa));
+  for (i = 0; i < 2; i++) {
+    Out out = run_f32 (props[i], s, n, 1600);
+
+    fail_unless_equals_int (out.tokens->len, 1);
+    err[i] = tokens_error (g_ptr_array_index (out.tokens, 0), r,
+        (gsize) ref.n_tokens * ref.dim);
+    GST_INFO ("%s on %s: error over rms %g", props[i], ref.isa, err[i]);
+    out_clear (&out);
+  }
+  fail_unless (npu_within (err[0], 2e-3), "accurate: error %g", err[0]);
+  fail_unless (npu_within (err[1], 0.15), "fast: error %g", err[1]);
+  if (g_strcmp0 (ref.isa, "scalar") != 0)
+    fail_unless (err[0] < err[1], "accurate %g not closer than fast %g",
+        err[0], err[1]);
+  fail_unless (npu_matmul_set_isa ("scalar"));
+  g_free (r);
   ref_clear (&ref);
   g_free (s);
 }
@@ -1160,6 +1203,7 @@ npuaudiotok_suite (void)
   tcase_add_checked_fixture (tc, setup, teardown);
   suite_add_tcase (s, tc);
   tcase_add_test (tc, test_tokens_reference);
+  tcase_add_test (tc, test_precision);
   tcase_add_test (tc, test_overlap);
   tcase_add_test (tc, test_buffer_sizes);
   tcase_add_test (tc, test_44k_stereo);

@@ -119,6 +119,78 @@ direct_answer_media (const gchar * path, const gchar * prompt,
   return g_string_free (out, FALSE);
 }
 
+/* Answers @prompts[0..n) in one session (greedy, a system prompt, the
+ * model's template); each answer's text and reused token count out */
+static void
+session_answers (const gchar * path, const gchar * const *prompts, guint n,
+    gchar ** texts, guint * reused, guint * n_prompt)
+{
+  NpuGguf *gguf = npu_gguf_open (path, NULL);
+  NpuLlmModel *model;
+  NpuLlmSessionParams p;
+  NpuLlmSession *s;
+  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "prefix");
+  GError *error = NULL;
+  guint i;
+
+  npu_device_unref (npu_queue_get_device (q));
+  model = npu_llm_model_new_from_file (path, NPU_LLM_LOAD_IN_PLACE, &error);
+  fail_unless (model != NULL, "%s", error ? error->message : "");
+  npu_llm_session_params_init (&p);
+  p.max_tokens = 12;
+  p.chat_template = g_strdup ("chatml");
+  p.system_prompt = g_strdup ("You watch a camera and say what you see, "
+      "in one short sentence.");
+  p.sampler.temperature = 0;
+  s = npu_llm_session_new (gguf, model, &p, &error);
+  fail_unless (s != NULL, "%s", error ? error->message : "");
+  for (i = 0; i < n; i++) {
+    GString *out = g_string_new (NULL);
+    NpuLlmAnswerStats st;
+
+    fail_unless (npu_llm_session_answer (s, q, prompts[i], NULL, 0, collect,
+            out, &st, &error), "%s", error ? error->message : "");
+    texts[i] = g_string_free (out, FALSE);
+    reused[i] = st.n_reused;
+    n_prompt[i] = st.n_prompt;
+  }
+  npu_llm_session_params_clear (&p);
+  npu_llm_session_free (s);
+  npu_queue_free (q);
+  npu_gguf_free (gguf);
+}
+
+/* The second and later answers start from the cache rows of the prompt
+ * prefix they share with the one before (system prompt, template head),
+ * and say what a fresh session says */
+GST_START_TEST (test_prompt_prefix_reused)
+{
+  const gchar *const prompts[3] = { "What is on the table?",
+    "What is on the floor?", "What is on the floor?"
+  };
+  gchar *texts[3], *fresh[1];
+  guint reused[3], n_prompt[3], r1, n1, i;
+
+  session_answers (qwen_path, prompts, 3, texts, reused, n_prompt);
+  fail_unless_equals_int (reused[0], 0);
+  /* the system prompt and more: at least 10 tokens, not the whole */
+  fail_unless (reused[1] >= 10 && reused[1] < n_prompt[1], "reused %u of %u",
+      reused[1], n_prompt[1]);
+  /* the same prompt again: all but the last token */
+  fail_unless_equals_int (reused[2], n_prompt[2] - 1);
+  for (i = 1; i < 3; i++) {
+    session_answers (qwen_path, &prompts[i], 1, fresh, &r1, &n1);
+    fail_unless_equals_int (r1, 0);
+    fail_unless_equals_string (texts[i], fresh[0]);
+    g_free (fresh[0]);
+  }
+  fail_unless_equals_string (texts[1], texts[2]);
+  for (i = 0; i < 3; i++)
+    g_free (texts[i]);
+}
+
+GST_END_TEST;
+
 static gchar *
 direct_answer (const gchar * path, const gchar * prompt, guint max_tokens,
     gdouble temperature, guint64 seed, GBytes * media, guint n_embd)
@@ -134,6 +206,22 @@ typedef struct
   GstClockTime first_pts;
 } Collected;
 
+/* UTF-8 that may hold U+0000 (a model may generate the byte token
+ * <0x00>; g_utf8_validate() stops at a NUL and calls it invalid) */
+static gboolean
+utf8_valid_with_nul (const gchar * s, gsize n)
+{
+  const gchar *nul;
+
+  while ((nul = memchr (s, 0, n)) != NULL) {
+    if (!g_utf8_validate (s, nul - s, NULL))
+      return FALSE;
+    n -= nul + 1 - s;
+    s = nul + 1;
+  }
+  return g_utf8_validate (s, n, NULL);
+}
+
 static void
 on_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
 {
@@ -141,7 +229,7 @@ on_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
   GstMapInfo map;
 
   fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
-  fail_unless (g_utf8_validate ((const gchar *) map.data, map.size, NULL),
+  fail_unless (utf8_valid_with_nul ((const gchar *) map.data, map.size),
       "a buffer split a UTF-8 character");
   g_string_append_len (c->text, (const gchar *) map.data, map.size);
   gst_buffer_unmap (buf, &map);
@@ -638,6 +726,16 @@ GST_START_TEST (test_errors)
   fail_unless (msg && strstr (msg, "No model"), "%s", msg);
   g_free (msg);
   g_free (got);
+
+  /* The test models have heads of 16: no Q8_0 cache (blocks of 32) */
+  desc = g_strdup_printf ("npullm model=%s kv-type=q8_0 ! fakesink "
+      "name=sink", llama_path);
+  got = run (desc, &c, &msg, NULL);
+  fail_unless (msg && strstr (msg, "q8_0") && strstr (msg, "multiple of 32"),
+      "%s", msg);
+  g_free (msg);
+  g_free (got);
+  g_free (desc);
 }
 
 GST_END_TEST;
@@ -1028,6 +1126,7 @@ npullm_suite (void)
   tcase_set_timeout (tc, 120);
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_add_test (tc, test_text_only_matches_core);
+  tcase_add_test (tc, test_prompt_prefix_reused);
   tcase_add_test (tc, test_weights_pad_same_text);
   tcase_add_test (tc, test_seed_and_output_modes);
   tcase_add_test (tc, test_text_pad_answers_each);

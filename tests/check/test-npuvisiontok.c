@@ -294,10 +294,11 @@ drm_format_of (GstVideoFormat f)
  *    reference (tests/unit/test-vit.c); through the tiny encoder that is
  *    measured at ~1e-6 of the rms.  Bound 1e-4: a wrong pixel, plane,
  *    stride, chroma sample or colour matrix moves tokens by percents.
- *  - int8 paths: the worst-case first-order bound derived in
- *    tests/unit/test-vit.c, 0.15 (measured here: 5-7%).  The reference that
- *    rounds activations as the kernels do is not used here: its rounding
- *    ties sit elsewhere once the preprocessing differs by ~1e-6. */
+ *  - int8 paths, with the element's default precision=accurate (int8
+ *    activations plus their int8 residual): the bound of
+ *    tests/unit/test-vit.c for that precision, 2e-3 (0.15, the int8
+ *    bound, / 254 is 6e-4 per product; with precision=fast these frames
+ *    measured 5-7 %). */
 static void
 check_frame (const FrameCase * fc)
 {
@@ -394,7 +395,8 @@ check_frame (const FrameCase * fc)
       gst_video_format_to_string (fc->format), fc->width, fc->height,
       fc->letterbox ? " letterbox" : "", fc->matrix, npu_matmul_get_isa (),
       err);
-  fail_unless (npu_within (err, q8 ? 0.15 : 1e-4), "%s %ux%u [%s]: max err / rms %g",
+  fail_unless (npu_within (err, q8 ? 2e-3 : 1e-4),
+      "%s %ux%u [%s]: max err / rms %g",
       gst_video_format_to_string (fc->format), fc->width, fc->height,
       npu_matmul_get_isa (), err);
   gst_buffer_unmap (frame, &map);

@@ -18,7 +18,7 @@
 #include <gst/video/video.h>
 #include <gst/allocators/allocators.h>
 
-#include <elements/gstnpuvideoformats.h>
+#include <npu/gstnpuvideoformats.h>
 
 #ifdef HAVE_LIBDRM
 #include <drm_fourcc.h>

@@ -21,7 +21,7 @@
 #include <string.h>
 
 static gboolean
-view (const NpuRefLookup * lk, const gchar * name, NpuVitTensorView * v)
+view (const NpuRefLookup * lk, const gchar * name, NpuTensorView * v)
 {
   const NpuGgufTensor *t;
   guint i;
@@ -47,7 +47,7 @@ static double *
 tensor (const NpuRefLookup * lk, const gchar * name, gsize n,
     gboolean as_mxfp4)
 {
-  NpuVitTensorView v;
+  NpuTensorView v;
   float *f;
   double *d;
   gsize i;
@@ -93,7 +93,7 @@ tensor (const NpuRefLookup * lk, const gchar * name, gsize n,
 static gboolean
 is_mxfp4 (const NpuRefLookup * lk, const gchar * name)
 {
-  NpuVitTensorView v;
+  NpuTensorView v;
 
   return view (lk, name, &v) && v.type == NPU_GGML_TYPE_MXFP4;
 }
@@ -238,7 +238,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
   gfloat eps32;
   double eps;
   gboolean mx;
-  NpuVitTensorView pv;
+  NpuTensorView pv;
 
   g_assert_true (ultravox || g_strcmp0 (proj, "qwen2a") == 0);
   g_assert_true (npu_gguf_get_f32 (g,

@@ -28,7 +28,7 @@ typedef struct
 } RefParams;
 
 static gboolean
-get_view (const NpuRefLookup * lk, const gchar * name, NpuVitTensorView * v)
+get_view (const NpuRefLookup * lk, const gchar * name, NpuTensorView * v)
 {
   const NpuGgufTensor *t;
   guint i;
@@ -51,7 +51,7 @@ get_view (const NpuRefLookup * lk, const gchar * name, NpuVitTensorView * v)
 static double *
 ref_matrix (const NpuRefLookup * lk, const gchar * name, gsize rows, gsize k)
 {
-  NpuVitTensorView v;
+  NpuTensorView v;
   gsize n = rows * k, i;
   NpuBlockMxfp4 *blocks = NULL;
   float *f = g_new (float, n);
@@ -86,7 +86,7 @@ ref_matrix (const NpuRefLookup * lk, const gchar * name, gsize rows, gsize k)
 static double *
 ref_plain (const NpuRefLookup * lk, const gchar * name, gsize n)
 {
-  NpuVitTensorView v;
+  NpuTensorView v;
   double *d;
   gsize i;
 
@@ -181,7 +181,7 @@ ref_act (guint act, double x)
 static void
 ref_params (const NpuGguf * g, const NpuRefLookup * lk, RefParams * p)
 {
-  NpuVitTensorView v;
+  NpuTensorView v;
   const gchar *proj = npu_gguf_get_string (g, "clip.projector_type", NULL,
       NULL);
   gfloat eps;
@@ -256,7 +256,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
   gsize n, dim, K, i, j, c, l, hh;
   double *x, *h, *q, *k, *v, *att, *f, *tmp, *wp, *bp, *pos;
   gboolean patch_mx;
-  NpuVitTensorView pv;
+  NpuTensorView pv;
 
   ref_params (lk->gguf, lk, &p);
   n = p.npos;
@@ -300,7 +300,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     double *w1, *b1, *w2, *b2;
     double *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
     gsize hd = dim / p.heads;
-    NpuVitTensorView fv;
+    NpuTensorView fv;
     gboolean swapped;
     const gchar *fc1, *fc2;
 

@@ -13,7 +13,7 @@ G_BEGIN_DECLS
 typedef struct
 {
   const NpuGguf *gguf;
-  NpuVitTensorLookup func;
+  NpuTensorLookup func;
   gpointer user_data;
 } NpuRefLookup;
 

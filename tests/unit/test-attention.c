@@ -10,9 +10,17 @@
  * many rows, scores spread far enough that most weights underflow, and a
  * NaN that must reach the output.  Results are compared per query to the
  * reference's output, relative to the largest |value| feeding it.
+ *
+ * Rows stored in F16 and Q8_0 are checked twice: against the reference
+ * over the values the rows hold (decoded here with the codec's
+ * npu_f16_to_f32(), not the kernel's loads: the kernel's own error,
+ * as tight as F32's), and against the reference over the F32 values
+ * before storage, within the bound that the storage error gives
+ * (kv_bound()).
  */
 #include "core/npuattention.h"
 #include "tests/npucompare.h"
+#include "core/npumxfp4.h"
 
 #include <math.h>
 #include <string.h>
@@ -23,9 +31,62 @@ typedef struct
   float spread;                 /* scale of the query values */
 } Case;
 
+/* A plain F32 view of the rows: @k and @v with @stride floats a row */
+typedef struct
+{
+  const float *q;
+  const float *k, *v;
+  gsize stride;
+  guint n;
+} RefSpan;
+
+/* Value c of a row stored in @type, decoded independently of the kernel */
+static float
+stored_at (NpuKvType type, const guint8 * row, gsize c)
+{
+  if (type == NPU_KV_F16)
+    return npu_f16_to_f32 (row[2 * c] | row[2 * c + 1] << 8);
+  if (type == NPU_KV_Q8_0) {
+    const guint8 *b = row + c / 32 * 34;
+
+    return npu_f16_to_f32 (b[0] | b[1] << 8) * (gint8) b[2 + c % 32];
+  }
+  return ((const float *) row)[c];
+}
+
+/* The largest |x - stored x| npukvtype.h states for values up to @amax */
+static double
+storage_error (NpuKvType type, double amax)
+{
+  if (type == NPU_KV_F16)
+    return amax * 0x1p-11;
+  if (type == NPU_KV_Q8_0)
+    return (1.0 + 0x1p-10) * amax / 254.0 + 0x1p-18;
+  return 0.0;
+}
+
+/* Bound on |out - reference over the unstored values| for query @q:
+ * keys off by at most ek move each score by at most
+ * delta = scale ||q||_1 ek, so each softmax weight by a factor within
+ * e^(+-2 delta) and their sum of |changes| by at most e^(2 delta) - 1,
+ * which moves the output by that times max|v|; values off by at most ev
+ * move it by ev.  Plus the kernel's own F32 rounding. */
+static double
+kv_bound (NpuKvType type, const float *q, guint hd, float scale,
+    double kmax, double vmax)
+{
+  double q1 = 0.0, delta;
+  guint d;
+
+  for (d = 0; d < hd; d++)
+    q1 += fabs (q[d]);
+  delta = scale * q1 * storage_error (type, kmax);
+  return storage_error (type, vmax) + expm1 (2.0 * delta) * vmax + 2e-5;
+}
+
 /* query i of a span at its q + i * hd */
 static void
-reference (const NpuAttnSpan * spans, guint n_spans, guint hd, guint nq,
+reference (const RefSpan * spans, guint n_spans, guint hd, guint nq,
     float scale, double *out)
 {
   guint i, s, r, d, m = 0, j;
@@ -68,27 +129,46 @@ reference (const NpuAttnSpan * spans, guint n_spans, guint hd, guint nq,
 }
 
 static void
-run_case (const Case * c, GRand * rand)
+run_case_type (const Case * c, NpuKvType type, GRand * rand)
 {
   /* rows in one buffer with a stride wider than hd (like the KV cache's
-   * kv_dim), spans cut at random places, each span its own query block */
-  gsize stride = c->hd * 2 + 3;
+   * kv_dim; a multiple of 32 for Q8_0), spans cut at random places, each
+   * span its own query block */
+  gsize stride = type == NPU_KV_Q8_0 ? c->hd * 2 + 32 : c->hd * 2 + 3;
+  gsize rb = npu_kv_row_bytes (type, stride);
   guint n_q = c->n_spans * c->nq * c->hd;
   float *k = g_new (float, c->n_rows * stride);
   float *v = g_new (float, c->n_rows * stride);
+  float *kd = g_new (float, c->n_rows * stride);
+  float *vd = g_new (float, c->n_rows * stride);
+  guint8 *ks = g_malloc (c->n_rows * rb), *vs = g_malloc (c->n_rows * rb);
   float *q = g_new (float, n_q);
   float *scores = g_new (float, c->nq * (c->n_rows + 5));
   float *out = g_new (float, c->nq * c->hd);
   double *want = g_new (double, c->nq * c->hd);
+  double *want0 = g_new (double, c->nq * c->hd);
   NpuAttnSpan spans[NPU_ATTN_MAX_SPANS];
+  RefSpan ref[NPU_ATTN_MAX_SPANS], ref0[NPU_ATTN_MAX_SPANS];
   float scale = 1.0f / sqrtf ((float) c->hd);
+  double kmax = 0.0, vmax = 0.0;
   guint i, s, r0 = 0;
-  gsize j;
+  gsize j, r;
 
   g_assert_cmpuint (c->n_spans, <=, NPU_ATTN_MAX_SPANS);
   for (j = 0; j < c->n_rows * stride; j++) {
     k[j] = g_rand_double_range (rand, -1.0, 1.0);
     v[j] = g_rand_double_range (rand, -1.0, 1.0);
+    kmax = MAX (kmax, fabs (k[j]));
+    vmax = MAX (vmax, fabs (v[j]));
+  }
+  /* store the rows, and decode what was stored */
+  for (r = 0; r < c->n_rows; r++) {
+    npu_kv_encode_row (type, k + r * stride, stride, ks + r * rb);
+    npu_kv_encode_row (type, v + r * stride, stride, vs + r * rb);
+    for (j = 0; j < stride; j++) {
+      kd[r * stride + j] = stored_at (type, ks + r * rb, j);
+      vd[r * stride + j] = stored_at (type, vs + r * rb, j);
+    }
   }
   for (j = 0; j < n_q; j++)
     q[j] = c->spread * g_rand_double_range (rand, -1.0, 1.0);
@@ -98,34 +178,62 @@ run_case (const Case * c, GRand * rand)
     n = s + 1 == c->n_spans ? left :
         (guint) g_rand_int_range (rand, 1, left - (c->n_spans - s - 1) + 1);
     spans[s].q = q + s * c->nq * c->hd;
-    spans[s].k = k + r0 * stride;
-    spans[s].v = v + r0 * stride;
+    spans[s].k = ks + r0 * rb;
+    spans[s].v = vs + r0 * rb;
     spans[s].stride = stride;
     spans[s].n = n;
+    spans[s].type = type;
+    ref[s] = (RefSpan) {
+    spans[s].q, kd + r0 * stride, vd + r0 * stride, stride, n};
+    ref0[s] = (RefSpan) {
+    spans[s].q, k + r0 * stride, v + r0 * stride, stride, n};
     r0 += n;
   }
   g_assert_cmpuint (r0, ==, c->n_rows);
 
   npu_attention_rows (spans, c->n_spans, c->hd, c->nq, c->hd, scale, scores,
       c->n_rows + 5, out, c->hd);
-  reference (spans, c->n_spans, c->hd, c->nq, scale, want);
+  reference (ref, c->n_spans, c->hd, c->nq, scale, want);
+  reference (ref0, c->n_spans, c->hd, c->nq, scale, want0);
 
   for (i = 0; i < c->nq; i++) {
     /* the values are in [-1, 1]: an output is a convex combination */
-    double err = npu_max_abs_diff (out + i * c->hd, want + i * c->hd,
-        c->hd, NULL);
+    double err = npu_max_abs_diff (out + i * c->hd, want + i * c->hd, c->hd,
+        NULL);
+    double err0 = npu_max_abs_diff (out + i * c->hd, want0 + i * c->hd, c->hd,
+        NULL);
+    double bound = kv_bound (type, q + i * c->hd, c->hd, scale, kmax, vmax);
 
     if (!npu_within (err, 2e-5))
-      g_error ("hd %u nq %u rows %u spans %u spread %g: query %u off by %g",
-          c->hd, c->nq, c->n_rows, c->n_spans, c->spread, i, err);
+      g_error ("%s hd %u nq %u rows %u spans %u spread %g: query %u off by "
+          "%g", npu_kv_type_name (type), c->hd, c->nq, c->n_rows, c->n_spans,
+          c->spread, i, err);
+    if (!npu_within (err0, bound))
+      g_error ("%s hd %u nq %u rows %u spans %u spread %g: query %u off the "
+          "unstored values by %g > bound %g", npu_kv_type_name (type), c->hd,
+          c->nq, c->n_rows, c->n_spans, c->spread, i, err0, bound);
   }
 
   g_free (k);
   g_free (v);
+  g_free (kd);
+  g_free (vd);
+  g_free (ks);
+  g_free (vs);
   g_free (q);
   g_free (scores);
   g_free (out);
   g_free (want);
+  g_free (want0);
+}
+
+static void
+run_case (const Case * c, GRand * rand)
+{
+  run_case_type (c, NPU_KV_F32, rand);
+  run_case_type (c, NPU_KV_F16, rand);
+  if (c->hd % 32 == 0)
+    run_case_type (c, NPU_KV_Q8_0, rand);
 }
 
 static void
@@ -168,14 +276,17 @@ test_spread (void)
 /* A NaN is not lost: in a key it makes that row's score NaN, and the
  * softmax (a vectorised exp that flushes tiny weights to 0 must not flush
  * it) then every output; in a value it reaches that column of every
- * output (0 * NaN is NaN). */
+ * output (0 * NaN is NaN), or with Q8_0 the columns of its block (the
+ * block's scale becomes NaN). */
 static void
-test_nan (void)
+test_nan_type (NpuKvType type)
 {
-  guint hd = 32, nq = 2, n = 40, i;
+  guint hd = 64, nq = 2, n = 40, i;
+  gsize rb = npu_kv_row_bytes (type, hd);
   float *k = g_new0 (float, n * hd), *v = g_new0 (float, n * hd);
-  float *q = g_new0 (float, nq * hd), scores[2 * 40], out[2 * 32];
-  NpuAttnSpan span = { q, k, v, hd, n };
+  float *q = g_new0 (float, nq * hd), scores[2 * 40], out[2 * 64];
+  guint8 *ks = g_malloc (n * rb), *vs = g_malloc (n * rb);
+  NpuAttnSpan span = { q, ks, vs, hd, n, type };
 
   for (i = 0; i < n * hd; i++) {
     k[i] = (i % 7) * 0.1f;
@@ -184,18 +295,109 @@ test_nan (void)
   for (i = 0; i < nq * hd; i++)
     q[i] = (i % 3) * 0.5f;
   k[10 * hd + 3] = NAN;
+  for (i = 0; i < n; i++) {
+    npu_kv_encode_row (type, k + i * hd, hd, ks + i * rb);
+    npu_kv_encode_row (type, v + i * hd, hd, vs + i * rb);
+  }
   npu_attention_rows (&span, 1, hd, nq, hd, 0.5f, scores, n, out, hd);
   for (i = 0; i < nq * hd; i++)
     g_assert_true (isnan (out[i]));
 
   k[10 * hd + 3] = 0.0f;
-  v[20 * hd + 5] = NAN;
+  v[20 * hd + 37] = NAN;
+  for (i = 0; i < n; i++) {
+    npu_kv_encode_row (type, k + i * hd, hd, ks + i * rb);
+    npu_kv_encode_row (type, v + i * hd, hd, vs + i * rb);
+  }
   npu_attention_rows (&span, 1, hd, nq, hd, 0.5f, scores, n, out, hd);
-  for (i = 0; i < nq * hd; i++)
-    g_assert_true (i % hd == 5 ? isnan (out[i]) : isfinite (out[i]));
+  for (i = 0; i < nq * hd; i++) {
+    gboolean in_nan = type == NPU_KV_Q8_0 ? i % hd >= 32 : i % hd == 37;
+
+    g_assert_true (in_nan ? isnan (out[i]) : isfinite (out[i]));
+  }
   g_free (k);
   g_free (v);
+  g_free (ks);
+  g_free (vs);
   g_free (q);
+}
+
+static void
+test_nan (void)
+{
+  test_nan_type (NPU_KV_F32);
+  test_nan_type (NPU_KV_F16);
+  test_nan_type (NPU_KV_Q8_0);
+}
+
+/* F32 to F16: every finite half survives the round trip through F32,
+ * values halfway between neighbours go to the even one and a hair off
+ * the middle to the nearer, overflow is Inf, NaN stays NaN */
+static void
+test_f16_encode (void)
+{
+  guint h;
+
+  for (h = 0; h < 0x10000; h++) {
+    float f = npu_f16_to_f32 (h);
+    guint16 nx = (h & 0x7fff) == 0x7bff ? 0 : h + 1;
+
+    if ((h & 0x7c00) == 0x7c00) {
+      g_assert_true (isnan (f) ? isnan (npu_f16_to_f32 (npu_f32_to_f16 (f)))
+          : npu_f32_to_f16 (f) == h);
+      continue;
+    }
+    g_assert_cmphex (npu_f32_to_f16 (f), ==, h);
+    if (nx && (h & 0x7fff) != 0x7bff && h != 0x8000) {
+      /* halfway to the next half up in magnitude (exact in F32) */
+      float g = npu_f16_to_f32 (nx), mid = (f + g) / 2;
+      guint16 even = (h & 1) ? nx : h;
+
+      g_assert_cmphex (npu_f32_to_f16 (mid), ==, even);
+      g_assert_cmphex (npu_f32_to_f16 (nextafterf (mid, f)), ==, h);
+      g_assert_cmphex (npu_f32_to_f16 (nextafterf (mid, g)), ==, nx);
+    }
+  }
+  g_assert_cmphex (npu_f32_to_f16 (65519.0f), ==, 0x7bff);
+  g_assert_cmphex (npu_f32_to_f16 (65520.0f), ==, 0x7c00);
+  g_assert_cmphex (npu_f32_to_f16 (-1e30f), ==, 0xfc00);
+  g_assert_cmphex (npu_f32_to_f16 (INFINITY), ==, 0x7c00);
+  g_assert_true (isnan (npu_f16_to_f32 (npu_f32_to_f16 (NAN))));
+}
+
+/* Q8_0 rows: each value within the bound npukvtype.h states, over blocks
+ * from tiny (a scale below F16's normal range) to large */
+static void
+test_q8_0_encode (void)
+{
+  static const double mags[] = { 1e-9, 1e-6, 3e-3, 0.5, 1.0, 300.0, 6e4 };
+  GRand *rand = g_rand_new_with_seed (13);
+  float x[64];
+  guint8 row[68];
+  guint m, it, j;
+
+  for (m = 0; m < G_N_ELEMENTS (mags); m++) {
+    for (it = 0; it < 200; it++) {
+      double amax[2] = { 0, 0 };
+
+      for (j = 0; j < 64; j++) {
+        x[j] = mags[m] * g_rand_double_range (rand, -1.0, 1.0);
+        amax[j / 32] = MAX (amax[j / 32], fabs (x[j]));
+      }
+      npu_kv_encode_row (NPU_KV_Q8_0, x, 64, row);
+      for (j = 0; j < 64; j++) {
+        double err = fabs (stored_at (NPU_KV_Q8_0, row, j) - (double) x[j]);
+        double bound = storage_error (NPU_KV_Q8_0, amax[j / 32]);
+
+        if (!(err <= bound))
+          g_error ("q8_0 value %g (block max %g) stored off by %g > %g",
+              x[j], amax[j / 32], err, bound);
+        g_assert_true (npu_kv_decode_at (NPU_KV_Q8_0, row, j) ==
+            stored_at (NPU_KV_Q8_0, row, j));
+      }
+    }
+  }
+  g_rand_free (rand);
 }
 
 int
@@ -205,5 +407,7 @@ main (int argc, char **argv)
   g_test_add_func ("/attention/shapes", test_shapes);
   g_test_add_func ("/attention/spread", test_spread);
   g_test_add_func ("/attention/nan", test_nan);
+  g_test_add_func ("/attention/f16-encode", test_f16_encode);
+  g_test_add_func ("/attention/q8_0-encode", test_q8_0_encode);
   return g_test_run ();
 }

@@ -54,7 +54,7 @@ typedef struct
 } Lookup;
 
 static gboolean
-lookup_func (const gchar * name, NpuVitTensorView * out, gpointer user_data)
+lookup_func (const gchar * name, NpuTensorView * out, gpointer user_data)
 {
   Lookup *lk = user_data;
   const NpuGgufTensor *t;

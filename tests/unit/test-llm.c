@@ -23,6 +23,13 @@
  *    the output) and the errors add in quadrature, ~1.5% rms; the largest
  *    of 1024 logits is ~3.5 sigma away but measured against a range of ~6
  *    sigma, giving ~1%.  We allow 3x that.
+ *
+ * KV cache types (the tests above use F32; /llm/kv-type/ the others, with
+ * scalar kernels so that only the cache's rounding separates runtime and
+ * reference): each stored key and value is off by at most 2^-11 relative
+ * (F16) or max|block| / 254 (Q8_0, ~0.4 % of a block's largest value);
+ * a score moves by about that times |q| |k|, a logit by its share through
+ * two layers.  Measured / allowed: F16 2.2e-4 / 1e-3, Q8_0 5.4e-3 / 2e-2.
  */
 #include "core/npullm.h"
 #include "core/npumatmul.h"
@@ -38,6 +45,26 @@
 
 #define TOL_SCALAR 1e-4
 #define TOL_INT8 3e-2
+#define TOL_KV_F16 1e-3
+#define TOL_KV_Q8_0 2e-2
+
+/* The cache type and matmul precision of the contexts new_ctx() makes,
+ * and the bound of the scalar kernels with that cache type */
+static NpuKvType kv_type = NPU_KV_F32;
+static NpuMatmulPrecision precision = NPU_MATMUL_PRECISION_FAST;
+
+static double
+tol_scalar (void)
+{
+  switch (kv_type) {
+    case NPU_KV_F16:
+      return TOL_KV_F16;
+    case NPU_KV_Q8_0:
+      return TOL_KV_Q8_0;
+    default:
+      return TOL_SCALAR;
+  }
+}
 
 static NpuDevice *device;
 static NpuQueue *queue;
@@ -496,6 +523,7 @@ typedef struct
   guint kv_heads;
   gboolean tied;
   guint32 wtype;
+  guint heads;                  /* 0: the preset's (4, heads of 16) */
 } ModelConfig;
 
 static const ModelConfig configs[] = {
@@ -504,6 +532,8 @@ static const ModelConfig configs[] = {
   {"llama-mqa-tied", NPU_MODEL_ARCH_LLAMA, 1, TRUE, NPU_GGML_TYPE_MXFP4},
   {"qwen2-mha-untied", NPU_MODEL_ARCH_QWEN2, 4, FALSE, NPU_GGML_TYPE_MXFP4},
   {"llama-f32", NPU_MODEL_ARCH_LLAMA, 2, FALSE, NPU_GGML_TYPE_F32},
+  /* heads of 32, which a Q8_0 cache needs */
+  {"qwen2-mqa-hd32", NPU_MODEL_ARCH_QWEN2, 1, FALSE, NPU_GGML_TYPE_MXFP4, 2},
 };
 
 typedef struct
@@ -525,6 +555,8 @@ test_model_open_full (TestModel * tm, const ModelConfig * cfg,
   tm->cfg = cfg;
   g_assert_true (npu_model_gen_text_preset (&p, cfg->arch, "tiny", &error));
   p.n_kv_heads = cfg->kv_heads;
+  if (cfg->heads)
+    p.n_heads = cfg->heads;
   p.tied = cfg->tied;
   p.wtype = cfg->wtype;
   p.seed = 7;
@@ -566,6 +598,8 @@ new_ctx (NpuLlmModel * model, guint n_ctx, guint n_batch, guint n_sink,
   p.n_batch = n_batch;
   p.n_sink = n_sink;
   p.all_logits = all_logits;
+  p.kv_type = kv_type;
+  p.precision = precision;
   ctx = npu_llm_context_new (model, &p, &error);
   g_assert_no_error (error);
   return ctx;
@@ -616,7 +650,52 @@ expected_decode_bytes (NpuGguf * gguf, gboolean repacked)
 }
 
 /* Prefill PROMPT_LEN tokens in one batch, compare every row; then 5
- * greedy steps, the runtime's choice fed to both */
+ * greedy steps, the runtime's choice fed to both, which must be the
+ * reference's or within @tol of it.  Returns the largest difference. */
+static double
+reference_run (TestModel * tm, double tol)
+{
+  NpuLlmContext *ctx;
+  RefRun run;
+  gint32 prompt[PROMPT_LEN], tok;
+  double *ref_logits, worst = 0;
+  guint V = tm->ref.vocab, i, step;
+
+  ref_logits = g_new (double, V);
+  make_prompt (prompt, PROMPT_LEN, V);
+  ctx = new_ctx (tm->model, 64, 32, 4, TRUE);
+  ref_run_init (&run, &tm->ref, 64, 4, 64);
+  run_eval (ctx, prompt, NULL, PROMPT_LEN);
+  for (i = 0; i < PROMPT_LEN; i++) {
+    double d;
+
+    ref_step_token (&run, prompt[i], ref_logits);
+    d = rel_diff (npu_llm_get_logits_ith (ctx, i), ref_logits, V);
+    worst = npu_err_max (worst, d);
+  }
+  for (step = 0; step < 5; step++) {
+    const float *l = npu_llm_get_logits (ctx);
+    double mx = -INFINITY, mn = INFINITY;
+
+    tok = argmax_f (l, V);
+    /* The runtime's choice is the reference's, or within tolerance of
+     * it (two near-equal logits may swap under int8 rounding) */
+    for (i = 0; i < V; i++) {
+      mx = MAX (mx, ref_logits[i]);
+      mn = MIN (mn, ref_logits[i]);
+    }
+    g_assert_true (ref_logits[tok] >= mx - tol * (mx - mn));
+    run_eval (ctx, &tok, NULL, 1);
+    ref_step_token (&run, tok, ref_logits);
+    worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx),
+            ref_logits, V));
+  }
+  ref_run_clear (&run);
+  npu_llm_context_free (ctx);
+  g_free (ref_logits);
+  return worst;
+}
+
 static void
 test_reference (gconstpointer data)
 {
@@ -630,50 +709,18 @@ test_reference (gconstpointer data)
         NPU_LLM_LOAD_IN_PLACE;
     const gchar *isa = isas[ii / 2];
     TestModel tm;
-    NpuLlmContext *ctx;
-    RefRun run;
-    gint32 prompt[PROMPT_LEN], tok;
-    double *ref_logits, worst = 0, tol;
-    guint V, i, step;
+    double worst, tol;
 
     if (!npu_matmul_set_isa (isas[ii / 2]))
       continue;
     tol = ii / 2 == 0 ? TOL_SCALAR : TOL_INT8;
     test_model_open_full (&tm, cfg, flags);
-    V = tm.ref.vocab;
-    g_assert_cmpuint (npu_llm_model_get_hparams (tm.model)->n_vocab, ==, V);
-    ref_logits = g_new (double, V);
-    make_prompt (prompt, PROMPT_LEN, V);
-
-    ctx = new_ctx (tm.model, 64, 32, 4, TRUE);
-    ref_run_init (&run, &tm.ref, 64, 4, 64);
-    run_eval (ctx, prompt, NULL, PROMPT_LEN);
-    for (i = 0; i < PROMPT_LEN; i++) {
-      double d;
-
-      ref_step_token (&run, prompt[i], ref_logits);
-      d = rel_diff (npu_llm_get_logits_ith (ctx, i), ref_logits, V);
-      worst = npu_err_max (worst, d);
-    }
-    for (step = 0; step < 5; step++) {
-      const float *l = npu_llm_get_logits (ctx);
-      double mx = -INFINITY, mn = INFINITY;
-
-      tok = argmax_f (l, V);
-      /* The runtime's choice is the reference's, or within tolerance of
-       * it (two near-equal logits may swap under int8 rounding) */
-      for (i = 0; i < V; i++) {
-        mx = MAX (mx, ref_logits[i]);
-        mn = MIN (mn, ref_logits[i]);
-      }
-      g_assert_cmpfloat (ref_logits[tok], >=, mx - tol * (mx - mn));
-      run_eval (ctx, &tok, NULL, 1);
-      ref_step_token (&run, tok, ref_logits);
-      worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
-    }
+    g_assert_cmpuint (npu_llm_model_get_hparams (tm.model)->n_vocab, ==,
+        tm.ref.vocab);
+    worst = reference_run (&tm, tol);
     g_test_message ("%s on %s, %s: max |diff| / range = %.3g (bound %g)",
         cfg->name, isa, flags ? "repacked" : "in place", worst, tol);
-    g_assert_cmpfloat (worst, <=, tol);
+    g_assert_true (worst <= tol);
     /* MXFP4 matrices in place and the Q8_0 output as stored: nothing is
      * converted */
     if (cfg->wtype != NPU_GGML_TYPE_MXFP4 || flags)
@@ -682,10 +729,6 @@ test_reference (gconstpointer data)
       g_assert_cmpuint (npu_llm_model_get_converted_bytes (tm.model), ==, 0);
     g_assert_cmpuint (npu_llm_model_get_decode_bytes (tm.model), ==,
         expected_decode_bytes (tm.gguf, flags != 0));
-
-    ref_run_clear (&run);
-    npu_llm_context_free (ctx);
-    g_free (ref_logits);
     test_model_close (&tm);
   }
   g_assert_true (npu_matmul_set_isa (native_isa));
@@ -832,9 +875,10 @@ check_sliding (TestModel * tm, guint n_ctx, guint n_sink, guint n_batch,
     ref_step_token (&run, tokens[i], ref_logits);
     worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
   }
-  g_test_message ("sliding n_ctx %u sinks %u batch %u first %u total %u: "
-      "%.3g", n_ctx, n_sink, n_batch, first_chunk, total, worst);
-  g_assert_cmpfloat (worst, <=, TOL_SCALAR);
+  g_test_message ("sliding %s n_ctx %u sinks %u batch %u first %u total %u: "
+      "%.3g", npu_kv_type_name (kv_type), n_ctx, n_sink, n_batch,
+      first_chunk, total, worst);
+  g_assert_true (worst <= tol_scalar ());
   npu_llm_context_get_stats (ctx, &st);
   g_assert_cmpuint (st.n_evicted, ==, total - n_ctx);
   g_assert_cmpuint (npu_llm_context_get_n_cached (ctx), ==, n_ctx - 1);
@@ -864,6 +908,153 @@ test_sliding (void)
     test_model_close (&tm);
   }
   g_assert_true (npu_matmul_set_isa (native_isa));
+}
+
+/* The cache in F16 and Q8_0 (scalar kernels): the reference run and the
+ * sliding window within the type's bound, a batch equal to the same
+ * tokens one at a time, the cache's size, and Q8_0 refused for heads that
+ * are not a multiple of 32 */
+static void
+test_kv_type (gconstpointer data)
+{
+  static const guint cfgs[] = { 0, 1, 5 };
+  guint c;
+
+  g_assert_true (npu_matmul_set_isa ("scalar"));
+  kv_type = GPOINTER_TO_INT (data);
+  for (c = 0; c < G_N_ELEMENTS (cfgs); c++) {
+    const ModelConfig *cfg = &configs[cfgs[c]];
+    TestModel tm;
+    const NpuLlmHParams *hp;
+    NpuLlmContext *a, *b;
+    NpuLlmStats st;
+    gint32 prompt[PROMPT_LEN];
+    double worst, diff = 0;
+    gsize kv_dim, row;
+    guint i;
+
+    test_model_open (&tm, cfg);
+    hp = npu_llm_model_get_hparams (tm.model);
+    kv_dim = hp->n_head_kv * hp->head_dim;
+    if (kv_type == NPU_KV_Q8_0 && hp->head_dim % 32 != 0) {
+      NpuLlmContextParams p;
+      GError *error = NULL;
+
+      npu_llm_context_params_init (&p);
+      p.kv_type = kv_type;
+      g_assert_null (npu_llm_context_new (tm.model, &p, &error));
+      g_assert_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_INVALID);
+      g_assert_nonnull (strstr (error->message, "multiple of 32"));
+      g_clear_error (&error);
+      test_model_close (&tm);
+      continue;
+    }
+
+    worst = reference_run (&tm, tol_scalar ());
+    g_test_message ("%s, kv %s: max |diff| / range = %.3g (bound %g)",
+        cfg->name, npu_kv_type_name (kv_type), worst, tol_scalar ());
+    g_assert_true (worst <= tol_scalar ());
+    check_sliding (&tm, 16, 4, 8, 20, 60);
+
+    /* the chunk's own rows are read in the cache's type too */
+    make_prompt (prompt, PROMPT_LEN, tm.ref.vocab);
+    a = new_ctx (tm.model, 64, 32, 4, TRUE);
+    b = new_ctx (tm.model, 64, 32, 4, FALSE);
+    run_eval (a, prompt, NULL, PROMPT_LEN);
+    for (i = 0; i < PROMPT_LEN; i++) {
+      run_eval (b, &prompt[i], NULL, 1);
+      diff = MAX (diff, rel_diff_f (npu_llm_get_logits_ith (a, i),
+              npu_llm_get_logits (b), tm.ref.vocab));
+    }
+    g_assert_true (diff <= 1e-5);
+
+    /* K and V, every layer, n_ctx rows */
+    row = kv_type == NPU_KV_F16 ? kv_dim * 2 : kv_dim / 32 * 34;
+    npu_llm_context_get_stats (a, &st);
+    g_assert_cmpuint (st.kv_bytes, ==, 2 * hp->n_layer * 64 * row);
+    npu_llm_context_free (a);
+    npu_llm_context_free (b);
+    test_model_close (&tm);
+  }
+  kv_type = NPU_KV_F32;
+  g_assert_true (npu_matmul_set_isa (native_isa));
+}
+
+/* Accurate precision on the int8 paths: activations with their int8
+ * residual, a per-product bound 254 times the int8 one's first term
+ * (npumatmul.h), so TOL_INT8 / 254 plus the scalar rounding */
+#define TOL_ACCURATE (TOL_INT8 / 254 + TOL_SCALAR)
+
+static void
+test_precision_accurate (void)
+{
+  static const gchar *const isas[] = { "avx2", "avx512", "neon" };
+  guint a, c;
+
+  precision = NPU_MATMUL_PRECISION_ACCURATE;
+  for (a = 0; a < G_N_ELEMENTS (isas); a++) {
+    if (!npu_matmul_set_isa (isas[a]))
+      continue;
+    for (c = 0; c < G_N_ELEMENTS (configs); c++) {
+      TestModel tm;
+      double worst;
+
+      test_model_open_full (&tm, &configs[c], NPU_LLM_LOAD_REPACK);
+      worst = reference_run (&tm, TOL_ACCURATE);
+      g_test_message ("%s on %s, accurate: max |diff| / range = %.3g "
+          "(bound %.3g)", configs[c].name, isas[a], worst, TOL_ACCURATE);
+      g_assert_true (worst <= TOL_ACCURATE);
+      test_model_close (&tm);
+    }
+  }
+  precision = NPU_MATMUL_PRECISION_FAST;
+  g_assert_true (npu_matmul_set_isa (native_isa));
+}
+
+/* A prompt prefix kept (npu_llm_context_truncate()) and a new suffix
+ * evaluated after it give the logits of the whole new prompt from a fresh
+ * context; refused once the cache has slid */
+static void
+test_truncate (void)
+{
+  TestModel tm;
+  NpuLlmContext *a, *b;
+  gint32 p1[PROMPT_LEN], p2[PROMPT_LEN];
+  guint V, i;
+
+  test_model_open (&tm, &configs[0]);
+  V = tm.ref.vocab;
+  make_prompt (p1, PROMPT_LEN, V);
+  memcpy (p2, p1, sizeof (p1));
+  for (i = 12; i < PROMPT_LEN; i++)
+    p2[i] = (p1[i] + 5) % V;
+  a = new_ctx (tm.model, 64, 32, 4, FALSE);
+  b = new_ctx (tm.model, 64, 32, 4, FALSE);
+  run_eval (a, p1, NULL, PROMPT_LEN);
+  run_eval (a, p1, NULL, 3);    /* an answer after the prompt */
+  g_assert_false (npu_llm_context_truncate (a, PROMPT_LEN + 4));
+  g_assert_true (npu_llm_context_truncate (a, 12));
+  g_assert_null (npu_llm_get_logits (a));
+  g_assert_cmpuint (npu_llm_context_get_n_past (a), ==, 12);
+  run_eval (a, p2 + 12, NULL, PROMPT_LEN - 12);
+  run_eval (b, p2, NULL, PROMPT_LEN);
+  g_assert_cmpmem (npu_llm_get_logits (a), V * sizeof (float),
+      npu_llm_get_logits (b), V * sizeof (float));
+  npu_llm_context_free (a);
+
+  /* past n_ctx the first slots were overwritten: no truncation */
+  a = new_ctx (tm.model, 16, 8, 4, FALSE);
+  run_eval (a, p1, NULL, 16);
+  g_assert_true (npu_llm_context_truncate (a, 10));
+  run_eval (a, p1, NULL, 10);
+  g_assert_false (npu_llm_context_truncate (a, 5));
+  g_assert_cmpuint (npu_llm_context_get_n_past (a), ==, 20);
+  npu_llm_context_reset (a);
+  run_eval (a, p1, NULL, 6);
+  g_assert_true (npu_llm_context_truncate (a, 5));
+  npu_llm_context_free (a);
+  npu_llm_context_free (b);
+  test_model_close (&tm);
 }
 
 /* 500 decode steps, wrapping the ring many times, allocate nothing */
@@ -917,7 +1108,7 @@ typedef struct
 } Doctor;
 
 static gboolean
-doctor_lookup (const gchar * name, NpuLlmTensorView * out, gpointer user_data)
+doctor_lookup (const gchar * name, NpuTensorView * out, gpointer user_data)
 {
   Doctor *d = user_data;
   const NpuGgufTensor *t = npu_gguf_find_tensor (d->gguf, name);
@@ -1347,6 +1538,12 @@ main (int argc, char **argv)
   g_test_add_func ("/llm/batch-vs-decode", test_batch_vs_decode);
   g_test_add_func ("/llm/embeddings", test_embeddings);
   g_test_add_func ("/llm/sliding-window", test_sliding);
+  g_test_add_func ("/llm/precision/accurate", test_precision_accurate);
+  g_test_add_func ("/llm/truncate", test_truncate);
+  g_test_add_data_func ("/llm/kv-type/f16", GINT_TO_POINTER (NPU_KV_F16),
+      test_kv_type);
+  g_test_add_data_func ("/llm/kv-type/q8_0", GINT_TO_POINTER (NPU_KV_Q8_0),
+      test_kv_type);
   g_test_add_func ("/llm/no-alloc-per-token", test_no_alloc);
   g_test_add_func ("/llm/errors", test_errors);
   g_test_add_func ("/llm/sample/basic", test_sample_basic);

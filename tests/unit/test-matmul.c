@@ -12,12 +12,16 @@
  *  - int8 paths: activation rounding sum |w| d (1/2 + 2^-17), with
  *    d = max|x| / 127 of the element's block, plus the F32 accumulation
  *    (k/32 + 4) 2^-24 sum |w| (|x| + d).
+ *  - int8 paths, accurate precision (activations and their residual):
+ *    sum |w| d (1/508 + 2^-16) + 2 (k/32 + 6) 2^-24 sum |w| (|x| + d), 254x
+ *    tighter in its first term.
  *
  * Q8_0 weights (the output matrix of llama.cpp's MXFP4 files) the same way,
  * against a reference of their own below, with npumatmul.h's Q8_0 bounds.
  */
 #include "core/npumatmul.h"
 #include "tests/npucompare.h"
+#include "core/npugguf.h"
 
 #include <math.h>
 #include <string.h>
@@ -72,7 +76,8 @@ weight_value (const NpuBlockMxfp4 * blk, guint j)
 /* Per output: the bound of the path */
 static void
 compute_bounds (const NpuBlockMxfp4 * blocks, gsize rows, gsize k,
-    const float *x, gsize n, gboolean exact, double *bound)
+    const float *x, gsize n, gboolean exact, gboolean accurate,
+    double *bound)
 {
   gsize nb = k / 32, c, r, b, j;
 
@@ -90,12 +95,16 @@ compute_bounds (const NpuBlockMxfp4 * blocks, gsize rows, gsize k,
         for (j = 0; j < 32; j++) {
           double aw = fabs (weight_value (&blocks[r * nb + b], j));
 
-          quant += aw * d * (0.5 + ldexp (1.0, -17));
+          quant += aw * d * (accurate ? 1.0 / 508 + ldexp (1.0, -16) :
+              0.5 + ldexp (1.0, -17));
           mag += aw * (fabs (xb[j]) + (exact ? 0.0 : d));
         }
       }
       if (exact)
         bound[c * rows + r] = (nb + 34) * ldexp (mag, -24);
+      else if (accurate)
+        bound[c * rows + r] = quant * (1.0 + 1e-6) +
+            2 * (nb + 6) * ldexp (mag, -24);
       else
         bound[c * rows + r] = quant * (1.0 + 1e-6) +
             (nb + 4) * ldexp (mag, -24);
@@ -113,12 +122,16 @@ typedef struct
   float *y;
 } MatmulCall;
 
+/* The precision run_matmul() asks for */
+static NpuMatmulPrecision precision = NPU_MATMUL_PRECISION_FAST;
+
 static gboolean
 matmul_task (NpuTask * task, gpointer user_data, GError ** error)
 {
   MatmulCall *call = user_data;
 
-  npu_matmul_mxfp4 (task, call->w, call->x, call->n, call->y);
+  npu_matmul_mxfp4_with_precision (task, call->w, call->x, call->n, call->y,
+      precision);
   return TRUE;
 }
 
@@ -133,7 +146,7 @@ run_matmul (NpuDevice * device, const NpuMxfp4Matrix * w, const float *x,
   GError *error = NULL;
 
   if (!device) {
-    npu_matmul_mxfp4 (NULL, w, x, n, y);
+    npu_matmul_mxfp4_with_precision (NULL, w, x, n, y, precision);
     return;
   }
   queue = npu_queue_new (device, "matmul");
@@ -164,23 +177,28 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   float *y = g_new (float, s->n * s->rows);
   double *bound_exact = g_new (double, s->n * s->rows);
   double *bound_q8 = g_new (double, s->n * s->rows);
+  double *bound_acc = g_new (double, s->n * s->rows);
   NpuMxfp4Matrix mats[2];
-  guint a, l, d;
+  guint a, l, d, p;
 
   random_weights (rand, blocks, s->rows * nb, s->e_lo, s->e_hi);
   random_activations (rand, x, s->n * s->k, s->x_exp);
   npu_matmul_mxfp4_ref (blocks, s->rows, s->k, x, s->n, ref);
-  compute_bounds (blocks, s->rows, s->k, x, s->n, TRUE, bound_exact);
-  compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, bound_q8);
+  compute_bounds (blocks, s->rows, s->k, x, s->n, TRUE, FALSE, bound_exact);
+  compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, FALSE, bound_q8);
+  compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, TRUE, bound_acc);
   npu_mxfp4_matrix_init_view (&mats[0], blocks, s->rows, s->k);
   npu_mxfp4_matrix_repack (&mats[1], blocks, s->rows, s->k);
 
-  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
-    gboolean exact = a == 0;
-    const double *bound = exact ? bound_exact : bound_q8;
+  for (a = 0; a < 2 * G_N_ELEMENTS (all_isas); a++) {
+    gboolean exact = a / 2 == 0;
+    const double *bound;
 
-    if (!npu_matmul_set_isa (all_isas[a]))
+    if (!npu_matmul_set_isa (all_isas[a / 2]))
       continue;
+    p = a % 2;
+    precision = p ? NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST;
+    bound = exact ? bound_exact : p ? bound_acc : bound_q8;
     for (l = 0; l < 2; l++) {
       for (d = 0; d <= n_devices; d++) {
         for (i = 0; i < s->n * s->rows; i++)
@@ -191,10 +209,11 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
           double tol = bound[i] + fabs (ref[i]) * ldexp (1.0, -24);
 
           if (!npu_within (fabs ((double) y[i] - ref[i]), tol))
-            g_error ("%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
+            g_error ("%s%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
                 G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
                 G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g",
-                all_isas[a], l, d, s->rows, s->k, s->n, i, y[i], ref[i], tol);
+                all_isas[a / 2], p ? " accurate" : "", l, d, s->rows, s->k,
+                s->n, i, y[i], ref[i], tol);
         }
         n_checked++;
       }
@@ -209,6 +228,8 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   g_free (y);
   g_free (bound_exact);
   g_free (bound_q8);
+  g_free (bound_acc);
+  precision = NPU_MATMUL_PRECISION_FAST;
 }
 
 static void
@@ -408,7 +429,8 @@ multi_task (NpuTask * task, gpointer data, GError ** error)
 {
   MultiArgs *a = data;
 
-  npu_matmul_mxfp4_multi (task, a->w, a->n_w, a->x, a->n, a->y);
+  npu_matmul_mxfp4_multi_with_precision (task, a->w, a->n_w, a->x, a->n,
+      a->y, precision);
   return TRUE;
 }
 
@@ -429,9 +451,11 @@ test_multi (void)
     blocks[m] = g_new (NpuBlockMxfp4, rows[m] * k / 32);
     random_weights (rand, blocks[m], rows[m] * k / 32, 110, 135);
   }
-  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
-    if (!npu_matmul_set_isa (all_isas[a]))
+  for (a = 0; a < 2 * G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a / 2]))
       continue;
+    precision = a % 2 ? NPU_MATMUL_PRECISION_ACCURATE :
+        NPU_MATMUL_PRECISION_FAST;
     for (layout = 0; layout < 2; layout++)
       for (threads = max_threads ? 1 : 0; threads <= max_threads; threads++)
         for (n = 1; n <= 5; n += 2) {
@@ -457,11 +481,13 @@ test_multi (void)
             g_assert_true (npu_fence_wait (f, -1, NULL));
             npu_fence_unref (f);
           } else {
-            npu_matmul_mxfp4_multi (NULL, wp, 3, x, n, ys);
+            npu_matmul_mxfp4_multi_with_precision (NULL, wp, 3, x, n, ys,
+                precision);
           }
           for (m = 0; m < 3; m++) {
             want = g_new (float, n * rows[m]);
-            npu_matmul_mxfp4 (NULL, &mats[m], x, n, want);
+            npu_matmul_mxfp4_with_precision (NULL, &mats[m], x, n, want,
+                precision);
             for (i = 0; i < n * rows[m]; i++)
               g_assert_cmpfloat (ys[m][i], ==, want[i]);
             g_free (want);
@@ -475,6 +501,7 @@ test_multi (void)
           }
         }
   }
+  precision = NPU_MATMUL_PRECISION_FAST;
   restore_isa (saved);
   g_free (saved);
   for (m = 0; m < 3; m++)
@@ -861,6 +888,158 @@ test_random_shapes (void)
 }
 
 
+/* ------------------------------------------------------------------------
+ * npu_mxfp4_matrix_from_view(): every stored type to the same matrix
+ */
+
+/* E2M1 magnitudes: with 6 the block's largest, the OCP scale is 2^0 and
+ * every one of these is stored exactly. */
+static const float e2m1_values[8] = { 0, 0.5f, 1, 1.5f, 2, 3, 4, 6 };
+
+#define FV_ROWS 3
+#define FV_K 64
+
+static float
+fv_value (gsize i)
+{
+  /* each block of 32 holds a 6 (i % 8 == 7) */
+  float v = e2m1_values[i % 8];
+
+  return (i / 8) % 2 ? -v : v;
+}
+
+static void
+check_matrix_values (const NpuMxfp4Matrix * m)
+{
+  gsize r, b, j, nb = FV_K / NPU_MXFP4_BLOCK_SIZE;
+  float out[NPU_MXFP4_BLOCK_SIZE];
+
+  g_assert_cmpuint (m->rows, ==, FV_ROWS);
+  g_assert_cmpuint (m->k, ==, FV_K);
+  for (r = 0; r < FV_ROWS; r++) {
+    for (b = 0; b < nb; b++) {
+      NpuBlockMxfp4 blk;
+
+      if (m->layout == NPU_MXFP4_LAYOUT_SPLIT) {
+        blk.e = m->scales[r * m->stride + b];
+        memcpy (blk.qs, m->nibbles + (r * m->stride + b) * 16, 16);
+      } else {
+        blk = m->blocks[r * nb + b];
+      }
+      npu_mxfp4_dequantize (&blk, out, NPU_MXFP4_BLOCK_SIZE);
+      for (j = 0; j < NPU_MXFP4_BLOCK_SIZE; j++) {
+        gsize i = r * FV_K + b * NPU_MXFP4_BLOCK_SIZE + j;
+
+        if (!(fabsf (out[j] - fv_value (i)) <= 0.0f))
+          g_error ("row %" G_GSIZE_FORMAT " element %" G_GSIZE_FORMAT
+              ": %g, expected %g", r, b * NPU_MXFP4_BLOCK_SIZE + j, out[j],
+              fv_value (i));
+      }
+    }
+  }
+}
+
+static void
+test_from_view (void)
+{
+  const gsize n = FV_ROWS * FV_K;
+  const guint64 ne[4] = { FV_K, FV_ROWS, 77, 77 };
+  float *f32 = g_new (float, n);
+  guint16 *f16 = g_new (guint16, n);
+  guint8 *q8 = g_new (guint8, n / 32 * NPU_Q8_0_BLOCK_BYTES);
+  NpuBlockMxfp4 *mx = g_new (NpuBlockMxfp4, n / 32);
+  NpuTensorView v;
+  NpuMxfp4Matrix m, untouched;
+  gsize i;
+  gint repack;
+
+  /* F16 bits written out: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and the sign bit */
+  static const guint16 f16_bits[8] = { 0x0000, 0x3800, 0x3c00, 0x3e00,
+    0x4000, 0x4200, 0x4400, 0x4600
+  };
+
+  for (i = 0; i < n; i++) {
+    f32[i] = fv_value (i);
+    f16[i] = f16_bits[i % 8] | ((i / 8) % 2 ? 0x8000 : 0);
+  }
+  /* Q8_0: d = 1 (0x3c00), q the integer part of 2 x value, so d = 0.5 */
+  for (i = 0; i < n / 32; i++) {
+    guint8 *blk = q8 + i * NPU_Q8_0_BLOCK_BYTES;
+    guint j;
+
+    blk[0] = 0x00;
+    blk[1] = 0x38;
+    for (j = 0; j < 32; j++)
+      blk[2 + j] = (guint8) (gint8) (2.0f * fv_value (i * 32 + j));
+  }
+  npu_mxfp4_quantize_f32 (f32, mx, n);
+
+  /* Unused dimensions are 1 whatever the caller's array holds there */
+  npu_tensor_view_init (&v, NPU_GGML_TYPE_F32, 2, ne, f32, n * 4);
+  g_assert_cmpuint (v.ne[0], ==, FV_K);
+  g_assert_cmpuint (v.ne[1], ==, FV_ROWS);
+  g_assert_cmpuint (v.ne[2], ==, 1);
+  g_assert_cmpuint (v.ne[3], ==, 1);
+
+  for (repack = 0; repack < 2; repack++) {
+    v.type = NPU_GGML_TYPE_F32;
+    v.data = f32;
+    g_assert_true (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K,
+            repack));
+    g_assert_nonnull (m.owned);
+    check_matrix_values (&m);
+    npu_mxfp4_matrix_clear (&m);
+
+    v.type = NPU_GGML_TYPE_F16;
+    v.data = f16;
+    g_assert_true (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K,
+            repack));
+    check_matrix_values (&m);
+    npu_mxfp4_matrix_clear (&m);
+
+    v.type = NPU_GGML_TYPE_Q8_0;
+    v.data = q8;
+    g_assert_true (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K,
+            repack));
+    check_matrix_values (&m);
+    npu_mxfp4_matrix_clear (&m);
+
+    /* MXFP4 is read in place unless repacked */
+    v.type = NPU_GGML_TYPE_MXFP4;
+    v.data = mx;
+    g_assert_true (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K,
+            repack));
+    if (repack) {
+      g_assert_cmpint (m.layout, ==, NPU_MXFP4_LAYOUT_SPLIT);
+      g_assert_nonnull (m.owned);
+    } else {
+      g_assert_cmpint (m.layout, ==, NPU_MXFP4_LAYOUT_BLOCKS);
+      g_assert_true (m.blocks == mx);
+      g_assert_null (m.owned);
+    }
+    check_matrix_values (&m);
+    npu_mxfp4_matrix_clear (&m);
+  }
+
+  /* Refused, and the matrix left as it was: a type with no converter, and
+   * rows that are not whole blocks */
+  memset (&untouched, 0xa5, sizeof (untouched));
+  m = untouched;
+  v.type = NPU_GGML_TYPE_Q4_K;
+  g_assert_false (npu_mxfp4_matrix_from_view (&m, &v, FV_ROWS, FV_K, FALSE));
+  g_assert_cmpmem (&m, sizeof (m), &untouched, sizeof (untouched));
+  v.type = NPU_GGML_TYPE_F32;
+  v.data = f32;
+  g_assert_false (npu_mxfp4_matrix_from_view (&m, &v, 4, 48,
+          FALSE));
+  g_assert_cmpmem (&m, sizeof (m), &untouched, sizeof (untouched));
+
+  g_free (f32);
+  g_free (f16);
+  g_free (q8);
+  g_free (mx);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -874,6 +1053,7 @@ main (int argc, char **argv)
   g_test_add_func ("/matmul/special-values", test_special_values);
   g_test_add_func ("/matmul/q8_0/random-shapes", test_q8_0_shapes);
   g_test_add_func ("/matmul/q8_0/special-values", test_q8_0_special_values);
+  g_test_add_func ("/matmul/from-view", test_from_view);
 
   return g_test_run ();
 }

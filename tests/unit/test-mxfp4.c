@@ -979,6 +979,39 @@ test_roundtrip (void)
   test_roundtrip_run ();
 }
 
+/* ggml's dequantize_row_q8_0, checked against values written out here:
+ * block 0 has d = 0.5 (f16 0x3800) and q = j - 16, block 1 d = -1.0
+ * (0xbc00) and q = 127, -127, 0, 1, ... ; the scale is read unaligned. */
+static void
+test_q8_0_dequantize (void)
+{
+  guint8 raw[1 + 2 * NPU_Q8_0_BLOCK_BYTES];
+  guint8 *src = raw + 1;
+  float out[2 * QK];
+  guint j;
+
+  src[0] = 0x00;
+  src[1] = 0x38;
+  for (j = 0; j < QK; j++)
+    src[2 + j] = (guint8) (gint8) ((gint) j - 16);
+  src[NPU_Q8_0_BLOCK_BYTES] = 0x00;
+  src[NPU_Q8_0_BLOCK_BYTES + 1] = 0xbc;
+  for (j = 0; j < QK; j++)
+    src[NPU_Q8_0_BLOCK_BYTES + 2 + j] = (guint8) (gint8) (j == 0 ? 127 :
+        j == 1 ? -127 : (gint) j - 2);
+
+  npu_q8_0_dequantize (src, out, 2 * QK);
+  for (j = 0; j < QK; j++) {
+    double want0 = 0.5 * ((double) j - 16.0);
+    double want1 = -1.0 * (j == 0 ? 127.0 : j == 1 ? -127.0 : (double) j - 2);
+
+    if (!(fabs (out[j] - want0) <= 0.0))
+      g_error ("block 0 element %u: %g, expected %g", j, out[j], want0);
+    if (!(fabs (out[QK + j] - want1) <= 0.0))
+      g_error ("block 1 element %u: %g, expected %g", j, out[QK + j], want1);
+  }
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1001,6 +1034,7 @@ main (int argc, char **argv)
       test_random_16bit);
   g_test_add_func ("/mxfp4/random-q8_0", test_random_q8_0);
   g_test_add_func ("/mxfp4/ggml-equivalence", test_ggml_equivalence);
+  g_test_add_func ("/mxfp4/q8_0-dequantize", test_q8_0_dequantize);
 
   return g_test_run ();
 }

@@ -278,6 +278,10 @@ static GstStateChangeReturn gst_npu_llm_change_state (GstElement * element,
 static GstPad *gst_npu_llm_request_new_pad (GstElement * element,
     GstPadTemplate * templ, const gchar * name, const GstCaps * caps);
 static void gst_npu_llm_release_pad (GstElement * element, GstPad * pad);
+#ifdef HAVE_GST_ANALYTICS
+static GstIterator *gst_npu_llm_iterate_links (GstPad * pad,
+    GstObject * parent);
+#endif
 
 static void
 install_properties (GObjectClass * gobject_class)
@@ -565,6 +569,10 @@ gst_npu_llm_init (GstNpuLlm * self)
 {
   self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
   gst_pad_use_fixed_caps (self->srcpad);
+#ifdef HAVE_GST_ANALYTICS
+  gst_pad_set_iterate_internal_links_function (self->srcpad,
+      gst_npu_llm_iterate_links);
+#endif
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
 
   self->prompt = g_strdup (DEFAULT_PROMPT);
@@ -1653,6 +1661,33 @@ gst_npu_llm_video_iterate_links (GstPad * pad, GstObject * parent)
   return it;
 }
 
+/* The other pads' links leave the video pair out: a query or event of the
+ * tokens, text or weights pads must not wander into the video branch. */
+static gint
+keep_linked_pad (const GValue * item, const GValue * from)
+{
+  GstPad *pad = g_value_get_object (item), *origin = g_value_get_object (from);
+  GstNpuLlm *self = GST_NPU_LLM (GST_PAD_PARENT (origin));
+
+  if (pad == self->videosinkpad || pad == self->videosrcpad)
+    return 1;
+  return GST_PAD_DIRECTION (pad) == GST_PAD_DIRECTION (origin);
+}
+
+static GstIterator *
+gst_npu_llm_iterate_links (GstPad * pad, GstObject * parent)
+{
+  GValue from = G_VALUE_INIT;
+  GstIterator *it;
+
+  g_value_init (&from, GST_TYPE_PAD);
+  g_value_set_object (&from, pad);
+  it = gst_iterator_filter (gst_element_iterate_pads (GST_ELEMENT (parent)),
+      (GCompareFunc) keep_linked_pad, &from);
+  g_value_unset (&from);
+  return it;
+}
+
 static GstPad *
 add_video_pads (GstNpuLlm * self, GstPadTemplate * templ)
 {
@@ -1724,6 +1759,9 @@ gst_npu_llm_request_new_pad (GstElement * element, GstPadTemplate * templ,
   pad = gst_pad_new_from_template (templ, tname);
   gst_pad_set_chain_function (pad, chain);
   gst_pad_set_event_function (pad, gst_npu_llm_sink_event);
+#ifdef HAVE_GST_ANALYTICS
+  gst_pad_set_iterate_internal_links_function (pad, gst_npu_llm_iterate_links);
+#endif
   GST_PAD_SET_PROXY_ALLOCATION (pad);
   *slot = pad;
   gst_element_add_pad (element, pad);

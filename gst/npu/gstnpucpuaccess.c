@@ -16,14 +16,18 @@
 #include <sys/ioctl.h>
 #include <linux/dma-buf.h>
 
-#define DEFAULT_FENCE_TIMEOUT_MS 10000
+/* Long enough for the slowest honest producer: a 30 s chunk through a
+ * Whisper-base-size encoder took over 10 s (the old default) on a loaded
+ * 2-core machine, and a sink's map then failed.  Still a bound, so a
+ * fence that never signals ends in an error, not a hang. */
+#define DEFAULT_FENCE_TIMEOUT_MS 60000
 
 /**
  * gst_npu_fence_timeout_us:
  *
  * How long gst-npu waits for a producer's fence before it gives up with an
  * error instead of hanging: GST_NPU_FENCE_TIMEOUT_MS from the environment
- * (read each call, so tests may change it), default 10000 ms.  Mapping NPU
+ * (read each call, so tests may change it), default 60000 ms.  Mapping NPU
  * memory and npullm's wait for its tokens use it.
  *
  * Returns: the timeout in microseconds

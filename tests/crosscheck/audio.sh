@@ -74,7 +74,7 @@ NE=$BUILD/tests/crosscheck/npu-audio-encode
 GEN=$BUILD/tests/tools/npu-model-gen
 export GST_PLUGIN_PATH=$BUILD/gst/elements${GST_PLUGIN_PATH:+:$GST_PLUGIN_PATH}
 # filesink maps each token buffer, which waits for the encode's fence at
-# most GST_NPU_FENCE_TIMEOUT_MS (10 s by default): a base-sized F32 file's
+# most GST_NPU_FENCE_TIMEOUT_MS (60 s by default): a base-sized F32 file's
 # 30 s window can take longer on a loaded machine, and filesink then
 # writes nothing (the case fails with "0 values")
 export GST_NPU_FENCE_TIMEOUT_MS=${GST_NPU_FENCE_TIMEOUT_MS:-300000}

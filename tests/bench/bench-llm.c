@@ -20,12 +20,18 @@
  * Usage: bench-llm [model.gguf] [--passes N (3)] [--decode N (32)]
  *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
  *          [--kv-type f16,f32,q8_0 (f16)] [--precision fast,accurate (fast)]
- *          [--depth D1,D2,... (none)]
+ *          [--depth D1,D2,... (none)] [--reuse P]
  * --depth decodes at each depth in turn after the prefill (the context
  * truncated back to D tokens, D <= the prefill, then N tokens decoded from
  * there, so each figure's tokens sit at D .. D + N): with --prefill 2048
  * --depth 0,2048 --kv-type f32,f16,q8_0 one run gives decode at both
  * depths for all three cache types, and the ratio of each depth to 0.
+ * --reuse P: the time to the first token of a camera loop's second
+ * answer, which keeps the first P tokens' cache rows (system prompt,
+ * template head: npullm's prompt-prefix reuse) and evaluates the other
+ * prefill - P (the new image's rows and the question; token ids stand in
+ * for the rows, the same work) before its first token, beside the first
+ * answer's (the whole prefill).
  * --kv-type and --precision take one value or several, comma-separated:
  * each pass then runs prefill and decode with each combination in turn
  * (alternating, so a noisy machine hurts them alike) and prints them side
@@ -160,7 +166,11 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
           &job->pattern);
       return TRUE;
     case JOB_PREFILL:
-      return npu_llm_eval_tokens (job->ctx, task, job->tokens, job->n, error);
+      /* up to the first token: the time to first token */
+      if (!npu_llm_eval_tokens (job->ctx, task, job->tokens, job->n, error))
+        return FALSE;
+      (void) argmax (npu_llm_get_logits (job->ctx), job->n_vocab);
+      return TRUE;
     default:
       /* greedy steps, as a stream would run them; after a truncation
        * (no logits) from the first prompt token */
@@ -242,7 +252,7 @@ main (int argc, char **argv)
   NpuLlmLoadFlags flags = NPU_LLM_LOAD_REPACK;
   NpuKvType kv_types[3] = { NPU_KV_F16 };
   NpuMatmulPrecision precs[2] = { NPU_MATMUL_PRECISION_FAST };
-  guint depths[MAX_DEPTHS], n_depths = 0;
+  guint depths[MAX_DEPTHS], n_depths = 0, reuse = 0;
   guint n_kv = 1, n_prec = 1, n_cfg, k, d;
 
   for (i = 1; i < (guint) argc; i++) {
@@ -259,6 +269,8 @@ main (int argc, char **argv)
       n_ctx = v;
     else if (strcmp (argv[i], "--threads") == 0 && v > 0)
       only_threads = v;
+    else if (strcmp (argv[i], "--reuse") == 0 && v > 0)
+      reuse = v;
     else if (strcmp (argv[i], "--depth") == 0 && i + 1 < (guint) argc) {
       if (!parse_list (argv[i + 1], depths, MAX_DEPTHS, &n_depths))
         g_error ("--depth: '%s' is not a list of at most %u token counts",
@@ -301,11 +313,13 @@ main (int argc, char **argv)
       g_printerr ("usage: %s [model.gguf] [--passes N] [--decode N] "
           "[--prefill N (>= 2)] [--ctx N (>= 16)] [--threads N] "
           "[--in-place] [--kv-type f16,f32,q8_0] [--precision fast,accurate]"
-          " [--depth D,...]\n", argv[0]);
+          " [--depth D,...] [--reuse P]\n", argv[0]);
       return 2;
     }
     i++;
   }
+  if (reuse >= n_prefill)
+    g_error ("--reuse %u: the prefill (%u) must be longer", reuse, n_prefill);
   /* without --depth: decode goes on from the prefill */
   if (n_depths == 0)
     depths[n_depths++] = n_prefill;
@@ -376,6 +390,7 @@ main (int argc, char **argv)
     NpuLlmContextParams cp;
     NpuLlmContext *ctxs[MAX_CFG];
     Range pat[N_STREAM_COUNTS][2], pf[MAX_CFG], dec[MAX_CFG][MAX_DEPTHS];
+    Range ttft[MAX_CFG];
     Range limit = { 0, G_MAXDOUBLE };
     guint best_s = 0, best_p = 0, pass, s, pre;
     Job job;
@@ -394,6 +409,7 @@ main (int argc, char **argv)
       if (!ctxs[k])
         g_error ("%s", error->message);
       pf[k] = (Range) { 0, G_MAXDOUBLE };
+      ttft[k] = (Range) { 0, G_MAXDOUBLE };
       for (d = 0; d < n_depths; d++)
         dec[k][d] = (Range) { 0, G_MAXDOUBLE };
 
@@ -431,6 +447,17 @@ main (int argc, char **argv)
         job.n = n_prefill;
         t = time_job (queue, &job);
         range_add (&pf[k], n_prefill / t);
+        if (reuse) {
+          /* the next answer: the shared prefix kept, the rest again (its
+           * tokens per second, so that best is the shortest time) */
+          if (!npu_llm_context_truncate (ctxs[k], reuse))
+            g_error ("cannot go back to %u tokens", reuse);
+          job.tokens = prompt + reuse;
+          job.n = n_prefill - reuse;
+          t = time_job (queue, &job);
+          job.tokens = prompt;
+          range_add (&ttft[k], 1 / t);
+        }
 
         /* deepest first: truncating only ever goes back */
         for (d = n_depths; d-- > 0;) {
@@ -482,6 +509,11 @@ main (int argc, char **argv)
       printf ("    prefill %4u tok %8.2f tok/s (%.2f)  %.1f GFLOPS of "
           "matrices\n", n_prefill, pf[k].best, pf[k].worst,
           pf[k].best * 2.0 * matrix_weights / 1e9);
+      if (reuse)
+        printf ("    TTFT first answer %8.1f ms (%.1f), second answer %8.1f "
+            "ms (%.1f): %u of %u prompt tokens reused\n",
+            1e3 * n_prefill / pf[k].best, 1e3 * n_prefill / pf[k].worst,
+            1e3 / ttft[k].best, 1e3 / ttft[k].worst, reuse, n_prefill);
       for (d = 0; d < n_depths; d++) {
         /* the cache rows a token reads: on average the middle of the run */
         double bytes = wbytes + kv_token * (depths[d] + n_decode / 2.0);

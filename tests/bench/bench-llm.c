@@ -255,6 +255,9 @@ main (int argc, char **argv)
   guint depths[MAX_DEPTHS], n_depths = 0, reuse = 0;
   guint n_kv = 1, n_prec = 1, n_cfg, k, d;
 
+  /* line by line through a pipe (bench.sh tees it): a long run shows
+   * how far it got */
+  setvbuf (stdout, NULL, _IOLBF, 0);
   for (i = 1; i < (guint) argc; i++) {
     /* atoi () once: MAX () evaluates its arguments twice */
     gint v = i + 1 < (guint) argc ? atoi (argv[i + 1]) : 0;

@@ -355,9 +355,9 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
    * GstNpuAudioTok:precision:
    *
    * Activations of the encoder's matrix products, as npuvisiontok's:
-   * `accurate` (default) quantises each block of 32 activations to int8
-   * and then its residual to int8 again (about 16 bits, about twice the
-   * integer work); `fast` uses int8 activations as llama.cpp does.
+   * `accurate` (default) keeps at least about 16 bits (F32 activations in
+   * AVX2 and AVX-512 GEMMs, elsewhere int8 and their int8 residual); `fast` uses
+   * int8 activations as llama.cpp does.
    * docs/npuaudiotok.md gives both and the measured encode times.
    */
   g_object_class_install_property (gobject_class, PROP_PRECISION,
@@ -1127,6 +1127,11 @@ convert (GstNpuAudioTok * self, gconstpointer data, gsize n_frames)
     self->conv_len = n_out;
     self->conv = g_new (gfloat, n_out);
   }
+  /* where the front end reads: upstream's memory, or the stitch buffer of
+   * a frame split between two memories (counted in bytes-copied) */
+  if (data)
+    gst_npu_input_watch_notify (GST_OBJECT (self), data,
+        n_frames * GST_AUDIO_INFO_BPF (&self->info));
   n_out = gst_npu_audio_frontend_convert (self->fe, data, n_frames, self->conv);
   if (data)
     self->n_in += n_frames;

@@ -445,8 +445,9 @@ install_properties (GObjectClass * gobject_class)
    *
    * Activations of the model's matrix products.  `fast` (default): int8,
    * as llama.cpp (logits ~1 % of their range from a float64 evaluation of
-   * the same weights); `accurate`: int8 plus the int8 residual, about 16
-   * bits (~4e-5 of the range).  docs/npullm.md gives both bounds and what
+   * the same weights); `accurate`: at least about 16-bit activations (F32
+   * in AVX2 and AVX-512 prefill, int8 plus the int8 residual elsewhere; ~4e-5 of
+   * the range).  docs/npullm.md gives both bounds and what
    * each costs in decode and prefill speed.
    */
   g_object_class_install_property (gobject_class, PROP_PRECISION,
@@ -1238,6 +1239,8 @@ gst_npu_llm_loop (GstNpuLlm * self)
     MediaItem *m = l->data;
     media[n_media].rows = (const float *) m->map.data;
     media[n_media].n_rows = m->n_rows;
+    /* where the decoder reads the rows: the producer's memory */
+    gst_npu_input_watch_notify (GST_OBJECT (self), m->map.data, m->map.size);
     media[n_media].marker = m->marker;
     n_media++;
   }

@@ -38,6 +38,41 @@ if [ -n "$missing" ]; then
   $SUDO apt-get install -y -q --no-install-recommends $missing >/dev/null
 fi
 
+# GStreamer 1.26's analytics library (GstTensorMeta, GstAnalyticsRelationMeta)
+# for the token tensors' GstTensorMeta and npullm's caption metadata.  Debian
+# 13 has its headers only in libgstreamer-plugins-bad1.0-dev, which pulls
+# OpenCV and more: take the runtime library from its package, and from the
+# -dev package only the analytics headers, pkg-config file and .so link,
+# under /usr/local (dpkg's /usr stays untouched).  Debian 12 (GStreamer
+# 1.22) has no such library: the feature is built out there.
+analytics_pc=/usr/local/lib/$(gcc -print-multiarch 2>/dev/null)/pkgconfig/gstreamer-analytics-1.0.pc
+if grep -q '^VERSION_ID="13"' /etc/os-release 2>/dev/null &&
+   ! pkg-config --exists gstreamer-analytics-1.0 2>/dev/null; then
+  echo "setup: installing GStreamer's analytics headers (from libgstreamer-plugins-bad1.0-dev)"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get install -y -q --no-install-recommends \
+    libgstreamer-plugins-bad1.0-0 >/dev/null ||
+    { $SUDO apt-get update -q >/dev/null &&
+      $SUDO apt-get install -y -q --no-install-recommends \
+        libgstreamer-plugins-bad1.0-0 >/dev/null; }
+  tmp=$(mktemp -d)
+  (cd "$tmp" && apt-get download -q libgstreamer-plugins-bad1.0-dev >/dev/null 2>&1) ||
+    { echo "setup: cannot download libgstreamer-plugins-bad1.0-dev"; rm -rf "$tmp"; exit 1; }
+  dpkg-deb -x "$tmp"/libgstreamer-plugins-bad1.0-dev_*.deb "$tmp/x"
+  arch=$(gcc -print-multiarch)
+  $SUDO mkdir -p /usr/local/include/gstreamer-1.0/gst "${analytics_pc%/*}"
+  $SUDO cp -r "$tmp/x/usr/include/gstreamer-1.0/gst/analytics" \
+    /usr/local/include/gstreamer-1.0/gst/
+  sed 's|^prefix=.*|prefix=/usr/local|; s|^libdir=.*|libdir=${prefix}/lib/'"$arch"'|' \
+    "$tmp/x/usr/lib/$arch/pkgconfig/gstreamer-analytics-1.0.pc" |
+    $SUDO tee "$analytics_pc" >/dev/null
+  $SUDO ln -sf "/usr/lib/$arch/libgstanalytics-1.0.so.0" \
+    "/usr/local/lib/$arch/libgstanalytics-1.0.so"
+  rm -rf "$tmp"
+  # the build must see the new dependency
+  [ ! -f build/build.ninja ] || meson setup --reconfigure build >/dev/null
+fi
+
 if [ ! -f build/build.ninja ]; then
   meson setup build >/dev/null || { meson setup build; exit 1; }
 fi

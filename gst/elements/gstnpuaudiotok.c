@@ -49,6 +49,7 @@
 #endif
 
 #include "gstnpuaudiotok.h"
+#include "gstnpuanalytics.h"
 #include "gstnpuprecision.h"
 
 #include <math.h>
@@ -975,6 +976,11 @@ submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
   gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_AUDIO,
       self->n_tokens, out_dim, self->n_tokens, 1, pts, dur);
 
+#ifdef HAVE_GST_ANALYTICS
+  /* the same memory, described the way GStreamer 1.26 analytics reads it */
+  gst_npu_buffer_add_token_tensor (outbuf, job->outmem, GST_NPU_MODALITY_AUDIO,
+      self->n_tokens, out_dim);
+#endif
   fence = npu_queue_submit (self->queue, encode_task, job, encode_job_free,
       NULL, 0);
   gst_buffer_add_npu_fence_meta (outbuf, fence);

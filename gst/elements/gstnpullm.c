@@ -43,6 +43,7 @@
 #endif
 
 #include "gstnpullm.h"
+#include "gstnpuanalytics.h"
 #include "gstnpuprecision.h"
 
 #include <string.h>
@@ -122,6 +123,8 @@ typedef struct
 {
   GstPad *pad;                  /* which pad it came on (not a reference) */
   GstBuffer *buffer;
+  gboolean raw_media;           /* came as video/audio, tokens in a meta */
+  GstBuffer *tokens;            /* what is mapped: @buffer, or a tensor's */
   GstMapInfo map;
   gboolean mapped;
   guint n_rows;
@@ -134,6 +137,8 @@ struct _GstNpuLlm
 
   GstPad *srcpad;
   GstPad *textpad, *visionpad, *audiopad, *weightspad;
+  /* video_sink -> video_src: frames pass, carrying the latest answer */
+  GstPad *videosinkpad, *videosrcpad;
 
   /* properties, under the object lock */
   gchar *model;
@@ -186,6 +191,10 @@ struct _GstNpuLlm
   GstBuffer *held_caption;
   gboolean sent_caption;        /* a caption or gap went out this segment */
   gboolean live_known, live;    /* whether the media source is live */
+
+  /* the last answer (NULL: nothing to say), for the video pass-through;
+   * under the object lock */
+  gchar *latest_answer;
 };
 
 static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
@@ -194,14 +203,31 @@ static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
 static GstStaticPadTemplate text_template = GST_STATIC_PAD_TEMPLATE ("text",
     GST_PAD_SINK, GST_PAD_REQUEST,
     GST_STATIC_CAPS ("text/x-raw, format=(string){ utf8, pango-markup }"));
+#ifdef HAVE_GST_ANALYTICS
+/* GStreamer 1.26 analytics: tokens in a GstTensorMeta, on whatever buffer
+ * an analytics element put it (the media itself, typically) */
+#define MEDIA_TENSOR_CAPS(media) "; " media "(ANY)"
+#else
+#define MEDIA_TENSOR_CAPS(media) ""
+#endif
 static GstStaticPadTemplate vision_template =
 GST_STATIC_PAD_TEMPLATE ("vision", GST_PAD_SINK, GST_PAD_REQUEST,
     GST_STATIC_CAPS ("other/tensors, format=(string)static, "
-        "num_tensors=(int)1, types=(string)float32"));
+        "num_tensors=(int)1, types=(string)float32"
+        MEDIA_TENSOR_CAPS ("video/x-raw")));
 static GstStaticPadTemplate audio_template = GST_STATIC_PAD_TEMPLATE ("audio",
     GST_PAD_SINK, GST_PAD_REQUEST,
     GST_STATIC_CAPS ("other/tensors, format=(string)static, "
-        "num_tensors=(int)1, types=(string)float32"));
+        "num_tensors=(int)1, types=(string)float32"
+        MEDIA_TENSOR_CAPS ("audio/x-raw")));
+#ifdef HAVE_GST_ANALYTICS
+static GstStaticPadTemplate video_sink_template =
+GST_STATIC_PAD_TEMPLATE ("video_sink", GST_PAD_SINK, GST_PAD_REQUEST,
+    GST_STATIC_CAPS ("video/x-raw(ANY)"));
+static GstStaticPadTemplate video_src_template =
+GST_STATIC_PAD_TEMPLATE ("video_src", GST_PAD_SRC, GST_PAD_SOMETIMES,
+    GST_STATIC_CAPS ("video/x-raw(ANY)"));
+#endif
 static GstStaticPadTemplate weights_template =
 GST_STATIC_PAD_TEMPLATE ("weights", GST_PAD_SINK, GST_PAD_REQUEST,
     GST_STATIC_CAPS ("other/npu-weights"));
@@ -263,6 +289,10 @@ static GstStateChangeReturn gst_npu_llm_change_state (GstElement * element,
 static GstPad *gst_npu_llm_request_new_pad (GstElement * element,
     GstPadTemplate * templ, const gchar * name, const GstCaps * caps);
 static void gst_npu_llm_release_pad (GstElement * element, GstPad * pad);
+#ifdef HAVE_GST_ANALYTICS
+static GstIterator *gst_npu_llm_iterate_links (GstPad * pad,
+    GstObject * parent);
+#endif
 
 static void
 install_properties (GObjectClass * gobject_class)
@@ -543,6 +573,12 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
   gst_element_class_add_static_pad_template (element_class, &vision_template);
   gst_element_class_add_static_pad_template (element_class, &audio_template);
   gst_element_class_add_static_pad_template (element_class, &weights_template);
+#ifdef HAVE_GST_ANALYTICS
+  gst_element_class_add_static_pad_template (element_class,
+      &video_sink_template);
+  gst_element_class_add_static_pad_template (element_class,
+      &video_src_template);
+#endif
   gst_element_class_set_static_metadata (element_class,
       "NPU language model", "Filter/Converter/Text",
       "Answers prompts about vision and audio tokens with a language model, "
@@ -563,6 +599,10 @@ gst_npu_llm_init (GstNpuLlm * self)
 {
   self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
   gst_pad_use_fixed_caps (self->srcpad);
+#ifdef HAVE_GST_ANALYTICS
+  gst_pad_set_iterate_internal_links_function (self->srcpad,
+      gst_npu_llm_iterate_links);
+#endif
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
 
   self->prompt = g_strdup (DEFAULT_PROMPT);
@@ -588,7 +628,8 @@ static void
 media_item_free (MediaItem * m)
 {
   if (m->mapped)
-    gst_buffer_unmap (m->buffer, &m->map);
+    gst_buffer_unmap (m->tokens, &m->map);
+  gst_clear_buffer (&m->tokens);
   gst_buffer_unref (m->buffer);
   g_free (m->marker);
   g_free (m);
@@ -612,6 +653,7 @@ gst_npu_llm_finalize (GObject * object)
   g_free (self->system_prompt);
   g_free (self->chat_template);
   g_free (self->stop);
+  g_free (self->latest_answer);
   g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
@@ -906,9 +948,22 @@ typedef struct
   GstNpuLlm *self;
   Job *job;
   GString *pending;
+  GString *answer;              /* the whole answer, for the video pad */
   GstNpuLlmOutput output;
   GstFlowReturn flow;
 } EmitData;
+
+/* Text out.  With the video pass-through in use the text pad may be left
+ * unlinked: the answers then only ride on the frames. */
+static GstFlowReturn
+push_src (GstNpuLlm * self, GstBuffer * buf)
+{
+  GstFlowReturn flow = gst_pad_push (self->srcpad, buf);
+
+  if (flow == GST_FLOW_NOT_LINKED && self->videosrcpad)
+    flow = GST_FLOW_OK;
+  return flow;
+}
 
 static GstFlowReturn
 push_text (GstNpuLlm * self, Job * job, const gchar * text, gsize len)
@@ -917,7 +972,7 @@ push_text (GstNpuLlm * self, Job * job, const gchar * text, gsize len)
 
   GST_BUFFER_PTS (buf) = job->pts;
   GST_BUFFER_DURATION (buf) = job->duration;
-  return gst_pad_push (self->srcpad, buf);
+  return push_src (self, buf);
 }
 
 /* output=caption.  textoverlay draws a text buffer on the video frames
@@ -955,7 +1010,7 @@ push_caption (GstNpuLlm * self, GstBuffer * caption, GstClockTime end)
     return GST_FLOW_OK;
   }
   GST_BUFFER_DURATION (caption) = duration;
-  return gst_pad_push (self->srcpad, caption);
+  return push_src (self, caption);
 }
 
 /* Whether the media comes from a live source, asked once per stream. */
@@ -1015,7 +1070,7 @@ emit_caption (GstNpuLlm * self, Job * job, const gchar * text, gsize len)
   if (!GST_CLOCK_TIME_IS_VALID (pts)) {
     /* Nothing to time it by: as the other outputs do. */
     GST_BUFFER_DURATION (caption) = job->duration;
-    return gst_pad_push (self->srcpad, caption);
+    return push_src (self, caption);
   }
   /* Before the first answer there was nothing to say. */
   if (!self->sent_caption && pts > 0)
@@ -1048,6 +1103,20 @@ release_caption (GstNpuLlm * self)
     push_caption (self, g_steal_pointer (&self->held_caption), G_MAXINT64);
 }
 
+/* What the frames on the video pad carry from now on: the answer, or
+ * nothing when it is blank. */
+static void
+set_latest_answer (GstNpuLlm * self, const gchar * text, gsize len)
+{
+  gchar *answer = is_blank (text, len) ? NULL :
+      g_strstrip (g_strndup (text, len));
+
+  GST_OBJECT_LOCK (self);
+  g_free (self->latest_answer);
+  self->latest_answer = answer;
+  GST_OBJECT_UNLOCK (self);
+}
+
 static gboolean
 ends_sentence (const gchar * s, gsize len)
 {
@@ -1064,6 +1133,7 @@ emit_text (const gchar * text, gsize len, gpointer user_data)
 {
   EmitData *ed = user_data;
 
+  g_string_append_len (ed->answer, text, len);
   if (ed->output == GST_NPU_LLM_OUTPUT_TOKEN) {
     ed->flow = push_text (ed->self, ed->job, text, len);
   } else {
@@ -1131,6 +1201,42 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
               "max-tokens" : "stopped", NULL)));
 }
 
+/* Which buffer holds @m's rows: our tokenizers' own (a GstNpuTokensMeta)
+ * or a plain tensor buffer, or, on GStreamer 1.26, the tensor of a
+ * GstTensorMeta when that is what the buffer carries. */
+static gboolean
+select_tokens (GstNpuLlm * self, MediaItem * m, guint n_embd, GError ** error)
+{
+  if (gst_buffer_get_npu_tokens_meta (m->buffer)) {
+    m->tokens = gst_buffer_ref (m->buffer);
+    return TRUE;
+  }
+#ifdef HAVE_GST_ANALYTICS
+  {
+    GError *err = NULL;
+
+    m->tokens = gst_npu_buffer_find_token_tensor (m->buffer,
+        m->pad == self->audiopad ? GST_NPU_MODALITY_AUDIO :
+        GST_NPU_MODALITY_VISION, n_embd, &err);
+    if (m->tokens)
+      return TRUE;
+    if (err) {
+      g_propagate_error (error, err);
+      return FALSE;
+    }
+    if (m->raw_media) {
+      g_set_error (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT,
+          "a %s buffer on the %s pad carries no GstTensorMeta: it holds "
+          "no tokens", m->pad == self->audiopad ? "audio" : "video",
+          GST_PAD_NAME (m->pad));
+      return FALSE;
+    }
+  }
+#endif
+  m->tokens = gst_buffer_ref (m->buffer);
+  return TRUE;
+}
+
 /* Maps a job's media once its producer is done.  Media a producer
  * dropped (its task was cancelled) leaves the job; returns FALSE with
  * @skip set when none is left, or with @error set when a producer failed
@@ -1167,7 +1273,9 @@ map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
             "the tokens' producer failed: ");
       return FALSE;
     }
-    if (!gst_buffer_map (m->buffer, &m->map, GST_MAP_READ)) {
+    if (!select_tokens (self, m, n_embd, error))
+      return FALSE;
+    if (!gst_buffer_map (m->tokens, &m->map, GST_MAP_READ)) {
       g_set_error (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FAILED,
           "the token buffer cannot be mapped");
       return FALSE;
@@ -1248,6 +1356,7 @@ gst_npu_llm_loop (GstNpuLlm * self)
   ed.self = self;
   ed.job = job;
   ed.pending = g_string_new (NULL);
+  ed.answer = g_string_new (NULL);
   GST_OBJECT_LOCK (self);
   ed.output = self->output;
   npu_llm_session_set_max_tokens (self->session, self->max_tokens);
@@ -1261,6 +1370,9 @@ gst_npu_llm_loop (GstNpuLlm * self)
   else if (ok && ed.flow == GST_FLOW_OK && ed.pending->len)
     ed.flow = push_text (self, job, ed.pending->str, ed.pending->len);
   g_string_free (ed.pending, TRUE);
+  if (ok)
+    set_latest_answer (self, ed.answer->str, ed.answer->len);
+  g_string_free (ed.answer, TRUE);
   job_free (job);
 
   if (!ok) {
@@ -1360,6 +1472,14 @@ gst_npu_llm_media_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
    * waiting would stall the producer.  The answering thread maps them. */
   m->pad = pad;
   m->buffer = buf;
+  {
+    GstCaps *caps = gst_pad_get_current_caps (pad);
+
+    m->raw_media = caps && g_str_has_suffix (gst_structure_get_name
+        (gst_caps_get_structure (caps, 0)), "/x-raw");
+    if (caps)
+      gst_caps_unref (caps);
+  }
   g_mutex_lock (&self->lock);
   job = self->latest_media_job;
   if (!job) {
@@ -1533,6 +1653,118 @@ gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
   }
 }
 
+#ifdef HAVE_GST_ANALYTICS
+/* ------------------------------------------------------------------------
+ * The video pass-through: each frame leaves at once, with the latest
+ * answer as a GstAnalyticsClsMtd (never waiting for one being generated)
+ */
+static GstFlowReturn
+gst_npu_llm_video_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuLlm *self = GST_NPU_LLM (parent);
+  gchar *answer;
+
+  GST_OBJECT_LOCK (self);
+  answer = g_strdup (self->latest_answer);
+  GST_OBJECT_UNLOCK (self);
+  if (answer) {
+    /* a new buffer head at most: the frame's memory is shared, not copied */
+    buf = gst_buffer_make_writable (buf);
+    if (!gst_npu_buffer_add_caption_mtd (buf, answer))
+      GST_WARNING_OBJECT (self, "cannot attach the answer to the frame");
+    g_free (answer);
+  }
+  return gst_pad_push (self->videosrcpad, buf);
+}
+
+static gboolean
+gst_npu_llm_video_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstNpuLlm *self = GST_NPU_LLM (parent);
+
+  return gst_pad_push_event (pad == self->videosinkpad ? self->videosrcpad :
+      self->videosinkpad, event);
+}
+
+/* Queries (caps, allocation, latency...) go through to the other video pad
+ * only, not to the tokens' and text pads. */
+static GstIterator *
+gst_npu_llm_video_iterate_links (GstPad * pad, GstObject * parent)
+{
+  GstNpuLlm *self = GST_NPU_LLM (parent);
+  GValue v = G_VALUE_INIT;
+  GstIterator *it;
+
+  g_value_init (&v, GST_TYPE_PAD);
+  g_value_set_object (&v, pad == self->videosinkpad ? self->videosrcpad :
+      self->videosinkpad);
+  it = gst_iterator_new_single (GST_TYPE_PAD, &v);
+  g_value_unset (&v);
+  return it;
+}
+
+/* The other pads' links leave the video pair out: a query or event of the
+ * tokens, text or weights pads must not wander into the video branch. */
+static gint
+keep_linked_pad (const GValue * item, const GValue * from)
+{
+  GstPad *pad = g_value_get_object (item), *origin = g_value_get_object (from);
+  GstNpuLlm *self = GST_NPU_LLM (GST_PAD_PARENT (origin));
+
+  if (pad == self->videosinkpad || pad == self->videosrcpad)
+    return 1;
+  return GST_PAD_DIRECTION (pad) == GST_PAD_DIRECTION (origin);
+}
+
+static GstIterator *
+gst_npu_llm_iterate_links (GstPad * pad, GstObject * parent)
+{
+  GValue from = G_VALUE_INIT;
+  GstIterator *it;
+
+  g_value_init (&from, GST_TYPE_PAD);
+  g_value_set_object (&from, pad);
+  it = gst_iterator_filter (gst_element_iterate_pads (GST_ELEMENT (parent)),
+      (GCompareFunc) keep_linked_pad, &from);
+  g_value_unset (&from);
+  return it;
+}
+
+static GstPad *
+add_video_pads (GstNpuLlm * self, GstPadTemplate * templ)
+{
+  GstElementClass *klass = GST_ELEMENT_GET_CLASS (self);
+  GstPad *sink, *src;
+
+  if (self->videosinkpad) {
+    GST_WARNING_OBJECT (self, "pad video_sink already exists");
+    return NULL;
+  }
+  sink = gst_pad_new_from_template (templ, "video_sink");
+  src = gst_pad_new_from_template (gst_element_class_get_pad_template (klass,
+          "video_src"), "video_src");
+  gst_pad_set_chain_function (sink, gst_npu_llm_video_chain);
+  gst_pad_set_event_function (sink, gst_npu_llm_video_event);
+  gst_pad_set_event_function (src, gst_npu_llm_video_event);
+  gst_pad_set_iterate_internal_links_function (sink,
+      gst_npu_llm_video_iterate_links);
+  gst_pad_set_iterate_internal_links_function (src,
+      gst_npu_llm_video_iterate_links);
+  GST_PAD_SET_PROXY_CAPS (sink);
+  GST_PAD_SET_PROXY_ALLOCATION (sink);
+  GST_PAD_SET_PROXY_SCHEDULING (sink);
+  GST_PAD_SET_PROXY_CAPS (src);
+  GST_PAD_SET_PROXY_SCHEDULING (src);
+  self->videosinkpad = sink;
+  self->videosrcpad = src;
+  /* the source first: a frame may follow the sink pad at once (pads added
+   * in PAUSED or PLAYING are activated by gst_element_add_pad) */
+  gst_element_add_pad (GST_ELEMENT (self), src);
+  gst_element_add_pad (GST_ELEMENT (self), sink);
+  return sink;
+}
+#endif
+
 static GstPad *
 gst_npu_llm_request_new_pad (GstElement * element, GstPadTemplate * templ,
     const gchar * name, const GstCaps * caps)
@@ -1543,6 +1775,10 @@ gst_npu_llm_request_new_pad (GstElement * element, GstPadTemplate * templ,
   GstPadChainFunction chain;
   GstPad *pad;
 
+#ifdef HAVE_GST_ANALYTICS
+  if (!g_strcmp0 (tname, "video_sink"))
+    return add_video_pads (self, templ);
+#endif
   if (!g_strcmp0 (tname, "text")) {
     slot = &self->textpad;
     chain = gst_npu_llm_text_chain;
@@ -1565,6 +1801,9 @@ gst_npu_llm_request_new_pad (GstElement * element, GstPadTemplate * templ,
   pad = gst_pad_new_from_template (templ, tname);
   gst_pad_set_chain_function (pad, chain);
   gst_pad_set_event_function (pad, gst_npu_llm_sink_event);
+#ifdef HAVE_GST_ANALYTICS
+  gst_pad_set_iterate_internal_links_function (pad, gst_npu_llm_iterate_links);
+#endif
   GST_PAD_SET_PROXY_ALLOCATION (pad);
   *slot = pad;
   gst_element_add_pad (element, pad);
@@ -1584,6 +1823,12 @@ gst_npu_llm_release_pad (GstElement * element, GstPad * pad)
     self->audiopad = NULL;
   else if (pad == self->weightspad)
     self->weightspad = NULL;
+  if (pad == self->videosinkpad) {
+    GstPad *src = self->videosrcpad;
+
+    self->videosinkpad = self->videosrcpad = NULL;
+    gst_element_remove_pad (element, src);
+  }
   gst_element_remove_pad (element, pad);
 }
 
@@ -1655,6 +1900,9 @@ stop (GstNpuLlm * self)
   gst_clear_buffer (&self->held_caption);
   self->sent_caption = FALSE;
   self->live_known = FALSE;
+  GST_OBJECT_LOCK (self);
+  g_clear_pointer (&self->latest_answer, g_free);
+  GST_OBJECT_UNLOCK (self);
 
   g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
   self->latest_media_job = NULL;

@@ -35,6 +35,7 @@
 #endif
 
 #include "gstnpuvisiontok.h"
+#include "gstnpuanalytics.h"
 #include "gstnpuprecision.h"
 #include <npu/gstnpuvideoformats.h>
 
@@ -788,6 +789,12 @@ make_token_buffer (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * in)
   gst_buffer_add_npu_tokens_meta (outbuf, GST_NPU_MODALITY_VISION,
       npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit), gw,
       gh, GST_BUFFER_PTS (in), GST_BUFFER_DURATION (in));
+#ifdef HAVE_GST_ANALYTICS
+  /* the same memory, described the way GStreamer 1.26 analytics reads it */
+  gst_npu_buffer_add_token_tensor (outbuf, job->outmem,
+      GST_NPU_MODALITY_VISION, npu_vit_get_n_tokens (self->vit),
+      npu_vit_get_out_dim (self->vit));
+#endif
   return outbuf;
 }
 

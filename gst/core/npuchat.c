@@ -322,3 +322,52 @@ npu_chat_format (const NpuChatTemplate * tmpl, const gchar * system,
   }
   return g_string_free (out, FALSE);
 }
+
+gchar *
+npu_chat_format_next (const NpuChatTemplate * tmpl, const gchar * user,
+    gboolean add_generation_prompt)
+{
+  GString *out;
+  gchar *u, *turn;
+
+  g_return_val_if_fail (tmpl != NULL && user != NULL, NULL);
+  switch (tmpl->family) {
+    case NPU_CHAT_NONE:
+      return g_strconcat ("\n\n", user, NULL);
+
+    case NPU_CHAT_CHATML:
+      /* the assistant message closes with '<|im_end|>' + '\n' as every
+       * other message of the loop */
+      out = g_string_new ("<|im_end|>\n");
+      g_string_append_printf (out, "<|im_start|>user\n%s<|im_end|>\n", user);
+      if (add_generation_prompt)
+        g_string_append (out, "<|im_start|>assistant\n");
+      return g_string_free (out, FALSE);
+
+    case NPU_CHAT_LLAMA3:
+      /* content | trim + '<|eot_id|>'; only the first message gets
+       * bos_token */
+      u = strip_ws (user);
+      out = g_string_new ("<|eot_id|>");
+      g_string_append_printf (out,
+          "<|start_header_id|>user<|end_header_id|>\n\n%s<|eot_id|>", u);
+      if (add_generation_prompt)
+        g_string_append (out,
+            "<|start_header_id|>assistant<|end_header_id|>\n\n");
+      g_free (u);
+      return g_string_free (out, FALSE);
+
+    case NPU_CHAT_LLAMA2:
+      /* assistant: ' ' + content.strip() + ' ' + eos_token; the next user
+       * turn: bos_token + '[INST] ' + content.strip() + ' [/INST]' (the
+       * system message went into the first user turn only) */
+      u = strip_ws (user);
+      turn = g_strdup_printf (" </s>%s[INST] %s [/INST]", tmpl->bos_text, u);
+      g_free (u);
+      return turn;
+
+    case NPU_CHAT_CUSTOM:
+    default:
+      return npu_chat_format (tmpl, "", user, add_generation_prompt);
+  }
+}

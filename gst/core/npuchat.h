@@ -104,6 +104,26 @@ gchar              *npu_chat_format              (const NpuChatTemplate *tmpl,
                                                   const gchar *user,
                                                   gboolean add_generation_prompt);
 
+/**
+ * npu_chat_format_next:
+ * @user: the next user message
+ * @add_generation_prompt: as npu_chat_format()
+ *
+ * For a conversation that goes on: the text the template renders after
+ * the assistant's last answer as the model generated it (up to, not
+ * including, its end-of-generation token): the end of that answer's turn,
+ * then @user's turn.  No system message and no BOS text: they came with
+ * the first turn.  ChatML: "<|im_end|>\n<|im_start|>user\n...", Llama 3:
+ * "<|eot_id|><|start_header_id|>user...", Llama 2: " </s><s>[INST] ...
+ * [/INST]", plain completion: a blank line, then @user; a custom format:
+ * the format again with an empty {system}.
+ *
+ * Returns: (transfer full): the text
+ */
+gchar              *npu_chat_format_next         (const NpuChatTemplate *tmpl,
+                                                  const gchar *user,
+                                                  gboolean add_generation_prompt);
+
 G_END_DECLS
 
 #endif /* __NPU_CHAT_H__ */

@@ -23,6 +23,13 @@ struct _NpuLlmSession
    * prefix (a system prompt, the template's head) */
   gint32 *prefix;
   gsize n_prefix;
+  /* keep_context: the context holds the conversation so far, and the next
+   * answer goes on from it; the last token of the last answer when it was
+   * generated but not evaluated (the answer stopped at max-tokens or a
+   * stop string), else NPU_TOKEN_NULL (it ended at an end-of-generation
+   * token, which the next turn's text writes itself) */
+  gboolean in_conversation;
+  gint32 unevaluated;
 };
 
 GQuark
@@ -161,6 +168,28 @@ npu_llm_session_set_max_tokens (NpuLlmSession * s, guint max_tokens)
   s->params.max_tokens = MAX (max_tokens, 1);
 }
 
+/**
+ * npu_llm_session_set_keep_context:
+ *
+ * With %TRUE, each answer from now on goes on from the conversation the
+ * context holds (every earlier prompt and answer, within the attention-sink
+ * window); %FALSE ends the conversation: the next answer starts afresh
+ * (less the shared prompt prefix).
+ */
+void
+npu_llm_session_set_keep_context (NpuLlmSession * s, gboolean keep_context)
+{
+  s->params.keep_context = keep_context;
+  if (!keep_context)
+    s->in_conversation = FALSE;
+}
+
+void
+npu_llm_session_get_context_stats (NpuLlmSession * s, NpuLlmStats * stats)
+{
+  npu_llm_context_get_stats (s->ctx, stats);
+}
+
 /* ------------------------------------------------------------------------
  * Evaluation on the backend, one task per step
  */
@@ -277,7 +306,12 @@ find_stop (const gchar * text, gsize len, gchar ** stop)
  * reallocated), except for the cache rows of the longest prefix this
  * prompt's text before the media shares with the last answer's, which are
  * kept (@stats' n_reused) when the last answer never slid the window.
- * The same seed gives the same answer.
+ * The same seed gives the same answer.  With keep_context the answer goes
+ * on from the conversation instead: the last answer (as generated, a stop
+ * string included), the end of its turn and this prompt's turn are
+ * appended to the context, whose attention-sink window bounds the memory
+ * however long the conversation runs (@stats' n_context: the earlier
+ * tokens it attends to).
  *
  * Returns: %TRUE when the answer ended (end of generation, a stop string,
  * max-tokens, or @emit asking to stop); %FALSE with @error set if the
@@ -295,6 +329,7 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
   gint32 *toks[2] = { NULL, NULL };
   gsize n_toks[2] = { 0, 0 }, n_media_rows = 0;
   gboolean add_special, ok = FALSE, go_on = TRUE;
+  gboolean next_turn = s->params.keep_context && s->in_conversation;
   NpuTokenDecoder *dec = NULL;
   GString *pending = g_string_new (NULL);
   EvalJob job = { 0, };
@@ -316,20 +351,33 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
     gchar *u = n_media ? g_strconcat (MEDIA_PLACEHOLDER, user, NULL) :
         g_strdup (user);
 
-    if (npu_chat_template_get_family (s->tmpl) == NPU_CHAT_NONE)
+    if (next_turn)
+      formatted = npu_chat_format_next (s->tmpl, u, TRUE);
+    else if (npu_chat_template_get_family (s->tmpl) == NPU_CHAT_NONE)
       formatted = s->params.system_prompt && *s->params.system_prompt ?
           g_strconcat (s->params.system_prompt, "\n\n", u, NULL) : g_strdup (u);
     else
       formatted = npu_chat_format (s->tmpl, s->params.system_prompt, u, TRUE);
     g_free (u);
   }
-  add_special = !npu_chat_template_has_bos (s->tmpl);
+  add_special = !next_turn && !npu_chat_template_has_bos (s->tmpl);
   parts = g_strsplit (formatted, MEDIA_PLACEHOLDER, 2);
   for (i = 0; i < 2 && parts[i]; i++)
     toks[i] = npu_tokenizer_encode (s->tokenizer, parts[i], -1,
         i == 0 && add_special, TRUE, &n_toks[i]);
   g_strfreev (parts);
   g_free (formatted);
+  if (next_turn && s->unevaluated != NPU_TOKEN_NULL) {
+    /* the last answer's last token goes in first */
+    gint32 *t = g_new (gint32, n_toks[0] + 1);
+
+    t[0] = s->unevaluated;
+    if (n_toks[0])
+      memcpy (t + 1, toks[0], n_toks[0] * sizeof (gint32));
+    g_free (toks[0]);
+    toks[0] = t;
+    n_toks[0]++;
+  }
 
   st.n_prompt = n_toks[0] + n_toks[1] + n_media_rows;
   if (st.n_prompt + 1 > s->params.n_ctx) {
@@ -345,8 +393,11 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
   }
 
   /* Reuse the longest prefix the last prompt shares with this one, less
-   * one token when nothing follows it (its logits are needed) */
-  {
+   * one token when nothing follows it (its logits are needed); a
+   * conversation goes on from everything the context holds */
+  if (next_turn) {
+    st.n_context = npu_llm_context_get_n_cached (s->ctx);
+  } else {
     gsize common = 0, limit = n_toks[0];
 
     if (!n_media && !n_toks[1] && limit > 0)
@@ -363,10 +414,14 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
     s->prefix = g_memdup2 (toks[0], n_toks[0] * sizeof (gint32));
     s->n_prefix = 0;            /* valid once the prompt is evaluated */
   }
-  npu_llm_sampler_reset (s->sampler);
+  /* in a conversation the penalty history and the random draws go on */
+  if (!next_turn)
+    npu_llm_sampler_reset (s->sampler);
   for (i = 0; i < 2; i++) {
-    gsize j;
-    for (j = 0; j < n_toks[i]; j++)
+    /* the last answer's last token is in the history already */
+    gsize j = i == 0 && next_turn && s->unevaluated != NPU_TOKEN_NULL;
+
+    for (; j < n_toks[i]; j++)
       npu_llm_sampler_accept (s->sampler, toks[i][j]);
   }
 
@@ -381,7 +436,9 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
   t0 = g_get_monotonic_time ();
   if (!run_eval (queue, &job, error))
     goto out;
-  s->n_prefix = n_toks[0];
+  if (!next_turn)
+    s->n_prefix = n_toks[0];
+  s->unevaluated = NPU_TOKEN_NULL;
   t1 = g_get_monotonic_time ();
   st.prompt_us = t1 - t0;
 
@@ -401,6 +458,7 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
     }
     npu_llm_sampler_accept (s->sampler, tok);
     st.n_generated++;
+    s->unevaluated = tok;
 
     piece = npu_token_decoder_push (dec, tok, &len);
     if (piece)
@@ -429,6 +487,7 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
     job.n_tokens[0] = 1;
     if (!run_eval (queue, &job, error))
       goto out;
+    s->unevaluated = NPU_TOKEN_NULL;
   }
   st.decode_us = g_get_monotonic_time () - t1;
 
@@ -445,6 +504,8 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
   ok = TRUE;
 
 out:
+  /* an answer that failed half-way leaves the context in no known turn */
+  s->in_conversation = ok && s->params.keep_context;
   if (dec)
     npu_token_decoder_free (dec);
   g_string_free (pending, TRUE);

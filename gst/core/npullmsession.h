@@ -36,6 +36,7 @@ typedef struct
   NpuKvType kv_type;            /* the KV cache's storage (F16) */
   NpuMatmulPrecision precision; /* of the matrix products (FAST) */
   guint max_tokens;             /* per answer */
+  gboolean keep_context;        /* one conversation across answers */
   gchar *system_prompt;         /* NULL: the template's default */
   gchar *chat_template;         /* NULL/"auto", "none", a family, or custom */
   gchar **stop;                 /* extra stop strings, NULL-terminated */
@@ -58,6 +59,8 @@ typedef struct
   guint n_prompt;
   guint n_reused;               /* prompt tokens whose cache rows the last
                                  * answer left (not evaluated again) */
+  guint n_context;              /* tokens of earlier turns the answer
+                                 * attends to (keep_context) */
   guint n_generated;
   gboolean hit_eog;
   gboolean hit_stop;
@@ -83,6 +86,12 @@ const gchar *npu_llm_session_get_template_name (NpuLlmSession * session);
 guint npu_llm_session_get_n_embd (NpuLlmSession * session);
 void npu_llm_session_set_max_tokens (NpuLlmSession * session,
     guint max_tokens);
+void npu_llm_session_set_keep_context (NpuLlmSession * session,
+    gboolean keep_context);
+/* The context's counters: the cache and scratch sizes, allocations,
+ * tokens evicted from the window */
+void npu_llm_session_get_context_stats (NpuLlmSession * session,
+    NpuLlmStats * stats);
 
 gboolean npu_llm_session_answer (NpuLlmSession * session, NpuQueue * queue,
     const gchar * user, const NpuLlmMedia * media, guint n_media,

@@ -19,6 +19,10 @@
  *   join the same answer in timestamp order.
  * - Weights come from #GstNpuLlm:model, or from mxfp4weights on the
  *   `weights` pad: `mxfp4weights location=m.gguf ! llm.weights`.
+ * - Each answer starts afresh (reusing the prompt prefix it shares with the
+ *   last one), or, with #GstNpuLlm:keep-context, goes on from the
+ *   conversation so far, in the constant memory of the attention-sink
+ *   window.
  *
  * Output is `text/x-raw,format=utf8`, split only on UTF-8 boundaries, each
  * buffer stamped with the PTS of the media (or text) it answers.
@@ -28,6 +32,10 @@
  * gst-launch-1.0 npullm model=text.gguf prompt="Tell me a story." ! fdsink
  * gst-launch-1.0 mxfp4weights location=text.gguf ! llm.weights \
  *     npullm name=llm prompt="Hello" ! fdsink
+ * gst-launch-1.0 videotestsrc ! video/x-raw,format=NV12,width=640,height=480 ! \
+ *     npuvisiontok model=mmproj.gguf ! llm.vision \
+ *     npullm name=llm model=text.gguf keep-context=true \
+ *     prompt="What changed since the last frame?" ! fdsink
  * ]|
  */
 #ifdef HAVE_CONFIG_H
@@ -70,6 +78,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_llm_debug);
 #define DEFAULT_KV_TYPE GST_NPU_LLM_KV_TYPE_F16
 #define DEFAULT_PRECISION GST_NPU_PRECISION_FAST
 #define DEFAULT_STOP NULL
+#define DEFAULT_KEEP_CONTEXT FALSE
 
 enum
 {
@@ -91,6 +100,7 @@ enum
   PROP_KV_TYPE,
   PROP_PRECISION,
   PROP_STOP,
+  PROP_KEEP_CONTEXT,
   PROP_TTFT,
   PROP_PREFILL_TPS,
   PROP_DECODE_TPS,
@@ -149,6 +159,7 @@ struct _GstNpuLlm
   GstNpuLlmKvType kv_type;
   GstNpuPrecision precision;
   gchar *stop;
+  gboolean keep_context;
 
   /* statistics, under the object lock */
   gdouble ttft_ms, prefill_tps, decode_tps;
@@ -483,6 +494,24 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_string ("stop", "Stop strings",
           "'|'-separated strings that end an answer", DEFAULT_STOP, rw_ready));
   /**
+   * GstNpuLlm:keep-context:
+   *
+   * Keep one conversation going across answers: each answer is appended to
+   * the context (the answer as generated, the end of its turn, then the
+   * next prompt's turn in the chat template) and the next one goes on from
+   * it, instead of starting afresh.  The KV cache keeps its size
+   * (#GstNpuLlm:context-length): when it is full, the oldest tokens after
+   * the first four (the attention sinks) leave it, so a stream can run for
+   * days in constant memory.  May be changed while playing: false ends the
+   * conversation, the next answer starts afresh.  An answer that fails or
+   * is flushed half-way also ends it.
+   */
+  g_object_class_install_property (gobject_class, PROP_KEEP_CONTEXT,
+      g_param_spec_boolean ("keep-context", "Keep context",
+          "One conversation across answers (each answer goes on from the "
+          "last, within the attention-sink window)", DEFAULT_KEEP_CONTEXT,
+          rw | GST_PARAM_MUTABLE_PLAYING));
+  /**
    * GstNpuLlm:ttft-ms:
    *
    * Time to the first token of the last answer, in milliseconds.
@@ -588,6 +617,7 @@ gst_npu_llm_init (GstNpuLlm * self)
   self->output = DEFAULT_OUTPUT;
   self->caption_duration = DEFAULT_CAPTION_DURATION;
   self->kv_type = DEFAULT_KV_TYPE;
+  self->keep_context = DEFAULT_KEEP_CONTEXT;
   self->precision = DEFAULT_PRECISION;
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
@@ -697,6 +727,9 @@ gst_npu_llm_set_property (GObject * object, guint prop_id,
       g_free (self->stop);
       self->stop = g_value_dup_string (value);
       break;
+    case PROP_KEEP_CONTEXT:
+      self->keep_context = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -766,6 +799,9 @@ gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
     case PROP_STOP:
       g_value_set_string (value, self->stop);
       break;
+    case PROP_KEEP_CONTEXT:
+      g_value_set_boolean (value, self->keep_context);
+      break;
     case PROP_TTFT:
       g_value_set_double (value, self->ttft_ms);
       break;
@@ -816,6 +852,7 @@ fill_session_params (GstNpuLlm * self, NpuLlmSessionParams * p)
   p->kv_type = (NpuKvType) self->kv_type;
   p->precision = (NpuMatmulPrecision) self->precision;
   p->max_tokens = self->max_tokens;
+  p->keep_context = self->keep_context;
   p->system_prompt = g_strdup (self->system_prompt);
   p->chat_template = g_strdup (self->chat_template);
   if (self->stop && *self->stop)
@@ -1157,6 +1194,7 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
               "prefill-tps", G_TYPE_DOUBLE, prefill, "decode-tps",
               G_TYPE_DOUBLE, decode, "prompt-tokens", G_TYPE_UINT,
               st->n_prompt, "reused-tokens", G_TYPE_UINT, st->n_reused,
+              "context-tokens", G_TYPE_UINT, st->n_context,
               "generated-tokens", G_TYPE_UINT,
               st->n_generated, "end", G_TYPE_STRING,
               st->hit_eog ? "eog" : st->hit_stop ? "stop" : st->hit_max ?
@@ -1322,6 +1360,7 @@ gst_npu_llm_loop (GstNpuLlm * self)
   GST_OBJECT_LOCK (self);
   ed.output = self->output;
   npu_llm_session_set_max_tokens (self->session, self->max_tokens);
+  npu_llm_session_set_keep_context (self->session, self->keep_context);
   GST_OBJECT_UNLOCK (self);
   ed.flow = GST_FLOW_OK;
   ok = npu_llm_session_answer (self->session, self->queue, job->text, media,

@@ -2,11 +2,16 @@
 /* gst-npu: prefill and decode throughput of the transformer core
  *
  * Decoding a token reads every weight matrix once, so its ceiling is the
- * memory bandwidth: roofline tokens/s = read bandwidth / weight bytes per
- * token.  The bandwidth is measured in the same run, on the same threads,
- * by a plain streaming read of a 1 GiB buffer (vector loads summed), and
- * the decode figure is printed beside it with the ratio.  Prefill runs the
- * same matrices through the GEMM path and is bound by arithmetic.
+ * memory bandwidth: roofline tokens/s = read limit / bytes read per token
+ * (the weights, plus the KV cache's rows at the decode's depth).  The read
+ * limit is measured in the same run, on the same threads, as the best of
+ * several access patterns over a 1 GiB buffer on transparent huge pages
+ * (as the repacked weights are): each thread reads its share as 1, 2, 4, 8
+ * or 16 interleaved streams, with and without software prefetch; a single
+ * plain stream (the old probe) is often not the limit, one thread keeping
+ * more lines in flight reads faster.  The decode figure is printed beside
+ * it with the ratio.  Prefill runs the same matrices through the GEMM path
+ * and is bound by arithmetic.
  *
  * Everything runs inside tasks of a CPU device, on 1 thread and on every
  * online CPU; each figure is the best of several passes, the worst beside
@@ -15,6 +20,18 @@
  * Usage: bench-llm [model.gguf] [--passes N (3)] [--decode N (32)]
  *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
  *          [--kv-type f16,f32,q8_0 (f16)] [--precision fast,accurate (fast)]
+ *          [--depth D1,D2,... (none)] [--reuse P]
+ * --depth decodes at each depth in turn after the prefill (the context
+ * truncated back to D tokens, D <= the prefill, then N tokens decoded from
+ * there, so each figure's tokens sit at D .. D + N): with --prefill 2048
+ * --depth 0,2048 --kv-type f32,f16,q8_0 one run gives decode at both
+ * depths for all three cache types, and the ratio of each depth to 0.
+ * --reuse P: the time to the first token of a camera loop's second
+ * answer, which keeps the first P tokens' cache rows (system prompt,
+ * template head: npullm's prompt-prefix reuse) and evaluates the other
+ * prefill - P (the new image's rows and the question; token ids stand in
+ * for the rows, the same work) before its first token, beside the first
+ * answer's (the whole prefill).
  * --kv-type and --precision take one value or several, comma-separated:
  * each pass then runs prefill and decode with each combination in turn
  * (alternating, so a noisy machine hurts them alike) and prints them side
@@ -32,71 +49,84 @@
 
 #include <glib/gstdio.h>
 #include <stdio.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
 
 #define READ_BYTES (G_GUINT64_CONSTANT (1) << 30)
-#define SLICE 65536
 
 static volatile guint64 read_sink;
+
+/* ------------------------------------------------------------------------
+ * The read limit: several access patterns, the best one counts
+ */
+#define MAX_STREAMS 16
+#define PF_DISTANCE 1024        /* bytes ahead of each stream */
+
+typedef guint64 v2du __attribute__((vector_size (16)));
 
 typedef struct
 {
   const guint8 *data;
   gsize size;
-} ReadJob;
+  guint n_parts;                /* one contiguous part per thread */
+  guint n_streams;              /* read interleaved inside a part */
+  gboolean prefetch;
+} PatternJob;
 
-#if defined(__x86_64__)
-__attribute__ ((target ("avx2")))
+/* Part @start of the buffer, read as n_streams equal streams, 128 bytes of
+ * each in turn (two cache lines: the adjacent-line prefetcher pairs them) */
 static void
-read_slice_avx2 (gsize start, gsize end, guint worker, gpointer user_data)
+read_part (gsize start, gsize end, guint worker, gpointer user_data)
 {
-  ReadJob *job = user_data;
-  const guint8 *p = job->data + start * SLICE;
-  const guint8 *e = job->data + MIN (end * SLICE, job->size);
-  __m256i a0 = _mm256_setzero_si256 (), a1 = a0, a2 = a0, a3 = a0;
+  PatternJob *job = user_data;
+  gsize part = job->size / job->n_parts & ~(gsize) 4095, i, o, len;
+  const guint8 *base[MAX_STREAMS];
+  v2du a0 = { 0, 0 }, a1 = a0, a2 = a0, a3 = a0;
+  guint s, ns = job->n_streams;
 
-  for (; p + 128 <= e; p += 128) {
-    a0 = _mm256_add_epi64 (a0, _mm256_load_si256 ((const __m256i *) p));
-    a1 = _mm256_add_epi64 (a1, _mm256_load_si256 ((const __m256i *) (p +
-                32)));
-    a2 = _mm256_add_epi64 (a2, _mm256_load_si256 ((const __m256i *) (p +
-                64)));
-    a3 = _mm256_add_epi64 (a3, _mm256_load_si256 ((const __m256i *) (p +
-                96)));
+  for (i = start; i < end; i++) {
+    len = part / ns & ~(gsize) 127;
+    for (s = 0; s < ns; s++)
+      base[s] = job->data + i * part + s * len;
+    for (o = 0; o < len; o += 128)
+      for (s = 0; s < ns; s++) {
+        const v2du *p = (const v2du *) (base[s] + o);
+
+        if (job->prefetch)
+          __builtin_prefetch (base[s] + o + PF_DISTANCE, 0, 3);
+        a0 += p[0] + p[1];
+        a1 += p[2] + p[3];
+        a2 += p[4] + p[5];
+        a3 += p[6] + p[7];
+      }
   }
-  a0 = _mm256_add_epi64 (_mm256_add_epi64 (a0, a1), _mm256_add_epi64 (a2,
-          a3));
-  read_sink += _mm256_extract_epi64 (a0, 0) + _mm256_extract_epi64 (a0, 3);
+  a0 += a1 + a2 + a3;
+  read_sink += a0[0] + a0[1];
 }
-#endif
 
-static void
-read_slice_c (gsize start, gsize end, guint worker, gpointer user_data)
+/* 2 MiB aligned, marked for transparent huge pages, filled */
+static guint8 *
+huge_buffer (gsize size)
 {
-  ReadJob *job = user_data;
-  const guint64 *p = (const guint64 *) (job->data + start * SLICE);
-  const guint64 *e = (const guint64 *) (job->data + MIN (end * SLICE,
-          job->size));
-  guint64 s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  gpointer p = NULL;
+  gsize i;
 
-  for (; p + 4 <= e; p += 4) {
-    s0 += p[0];
-    s1 += p[1];
-    s2 += p[2];
-    s3 += p[3];
-  }
-  read_sink += s0 + s1 + s2 + s3;
+  if (posix_memalign (&p, 2 << 20, size) != 0)
+    g_error ("out of memory");
+#ifdef MADV_HUGEPAGE
+  madvise (p, size, MADV_HUGEPAGE);
+#endif
+  for (i = 0; i < size / 8; i++)
+    ((guint64 *) p)[i] = i;
+  return p;
 }
 
 typedef enum
 {
-  JOB_READ,
+  JOB_PATTERN,
   JOB_PREFILL,
   JOB_DECODE,
 } JobKind;
@@ -104,12 +134,12 @@ typedef enum
 typedef struct
 {
   JobKind kind;
-  ReadJob read;
-  NpuParallelFunc read_func;
+  PatternJob pattern;
   NpuLlmContext *ctx;
   const gint32 *tokens;
   gsize n;
   guint n_vocab;
+  gint32 from_token;            /* >= 0: the first decode step's input */
 } Job;
 
 static gint32
@@ -130,16 +160,23 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
   gsize i;
 
   switch (job->kind) {
-    case JOB_READ:
-      npu_task_parallel_for (task, (job->read.size + SLICE - 1) / SLICE, 1,
-          job->read_func, &job->read);
+    case JOB_PATTERN:
+      job->pattern.n_parts = npu_task_get_n_threads (task);
+      npu_task_parallel_for (task, job->pattern.n_parts, 1, read_part,
+          &job->pattern);
       return TRUE;
     case JOB_PREFILL:
-      return npu_llm_eval_tokens (job->ctx, task, job->tokens, job->n, error);
+      /* up to the first token: the time to first token */
+      if (!npu_llm_eval_tokens (job->ctx, task, job->tokens, job->n, error))
+        return FALSE;
+      (void) argmax (npu_llm_get_logits (job->ctx), job->n_vocab);
+      return TRUE;
     default:
-      /* greedy steps, as a stream would run them */
+      /* greedy steps, as a stream would run them; after a truncation
+       * (no logits) from the first prompt token */
       for (i = 0; i < job->n; i++) {
-        gint32 t = argmax (npu_llm_get_logits (job->ctx), job->n_vocab);
+        gint32 t = i == 0 && job->from_token >= 0 ? job->from_token :
+            argmax (npu_llm_get_logits (job->ctx), job->n_vocab);
 
         if (!npu_llm_eval_tokens (job->ctx, task, &t, 1, error))
           return FALSE;
@@ -161,6 +198,42 @@ time_job (NpuQueue * queue, Job * job)
   return (g_get_monotonic_time () - t0) / 1e6;
 }
 
+#define N_STREAM_COUNTS 5
+static const guint stream_counts[N_STREAM_COUNTS] = { 1, 2, 4, 8, 16 };
+
+#define MAX_CFG 6
+#define MAX_DEPTHS 4
+
+typedef struct
+{
+  double best, worst;
+} Range;
+
+static void
+range_add (Range * r, double v)
+{
+  r->best = MAX (r->best, v);
+  r->worst = MIN (r->worst, v);
+}
+
+static gboolean
+parse_list (const gchar * arg, guint * out, guint max, guint * n)
+{
+  gchar **v = g_strsplit (arg, ",", -1);
+  gboolean ok = TRUE;
+
+  for (*n = 0; v[*n] && ok; (*n)++) {
+    gchar *e;
+    guint64 x = g_ascii_strtoull (v[*n], &e, 10);
+
+    ok = *n < max && e != v[*n] && !*e && x <= 1 << 20;
+    if (ok)
+      out[*n] = x;
+  }
+  g_strfreev (v);
+  return ok && *n > 0;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -176,12 +249,15 @@ main (int argc, char **argv)
   gint32 *prompt;
   guint64 wbytes;
   gdouble matrix_weights;
-  NpuParallelFunc read_func = read_slice_c;
   NpuLlmLoadFlags flags = NPU_LLM_LOAD_REPACK;
   NpuKvType kv_types[3] = { NPU_KV_F16 };
   NpuMatmulPrecision precs[2] = { NPU_MATMUL_PRECISION_FAST };
-  guint n_kv = 1, n_prec = 1, n_cfg, k;
+  guint depths[MAX_DEPTHS], n_depths = 0, reuse = 0;
+  guint n_kv = 1, n_prec = 1, n_cfg, k, d;
 
+  /* line by line through a pipe (bench.sh tees it): a long run shows
+   * how far it got */
+  setvbuf (stdout, NULL, _IOLBF, 0);
   for (i = 1; i < (guint) argc; i++) {
     /* atoi () once: MAX () evaluates its arguments twice */
     gint v = i + 1 < (guint) argc ? atoi (argv[i + 1]) : 0;
@@ -196,7 +272,13 @@ main (int argc, char **argv)
       n_ctx = v;
     else if (strcmp (argv[i], "--threads") == 0 && v > 0)
       only_threads = v;
-    else if (strcmp (argv[i], "--kv-type") == 0 && i + 1 < (guint) argc) {
+    else if (strcmp (argv[i], "--reuse") == 0 && v > 0)
+      reuse = v;
+    else if (strcmp (argv[i], "--depth") == 0 && i + 1 < (guint) argc) {
+      if (!parse_list (argv[i + 1], depths, MAX_DEPTHS, &n_depths))
+        g_error ("--depth: '%s' is not a list of at most %u token counts",
+            argv[i + 1], MAX_DEPTHS);
+    } else if (strcmp (argv[i], "--kv-type") == 0 && i + 1 < (guint) argc) {
       gchar **names = g_strsplit (argv[i + 1], ",", -1);
 
       for (n_kv = 0; names[n_kv]; n_kv++)
@@ -234,15 +316,24 @@ main (int argc, char **argv)
       g_printerr ("usage: %s [model.gguf] [--passes N] [--decode N] "
           "[--prefill N (>= 2)] [--ctx N (>= 16)] [--threads N] "
           "[--in-place] [--kv-type f16,f32,q8_0] [--precision fast,accurate]"
-          "\n", argv[0]);
+          " [--depth D,...] [--reuse P]\n", argv[0]);
       return 2;
     }
     i++;
   }
-#if defined(__x86_64__)
-  if (__builtin_cpu_supports ("avx2"))
-    read_func = read_slice_avx2;
-#endif
+  if (reuse >= n_prefill)
+    g_error ("--reuse %u: the prefill (%u) must be longer", reuse, n_prefill);
+  /* without --depth: decode goes on from the prefill */
+  if (n_depths == 0)
+    depths[n_depths++] = n_prefill;
+  for (d = 0; d < n_depths; d++) {
+    if (depths[d] > n_prefill)
+      g_error ("--depth %u is deeper than the prefill (%u)", depths[d],
+          n_prefill);
+    if (depths[d] + n_decode >= n_ctx)
+      g_error ("--ctx %u is too short to decode %u at depth %u without "
+          "sliding", n_ctx, n_decode, depths[d]);
+  }
 
   if (!path) {
     NpuTextModelParams p;
@@ -283,9 +374,7 @@ main (int argc, char **argv)
       npu_llm_model_get_converted_bytes (model) / 1048576.0,
       npu_matmul_get_isa (), flags ? "repacked" : "in place");
 
-  buf = g_aligned_alloc (READ_BYTES, 1, 64);
-  for (i = 0; i < READ_BYTES / 8; i++)
-    ((guint64 *) buf)[i] = i;
+  buf = huge_buffer (READ_BYTES);
   prompt = g_new (gint32, n_prefill);
   for (i = 0; i < n_prefill; i++)
     prompt[i] = (gint32) ((i * 7919u + 13u) % hp->n_vocab);
@@ -302,13 +391,17 @@ main (int argc, char **argv)
     NpuDevice *device = npu_device_new_cpu (thread_counts[ti]);
     NpuQueue *queue = npu_queue_new (device, "bench-llm");
     NpuLlmContextParams cp;
-    NpuLlmContext *ctxs[6];
-    double bw_best = 0, bw_worst = G_MAXDOUBLE;
-    double pf_best[6], pf_worst[6], dec_best[6], dec_worst[6], roof;
-    guint pass;
+    NpuLlmContext *ctxs[MAX_CFG];
+    Range pat[N_STREAM_COUNTS][2], pf[MAX_CFG], dec[MAX_CFG][MAX_DEPTHS];
+    Range ttft[MAX_CFG];
+    Range limit = { 0, G_MAXDOUBLE };
+    guint best_s = 0, best_p = 0, pass, s, pre;
     Job job;
 
     n_cfg = n_kv * n_prec;
+    for (s = 0; s < N_STREAM_COUNTS; s++)
+      for (pre = 0; pre < 2; pre++)
+        pat[s][pre] = (Range) { 0, G_MAXDOUBLE };
     for (k = 0; k < n_cfg; k++) {
       npu_llm_context_params_init (&cp);
       cp.n_ctx = n_ctx;
@@ -318,30 +411,37 @@ main (int argc, char **argv)
       ctxs[k] = npu_llm_context_new (model, &cp, &error);
       if (!ctxs[k])
         g_error ("%s", error->message);
-      pf_best[k] = dec_best[k] = 0;
-      pf_worst[k] = dec_worst[k] = G_MAXDOUBLE;
+      pf[k] = (Range) { 0, G_MAXDOUBLE };
+      ttft[k] = (Range) { 0, G_MAXDOUBLE };
+      for (d = 0; d < n_depths; d++)
+        dec[k][d] = (Range) { 0, G_MAXDOUBLE };
 
       /* warm-up: pages of the mapping, kernels' workspaces */
       memset (&job, 0, sizeof (job));
       job.kind = JOB_PREFILL;
       job.ctx = ctxs[k];
       job.tokens = prompt;
-      job.n = n_prefill;
+      job.n = MIN (n_prefill, 64u);
       job.n_vocab = hp->n_vocab;
       time_job (queue, &job);
     }
 
     for (pass = 0; pass < passes; pass++) {
-      double t, v;
+      double t, v, pass_limit = 0;
 
-      job.kind = JOB_READ;
-      job.read.data = buf;
-      job.read.size = READ_BYTES;
-      job.read_func = read_func;
-      t = time_job (queue, &job);
-      v = READ_BYTES / t / 1e9;
-      bw_best = MAX (bw_best, v);
-      bw_worst = MIN (bw_worst, v);
+      job.kind = JOB_PATTERN;
+      job.pattern.data = buf;
+      job.pattern.size = READ_BYTES;
+      for (s = 0; s < N_STREAM_COUNTS; s++)
+        for (pre = 0; pre < 2; pre++) {
+          job.pattern.n_streams = stream_counts[s];
+          job.pattern.prefetch = pre;
+          t = time_job (queue, &job);
+          v = READ_BYTES / t / 1e9;
+          range_add (&pat[s][pre], v);
+          pass_limit = MAX (pass_limit, v);
+        }
+      range_add (&limit, pass_limit);
 
       for (k = 0; k < n_cfg; k++) {
         job.ctx = ctxs[k];
@@ -349,38 +449,88 @@ main (int argc, char **argv)
         job.kind = JOB_PREFILL;
         job.n = n_prefill;
         t = time_job (queue, &job);
-        v = n_prefill / t;
-        pf_best[k] = MAX (pf_best[k], v);
-        pf_worst[k] = MIN (pf_worst[k], v);
+        range_add (&pf[k], n_prefill / t);
+        if (reuse) {
+          /* the next answer: the shared prefix kept, the rest again (its
+           * tokens per second, so that best is the shortest time) */
+          if (!npu_llm_context_truncate (ctxs[k], reuse))
+            g_error ("cannot go back to %u tokens", reuse);
+          job.tokens = prompt + reuse;
+          job.n = n_prefill - reuse;
+          t = time_job (queue, &job);
+          job.tokens = prompt;
+          range_add (&ttft[k], 1 / t);
+        }
 
-        job.kind = JOB_DECODE;
-        job.n = n_decode;
-        t = time_job (queue, &job);
-        v = n_decode / t;
-        dec_best[k] = MAX (dec_best[k], v);
-        dec_worst[k] = MIN (dec_worst[k], v);
+        /* deepest first: truncating only ever goes back */
+        for (d = n_depths; d-- > 0;) {
+          if (depths[d] == 0)
+            npu_llm_context_reset (ctxs[k]);
+          else if (!npu_llm_context_truncate (ctxs[k], depths[d]))
+            g_error ("cannot go back to depth %u", depths[d]);
+          job.kind = JOB_DECODE;
+          job.n = n_decode;
+          job.from_token = prompt[0];
+          t = time_job (queue, &job);
+          job.from_token = -1;
+          range_add (&dec[k][d], n_decode / t);
+        }
       }
     }
-    roof = bw_best * 1e9 / wbytes;
+    for (s = 0; s < N_STREAM_COUNTS; s++)
+      for (pre = 0; pre < 2; pre++)
+        if (pat[s][pre].best > pat[best_s][best_p].best) {
+          best_s = s;
+          best_p = pre;
+        }
+
     printf ("\n%u thread%s (best of %u, worst in brackets)\n",
         thread_counts[ti], thread_counts[ti] > 1 ? "s" : "", passes);
-    printf ("  read bandwidth   %7.2f GB/s  (%.2f)\n", bw_best, bw_worst);
+    printf ("  read limit %7.2f GB/s (%.2f): %u stream%s a thread, %s "
+        "(one plain stream: %.2f)\n", limit.best, limit.worst,
+        stream_counts[best_s], stream_counts[best_s] > 1 ? "s" : "",
+        best_p ? "prefetch" : "no prefetch", pat[0][0].best);
+    printf ("  GB/s by streams a thread:");
+    for (s = 0; s < N_STREAM_COUNTS; s++)
+      printf (" %7u", stream_counts[s]);
+    for (pre = 0; pre < 2; pre++) {
+      printf ("\n    %-22s", pre ? "with prefetch" : "plain");
+      for (s = 0; s < N_STREAM_COUNTS; s++)
+        printf (" %7.2f", pat[s][pre].best);
+    }
+    printf ("\n");
     for (k = 0; k < n_cfg; k++) {
       NpuLlmStats st;
+      double kv_token;
 
       npu_llm_context_get_stats (ctxs[k], &st);
+      kv_token = (double) st.kv_bytes / n_ctx;
       printf ("  KV cache %s, precision %s: %.1f KiB a token, %.1f MiB for "
           "%u tokens\n", npu_kv_type_name (kv_types[k / n_prec]),
           precs[k % n_prec] ? "accurate" : "fast",
-          st.kv_bytes / 1024.0 / n_ctx, st.kv_bytes / 1048576.0, n_ctx);
-      printf ("  prefill %4u tok %7.2f tok/s (%.2f)  %.1f GFLOPS of "
-          "matrices\n", n_prefill, pf_best[k], pf_worst[k],
-          pf_best[k] * 2.0 * matrix_weights / 1e9);
-      printf ("  decode  %4u tok %7.2f tok/s (%.2f)  = %.2f GB/s of "
-          "weights\n", n_decode, dec_best[k], dec_worst[k],
-          dec_best[k] * wbytes / 1e9);
-      printf ("  roofline         %7.2f tok/s  decode / roofline = %.0f%%\n",
-          roof, 100.0 * dec_best[k] / roof);
+          kv_token / 1024.0, st.kv_bytes / 1048576.0, n_ctx);
+      printf ("    prefill %4u tok %8.2f tok/s (%.2f)  %.1f GFLOPS of "
+          "matrices\n", n_prefill, pf[k].best, pf[k].worst,
+          pf[k].best * 2.0 * matrix_weights / 1e9);
+      if (reuse)
+        printf ("    TTFT first answer %8.1f ms (%.1f), second answer %8.1f "
+            "ms (%.1f): %u of %u prompt tokens reused\n",
+            1e3 * n_prefill / pf[k].best, 1e3 * n_prefill / pf[k].worst,
+            1e3 / ttft[k].best, 1e3 / ttft[k].worst, reuse, n_prefill);
+      for (d = 0; d < n_depths; d++) {
+        /* the cache rows a token reads: on average the middle of the run */
+        double bytes = wbytes + kv_token * (depths[d] + n_decode / 2.0);
+        double roof = limit.best * 1e9 / bytes;
+
+        printf ("    decode @ %4u    %8.2f tok/s (%.2f)  %.2f GB/s read, "
+            "roofline %.2f tok/s: %.0f%%", depths[d], dec[k][d].best,
+            dec[k][d].worst, dec[k][d].best * bytes / 1e9, roof,
+            100.0 * dec[k][d].best / roof);
+        if (d > 0 && depths[0] == 0)
+          printf (", %+.1f%% of @ 0", 100.0 * (dec[k][d].best /
+                  dec[k][0].best - 1));
+        printf ("\n");
+      }
       npu_llm_context_free (ctxs[k]);
     }
 
@@ -388,7 +538,7 @@ main (int argc, char **argv)
     npu_device_unref (device);
   }
 
-  g_aligned_free (buf);
+  free (buf);
   g_free (prompt);
   npu_llm_model_free (model);
   if (tmp_path) {

@@ -563,6 +563,111 @@ GST_START_TEST (test_text_pad_answers_each)
 
 GST_END_TEST;
 
+/* The answers of one session to @prompts, sampled (temperature 1, no
+ * cut-off, seed 7), concatenated; with @keep_context one conversation */
+static gchar *
+session_conversation (const gchar * path, const gchar * const *prompts,
+    guint n, gboolean keep_context)
+{
+  NpuGguf *gguf = npu_gguf_open (path, NULL);
+  NpuLlmModel *model;
+  NpuLlmSessionParams p;
+  NpuLlmSession *s;
+  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "conversation");
+  GString *out = g_string_new (NULL);
+  GError *error = NULL;
+  guint i;
+
+  npu_device_unref (npu_queue_get_device (q));
+  model = npu_llm_model_new_from_file (path, NPU_LLM_LOAD_IN_PLACE, &error);
+  fail_unless (model != NULL, "%s", error ? error->message : "");
+  npu_llm_session_params_init (&p);
+  p.max_tokens = 6;
+  p.keep_context = keep_context;
+  p.chat_template = g_strdup ("auto");
+  p.sampler.temperature = 1.0;
+  p.sampler.top_k = 0;
+  p.sampler.top_p = 1.0;
+  p.sampler.min_p = 0;
+  p.sampler.repeat_penalty = 1.0;
+  p.sampler.seed = 7;
+  s = npu_llm_session_new (gguf, model, &p, &error);
+  fail_unless (s != NULL, "%s", error ? error->message : "");
+  for (i = 0; i < n; i++)
+    fail_unless (npu_llm_session_answer (s, q, prompts[i], NULL, 0, collect,
+            out, NULL, &error), "%s", error ? error->message : "");
+  npu_llm_session_params_clear (&p);
+  npu_llm_session_free (s);
+  npu_queue_free (q);
+  npu_gguf_free (gguf);
+  return g_string_free (out, FALSE);
+}
+
+/* keep-context=true: the element's answers are one conversation, the
+ * session's (tests/unit/test-llmsession.c checks that against the core
+ * fed the whole conversation), and npullm-stats says how many earlier
+ * tokens the second answer attended to */
+GST_START_TEST (test_keep_context)
+{
+  const gchar *qs[] = { "first question", "second one" };
+  gchar *want = session_conversation (llama_path, qs, 2, TRUE);
+  gchar *apart = session_conversation (llama_path, qs, 2, FALSE);
+  gchar *desc = g_strdup_printf ("appsrc name=src format=time "
+      "caps=text/x-raw,format=utf8 ! llm.text npullm name=llm model=%s "
+      "max-tokens=6 temperature=1 top-k=0 top-p=1 min-p=0 seed=7 "
+      "keep-context=true ! fakesink name=sink", llama_path);
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  Collected c = { g_string_new (NULL), 0, 0 };
+  GstBus *bus = gst_element_get_bus (pipeline);
+  GstMessage *msg;
+  GstFlowReturn flow;
+  guint i, n_stats = 0, context[2] = { 0, 0 };
+
+  fail_if (g_str_equal (want, apart), "the conversation made no difference");
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), &c);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  for (i = 0; i < 2; i++) {
+    GstBuffer *buf = gst_buffer_new_memdup (qs[i], strlen (qs[i]));
+    GST_BUFFER_PTS (buf) = (i + 1) * GST_SECOND;
+    g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+    gst_buffer_unref (buf);
+  }
+  g_signal_emit_by_name (src, "end-of-stream", &flow);
+  while ((msg = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+              GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_ELEMENT))) {
+    const GstStructure *st = gst_message_get_structure (msg);
+
+    if (GST_MESSAGE_TYPE (msg) != GST_MESSAGE_ELEMENT) {
+      fail_unless (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
+      gst_message_unref (msg);
+      break;
+    }
+    if (gst_structure_has_name (st, "npullm-stats") && n_stats < 2)
+      fail_unless (gst_structure_get_uint (st, "context-tokens",
+              &context[n_stats++]));
+    gst_message_unref (msg);
+  }
+  fail_unless_equals_int (n_stats, 2);
+  fail_unless_equals_int (context[0], 0);
+  fail_unless (context[1] > 6, "context-tokens %u", context[1]);
+  fail_unless_equals_string (c.text->str, want);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  g_string_free (c.text, TRUE);
+  gst_object_unref (bus);
+  gst_object_unref (src);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (want);
+  g_free (apart);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_vision_tokens_spliced)
 {
   NpuGguf *g = npu_gguf_open (qwen_path, NULL);
@@ -2028,6 +2133,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_weights_pad_same_text);
   tcase_add_test (tc, test_seed_and_output_modes);
   tcase_add_test (tc, test_text_pad_answers_each);
+  tcase_add_test (tc, test_keep_context);
   tcase_add_test (tc, test_vision_tokens_spliced);
   tcase_add_test (tc, test_media_from_two_pads_in_pts_order);
   tcase_add_test (tc, test_fence_never_signals);

@@ -14,7 +14,7 @@
 #   node-llama-cpp-$NODE_LLAMA_CPP_VERSION.tgz, src/ (the clone), build/
 #   (bin/llama-bench, llama-simple, llama-completion, llama-eval-callback,
 #   llama-tokenize and the shared libraries, libmtmd among them),
-#   llama-greedy, clip-encode, mtmd-audio-encode.
+#   llama-greedy, llama-ttft, clip-encode, mtmd-audio-encode.
 # NODE_LLAMA_CPP_VERSION (3.22.1) picks the npm package, so the llama.cpp
 # revision: 3.22.1 carries llama.cpp 0.5.0-dev, commit de3ff81 (the bundle
 # is one squashed commit, so `git describe` and the build number say
@@ -69,6 +69,9 @@ cmake --build "$DIR/build" -j"$JOBS" --target llama-bench llama-simple \
 
 # 4. the reference side of the cross-checks
 cc -O2 -Wall -o "$DIR/llama-greedy" "$HERE/llama-greedy.c" \
+    -I"$DIR/src/include" -I"$DIR/src/ggml/include" -L"$DIR/build/bin" \
+    -lllama -lggml -lggml-base -Wl,-rpath,"$DIR/build/bin"
+cc -O2 -Wall -o "$DIR/llama-ttft" "$HERE/llama-ttft.c" \
     -I"$DIR/src/include" -I"$DIR/src/ggml/include" -L"$DIR/build/bin" \
     -lllama -lggml -lggml-base -Wl,-rpath,"$DIR/build/bin"
 # clip.h and clip-impl.h are mtmd's internal headers: their unused static

@@ -1010,6 +1010,70 @@ test_chat_families (void)
   g_clear_error (&err);
 }
 
+/* A conversation: the first turn, the answer as generated, then
+ * npu_chat_format_next() must give what the template renders for the
+ * messages [user, assistant, user] (written out from the templates quoted
+ * in npuchat.c) */
+static void
+assert_conversation (NpuChatTemplate * t, const gchar * answer,
+    const gchar * expected)
+{
+  gchar *first = npu_chat_format (t, NULL, "Hi", TRUE);
+  gchar *next = npu_chat_format_next (t, "Bye", TRUE);
+  gchar *all = g_strconcat (first, answer, next, NULL);
+
+  g_assert_cmpstr (all, ==, expected);
+  g_free (all);
+  g_free (next);
+  g_free (first);
+}
+
+static void
+test_chat_next (void)
+{
+  NpuChatTemplate *t;
+  GError *err = NULL;
+
+  t = npu_chat_template_new_from_name ("chatml", &err);
+  assert_conversation (t, "Hello",
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello"
+      "<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+      "<|im_start|>assistant\n");
+  npu_chat_template_free (t);
+
+  /* the default system message comes with the first turn only */
+  t = npu_chat_template_new_from_name ("qwen2", &err);
+  assert_conversation (t, "Hello",
+      "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n"
+      "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello"
+      "<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n"
+      "<|im_start|>assistant\n");
+  npu_chat_template_free (t);
+
+  t = npu_chat_template_new_from_name ("llama3", &err);
+  assert_conversation (t, "Hello",
+      "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\n"
+      "Hi<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"
+      "Hello<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n"
+      "Bye<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n");
+  npu_chat_template_free (t);
+
+  /* assistant: ' ' + content.strip() + ' ' + eos_token */
+  t = npu_chat_template_new_from_name ("llama2", &err);
+  assert_conversation (t, " Hello",
+      "<s>[INST] Hi [/INST] Hello </s><s>[INST] Bye [/INST]");
+  npu_chat_template_free (t);
+
+  t = npu_chat_template_new_from_name ("none", &err);
+  assert_conversation (t, " there.", "Hi there.\n\nBye");
+  npu_chat_template_free (t);
+
+  t = npu_chat_template_new_custom ("{system}Q: {prompt}\nA:", &err);
+  assert_conversation (t, " Hello", "Q: Hi\nA: HelloQ: Bye\nA:");
+  npu_chat_template_free (t);
+  g_assert_no_error (err);
+}
+
 static void
 test_chat_names (void)
 {
@@ -1084,6 +1148,7 @@ main (int argc, char **argv)
   g_test_add_func ("/chat/generated", test_chat_generated);
   g_test_add_func ("/chat/families", test_chat_families);
   g_test_add_func ("/chat/names", test_chat_names);
+  g_test_add_func ("/chat/next", test_chat_next);
   ret = g_test_run ();
 
   p = g_build_filename (tmpdir, "llama.gguf", NULL);

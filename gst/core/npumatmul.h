@@ -45,8 +45,9 @@
  *    accumulation term counts both passes and their sum).  The scalar path
  *    is exact whatever the precision.
  *
- * NPU_MATMUL_ISA=scalar|avx2|avx512|neon in the environment forces a path
- * (read once; an unavailable one falls back to scalar with a warning).
+ * The path is the best level npucpu.h allows: NPU_CPU_ISA=scalar|avx2|
+ * avx512|neon in the environment caps it (read once; an unavailable one
+ * falls back to scalar with a warning), npu_matmul_set_isa() forces one.
  *
  * Non-finite values: a NaN scale (e = 0xFF) or a NaN/Inf activation makes
  * the affected outputs non-finite (NaN in the int8 paths).
@@ -209,8 +210,9 @@ void npu_matmul_q8_0_with_precision (NpuTask * task, const NpuBlockQ8_0 * w,
  * npu_matmul_q8_0() use */
 const gchar *npu_matmul_get_isa (void);
 
-/* For tests and benchmarks: force a path by name, as NPU_MATMUL_ISA does.
- * Returns FALSE (and keeps the current one) if this CPU or build lacks it.
+/* For tests and benchmarks: force a path by name.  Returns FALSE (and
+ * keeps the current one) if this build, this CPU or NPU_CPU_ISA's cap
+ * lacks it.
  * Not thread-safe against concurrent multiplications. */
 gboolean npu_matmul_set_isa (const gchar * name);
 

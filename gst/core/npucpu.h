@@ -20,6 +20,7 @@
 #define __NPU_CPU_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 G_BEGIN_DECLS
 
@@ -62,21 +63,28 @@ typedef enum
 } NpuCpuIsa;
 
 /* What this CPU has, whatever the cap. */
+NPU_API
 NpuCpuFeatures npu_cpu_detect (void);
 
 /* What the core may use: the CPU's features within the cap. */
+NPU_API
 NpuCpuFeatures npu_cpu_get_features (void);
 
 /* TRUE if every one of @features may be used. */
+NPU_API
 gboolean npu_cpu_has (NpuCpuFeatures features);
 
 /* TRUE if every feature of level @isa may be used. */
+NPU_API
 gboolean npu_cpu_isa_usable (NpuCpuIsa isa);
 
 /* The highest level that may be used, and the names of the levels
  * ("scalar", "avx2", "avx512", "neon"). */
+NPU_API
 NpuCpuIsa npu_cpu_get_isa (void);
+NPU_API
 const gchar *npu_cpu_isa_name (NpuCpuIsa isa);
+NPU_API
 gboolean npu_cpu_isa_from_name (const gchar * name, NpuCpuIsa * isa);
 
 /* For tests and benchmarks, as NPU_CPU_ISA does: caps the features at
@@ -84,10 +92,12 @@ gboolean npu_cpu_isa_from_name (const gchar * name, NpuCpuIsa * isa);
  * the name is unknown or this CPU lacks the level.  Paths already chosen
  * (a vision preprocessing plan, the matrix kernels' current path) keep
  * theirs; npu_matmul_set_isa() switches the matrix kernels. */
+NPU_API
 gboolean npu_cpu_set_isa (const gchar * name);
 
 /* @features as space-separated names ("avx2 fma f16c avx512f ...",
  * "neon dotprod"), "" for none.  Free with g_free(). */
+NPU_API
 gchar *npu_cpu_features_to_string (NpuCpuFeatures features);
 
 G_END_DECLS

@@ -9,12 +9,15 @@
 #define __GST_NPU_ELEMENT_UTILS_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 #include <core/npubackend.h>
 
 G_BEGIN_DECLS
 
+GST_NPU_API
 NpuQueue *gst_npu_element_new_queue (GstElement * element, guint n_threads);
 
+GST_NPU_API
 void gst_npu_element_post_model_open_error (GstElement * element,
     const gchar * path, const GError * error);
 

@@ -1,9 +1,11 @@
 #!/bin/sh
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # The main job: installs what is missing, builds, and runs the demo
-# pipelines on generated models (real weights cannot be downloaded here;
-# the models are random, so the text they write is noise: what the demo
-# shows is the pipeline, the zero-copy path and the figures).
+# pipelines: first the models trained here (tests/models/,
+# docs/trained-models.md) naming what videotestsrc draws, then the
+# generated random models of the speed benchmarks (real weights cannot be
+# downloaded here; their text is noise: what they show is the pipeline, the
+# zero-copy path and the figures).
 set -eu
 cd "$(dirname "$0")/.."
 ./tests/setup.sh
@@ -12,6 +14,33 @@ export GST_PLUGIN_PATH="$(pwd)/build/gst/elements${GST_PLUGIN_PATH:+:$GST_PLUGIN
 GEN=./build/tests/tools/npu-model-gen
 M=build/demo-models
 mkdir -p "$M"
+
+T=tests/models
+# One frame of videotestsrc through the trained models; prints the answer
+# and npullm's figures for it.
+name() {
+  out=$(mktemp)
+  stats=$(gst-launch-1.0 -m videotestsrc num-buffers=1 $1 ! "$2" ! \
+      npuvisiontok model=$T/videotestsrc-mmproj.gguf ! llm.vision \
+    npullm name=llm model=$T/videotestsrc-text.gguf \
+      prompt="What do you see?" ! filesink location="$out" 2>&1 |
+    grep npullm-stats)
+  field() { echo "$stats" | sed -n "s/.*$1=([a-z]*)\([0-9.]*\).*/\1/p"; }
+  printf '%-62s -> %-28s (first token %.1f ms, %d tokens at %.0f tok/s)\n' \
+    "videotestsrc $1 ! $2" "$(cat "$out")" "$(field ttft-ms)" \
+    "$(field generated-tokens)" "$(field decode-tps)"
+  rm -f "$out"
+}
+echo "== trained models name what videotestsrc draws (tests/models/)"
+name "pattern=smpte" video/x-raw,format=NV12,width=352,height=288
+name "pattern=pinwheel" video/x-raw,format=RGB,width=320,height=240
+name "pattern=checkers-8" video/x-raw,format=I420,width=199,height=141
+name "pattern=solid-color foreground-color=0xffe8e020" \
+  video/x-raw,format=NV12,width=320,height=240
+name "pattern=zone-plate kx2=24 ky2=24" video/x-raw,format=RGB,width=256,height=192
+name "pattern=snow" video/x-raw,format=YUY2,width=320,height=180
+echo "== live: a moving red ball, captioned as it moves (examples/live-caption.sh)"
+SINK=fakesink RUN_SECONDS=3 ./examples/live-caption.sh 0xffff2020 | sort | uniq -c
 
 echo "== compute devices (gst-device-monitor-1.0 Compute)"
 gst-device-monitor-1.0 Compute

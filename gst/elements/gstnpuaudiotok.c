@@ -1112,6 +1112,11 @@ convert (GstNpuAudioTok * self, gconstpointer data, gsize n_frames)
     self->conv_len = n_out;
     self->conv = g_new (gfloat, n_out);
   }
+  /* where the front end reads: upstream's memory, or the stitch buffer of
+   * a frame split between two memories (counted in bytes-copied) */
+  if (data)
+    gst_npu_input_watch_notify (GST_OBJECT (self), data,
+        n_frames * GST_AUDIO_INFO_BPF (&self->info));
   n_out = gst_npu_audio_frontend_convert (self->fe, data, n_frames, self->conv);
   if (data)
     self->n_in += n_frames;

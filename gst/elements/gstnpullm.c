@@ -1210,6 +1210,8 @@ gst_npu_llm_loop (GstNpuLlm * self)
     MediaItem *m = l->data;
     media[n_media].rows = (const float *) m->map.data;
     media[n_media].n_rows = m->n_rows;
+    /* where the decoder reads the rows: the producer's memory */
+    gst_npu_input_watch_notify (GST_OBJECT (self), m->map.data, m->map.size);
     media[n_media].marker = m->marker;
     n_media++;
   }

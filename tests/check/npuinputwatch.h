@@ -181,6 +181,29 @@ npu_input_watch_n_outside (NpuInputWatch * w, NpuInputRead * first)
   return n;
 }
 
+/* The bytes of the reads that lie outside every memory given to
+ * npu_input_watch_add_buffer(): what the element read from a copy. */
+static inline guint64
+npu_input_watch_bytes_outside (NpuInputWatch * w)
+{
+  guint i, j;
+  guint64 bytes = 0;
+
+  g_mutex_lock (&w->lock);
+  for (i = 0; i < w->reads->len; i++) {
+    const NpuInputRead *r = &g_array_index (w->reads, NpuInputRead, i);
+    gboolean inside = FALSE;
+
+    for (j = 0; j < w->ranges->len && !inside; j++)
+      inside = npu_input_read_inside (r, &g_array_index (w->ranges,
+              NpuInputRead, j));
+    if (!inside)
+      bytes += r->size;
+  }
+  g_mutex_unlock (&w->lock);
+  return bytes;
+}
+
 /* Fails unless at least @min_reads reads were seen and every one lies
  * inside memory given to npu_input_watch_add_buffer(). */
 static inline void

@@ -17,6 +17,7 @@
 #include <gst/audio/audio.h>
 
 #include "npucheck.h"
+#include "npuinputwatch.h"
 #include <gst/check/gstharness.h>
 #include <npu/npu.h>
 #include <core/npuaudioenc.h>
@@ -327,6 +328,70 @@ GST_START_TEST (test_tokens_reference)
 
 GST_END_TEST;
 
+/* A buffer flagged DISCONT, or a PTS more than 20 ms from where the
+ * samples say, ends the chunk there and starts a new clip: 0.5 s, then
+ * 1 s after the break, give a partial chunk of the first 0.5 s and a
+ * chunk of the next second, each the reference's tokens for those
+ * samples alone, stamped where they were */
+GST_START_TEST (test_discont_starts_clip)
+{
+  const gsize n = 24000;
+  float *s = make_clip (n, 3);
+  Ref ref;
+  guint variant;
+  double *ra, *rb;
+
+  ref_init (&ref, audio_path, GST_SECOND);
+  ra = ref_tokens (&ref, s, 8000);
+  rb = ref_tokens (&ref, s + 8000, 16000);
+  for (variant = 0; variant < 2; variant++) {
+    /* 0: a jump of the PTS to 3 s; 1: DISCONT, the PTS where it was */
+    GstClockTime b_start = variant == 0 ? 3 * GST_SECOND : GST_SECOND / 2;
+    GstHarness *h = make_harness ("vad=false chunk-duration=1000000000",
+        "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
+    gsize off;
+    Out out;
+    double err;
+
+    for (off = 0; off < n; off += 1600) {
+      GstBuffer *buf = gst_harness_create_buffer (h, 1600 * 4);
+
+      gst_buffer_fill (buf, 0, s + off, 1600 * 4);
+      if (off < 8000)
+        GST_BUFFER_PTS (buf) = gst_util_uint64_scale (off, GST_SECOND, 16000);
+      else
+        GST_BUFFER_PTS (buf) = b_start + gst_util_uint64_scale (off - 8000,
+            GST_SECOND, 16000);
+      GST_BUFFER_DURATION (buf) = GST_SECOND / 10;
+      if (variant == 1 && off == 8000)
+        GST_BUFFER_FLAG_SET (buf, GST_BUFFER_FLAG_DISCONT);
+      fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+    }
+    collect (h, &out);
+    gst_harness_teardown (h);
+    fail_unless_equals_int (out.tokens->len, 2);
+    err = tokens_error (g_ptr_array_index (out.tokens, 0), ra,
+        (gsize) ref.n_tokens * ref.dim);
+    fail_unless (npu_within (err, TOKENS_TOL), "variant %u, before the "
+        "break: error %g", variant, err);
+    err = tokens_error (g_ptr_array_index (out.tokens, 1), rb,
+        (gsize) ref.n_tokens * ref.dim);
+    fail_unless (npu_within (err, TOKENS_TOL), "variant %u, after the "
+        "break: error %g", variant, err);
+    fail_unless_equals_uint64 (OUT_PTS (&out, 0), 0);
+    fail_unless_equals_uint64 (OUT_DUR (&out, 0), GST_SECOND / 2);
+    fail_unless_equals_uint64 (OUT_PTS (&out, 1), b_start);
+    fail_unless_equals_uint64 (OUT_DUR (&out, 1), GST_SECOND);
+    out_clear (&out);
+  }
+  g_free (ra);
+  g_free (rb);
+  ref_clear (&ref);
+  g_free (s);
+}
+
+GST_END_TEST;
+
 /* precision=accurate (the default) against fast on the machine's own
  * integer path (the other tests run the exact scalar one): both within
  * their bounds of the double reference, accurate the closer.  2e-3 is
@@ -596,16 +661,23 @@ GST_END_TEST;
 /* ------------------------------------------------------------------------
  * Memory: upstream writes into NPU memory, nothing is copied
  */
+typedef struct
+{
+  guint n_buffers, n_npu;
+  NpuInputWatch *watch;
+} MemoryProbe;
+
 static GstPadProbeReturn
 count_npu_memory (GstPad * pad, GstPadProbeInfo * info, gpointer data)
 {
-  guint *counts = data;
+  MemoryProbe *probe = data;
   GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
 
-  counts[0]++;
+  probe->n_buffers++;
   if (gst_buffer_n_memory (buf) == 1 &&
       gst_is_npu_memory (gst_buffer_peek_memory (buf, 0)))
-    counts[1]++;
+    probe->n_npu++;
+  npu_input_watch_add_buffer (probe->watch, buf);
   return GST_PAD_PROBE_OK;
 }
 
@@ -618,14 +690,14 @@ GST_START_TEST (test_audiotestsrc_npu_memory)
   GstElement *pipeline = gst_parse_launch (desc, NULL), *tok;
   GstPad *pad;
   GstMessage *msg;
-  guint counts[2] = { 0, 0 };
+  MemoryProbe probe = { 0, 0, npu_input_watch_start () };
   guint64 copied, processed;
 
   fail_unless (pipeline != NULL);
   tok = gst_bin_get_by_name (GST_BIN (pipeline), "t");
   pad = gst_element_get_static_pad (tok, "sink");
   gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, count_npu_memory,
-      counts, NULL);
+      &probe, NULL);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
       30 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
@@ -634,9 +706,13 @@ GST_START_TEST (test_audiotestsrc_npu_memory)
   g_object_get (tok, "bytes-copied", &copied, "chunks-processed",
       &processed, NULL);
   /* every buffer audiotestsrc made was NPU memory, read where it was */
-  fail_unless_equals_int (counts[0], 20);
-  fail_unless_equals_int (counts[1], 20);
+  fail_unless_equals_int (probe.n_buffers, 20);
+  fail_unless_equals_int (probe.n_npu, 20);
   fail_unless_equals_uint64 (copied, 0);
+  /* the front end read each of them in place (1600 frames of 4 bytes
+   * each: no frame split) */
+  npu_input_watch_assert_in_place (probe.watch, 20);
+  npu_input_watch_stop (probe.watch);
   /* 20 x 1600 samples at 48 kHz = 0.667 s: one chunk of 0.5 s and one
    * partial */
   fail_unless_equals_uint64 (processed, 2);
@@ -650,19 +726,19 @@ GST_START_TEST (test_audiotestsrc_npu_memory)
 
 GST_END_TEST;
 
-/* The converter reads the PCM at the address upstream wrote it to: a copy
- * of the input anywhere before it (a gst_buffer_copy_deep(), a merge of
- * memories) would move it */
+/* The front end reads the PCM at the address upstream wrote it to
+ * (tests/check/npuinputwatch.h): a copy of the input anywhere before it (a
+ * gst_buffer_copy_deep(), a merge of memories) would move the reads out of
+ * the memories pushed, and bytes-copied stays 0. */
 GST_START_TEST (test_reads_in_place)
 {
   const gsize n = 3200;
   float *s = make_clip (n, 10);
   GstHarness *h = make_harness ("vad=false chunk-duration=100000000",
       "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
-  NpuLogCapture *cap = npu_log_capture_start ("npuaudiotok", GST_LEVEL_LOG);
-  gchar *where[2];
+  NpuInputWatch *watch = npu_input_watch_start ();
   GstBuffer *buf;
-  guint i;
+  Out out;
 
   /* two memories in one buffer, each read where it is */
   buf = gst_buffer_new ();
@@ -671,25 +747,25 @@ GST_START_TEST (test_reads_in_place)
   gst_buffer_append_memory (buf, gst_memory_new_wrapped (0, s + 1600,
           1600 * 4, 0, 1600 * 4, NULL, NULL));
   GST_BUFFER_PTS (buf) = 0;
+  npu_input_watch_add_buffer (watch, buf);
   fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
-  where[0] = g_strdup_printf ("in place at %p", (gpointer) s);
-  where[1] = g_strdup_printf ("in place at %p", (gpointer) (s + 1600));
-  for (i = 0; i < 2; i++) {
-    if (npu_log_capture_count (cap, where[i], NULL) != 1)
-      npu_log_capture_dump (cap);
-    fail_unless_equals_int (npu_log_capture_count (cap, where[i], NULL), 1);
-    g_free (where[i]);
-  }
-  fail_unless_equals_int (npu_log_capture_count (cap, "in place at", NULL),
-      2);
-  npu_log_capture_stop (cap, "npuaudiotok");
+  collect (h, &out);
+  /* 0.2 s in chunks of 0.1 s: the PCM really went through */
+  fail_unless_equals_int (out.tokens->len, 2);
+  fail_unless_equals_int (npu_input_watch_n_reads (watch), 2);
+  npu_input_watch_assert_in_place (watch, 2);
+  fail_unless_equals_uint64 (get_u64 (h, "bytes-copied"), 0);
+  npu_input_watch_stop (watch);
+  out_clear (&out);
   gst_harness_teardown (h);
   g_free (s);
 }
 
 GST_END_TEST;
 
-/* Frames split between buffers are stitched: counted, same tokens */
+/* Frames split between buffers are stitched: counted, same tokens; the
+ * front end reads every whole frame in place and only the stitched frames
+ * from elsewhere, as many bytes as bytes-copied says */
 GST_START_TEST (test_split_frames_counted)
 {
   const gsize n = 16000;
@@ -698,8 +774,10 @@ GST_START_TEST (test_split_frames_counted)
   Out a, b;
   gsize off, size = n * 4, expected = 0;
   guint64 copied;
+  NpuInputWatch *watch;
 
   a = run_f32 ("vad=false chunk-duration=1000000000", s, n, 1600);
+  watch = npu_input_watch_start ();
   h = make_harness ("vad=false chunk-duration=1000000000",
       "audio/x-raw,format=F32LE,layout=interleaved,rate=16000,channels=1");
   /* 1001-byte buffers: a frame split at most boundaries */
@@ -715,6 +793,7 @@ GST_START_TEST (test_split_frames_counted)
       expected += 4 - off % 4;
     if ((off + k) % 4)
       expected += (off + k) % 4;
+    npu_input_watch_add_buffer (watch, buf);
     fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
   }
   collect (h, &b);
@@ -722,6 +801,17 @@ GST_START_TEST (test_split_frames_counted)
   gst_harness_teardown (h);
   fail_unless (expected > 0);
   fail_unless_equals_uint64 (copied, expected);
+  /* all 16000 frames read, the split ones (4 bytes each) from the stitch */
+  fail_unless_equals_uint64 (npu_input_watch_bytes_outside (watch), expected);
+  {
+    guint64 total = 0;
+    guint i;
+
+    for (i = 0; i < watch->reads->len; i++)
+      total += g_array_index (watch->reads, NpuInputRead, i).size;
+    fail_unless_equals_uint64 (total, size);
+  }
+  npu_input_watch_stop (watch);
   fail_unless_equals_int (b.tokens->len, 1);
   fail_unless (memcmp (g_ptr_array_index (a.tokens, 0),
           g_ptr_array_index (b.tokens, 0),
@@ -1205,6 +1295,7 @@ npuaudiotok_suite (void)
   tcase_add_test (tc, test_tokens_reference);
   tcase_add_test (tc, test_precision);
   tcase_add_test (tc, test_overlap);
+  tcase_add_test (tc, test_discont_starts_clip);
   tcase_add_test (tc, test_buffer_sizes);
   tcase_add_test (tc, test_44k_stereo);
   tcase_add_test (tc, test_vad);

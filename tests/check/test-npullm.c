@@ -2,19 +2,25 @@
 /* gst-npu: npullm element tests
  *
  * The decoder itself is checked against a double-precision reference in
- * tests/unit/test-llm.c; here the element's plumbing is: what it streams
- * must be exactly what the core session answers for the same prompt and
- * settings, whichever way the weights arrive, and bad input must end in a
+ * tests/unit/test-llm.c; here the element and the session it wraps (chat
+ * template, BOS, media splicing, end of generation, stop strings) are:
+ * what it streams must be exactly what the core's decoder says when fed
+ * the prompt this file builds from the templates' text (not through the
+ * session), whichever way the weights arrive, and bad input must end in a
  * clear error, never a hang.
  */
+#include <math.h>
 #include <string.h>
 #include <glib/gstdio.h>
 
 #include "npucheck.h"
+#include "npuinputwatch.h"
 #include <gst/check/gstharness.h>
 #include <gst/video/video.h>
 #include <npu/npu.h>
+#include <core/npullm.h>
 #include <core/npullmsession.h>
+#include <core/nputokenizer.h>
 #include <core/npugguf.h>
 #include "../tools/npumodelgen.h"
 
@@ -33,6 +39,11 @@ write_models (void)
   mmproj_path = g_build_filename (tmpdir, "mmproj.gguf", NULL);
   fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_QWEN2, "tiny",
           &error));
+  /* A random model with tied embeddings echoes its last input token
+   * (docs/models.md): this one says line breaks to every prompt, so the
+   * tests could not tell prompts apart.  Untied, the text depends on the
+   * whole prompt (checked in test_text_only_matches_core). */
+  tp.tied = FALSE;
   fail_unless (npu_model_gen_write_text (&tp, qwen_path, NULL, &error), "%s",
       error ? error->message : "");
   fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_LLAMA, "tiny",
@@ -64,59 +75,188 @@ teardown (void)
   g_free (tmpdir);
 }
 
-static gboolean
-collect (const gchar * text, gsize len, gpointer user_data)
+/* The prompt as the model must be fed it, written here from the chat
+ * templates the generator puts in the files (tests/tools/npumodelgen.c),
+ * not by the session: qwen2's ChatML with the template's default system
+ * turn and no BOS, llama's Llama 2 "[INST] ... [/INST]" after BOS.  Media
+ * rows go between @before and @after, before the user's text. */
+static void
+prompt_text (const gchar * path, const gchar * user, gchar ** before,
+    gchar ** after, gboolean * bos)
 {
-  g_string_append_len (user_data, text, len);
-  return TRUE;
+  if (g_str_equal (path, llama_path)) {
+    *before = g_strdup ("[INST] ");
+    *after = g_strdup_printf ("%s [/INST]", user);
+    *bos = TRUE;
+  } else {
+    *before = g_strdup ("<|im_start|>system\nYou are a helpful assistant."
+        "<|im_end|>\n<|im_start|>user\n");
+    *after = g_strdup_printf ("%s<|im_end|>\n<|im_start|>assistant\n", user);
+    *bos = FALSE;
+  }
 }
 
-/* The answer the core gives, computed without the element, with
- * @n_media token blocks spliced in this order. */
+/* The ids of @text, control-token text as control tokens, nothing added */
+static gint32 *
+tokens_of (const NpuTokenizer * tok, const gchar * text, gsize * n)
+{
+  return npu_tokenizer_encode (tok, text, -1, FALSE, TRUE, n);
+}
+
+/* The answer, computed without the element and without the session it
+ * wraps: the hand-built prompt (prompt_text()) through the core's decoder
+ * with @n_media token blocks spliced in this order; greedy (argmax, lowest
+ * id on ties) at temperature 0, else the core's sampler with the element's
+ * defaults; ends at the end-of-generation tokens named here or after
+ * @max_tokens.  @ids (nullable) receives the generated ids, @n_prompt
+ * (nullable) the length of the prompt the model was fed, media rows
+ * included. */
+static gchar *
+direct_answer_media_ids (const gchar * path, const gchar * prompt,
+    guint max_tokens, gdouble temperature, guint64 seed,
+    GBytes * const *media, guint n_media, guint n_embd, GArray * ids,
+    guint * n_prompt)
+{
+  NpuGguf *gguf = npu_gguf_open (path, NULL);
+  NpuTokenizer *tok;
+  NpuLlmModel *model;
+  NpuLlmContextParams cp;
+  NpuLlmContext *ctx;
+  NpuLlmSamplerParams sp;
+  NpuLlmSampler *sampler = NULL;
+  const NpuLlmHParams *hp;
+  GArray *out = g_array_new (FALSE, FALSE, sizeof (gint32));
+  gchar *before, *after, *text;
+  gint32 *tb, *ta, eog[2];
+  gsize nb, na, i;
+  gboolean bos;
+  guint n_fed;
+  GError *error = NULL;
+
+  fail_unless (gguf != NULL);
+  tok = npu_tokenizer_new_from_gguf (gguf, &error);
+  fail_unless (tok != NULL, "%s", error ? error->message : "");
+  npu_gguf_free (gguf);
+  model = npu_llm_model_new_from_file (path, NPU_LLM_LOAD_IN_PLACE, &error);
+  fail_unless (model != NULL, "%s", error ? error->message : "");
+  hp = npu_llm_model_get_hparams (model);
+  npu_llm_context_params_init (&cp);
+  cp.n_ctx = 512;
+  /* the element's defaults (docs/npullm.md) */
+  cp.kv_type = NPU_KV_F16;
+  cp.precision = NPU_MATMUL_PRECISION_FAST;
+  ctx = npu_llm_context_new (model, &cp, &error);
+  fail_unless (ctx != NULL, "%s", error ? error->message : "");
+
+  prompt_text (path, prompt, &before, &after, &bos);
+  if (n_media == 0) {
+    gchar *whole = g_strconcat (before, after, NULL);
+
+    tb = tokens_of (tok, whole, &nb);
+    ta = tokens_of (tok, "", &na);
+    g_free (whole);
+  } else {
+    tb = tokens_of (tok, before, &nb);
+    ta = tokens_of (tok, after, &na);
+  }
+  if (bos) {
+    /* <s>, the second special token of the generated SentencePiece
+     * vocabulary (<unk> <s> </s>) */
+    gint32 b = 1;
+
+    fail_unless_equals_string (npu_tokenizer_token_text (tok, 1), "<s>");
+    fail_unless (npu_llm_eval_tokens (ctx, NULL, &b, 1, &error), "%s",
+        error ? error->message : "");
+  }
+  fail_unless (npu_llm_eval_tokens (ctx, NULL, tb, nb, &error), "%s",
+      error ? error->message : "");
+  for (i = 0; i < n_media; i++) {
+    gsize size;
+    const float *rows = g_bytes_get_data (media[i], &size);
+
+    fail_unless (npu_llm_eval_embeddings (ctx, NULL, rows,
+            size / (n_embd * 4), &error), "%s", error ? error->message : "");
+  }
+  if (na)
+    fail_unless (npu_llm_eval_tokens (ctx, NULL, ta, na, &error), "%s",
+        error ? error->message : "");
+  n_fed = npu_llm_context_get_n_past (ctx);
+  if (n_prompt)
+    *n_prompt = n_fed;
+
+  if (bos) {
+    eog[0] = npu_tokenizer_find_token (tok, "</s>");
+    eog[1] = eog[0];
+  } else {
+    eog[0] = npu_tokenizer_find_token (tok, "<|im_end|>");
+    eog[1] = npu_tokenizer_find_token (tok, "<|endoftext|>");
+  }
+  fail_unless (eog[0] != NPU_TOKEN_NULL && eog[1] != NPU_TOKEN_NULL);
+  if (temperature > 0) {
+    npu_llm_sampler_params_init (&sp);
+    sp.temperature = temperature;
+    sp.top_k = 40;
+    sp.top_p = 0.95;
+    sp.min_p = 0.05;
+    sp.repeat_penalty = 1.0;
+    sp.seed = seed;
+    sampler = npu_llm_sampler_new (&sp, hp->n_vocab, &error);
+    fail_unless (sampler != NULL);
+  }
+  while (out->len < max_tokens) {
+    const float *logits = npu_llm_get_logits (ctx);
+    gint32 next = 0;
+
+    if (sampler) {
+      next = npu_llm_sampler_sample (sampler, logits);
+    } else {
+      gint32 v;
+
+      for (v = 1; v < (gint32) hp->n_vocab; v++)
+        if (logits[v] > logits[next])
+          next = v;
+    }
+    if (next == eog[0] || next == eog[1])
+      break;
+    if (sampler)
+      npu_llm_sampler_accept (sampler, next);
+    g_array_append_val (out, next);
+    if (out->len < max_tokens)
+      fail_unless (npu_llm_eval_tokens (ctx, NULL, &next, 1, &error), "%s",
+          error ? error->message : "");
+  }
+  text = npu_tokenizer_decode (tok, (const gint32 *) out->data, out->len,
+      NPU_DECODE_NONE, NULL);
+  if (ids)
+    g_array_append_vals (ids, out->data, out->len);
+
+  g_array_unref (out);
+  g_free (tb);
+  g_free (ta);
+  g_free (before);
+  g_free (after);
+  if (sampler)
+    npu_llm_sampler_free (sampler);
+  npu_llm_context_free (ctx);
+  npu_llm_model_free (model);
+  npu_tokenizer_free (tok);
+  return text;
+}
+
 static gchar *
 direct_answer_media (const gchar * path, const gchar * prompt,
     guint max_tokens, gdouble temperature, guint64 seed,
     GBytes * const *media, guint n_media, guint n_embd)
 {
-  NpuGguf *gguf = npu_gguf_open (path, NULL);
-  NpuLlmHParams hp;
-  NpuLlmModel *model;
-  NpuLlmSessionParams p;
-  NpuLlmSession *s;
-  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "ref");
-  GString *out = g_string_new (NULL);
-  NpuLlmMedia m[4] = { {0,}, };
-  GError *error = NULL;
-  guint i;
+  return direct_answer_media_ids (path, prompt, max_tokens, temperature,
+      seed, media, n_media, n_embd, NULL, NULL);
+}
 
-  npu_device_unref (npu_queue_get_device (q));
-  fail_unless (gguf && npu_llm_hparams_from_gguf (gguf, &hp, NULL));
-  model = npu_llm_model_new_from_file (path, NPU_LLM_LOAD_IN_PLACE, &error);
-  fail_unless (model != NULL, "%s", error ? error->message : "");
-  npu_llm_session_params_init (&p);
-  p.max_tokens = max_tokens;
-  p.chat_template = g_strdup ("auto");
-  p.sampler.temperature = temperature;
-  p.sampler.top_k = 40;
-  p.sampler.top_p = 0.95;
-  p.sampler.min_p = 0.05;
-  p.sampler.repeat_penalty = 1.0;
-  p.sampler.seed = seed;
-  s = npu_llm_session_new (gguf, model, &p, &error);
-  fail_unless (s != NULL, "%s", error ? error->message : "");
-  fail_unless (n_media <= G_N_ELEMENTS (m));
-  for (i = 0; i < n_media; i++) {
-    m[i].rows = g_bytes_get_data (media[i], NULL);
-    m[i].n_rows = g_bytes_get_size (media[i]) / (n_embd * 4);
-  }
-  fail_unless (npu_llm_session_answer (s, q, prompt, n_media ? m : NULL,
-          n_media, collect, out, NULL, &error), "%s",
-      error ? error->message : "");
-  npu_llm_session_params_clear (&p);
-  npu_llm_session_free (s);
-  npu_queue_free (q);
-  npu_gguf_free (gguf);
-  return g_string_free (out, FALSE);
+static gboolean
+collect (const gchar * text, gsize len, gpointer user_data)
+{
+  g_string_append_len (user_data, text, len);
+  return TRUE;
 }
 
 /* Answers @prompts[0..n) in one session (greedy, a system prompt, the
@@ -204,6 +344,8 @@ typedef struct
   GString *text;
   guint n_buffers;
   GstClockTime first_pts;
+  GPtrArray *stats;             /* (nullable) run() adds the structures of
+                                 * the npullm-stats messages */
 } Collected;
 
 /* UTF-8 that may hold U+0000 (a model may generate the byte token
@@ -252,15 +394,24 @@ run (const gchar * desc, Collected * c, gchar ** error_message,
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   c->text = g_string_new (NULL);
   c->n_buffers = 0;
+
   g_object_set (sink, "signal-handoffs", TRUE, NULL);
   g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), c);
   if (llm)
     *llm = gst_bin_get_by_name (GST_BIN (pipeline), "llm");
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   bus = gst_element_get_bus (pipeline);
-  msg = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
-      GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg != NULL, "pipeline neither ended nor failed");
+  for (;;) {
+    msg = gst_bus_timed_pop_filtered (bus, 60 * GST_SECOND,
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR | GST_MESSAGE_ELEMENT);
+    fail_unless (msg != NULL, "pipeline neither ended nor failed");
+    if (GST_MESSAGE_TYPE (msg) != GST_MESSAGE_ELEMENT)
+      break;
+    if (c->stats && gst_message_has_name (msg, "npullm-stats"))
+      g_ptr_array_add (c->stats,
+          gst_structure_copy (gst_message_get_structure (msg)));
+    gst_message_unref (msg);
+  }
   if (error_message)
     *error_message = NULL;
   if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
@@ -290,13 +441,22 @@ GST_START_TEST (test_text_only_matches_core)
     gchar *desc = g_strdup_printf ("npullm name=llm model=%s "
         "prompt=\"Hello, who are you?\" max-tokens=24 ! fakesink name=sink",
         models[i]);
-    Collected c;
+    Collected c = { 0, };
     GstElement *llm;
     gchar *got = run (desc, &c, NULL, &llm);
     guint n_answers;
     gdouble ttft, dtps;
 
     fail_unless (strlen (want) > 0, "the model said nothing");
+    /* one character of the prompt changes the answer: a comparison that
+     * can tell a wrong template or a lost token from the right one */
+    {
+      gchar *other = direct_answer (models[i], "Hello, who are you!", 24, 0.0,
+          0, NULL, 0);
+
+      fail_if (g_str_equal (want, other), "%s", want);
+      g_free (other);
+    }
     fail_unless_equals_string (got, want);
     fail_unless (c.n_buffers >= 1 && c.n_buffers <= 24);
     g_object_get (llm, "n-answers", &n_answers, "ttft-ms", &ttft,
@@ -321,7 +481,7 @@ GST_START_TEST (test_weights_pad_same_text)
   gchar *desc = g_strdup_printf ("mxfp4weights location=%s ! llm.weights "
       "npullm name=llm prompt=\"Once upon a time\" max-tokens=16 ! "
       "fakesink name=sink", llama_path);
-  Collected c;
+  Collected c = { 0, };
   gchar *got = run (desc, &c, NULL, NULL);
 
   fail_unless_equals_string (got, want);
@@ -335,7 +495,7 @@ GST_END_TEST;
 GST_START_TEST (test_seed_and_output_modes)
 {
   gchar *a, *b, *desc;
-  Collected c;
+  Collected c = { 0, };
 
   desc = g_strdup_printf ("npullm model=%s prompt=\"Tell me\" "
       "max-tokens=20 temperature=0.9 seed=7 output=response ! "
@@ -368,7 +528,7 @@ GST_START_TEST (test_text_pad_answers_each)
   GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
   GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   const gchar *qs[] = { "first question", "second one" };
-  Collected c = { g_string_new (NULL), 0, 0 };
+  Collected c = { g_string_new (NULL), 0, 0, NULL };
   GstMessage *msg;
   GstFlowReturn flow;
   guint i;
@@ -413,10 +573,11 @@ GST_START_TEST (test_vision_tokens_spliced)
   gchar *want, *desc;
   GError *error = NULL;
   GstElement *pipeline, *src, *sink;
-  Collected c = { g_string_new (NULL), 0, 0 };
+  Collected c = { g_string_new (NULL), 0, 0, NULL };
   GstBuffer *buf;
   GstFlowReturn flow;
   GstMessage *msg;
+  NpuInputWatch *watch;
 
   fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
   npu_gguf_free (g);
@@ -442,8 +603,10 @@ GST_START_TEST (test_vision_tokens_spliced)
   buf = gst_buffer_new_memdup (g_bytes_get_data (media, NULL),
       g_bytes_get_size (media));
   GST_BUFFER_PTS (buf) = 3 * GST_SECOND;
+  /* the decoder reads the rows where appsrc's buffer holds them */
+  watch = npu_input_watch_start ();
+  npu_input_watch_add_buffer (watch, buf);
   g_signal_emit_by_name (src, "push-buffer", buf, &flow);
-  gst_buffer_unref (buf);
   g_signal_emit_by_name (src, "end-of-stream", &flow);
   msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
       60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
@@ -451,6 +614,10 @@ GST_START_TEST (test_vision_tokens_spliced)
   gst_message_unref (msg);
   fail_unless_equals_string (c.text->str, want);
   fail_unless_equals_uint64 (c.first_pts, 3 * GST_SECOND);
+  fail_unless_equals_int (npu_input_watch_n_reads (watch), 1);
+  npu_input_watch_assert_in_place (watch, 1);
+  npu_input_watch_stop (watch);
+  gst_buffer_unref (buf);
   gst_element_set_state (pipeline, GST_STATE_NULL);
 
   /* Rows of the wrong width are refused with a reason. */
@@ -703,7 +870,7 @@ GST_END_TEST;
 
 GST_START_TEST (test_errors)
 {
-  Collected c;
+  Collected c = { 0, };
   gchar *desc, *msg, *got;
 
   got = run ("npullm model=/nonexistent/m.gguf ! fakesink name=sink", &c,
@@ -740,28 +907,105 @@ GST_START_TEST (test_errors)
 
 GST_END_TEST;
 
+/* A bus sync handler: keeps a copy of each npullm-stats message */
+static GstBusSyncReply
+keep_stats (GstBus * bus, GstMessage * msg, gpointer user_data)
+{
+  if (gst_message_has_name (msg, "npullm-stats"))
+    g_ptr_array_add (user_data,
+        gst_structure_copy (gst_message_get_structure (msg)));
+  return GST_BUS_PASS;
+}
+
+/* Shut down in the middle of a very long answer, after 1, 3 and 6 pieces
+ * of it: the state change to NULL succeeds at once (no hang: the test's
+ * timeout), no EOS came (the answer was cut short), nothing is pushed
+ * after it, what came is the start of the reference answer, and nothing
+ * leaks (the valgrind run). */
 GST_START_TEST (test_stop_while_generating)
 {
   gchar *desc = g_strdup_printf ("npullm model=%s prompt=\"Go on\" "
       "max-tokens=100000 context-length=256 ! fakesink name=sink sync=false",
       llama_path);
-  GError *error = NULL;
+  gchar *want = direct_answer (llama_path, "Go on", 48, 0, 0, NULL, 0);
+  const guint after[] = { 1, 3, 6 };
   guint i;
 
-  /* Tear down at various moments of a very long answer: no hang, no
-   * leak (valgrind run). */
-  for (i = 0; i < 3; i++) {
+  for (i = 0; i < G_N_ELEMENTS (after); i++) {
+    GError *error = NULL;
     GstElement *pipeline = gst_parse_launch (desc, &error);
-    fail_unless (pipeline != NULL);
+    GstElement *sink;
+    Collected c = { g_string_new (NULL), 0, 0, NULL };
+    GstState state;
+    GstMessage *msg;
+    gint64 deadline = g_get_monotonic_time () + 60 * G_TIME_SPAN_SECOND;
+    guint n_at_stop;
+    GPtrArray *stats;
+
+    fail_unless (pipeline != NULL, "%s", error ? error->message : "");
+    sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+    g_object_set (sink, "signal-handoffs", TRUE, NULL);
+    g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), &c);
+    /* as they are posted: the bus drops what it holds on the way to NULL */
+    stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_structure_free);
+    gst_bus_set_sync_handler (GST_ELEMENT_BUS (pipeline), keep_stats, stats,
+        NULL);
     gst_element_set_state (pipeline, GST_STATE_PLAYING);
-    g_usleep (20000 * i);
-    gst_element_set_state (pipeline, GST_STATE_NULL);
+    while (g_atomic_int_get ((gint *) & c.n_buffers) < (gint) after[i]) {
+      fail_unless (g_get_monotonic_time () < deadline, "no answer came");
+      g_usleep (1000);
+    }
+    fail_unless_equals_int (gst_element_set_state (pipeline, GST_STATE_NULL),
+        GST_STATE_CHANGE_SUCCESS);
+    fail_unless_equals_int (gst_element_get_state (pipeline, &state, NULL,
+            0), GST_STATE_CHANGE_SUCCESS);
+    fail_unless_equals_int (state, GST_STATE_NULL);
+    n_at_stop = c.n_buffers;
+    fail_unless (n_at_stop >= after[i]);
+    msg = gst_bus_pop_filtered (GST_ELEMENT_BUS (pipeline),
+        GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+    fail_unless (msg == NULL, "%s after the stop",
+        msg ? GST_MESSAGE_TYPE_NAME (msg) : "");
+    /* the answer stopped where it was: if it reported at all, it was not
+     * run on to its limit */
+    {
+      guint k, n = 0;
+
+      for (k = 0; k < stats->len; k++) {
+        const GstStructure *st = g_ptr_array_index (stats, k);
+
+        fail_unless (gst_structure_get_uint (st, "generated-tokens", &n));
+        fail_unless (n < 1000, "%u tokens generated, %u pieces pushed", n,
+            n_at_stop);
+        fail_unless_equals_string (gst_structure_get_string (st, "end"),
+            "stopped");
+      }
+    }
+    gst_bus_set_sync_handler (GST_ELEMENT_BUS (pipeline), NULL, NULL, NULL);
+    g_ptr_array_unref (stats);
+    /* the start of the answer, not all of it */
+    fail_unless (g_str_has_prefix (want, c.text->str) ||
+        g_str_has_prefix (c.text->str, want), "\"%s\" is not the start of "
+        "\"%s\"", c.text->str, want);
+    g_usleep (50 * 1000);
+    fail_unless_equals_int (c.n_buffers, n_at_stop);
+    gst_object_unref (sink);
     gst_object_unref (pipeline);
+    g_string_free (c.text, TRUE);
   }
+  g_free (want);
   g_free (desc);
 }
 
 GST_END_TEST;
+
+static void
+count_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad,
+    gpointer data)
+{
+  g_atomic_int_inc ((gint *) data);
+}
 
 GST_START_TEST (test_flush_while_generating)
 {
@@ -777,18 +1021,31 @@ GST_START_TEST (test_flush_while_generating)
   GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   GstElement *llm = gst_bin_get_by_name (GST_BIN (pipeline), "llm");
   GstPad *textpad = gst_element_get_static_pad (llm, "text");
-  Collected c = { g_string_new (NULL), 0, 0 };
+  Collected c = { g_string_new (NULL), 0, 0, NULL };
   GstBuffer *buf;
   GstFlowReturn flow;
   GstMessage *msg;
+  gint n_first = 0;
+  gulong handler;
+  gint64 deadline = g_get_monotonic_time () + 300 * G_TIME_SPAN_SECOND;
 
   g_object_set (llm, "max-tokens", 100000, NULL);
   g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  handler = g_signal_connect (sink, "handoff", G_CALLBACK (count_handoff),
+      &n_first);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   buf = gst_buffer_new_memdup ("go on and on", 12);
   g_signal_emit_by_name (src, "push-buffer", buf, &flow);
   gst_buffer_unref (buf);
-  g_usleep (100 * 1000);
+  /* The flush must come in the middle of the answer: once some of it is
+   * out, not after a fixed time (under valgrind the pipeline may not have
+   * started by then, and a flush before appsrc pushed would stop appsrc's
+   * task for good) */
+  while (g_atomic_int_get (&n_first) < 1) {
+    fail_unless (g_get_monotonic_time () < deadline, "no answer came");
+    g_usleep (1000);
+  }
+  g_signal_handler_disconnect (sink, handler);
 
   fail_unless (gst_pad_send_event (textpad, gst_event_new_flush_start ()));
   fail_unless (gst_pad_send_event (textpad, gst_event_new_flush_stop (TRUE)));
@@ -824,9 +1081,38 @@ GST_START_TEST (test_flush_while_generating)
 
 GST_END_TEST;
 
+/* The vision tokens npuvisiontok makes of one frame of @desc (ending in
+ * appsink name=a) */
+static GBytes *
+vision_rows (const gchar * desc)
+{
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "a");
+  GstSample *sample = NULL;
+  GstMapInfo map;
+  GBytes *rows;
+
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  g_signal_emit_by_name (sink, "pull-sample", &sample);
+  fail_unless (sample != NULL);
+  /* maps wait for the encoder's fence */
+  fail_unless (gst_buffer_map (gst_sample_get_buffer (sample), &map,
+          GST_MAP_READ));
+  rows = g_bytes_new (map.data, map.size);
+  gst_buffer_unmap (gst_sample_get_buffer (sample), &map);
+  gst_sample_unref (sample);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  return rows;
+}
+
 GST_START_TEST (test_caption_pipeline)
 {
-  /* The captioning pipeline of docs/npullm.md, on a finite source. */
+  /* The captioning pipeline of docs/npullm.md, on a finite source whose
+   * frames are all the same (videotestsrc's default SMPTE bars): whichever
+   * frames the model answers, every answer is the reference answer for the
+   * tokens of that frame. */
   gchar *mm = g_build_filename (tmpdir, "mmproj.gguf", NULL);
   gchar *desc = g_strdup_printf ("videotestsrc num-buffers=10 ! "
       "video/x-raw,format=NV12,width=320,height=240 ! tee name=t "
@@ -836,16 +1122,39 @@ GST_START_TEST (test_caption_pipeline)
       "tt. ! queue ! ov.text_sink tt. ! queue ! fakesink name=sink "
       "t. ! queue ! textoverlay name=ov wait-text=false ! fakesink",
       mm, qwen_path);
-  Collected c;
+  gchar *one = g_strdup_printf ("videotestsrc num-buffers=1 ! "
+      "video/x-raw,format=NV12,width=320,height=240 ! npuvisiontok model=%s ! "
+      "appsink name=a", mm);
+  GBytes *rows = vision_rows (one);
+  NpuGguf *g = npu_gguf_open (qwen_path, NULL);
+  NpuLlmHParams hp;
+  gchar *want;
+  GString *all = g_string_new (NULL);
+  Collected c = { 0, };
   GstElement *llm;
-  gchar *got = run (desc, &c, NULL, &llm);
-  guint n_answers;
+  gchar *got;
+  guint n_answers, i;
 
+  fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
+  npu_gguf_free (g);
+  want = direct_answer (qwen_path, "One short caption.", 8, 0, 0, rows,
+      hp.n_embd);
+  fail_unless (strlen (want) > 0);
+  got = run (desc, &c, NULL, &llm);
   g_object_get (llm, "n-answers", &n_answers, NULL);
   fail_unless (n_answers >= 1);
-  fail_unless (c.n_buffers >= 1);
+  for (i = 0; i < n_answers; i++)
+    g_string_append (all, want);
+  fail_unless_equals_string (got, all->str);
+  /* output=sentence: at least one buffer per answer */
+  fail_unless (c.n_buffers >= n_answers, "%u buffers, %u answers",
+      c.n_buffers, n_answers);
   gst_object_unref (llm);
+  g_string_free (all, TRUE);
+  g_bytes_unref (rows);
+  g_free (want);
   g_free (got);
+  g_free (one);
   g_free (desc);
   g_free (mm);
 }
@@ -1116,6 +1425,459 @@ GST_START_TEST (test_captions_drawn)
 
 GST_END_TEST;
 
+/* The one npullm-stats message of a run, checked against the reference's
+ * own counts; returns its "end" */
+static const gchar *
+check_stats (Collected * c, guint n_prompt, guint n_generated)
+{
+  const GstStructure *st;
+  guint u;
+  gdouble d;
+
+  fail_unless_equals_int (c->stats->len, 1);
+  st = g_ptr_array_index (c->stats, 0);
+  fail_unless (gst_structure_get_uint (st, "prompt-tokens", &u));
+  fail_unless_equals_int (u, n_prompt);
+  fail_unless (gst_structure_get_uint (st, "generated-tokens", &u));
+  fail_unless_equals_int (u, n_generated);
+  fail_unless (gst_structure_get_double (st, "ttft-ms", &d) && d > 0);
+  fail_unless (gst_structure_get_double (st, "prefill-tps", &d) && d > 0);
+  fail_unless (gst_structure_get_double (st, "decode-tps", &d) && d > 0);
+  fail_unless (gst_structure_has_field_typed (st, "end", G_TYPE_STRING));
+  return gst_structure_get_string (st, "end");
+}
+
+/* After each answer: an element message npullm-stats whose token counts
+ * are the prompt the model was fed (counted by the reference, BOS and
+ * template included) and the tokens generated, and whose timings are the
+ * element's read-only properties */
+GST_START_TEST (test_stats_message)
+{
+  const gchar *models[] = { qwen_path, llama_path };
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (models); i++) {
+    GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+    guint n_prompt = 0;
+    gchar *want = direct_answer_media_ids (models[i], "Count the tokens.",
+        12, 0, 0, NULL, 0, 0, ids, &n_prompt);
+    gchar *desc = g_strdup_printf ("npullm name=llm model=%s "
+        "prompt=\"Count the tokens.\" max-tokens=12 ! fakesink name=sink",
+        models[i]);
+    Collected c = { 0, };
+    GstElement *llm;
+    gchar *got;
+    const GstStructure *st;
+    gdouble ttft, prefill, decode, d;
+
+    c.stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_structure_free);
+    got = run (desc, &c, NULL, &llm);
+    fail_unless_equals_string (got, want);
+    /* the model did not end early: the limit did */
+    fail_unless_equals_int (ids->len, 12);
+    fail_unless (n_prompt > 10);
+    fail_unless_equals_string (check_stats (&c, n_prompt, 12), "max-tokens");
+    st = g_ptr_array_index (c.stats, 0);
+    g_object_get (llm, "ttft-ms", &ttft, "prefill-tps", &prefill,
+        "decode-tps", &decode, NULL);
+    fail_unless (gst_structure_get_double (st, "ttft-ms", &d));
+    fail_unless (d == ttft, "%g %g", d, ttft);
+    fail_unless (gst_structure_get_double (st, "prefill-tps", &d));
+    fail_unless (d == prefill, "%g %g", d, prefill);
+    fail_unless (gst_structure_get_double (st, "decode-tps", &d));
+    fail_unless (d == decode, "%g %g", d, decode);
+    /* prefill speed is the prompt over the time to first token */
+    fail_unless (fabs (prefill * ttft / 1000.0 - n_prompt) <= 1e-6 * n_prompt,
+        "%g tokens/s over %g ms for %u tokens", prefill, ttft, n_prompt);
+    gst_object_unref (llm);
+    g_ptr_array_unref (c.stats);
+    g_array_unref (ids);
+    g_free (want);
+    g_free (got);
+    g_free (desc);
+  }
+}
+
+GST_END_TEST;
+
+/* A stop string of three ASCII letters that two tokens of @ids spell
+ * (its first occurrence in @text, the whole answer, straddles them), so
+ * that the element must hold text back before it knows; starting at or
+ * after byte @from of @text */
+static gchar *
+straddling_stop (const gchar * path, GArray * ids, const gchar * text,
+    gsize from)
+{
+  NpuGguf *g = npu_gguf_open (path, NULL);
+  NpuTokenizer *tok = npu_tokenizer_new_from_gguf (g, NULL);
+  gchar *stop = NULL;
+  gsize *ends = g_new0 (gsize, ids->len + 1);
+  guint k;
+
+  fail_unless (tok != NULL);
+  /* ends[k]: bytes of text the first k tokens give, where it is a prefix */
+  for (k = 1; k <= ids->len; k++) {
+    gchar *t = npu_tokenizer_decode (tok, (const gint32 *) ids->data, k,
+        NPU_DECODE_NONE, NULL);
+
+    ends[k] = g_str_has_prefix (text, t) ? strlen (t) : 0;
+    g_free (t);
+  }
+  for (k = 1; k < ids->len && !stop; k++) {
+    gsize e = ends[k], i;
+    const gchar *first;
+
+    if (e < 1 || e < from + 1 || e + 2 > strlen (text))
+      continue;
+    for (i = e - 1; i < e + 2 && g_ascii_isalpha (text[i]); i++);
+    if (i < e + 2)
+      continue;
+    stop = g_strndup (text + e - 1, 3);
+    first = strstr (text, stop);
+    if (first != text + e - 1 || (gsize) (first - text) < from) {
+      g_free (stop);
+      stop = NULL;
+    }
+  }
+  g_free (ends);
+  npu_tokenizer_free (tok);
+  npu_gguf_free (g);
+  return stop;
+}
+
+/* How many of @ids are generated until their text holds @stop */
+static guint
+tokens_until (const gchar * path, GArray * ids, const gchar * stop)
+{
+  NpuGguf *g = npu_gguf_open (path, NULL);
+  NpuTokenizer *tok = npu_tokenizer_new_from_gguf (g, NULL);
+  guint k;
+
+  fail_unless (tok != NULL);
+  for (k = 1; k <= ids->len; k++) {
+    gchar *t = npu_tokenizer_decode (tok, (const gint32 *) ids->data, k,
+        NPU_DECODE_NONE, NULL);
+    gboolean found = strstr (t, stop) != NULL;
+
+    g_free (t);
+    if (found)
+      break;
+  }
+  fail_unless (k <= ids->len);
+  npu_tokenizer_free (tok);
+  npu_gguf_free (g);
+  return k;
+}
+
+/* stop="a|b": the answer ends before the first of them to appear (the
+ * text streamed up to there and no further, where each stop string spans
+ * two tokens), and the stats say "stop" */
+GST_START_TEST (test_stop_strings)
+{
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  guint n_prompt = 0;
+  gchar *ref = direct_answer_media_ids (qwen_path, "Hello, who are you?", 24,
+      0, 0, NULL, 0, 0, ids, &n_prompt);
+  gchar *early, *late, *want, *desc, *got;
+  const gchar *cut;
+  Collected c = { 0, };
+
+  /* two stop strings taken from the reference answer, the later one
+   * listed first */
+  early = straddling_stop (qwen_path, ids, ref, 0);
+  fail_unless (early != NULL, "no stop string in \"%s\"", ref);
+  cut = strstr (ref, early);
+  late = straddling_stop (qwen_path, ids, ref, cut - ref + 3);
+  fail_unless (late != NULL, "no stop string after \"%s\" in \"%s\"",
+      early, ref);
+  fail_unless (strstr (ref, late) > cut);
+  want = g_strndup (ref, cut - ref);
+  fail_unless (strlen (want) < strlen (ref));
+
+  desc = g_strdup_printf ("npullm name=llm model=%s "
+      "prompt=\"Hello, who are you?\" max-tokens=24 stop=\"zzqx|%s|%s\" ! "
+      "fakesink name=sink", qwen_path, late, early);
+  c.stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_structure_free);
+  got = run (desc, &c, NULL, NULL);
+  fail_unless_equals_string (got, want);
+  fail_unless_equals_string (check_stats (&c, n_prompt,
+          tokens_until (qwen_path, ids, early)), "stop");
+  g_ptr_array_unref (c.stats);
+  g_free (got);
+  g_free (desc);
+  g_free (want);
+  g_free (early);
+  g_free (late);
+  g_free (ref);
+  g_array_unref (ids);
+}
+
+GST_END_TEST;
+
+/* A prompt longer than the context: the error says how long, by the
+ * reference's count */
+GST_START_TEST (test_prompt_longer_than_context)
+{
+  guint n_prompt = 0;
+  gchar *ref = direct_answer_media_ids (llama_path, "Tell me everything "
+      "about the pictures you saw today, one by one, in order.", 1, 0, 0,
+      NULL, 0, 0, NULL, &n_prompt);
+  gchar *desc = g_strdup_printf ("npullm model=%s prompt=\"Tell me "
+      "everything about the pictures you saw today, one by one, in order.\" "
+      "context-length=16 ! fakesink name=sink", llama_path);
+  gchar *want = g_strdup_printf ("Generating the answer failed: the prompt "
+      "is %u tokens long, the context holds 16", n_prompt);
+  Collected c = { 0, };
+  gchar *msg, *got;
+
+  fail_unless (n_prompt + 1 > 16);
+  got = run (desc, &c, &msg, NULL);
+  fail_unless_equals_string (msg, want);
+  fail_unless_equals_string (got, "");
+  g_free (msg);
+  g_free (got);
+  g_free (want);
+  g_free (desc);
+  g_free (ref);
+}
+
+GST_END_TEST;
+
+/* One vision buffer through a harness whose fence ends as @fence_error
+ * says; returns the bus's error message, if any, after the element's EOS
+ * or error.  @n_out receives the buffers the element pushed. */
+static gchar *
+push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
+{
+  NpuGguf *g = npu_gguf_open (qwen_path, NULL);
+  NpuLlmHParams hp;
+  GstHarness *h;
+  GstElement *llm;
+  GstBus *bus = gst_bus_new ();
+  GstMessage *msg;
+  NpuFence *fence = npu_fence_new ();
+  GBytes *rows;
+  GstBuffer *buf;
+  gchar *message = NULL;
+  gboolean eos = FALSE;
+
+  fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
+  npu_gguf_free (g);
+  llm = gst_element_factory_make ("npullm", NULL);
+  g_object_set (llm, "model", qwen_path, "max-tokens", 4, NULL);
+  gst_element_set_bus (llm, bus);
+  h = gst_harness_new_with_element (llm, "vision", "src");
+  gst_harness_set_src_caps_str (h, "other/tensors,format=static,"
+      "num_tensors=1,types=float32");
+  rows = make_rows (2, hp.n_embd, 1);
+  buf = rows_buffer (rows, 0);
+  gst_buffer_add_npu_fence_meta (buf, fence);
+  fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+  npu_fence_signal_error (fence, fence_error);
+  gst_harness_push_event (h, gst_event_new_eos ());
+  *n_out = 0;
+  /* the element's EOS, or its error */
+  while (!eos) {
+    GstEvent *ev;
+
+    msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR);
+    if (msg) {
+      GError *err = NULL;
+
+      gst_message_parse_error (msg, &err, NULL);
+      message = g_strdup (err->message);
+      g_error_free (err);
+      gst_message_unref (msg);
+      break;
+    }
+    while ((buf = gst_harness_try_pull (h))) {
+      (*n_out)++;
+      gst_buffer_unref (buf);
+    }
+    ev = gst_harness_try_pull_event (h);
+    if (ev) {
+      eos = GST_EVENT_TYPE (ev) == GST_EVENT_EOS;
+      gst_event_unref (ev);
+    } else {
+      g_usleep (1000);
+    }
+  }
+  while ((buf = gst_harness_try_pull (h))) {
+    (*n_out)++;
+    gst_buffer_unref (buf);
+  }
+  g_object_get (llm, "n-answers", n_answers, NULL);
+  gst_harness_teardown (h);
+  gst_element_set_bus (llm, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (llm);
+  npu_fence_unref (fence);
+  g_bytes_unref (rows);
+  return message;
+}
+
+/* Media whose producer cancelled it (npuvisiontok policy=drop-oldest):
+ * the answer is skipped, no text, no error, and the stream ends */
+GST_START_TEST (test_cancelled_media_skipped)
+{
+  guint n_out, n_answers;
+  gchar *msg = push_fenced (g_error_new (NPU_FENCE_ERROR,
+          NPU_FENCE_ERROR_CANCELLED, "dropped: a newer frame came"), &n_out,
+      &n_answers);
+
+  fail_unless (msg == NULL, "%s", msg);
+  fail_unless_equals_int (n_out, 0);
+  fail_unless_equals_int (n_answers, 0);
+}
+
+GST_END_TEST;
+
+/* Media whose producer's task failed: an element error with the
+ * producer's reason, no answer */
+GST_START_TEST (test_producer_error)
+{
+  guint n_out, n_answers;
+  gchar *msg = push_fenced (g_error_new (NPU_FENCE_ERROR,
+          NPU_FENCE_ERROR_FAILED, "the encoder ran out of scratch"), &n_out,
+      &n_answers);
+
+  fail_unless (msg != NULL, "no error");
+  fail_unless (strstr (msg, "the tokens' producer failed") &&
+      strstr (msg, "the encoder ran out of scratch"), "%s", msg);
+  fail_unless_equals_int (n_out, 0);
+  fail_unless_equals_int (n_answers, 0);
+  g_free (msg);
+}
+
+GST_END_TEST;
+
+/* The ids of the prompt the model must be fed for @prompt alone (no
+ * media), as direct_answer_media_ids() feeds them */
+static GArray *
+prompt_ids (const gchar * path, const gchar * prompt)
+{
+  NpuGguf *g = npu_gguf_open (path, NULL);
+  NpuTokenizer *tok = npu_tokenizer_new_from_gguf (g, NULL);
+  GArray *ids = g_array_new (FALSE, FALSE, sizeof (gint32));
+  gchar *before, *after, *whole;
+  gboolean bos;
+  gint32 *t, b = 1;
+  gsize n;
+
+  fail_unless (tok != NULL);
+  prompt_text (path, prompt, &before, &after, &bos);
+  whole = g_strconcat (before, after, NULL);
+  if (bos)
+    g_array_append_val (ids, b);
+  t = tokens_of (tok, whole, &n);
+  g_array_append_vals (ids, t, n);
+  g_free (t);
+  g_free (whole);
+  g_free (before);
+  g_free (after);
+  npu_tokenizer_free (tok);
+  npu_gguf_free (g);
+  return ids;
+}
+
+/* KV cache reuse across answers (docs/npullm.md, "Prompt prefix reuse"):
+ * prompts on the text pad, one after the other; each answer is the one a
+ * fresh context gives (the reference), and npullm-stats' reused-tokens is
+ * the longest prefix of token ids the prompt shares with the one before,
+ * less one when it is the whole prompt, counted here on the reference's
+ * ids */
+GST_START_TEST (test_kv_reused_across_answers)
+{
+  const gchar *prompts[] = { "What is on the table?",
+    "What is on the floor?", "What is on the floor?", "Hello there"
+  };
+  const guint n = G_N_ELEMENTS (prompts);
+  gchar *desc = g_strdup_printf ("appsrc name=src format=time "
+      "caps=text/x-raw,format=utf8 ! llm.text npullm name=llm model=%s "
+      "max-tokens=6 ! fakesink name=sink", qwen_path);
+  GError *error = NULL;
+  GstElement *pipeline = gst_parse_launch (desc, &error);
+  GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  Collected c = { g_string_new (NULL), 0, 0, NULL };
+  GString *want = g_string_new (NULL);
+  GPtrArray *stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_structure_free);
+  GArray *prev = NULL;
+  GstMessage *msg;
+  GstFlowReturn flow;
+  guint i, n_reused_total = 0;
+
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), &c);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  for (i = 0; i < n; i++) {
+    GstBuffer *buf = gst_buffer_new_memdup (prompts[i], strlen (prompts[i]));
+    gchar *w = direct_answer (qwen_path, prompts[i], 6, 0, 0, NULL, 0);
+
+    GST_BUFFER_PTS (buf) = i * GST_SECOND;
+    g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+    gst_buffer_unref (buf);
+    g_string_append (want, w);
+    g_free (w);
+  }
+  g_signal_emit_by_name (src, "end-of-stream", &flow);
+  for (;;) {
+    msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+        60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR |
+        GST_MESSAGE_ELEMENT);
+    fail_unless (msg != NULL);
+    fail_unless (GST_MESSAGE_TYPE (msg) != GST_MESSAGE_ERROR);
+    if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS) {
+      gst_message_unref (msg);
+      break;
+    }
+    if (gst_message_has_name (msg, "npullm-stats"))
+      g_ptr_array_add (stats,
+          gst_structure_copy (gst_message_get_structure (msg)));
+    gst_message_unref (msg);
+  }
+  /* each answer is a fresh context's */
+  fail_unless_equals_string (c.text->str, want->str);
+  fail_unless_equals_int (stats->len, n);
+  for (i = 0; i < n; i++) {
+    GArray *ids = prompt_ids (qwen_path, prompts[i]);
+    const GstStructure *st = g_ptr_array_index (stats, i);
+    guint reused = G_MAXUINT, n_prompt = 0, expected = 0;
+
+    fail_unless (gst_structure_get_uint (st, "reused-tokens", &reused));
+    fail_unless (gst_structure_get_uint (st, "prompt-tokens", &n_prompt));
+    fail_unless_equals_int (n_prompt, ids->len);
+    if (prev) {
+      while (expected < MIN (prev->len, ids->len) &&
+          g_array_index (prev, gint32, expected) == g_array_index (ids,
+              gint32, expected))
+        expected++;
+      if (expected == ids->len)
+        expected--;
+      g_array_unref (prev);
+    }
+    fail_unless_equals_int (reused, expected);
+    n_reused_total += reused;
+    prev = ids;
+  }
+  /* the shared system turn at least, and the whole repeated prompt */
+  fail_unless (n_reused_total > 20, "%u", n_reused_total);
+  g_array_unref (prev);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  g_ptr_array_unref (stats);
+  g_string_free (want, TRUE);
+  g_string_free (c.text, TRUE);
+  gst_object_unref (src);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
 static Suite *
 npullm_suite (void)
 {
@@ -1138,6 +1900,12 @@ npullm_suite (void)
   tcase_add_test (tc, test_caption_pipeline);
   tcase_add_test (tc, test_captions_drawn);
   tcase_add_test (tc, test_flush_while_generating);
+  tcase_add_test (tc, test_stats_message);
+  tcase_add_test (tc, test_stop_strings);
+  tcase_add_test (tc, test_prompt_longer_than_context);
+  tcase_add_test (tc, test_cancelled_media_skipped);
+  tcase_add_test (tc, test_producer_error);
+  tcase_add_test (tc, test_kv_reused_across_answers);
   return s;
 }
 

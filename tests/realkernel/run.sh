@@ -40,11 +40,11 @@ RES=$(mktemp -d "${TMPDIR:-/tmp}/gst-npu-rk-results.XXXXXX")
 trap 'rm -rf "$RES"' EXIT
 T0=$(date +%s.%N)
 if [ "$VERBOSE" = 1 ]; then
-  "$HERE/qemu-run.sh" -t "${GST_NPU_RK_TIMEOUT:-600}" -s "$SRC" -b "$BUILD" -r "$RES" -C / \
+  "$HERE/qemu-run.sh" -t "${GST_NPU_RK_TIMEOUT:-900}" -s "$SRC" -b "$BUILD" -r "$RES" -C / \
     -- /bin/bash "$HERE/guest-suite.sh" "$BIN" 2> "$RES.err" | tr -d '\r' | tee "$LOG"
   RC=${PIPESTATUS[0]}
 else
-  "$HERE/qemu-run.sh" -t "${GST_NPU_RK_TIMEOUT:-600}" -s "$SRC" -b "$BUILD" -r "$RES" -C / \
+  "$HERE/qemu-run.sh" -t "${GST_NPU_RK_TIMEOUT:-900}" -s "$SRC" -b "$BUILD" -r "$RES" -C / \
     -- /bin/bash "$HERE/guest-suite.sh" "$BIN" 2> "$RES.err" | tr -d '\r' > "$LOG"
   RC=${PIPESTATUS[0]}
 fi
@@ -77,7 +77,7 @@ fi
 # the guest did not get through the suite: say so, as a failure
 if [ "$RC" -ne 0 ] && [ "$fail" -eq 0 ]; then
   case $RC in
-    124) what="timed out after ${GST_NPU_RK_TIMEOUT:-600}s";;
+    124) what="timed out after ${GST_NPU_RK_TIMEOUT:-900}s";;
     125) what="harness or guest setup failed";;
     *) what="guest suite exit status $RC";;
   esac

@@ -226,24 +226,38 @@ ref_output (NpuGguf * gguf)
   return ref_matrix (gguf, name);
 }
 
+/* The hyper-parameters come from @p, what the test asked the generator to
+ * write, not from the loader under test; the loader must agree with them */
 static void
-ref_load (Ref * r, NpuGguf * gguf)
+ref_load (Ref * r, NpuGguf * gguf, const NpuTextModelParams * p)
 {
   NpuLlmHParams hp;
   GError *error = NULL;
   guint il;
 
+  r->dim = p->dim;
+  r->ff = p->ff;
+  r->n_head = p->n_heads;
+  r->n_kv = p->n_kv_heads;
+  r->hd = p->dim / p->n_heads;
+  r->n_rot = r->hd;             /* the generator writes full rotary */
+  r->n_layer = p->n_layers;
+  r->neox = p->arch == NPU_MODEL_ARCH_QWEN2;
+  r->eps = p->rms_eps;
+  r->base = p->rope_base;
+
   g_assert_true (npu_llm_hparams_from_gguf (gguf, &hp, &error));
-  r->dim = hp.n_embd;
-  r->ff = hp.n_ff;
-  r->n_head = hp.n_head;
-  r->n_kv = hp.n_head_kv;
-  r->hd = hp.head_dim;
-  r->n_rot = hp.n_rot;
-  r->n_layer = hp.n_layer;
-  r->neox = hp.arch == NPU_LLM_ARCH_QWEN2;
-  r->eps = hp.rms_eps;
-  r->base = hp.rope_freq_base;
+  g_assert_cmpuint (hp.n_embd, ==, r->dim);
+  g_assert_cmpuint (hp.n_ff, ==, r->ff);
+  g_assert_cmpuint (hp.n_head, ==, r->n_head);
+  g_assert_cmpuint (hp.n_head_kv, ==, r->n_kv);
+  g_assert_cmpuint (hp.head_dim, ==, r->hd);
+  g_assert_cmpuint (hp.n_rot, ==, r->n_rot);
+  g_assert_cmpuint (hp.n_layer, ==, r->n_layer);
+  g_assert_cmpint (hp.rope_type, ==, r->neox ? NPU_LLM_ROPE_NEOX :
+      NPU_LLM_ROPE_NORM);
+  g_assert_cmpfloat (hp.rms_eps, ==, (float) r->eps);
+  g_assert_cmpfloat (hp.rope_freq_base, ==, (float) r->base);
   r->vocab = npu_gguf_find_tensor (gguf, "token_embd.weight")->ne[1];
   r->tok = ref_embeddings (gguf);
   r->out = ref_output (gguf);
@@ -560,13 +574,18 @@ test_model_open_full (TestModel * tm, const ModelConfig * cfg,
   p.tied = cfg->tied;
   p.wtype = cfg->wtype;
   p.seed = 7;
+  /* neither the presets' nor the loader's defaults (1e-5/1e-6, 10000/1e6):
+   * a loader that ignored the file's values would not match the
+   * reference */
+  p.rms_eps = cfg->arch == NPU_MODEL_ARCH_LLAMA ? 2e-3f : 4e-4f;
+  p.rope_base = cfg->arch == NPU_MODEL_ARCH_LLAMA ? 500.0f : 3000.0f;
   tm->path = g_build_filename (tmpdir, cfg->name, NULL);
   g_assert_true (npu_model_gen_write_text (&p, tm->path, NULL, &error));
   tm->model = npu_llm_model_new_from_file (tm->path, flags, &error);
   g_assert_no_error (error);
   tm->gguf = npu_gguf_open (tm->path, &error);
   g_assert_no_error (error);
-  ref_load (&tm->ref, tm->gguf);
+  ref_load (&tm->ref, tm->gguf, &p);
 }
 
 static void

@@ -1,0 +1,765 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: LGPL-2.1-or-later
+"""Trains the vision models of tests/models/ (docs/trained-models.md).
+
+A SigLIP-style ViT with the Idefics3 projector (llama.cpp's mmproj layout)
+and a small llama text model with a SentencePiece vocabulary and a ChatML
+template, trained together to answer "What do you see?" about frames that
+GStreamer's videotestsrc renders.  Frames are preprocessed by the project's
+own code (npu-render-frames runs npuvisiontok's caps parsing and
+npu_vision_prep_run()), the prompt's token ids come from the project's own
+tokenizer and chat template (npu-prompt-tokens), and the files are written
+by the project's own GGUF writer (npu-train-export), so training sees what
+the elements see.  Every matrix is rounded to MXFP4 in the forward pass
+(straight-through gradients): the exported files hold the trained values.
+
+    tests/train/setup.sh
+    nice -n 10 tests/train/train.py --build build --out tests/models
+
+CPU only, seed 14, one thread: 37 minutes (3 to render, 33 to train)
+on two cores shared with other jobs at a load average of about 12.  The held-out
+cases (colours, ball positions, sizes and formats that training never saw)
+are written to vision-heldout.txt, which tests/check/test-trained-models.c
+runs through videotestsrc ! npuvisiontok ! npullm; this script reports the
+PyTorch model's own accuracy on the same cases.
+"""
+
+import argparse
+import hashlib
+import json
+import math
+import os
+import random
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+SEED = 14
+
+# --- shapes ----------------------------------------------------------------
+IMAGE = 64          # encoder input side
+PATCH = 8           # 8 x 8 patches of 8 x 8 pixels
+V_DIM, V_FF, V_HEADS, V_LAYERS = 64, 256, 4, 2
+SCALE = 2           # Idefics3 pixel shuffle: 4 x 4 = 16 image tokens
+T_DIM, T_FF, T_HEADS, T_KV, T_LAYERS = 128, 256, 4, 2, 2
+T_CTX = 128
+RMS_EPS, ROPE_BASE, LN_EPS = 1e-5, 10000.0, 1e-6
+N_PATCHES = (IMAGE // PATCH) ** 2
+N_TOKENS = N_PATCHES // (SCALE * SCALE)
+
+PROMPTS = ["What do you see?", "Describe what you see."]
+
+# --- what videotestsrc draws, and the words for it --------------------------
+COLOURS = {
+    "red": (255, 0, 0), "green": (0, 255, 0), "blue": (0, 0, 255),
+    "yellow": (255, 255, 0), "cyan": (0, 255, 255),
+    "magenta": (255, 0, 255), "white": (255, 255, 255), "black": (0, 0, 0),
+}
+# pattern -> (caption, words the answer must contain)
+PATTERNS = {
+    "smpte": ("Color bars.", ["color bars"]),
+    "snow": ("Noise.", ["noise"]),
+    "checkers-1": ("A checkerboard.", ["checkerboard"]),
+    "checkers-2": ("A checkerboard.", ["checkerboard"]),
+    "checkers-4": ("A checkerboard.", ["checkerboard"]),
+    "checkers-8": ("A checkerboard.", ["checkerboard"]),
+    "bar": ("A bar.", ["bar"]),
+    "pinwheel": ("A pinwheel.", ["pinwheel"]),
+    "spokes": ("Spokes.", ["spokes"]),
+    "zone-plate": ("A zone plate.", ["zone plate"]),
+    "circular": ("Circles.", ["circles"]),
+    "gradient": ("A gradient.", ["gradient"]),
+}
+SOLID_PATTERNS = ["black", "white", "red", "green", "blue"]
+TRAIN_FORMATS = ["NV12", "YUY2", "RGB", "BGR", "RGBA", "BGRA", "RGBx"]
+HELDOUT_FORMATS = ["NV12", "RGB", "I420", "BGRx"]   # I420, BGRx never trained
+# The ball's colour and quarter take many more frames to learn than a
+# pattern's name: with 4 x the frames of a pattern, the model named the
+# quarter of only 3 of 7 held-out balls.
+TRAIN_FACTORS = {"ball": 12, "solid-color": 4}
+HELDOUT_FACTORS = {"ball": 6, "solid-color": 4}
+QUARTERS = {(0, 0): "top left", (1, 0): "top right",
+            (0, 1): "bottom left", (1, 1): "bottom right"}
+
+
+def nearest_colours(rgb):
+    d = sorted((math.dist(rgb, c), n) for n, c in COLOURS.items())
+    return d[0][1], d[1][0] - d[0][0]
+
+
+def random_colour(rng, jitter, margin, exclude=()):
+    """A colour near a named one, far enough from every other name."""
+    while True:
+        name = rng.choice([n for n in COLOURS if n not in exclude])
+        rgb = tuple(min(255, max(0, c + rng.randint(-jitter, jitter)))
+                    for c in COLOURS[name])
+        near, gap = nearest_colours(rgb)
+        if near == name and gap >= margin:
+            return name, rgb
+
+
+def argb(rgb):
+    return "0xff%02x%02x%02x" % rgb
+
+
+def random_size(rng, fmt, lo=24, hi_w=400, hi_h=300):
+    w, h = rng.randint(lo, hi_w), rng.randint(lo, hi_h)
+    if fmt == "YUY2":
+        w += w & 1
+    return w, h
+
+
+def make_spec(rng, kind, fmt, size, jitter, margin):
+    """One frame: (videotestsrc properties, position ns, caption, words)."""
+    pos = rng.randint(0, 600) * 1000000000 // 30
+    if kind == "ball":
+        name, rgb = random_colour(rng, jitter, margin, exclude=("black",))
+        return ("pattern=ball foreground-color=" + argb(rgb), pos,
+                "A %s ball in the {q}." % name, ["ball", name, "{q}"])
+    if kind == "solid-color":
+        name, rgb = random_colour(rng, jitter, margin)
+        return ("pattern=solid-color foreground-color=" + argb(rgb), pos,
+                "Solid %s." % name, ["solid", name])
+    if kind in SOLID_PATTERNS:
+        return ("pattern=" + kind, pos, "Solid %s." % kind, ["solid", kind])
+    caption, words = PATTERNS[kind]
+    props = "pattern=" + kind
+    if kind == "zone-plate":
+        # all-zero coefficients (the default) draw a flat grey frame
+        props += " kx2=%d ky2=%d kt=%d" % (rng.randint(8, 40),
+                                          rng.randint(8, 40), rng.randint(0, 3))
+    return props, pos, caption, list(words)
+
+
+KINDS = list(PATTERNS) + SOLID_PATTERNS + ["ball", "solid-color"]
+
+
+def caps(fmt, size):
+    return "video/x-raw,format=%s,width=%d,height=%d" % (fmt, size[0], size[1])
+
+
+# --- rendering through the project's tools ---------------------------------
+def render(tools, specs):
+    """specs: [(props, caps, pos)] -> float32 [n, N_PATCHES, 3 P P]."""
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "frames.f32")
+        text = "".join("%s | %s | %d\n" % s for s in specs)
+        subprocess.run([os.path.join(tools, "npu-render-frames"),
+                        "--image-size", str(IMAGE), "--patch", str(PATCH),
+                        "--mean", "0.5", "--std", "0.5", "-o", out],
+                       input=text.encode(), check=True,
+                       stdout=subprocess.DEVNULL)
+        a = np.fromfile(out, dtype=np.float32)
+    return a.reshape(len(specs), N_PATCHES, 3 * PATCH * PATCH)
+
+
+def ball_quarter(patches, margin):
+    """Which quarter the ball's centroid is in, from the frame the encoder
+    sees; None when it is within margin of a middle line (or invisible)."""
+    g = IMAGE // PATCH
+    img = patches.reshape(g, g, 3, PATCH, PATCH).transpose(2, 0, 3, 1, 4)
+    img = img.reshape(3, IMAGE, IMAGE) * 0.5 + 0.5
+    ys, xs = np.nonzero(img.max(0) > 0.3)
+    if len(xs) < 2:
+        return None
+    cx, cy = (xs.mean() + 0.5) / IMAGE, (ys.mean() + 0.5) / IMAGE
+    if abs(cx - 0.5) < margin or abs(cy - 0.5) < margin:
+        return None
+    return QUARTERS[(int(cx >= 0.5), int(cy >= 0.5))]
+
+
+def build_set(tools, rng, n_per_kind, factors, formats, jitter, margin,
+              qmargin, avoid_sizes=(), odd=False):
+    """n_per_kind frames of each kind, times factors[kind] when given."""
+    specs, meta = [], []
+    for kind in KINDS:
+        n = n_per_kind * factors.get(kind, 1)
+        for i in range(n):
+            fmt = formats[(i + len(specs)) % len(formats)]
+            while True:
+                size = random_size(rng, fmt)
+                if odd and fmt in ("NV12", "I420", "RGB"):
+                    size = (size[0] | 1, size[1] | 1)
+                if size not in avoid_sizes:
+                    break
+            props, pos, caption, words = make_spec(rng, kind, fmt, size,
+                                                   jitter, margin)
+            specs.append((props, caps(fmt, size), pos))
+            meta.append((kind, caption, words))
+    x = render(tools, specs)
+    keep = []
+    for i, (kind, caption, words) in enumerate(meta):
+        if kind == "ball":
+            q = ball_quarter(x[i], qmargin)
+            if q is None:
+                continue
+            caption = caption.format(q=q)
+            words = [w.format(q=q) for w in words]
+        keep.append(i)
+        meta[i] = (kind, caption, words)
+    return (x[keep], [specs[i] for i in keep], [meta[i] for i in keep])
+
+
+# --- vocabulary: SentencePiece ("llama") with byte fallback ----------------
+def build_vocab():
+    """<unk> <s> </s>, the 256 byte tokens, every caption and prompt word
+    with the U+2581 word marker (and capitalised without it, for the first
+    word), each with all its prefixes so SentencePiece's pairwise merges
+    reach it, single characters, and ChatML's two control tokens."""
+    words = set()
+    for text in PROMPTS + ["user assistant system"]:
+        words.update(re.findall(r"[A-Za-z]+", text))
+    captions = [c for c, _ in PATTERNS.values()]
+    captions += ["Solid %s." % c for c in COLOURS]
+    captions += ["A %s ball in the %s." % (c, q) for c in COLOURS
+                 for q in QUARTERS.values()]
+    for c in captions:
+        words.update(re.findall(r"[A-Za-z]+", c))
+    pieces = set()
+    for w in sorted(words):
+        for form in ("\u2581" + w.lower(), "\u2581" + w, w.capitalize()):
+            for k in range(2, len(form) + 1):
+                pieces.add(form[:k])
+    pieces = sorted(pieces, key=lambda p: (len(p), p))
+    chars = sorted(set("".join(pieces)) | set(".,?!'\u2581"))
+    tokens = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    scores = [0.0] * len(tokens)
+    # longer pieces merge first: score grows with length
+    for p in pieces:
+        tokens.append(p)
+        types.append(1)
+        scores.append(float(len(p)))
+    for c in chars:
+        if c not in tokens:
+            tokens.append(c)
+            types.append(1)
+            scores.append(0.0)
+    for c in ("<|im_start|>", "<|im_end|>"):
+        tokens.append(c)
+        types.append(3)
+        scores.append(0.0)
+    return tokens, types, scores
+
+
+def encode_answer(tokens, caption):
+    """The answer's tokens: the first word without the marker, the others
+    with it, the full stop alone, then <|im_end|>."""
+    index = {t: i for i, t in enumerate(tokens)}
+    ids = []
+    for i, w in enumerate(re.findall(r"[A-Za-z]+|\.", caption)):
+        ids.append(index[w if i == 0 or w == "." else "\u2581" + w])
+    return ids + [index["<|im_end|>"]]
+
+
+def decode(tokens, ids):
+    s = "".join(tokens[i] for i in ids if not tokens[i].startswith("<|"))
+    return s.replace("\u2581", " ")
+
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n'"
+    " + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
+
+
+# --- MXFP4 rounding (OCP MX v1.0, as gst/core/npumxfp4.c) -----------------
+E2M1_MIDS = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
+E2M1_VALS = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
+
+
+def mxfp4_round(w):
+    """Rows in blocks of 32: scale 2^(floor(log2 max|v|) - 2), elements to
+    the nearest E2M1 value (saturating at 6).  Idempotent, so the codec
+    rounds the exported values to themselves."""
+    shape = w.shape
+    b = w.reshape(-1, 32)
+    amax = b.abs().amax(1, keepdim=True)
+    e = torch.floor(torch.log2(amax.clamp_min(2.0 ** -126))) - 2
+    scale = torch.pow(2.0, e.clamp(-127, 127))
+    a = (b.abs() / scale).clamp(max=6.0)
+    q = E2M1_VALS[torch.bucketize(a, E2M1_MIDS)]
+    return (torch.sign(b) * q * scale).reshape(shape)
+
+
+class QLinear(nn.Linear):
+    """A linear layer whose weight is used rounded to MXFP4 (straight-
+    through gradient), as the runtime stores it."""
+
+    def forward(self, x):
+        w = self.weight + (mxfp4_round(self.weight) - self.weight).detach()
+        return F.linear(x, w, self.bias)
+
+
+def gelu(x):      # ggml_gelu, tanh form
+    return 0.5 * x * (1 + torch.tanh(math.sqrt(2 / math.pi) *
+                                     (x + 0.044715 * x ** 3)))
+
+
+class VitBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(V_DIM, eps=LN_EPS)
+        self.q, self.k, self.v, self.o = (QLinear(V_DIM, V_DIM)
+                                          for _ in range(4))
+        self.ln2 = nn.LayerNorm(V_DIM, eps=LN_EPS)
+        self.up = QLinear(V_DIM, V_FF)
+        self.down = QLinear(V_FF, V_DIM)
+
+    def forward(self, x):
+        b, n, d = x.shape
+        h = self.ln1(x)
+        hd = d // V_HEADS
+
+        def heads(t):
+            return t.view(b, n, V_HEADS, hd).transpose(1, 2)
+        a = F.softmax(heads(self.q(h)) @ heads(self.k(h)).transpose(-1, -2)
+                      / math.sqrt(hd), -1) @ heads(self.v(h))
+        x = x + self.o(a.transpose(1, 2).reshape(b, n, d))
+        return x + self.down(gelu(self.up(self.ln2(x))))
+
+
+class Vision(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.patch = nn.Linear(3 * PATCH * PATCH, V_DIM)   # conv, F32
+        self.pos = nn.Parameter(torch.randn(N_PATCHES, V_DIM) * 0.02)
+        self.blocks = nn.ModuleList(VitBlock() for _ in range(V_LAYERS))
+        self.post_ln = nn.LayerNorm(V_DIM, eps=LN_EPS)
+        self.fc = QLinear(V_DIM * SCALE * SCALE, T_DIM, bias=False)
+
+    def forward(self, patches):
+        x = self.patch(patches) + self.pos
+        for blk in self.blocks:
+            x = blk(x)
+        x = self.post_ln(x)
+        # pixel shuffle: token (ty, tx) = patches (2ty + yi, 2tx + xi),
+        # feature (yi * 2 + xi) * dim + c
+        b, g = x.shape[0], IMAGE // PATCH
+        x = x.view(b, g // SCALE, SCALE, g // SCALE, SCALE, V_DIM)
+        x = x.permute(0, 1, 3, 2, 4, 5).reshape(b, N_TOKENS, -1)
+        return self.fc(x)
+
+
+def rms_norm(x, w):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + RMS_EPS) * w
+
+
+def rope(x, pos):
+    """llama.cpp's NORM RoPE: adjacent pairs (2i, 2i + 1)."""
+    hd = x.shape[-1]
+    inv = ROPE_BASE ** (-torch.arange(0, hd, 2, dtype=torch.float64) / hd)
+    ang = (pos[:, None].double() * inv[None]).float()[:, None, :]
+    c, s = torch.cos(ang), torch.sin(ang)   # [n, 1 (heads), hd / 2]
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    return torch.stack((x0 * c - x1 * s, x0 * s + x1 * c), -1).flatten(-2)
+
+
+class LlamaBlock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        hd = T_DIM // T_HEADS
+        self.attn_norm = nn.Parameter(torch.ones(T_DIM))
+        self.q = QLinear(T_DIM, T_HEADS * hd, bias=False)
+        self.k = QLinear(T_DIM, T_KV * hd, bias=False)
+        self.v = QLinear(T_DIM, T_KV * hd, bias=False)
+        self.o = QLinear(T_DIM, T_DIM, bias=False)
+        self.ffn_norm = nn.Parameter(torch.ones(T_DIM))
+        self.gate = QLinear(T_DIM, T_FF, bias=False)
+        self.up = QLinear(T_DIM, T_FF, bias=False)
+        self.down = QLinear(T_FF, T_DIM, bias=False)
+
+    def forward(self, x, pos, mask):
+        b, n, _ = x.shape
+        hd = T_DIM // T_HEADS
+        h = rms_norm(x, self.attn_norm)
+        q = rope(self.q(h).view(b, n, T_HEADS, hd), pos).transpose(1, 2)
+        k = rope(self.k(h).view(b, n, T_KV, hd), pos).transpose(1, 2)
+        v = self.v(h).view(b, n, T_KV, hd).transpose(1, 2)
+        k = k.repeat_interleave(T_HEADS // T_KV, 1)
+        v = v.repeat_interleave(T_HEADS // T_KV, 1)
+        s = q @ k.transpose(-1, -2) / math.sqrt(hd) + mask
+        x = x + self.o((F.softmax(s, -1) @ v).transpose(1, 2).reshape(b, n, -1))
+        h = rms_norm(x, self.ffn_norm)
+        return x + self.down(F.silu(self.gate(h)) * self.up(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, n_vocab):
+        super().__init__()
+        self.embd = nn.Parameter(torch.randn(n_vocab, T_DIM) * 0.05)
+        self.blocks = nn.ModuleList(LlamaBlock() for _ in range(T_LAYERS))
+        self.out_norm = nn.Parameter(torch.ones(T_DIM))
+        self.out = QLinear(T_DIM, n_vocab, bias=False)
+
+    def embed(self, ids):
+        e = self.embd + (mxfp4_round(self.embd) - self.embd).detach()
+        return e[ids]
+
+    def hidden(self, x):
+        n = x.shape[1]
+        pos = torch.arange(n)
+        mask = torch.full((n, n), float("-inf")).triu(1)
+        for blk in self.blocks:
+            x = blk(x, pos, mask)
+        return x
+
+    def logits(self, h):
+        return self.out(rms_norm(h, self.out_norm))
+
+
+# --- sequences: [before] [image rows] [after] [answer] ------------------------
+def sequences(prompt_ids, answers, prompts):
+    """Token ids with -1 where the image rows go, and the loss mask."""
+    seqs, targets = [], []
+    for ans, p in zip(answers, prompts):
+        before, after = prompt_ids[p]
+        seq = before + [-1] * N_TOKENS + after + ans
+        # aligned with seq: position i's logits are scored on tgt[i + 1]
+        tgt = [-100] * (len(seq) - len(ans)) + ans
+        seqs.append(seq)
+        targets.append(tgt)
+    n = max(map(len, seqs))
+    ids = torch.full((len(seqs), n), 0, dtype=torch.long)
+    tg = torch.full((len(seqs), n), -100, dtype=torch.long)
+    img = torch.zeros((len(seqs), n), dtype=torch.bool)
+    for i, (s, t) in enumerate(zip(seqs, targets)):
+        s = torch.tensor(s)
+        img[i, :len(s)] = s < 0
+        ids[i, :len(s)] = s.clamp_min(0)
+        tg[i, :len(t)] = torch.tensor(t)
+    return ids, tg, img
+
+
+def loss_of(vis, llm, patches, ids, tg, img):
+    """Cross-entropy of the answer tokens (logits only where needed)."""
+    x = llm.embed(ids).clone()
+    x[img] = vis(patches).reshape(-1, T_DIM)
+    h = llm.hidden(x)[:, :-1]
+    want = tg[:, 1:]
+    sel = want >= 0
+    return F.cross_entropy(llm.logits(h[sel]), want[sel])
+
+
+def greedy(vis, llm, patches, prompt_ids, prompt, eog, max_new=16):
+    before, after = prompt_ids[prompt]
+    with torch.no_grad():
+        rows = vis(patches)
+        out = []
+        b = patches.shape[0]
+        done = torch.zeros(b, dtype=torch.bool)
+        gen = torch.empty((b, 0), dtype=torch.long)
+        for _ in range(max_new):
+            pre = llm.embed(torch.tensor(before)).expand(b, -1, -1)
+            post = llm.embed(torch.tensor(after)).expand(b, -1, -1)
+            x = torch.cat([pre, rows, post, llm.embed(gen)], 1)
+            nxt = llm.logits(llm.hidden(x)[:, -1]).argmax(-1)
+            gen = torch.cat([gen, nxt[:, None]], 1)
+            done |= nxt == eog
+            if done.all():
+                break
+        for row in gen.tolist():
+            out.append(row[:row.index(eog)] if eog in row else row)
+    return out
+
+
+def answer_ok(answer, words):
+    a = answer.lower()
+    return all(re.search(r"\b%s\b" % re.escape(w), a) for w in words)
+
+
+# --- export --------------------------------------------------------------
+def safetensors(path, tensors, metadata):
+    header, off, blobs = {}, 0, []
+    for name, t in tensors:
+        a = np.ascontiguousarray(t.detach().numpy().astype("<f4"))
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [off, off + a.nbytes]}
+        blobs.append(a.tobytes())
+        off += a.nbytes
+    header["__metadata__"] = metadata
+    h = json.dumps(header, ensure_ascii=False).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def q(t):
+    return mxfp4_round(t.detach())
+
+
+def text_tensors(llm):
+    t = [("token_embd.weight", q(llm.embd))]
+    for i, b in enumerate(llm.blocks):
+        p = "blk.%d." % i
+        t += [(p + "attn_norm.weight", b.attn_norm),
+              (p + "attn_q.weight", q(b.q.weight)),
+              (p + "attn_k.weight", q(b.k.weight)),
+              (p + "attn_v.weight", q(b.v.weight)),
+              (p + "attn_output.weight", q(b.o.weight)),
+              (p + "ffn_norm.weight", b.ffn_norm),
+              (p + "ffn_gate.weight", q(b.gate.weight)),
+              (p + "ffn_up.weight", q(b.up.weight)),
+              (p + "ffn_down.weight", q(b.down.weight))]
+    return t + [("output_norm.weight", llm.out_norm),
+                ("output.weight", q(llm.out.weight))]
+
+
+def text_metadata(tokens, types, scores, n_vocab):
+    hd = T_DIM // T_HEADS
+    m = {
+        "gguf:str:general.architecture": "llama",
+        "gguf:str:general.name": "gst-npu videotestsrc captioner",
+        "gguf:str:general.description":
+            "trained by tests/train/train.py (seed %d)" % SEED,
+        "gguf:u32:general.file_type": "38",
+        "gguf:u32:general.quantization_version": "2",
+        "gguf:u32:llama.context_length": str(T_CTX),
+        "gguf:u32:llama.embedding_length": str(T_DIM),
+        "gguf:u32:llama.block_count": str(T_LAYERS),
+        "gguf:u32:llama.feed_forward_length": str(T_FF),
+        "gguf:u32:llama.attention.head_count": str(T_HEADS),
+        "gguf:u32:llama.attention.head_count_kv": str(T_KV),
+        "gguf:f32:llama.attention.layer_norm_rms_epsilon": repr(RMS_EPS),
+        "gguf:f32:llama.rope.freq_base": repr(ROPE_BASE),
+        "gguf:u32:llama.rope.dimension_count": str(hd),
+        "gguf:u32:llama.vocab_size": str(n_vocab),
+        "gguf:str:tokenizer.ggml.model": "llama",
+        "gguf:strv:tokenizer.ggml.tokens": "\n".join(tokens),
+        "gguf:f32v:tokenizer.ggml.scores": " ".join(repr(s) for s in scores),
+        "gguf:i32v:tokenizer.ggml.token_type": " ".join(map(str, types)),
+        "gguf:u32:tokenizer.ggml.bos_token_id": "1",
+        "gguf:u32:tokenizer.ggml.eos_token_id":
+            str(tokens.index("<|im_end|>")),
+        "gguf:u32:tokenizer.ggml.unknown_token_id": "0",
+        "gguf:bool:tokenizer.ggml.add_bos_token": "true",
+        "gguf:bool:tokenizer.ggml.add_eos_token": "false",
+        "gguf:str:tokenizer.chat_template": CHAT_TEMPLATE,
+    }
+    return m
+
+
+def vision_tensors(vis):
+    t = [("v.patch_embd.weight",
+          vis.patch.weight.view(V_DIM, 3, PATCH, PATCH)),
+         ("v.patch_embd.bias", vis.patch.bias),
+         ("v.position_embd.weight", vis.pos)]
+    for i, b in enumerate(vis.blocks):
+        p = "v.blk.%d." % i
+        t += [(p + "ln1.weight", b.ln1.weight), (p + "ln1.bias", b.ln1.bias)]
+        for n, l in (("attn_q", b.q), ("attn_k", b.k), ("attn_v", b.v),
+                     ("attn_out", b.o), ("ffn_up", b.up),
+                     ("ffn_down", b.down)):
+            t += [(p + n + ".weight", q(l.weight)), (p + n + ".bias", l.bias)]
+        t += [(p + "ln2.weight", b.ln2.weight), (p + "ln2.bias", b.ln2.bias)]
+    return t + [("v.post_ln.weight", vis.post_ln.weight),
+                ("v.post_ln.bias", vis.post_ln.bias),
+                ("mm.model.fc.weight", q(vis.fc.weight))]
+
+
+def vision_metadata():
+    return {
+        "gguf:str:general.architecture": "clip",
+        "gguf:str:general.name": "gst-npu videotestsrc vision encoder",
+        "gguf:str:general.description":
+            "trained by tests/train/train.py (seed %d)" % SEED,
+        "gguf:u32:general.file_type": "38",
+        "gguf:bool:clip.has_vision_encoder": "true",
+        "gguf:str:clip.projector_type": "idefics3",
+        "gguf:bool:clip.use_gelu": "true",
+        "gguf:u32:clip.vision.image_size": str(IMAGE),
+        "gguf:u32:clip.vision.patch_size": str(PATCH),
+        "gguf:u32:clip.vision.embedding_length": str(V_DIM),
+        "gguf:u32:clip.vision.feed_forward_length": str(V_FF),
+        "gguf:u32:clip.vision.block_count": str(V_LAYERS),
+        "gguf:u32:clip.vision.attention.head_count": str(V_HEADS),
+        "gguf:f32:clip.vision.attention.layer_norm_epsilon": repr(LN_EPS),
+        "gguf:u32:clip.vision.projection_dim": str(T_DIM),
+        "gguf:f32v:clip.vision.image_mean": "0.5 0.5 0.5",
+        "gguf:f32v:clip.vision.image_std": "0.5 0.5 0.5",
+        "gguf:u32:clip.vision.projector.scale_factor": str(SCALE),
+    }
+
+
+def export(tools, out, vis, llm, vocab):
+    tokens, types, scores = vocab
+    os.makedirs(out, exist_ok=True)
+    with tempfile.TemporaryDirectory() as d:
+        for name, tensors, meta in (
+                ("videotestsrc-text.gguf", text_tensors(llm),
+                 text_metadata(tokens, types, scores, len(tokens))),
+                ("videotestsrc-mmproj.gguf", vision_tensors(vis),
+                 vision_metadata())):
+            st = os.path.join(d, name + ".safetensors")
+            safetensors(st, tensors, meta)
+            subprocess.run([os.path.join(tools, "npu-train-export"), st, "-o",
+                            os.path.join(out, name)], check=True)
+
+
+def prompt_tokens(tools, text_gguf):
+    ids = {}
+    for p in PROMPTS:
+        r = subprocess.run([os.path.join(tools, "npu-prompt-tokens"),
+                            text_gguf, p], check=True, capture_output=True,
+                           text=True).stdout.split("\n")
+        ids[p] = ([int(t) for t in r[0].split()],
+                  [int(t) for t in r[1].split()])
+    return ids
+
+
+def sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def evaluate(vis, llm, x, metas, prompt_ids, tokens, eog, prompt):
+    ok, wrong = 0, []
+    for s in range(0, len(x), 256):
+        outs = greedy(vis, llm, torch.from_numpy(x[s:s + 256]), prompt_ids,
+                      prompt, eog)
+        for o, m in zip(outs, metas[s:s + 256]):
+            a = decode(tokens, o)
+            if answer_ok(a, m[2]):
+                ok += 1
+            else:
+                wrong.append((m[1], a))
+    return ok / len(x), wrong
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--build", default="build")
+    ap.add_argument("--out", default="tests/models")
+    ap.add_argument("--per-kind", type=int, default=120)
+    ap.add_argument("--heldout-per-kind", type=int, default=4)
+    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--batch", type=int, default=32)
+    # one thread: on a loaded machine OpenMP's spinning threads make two
+    # threads several times slower than one
+    ap.add_argument("--cache", help="keep the rendered frames in this .npz "
+                    "(same seed and sizes: same frames)")
+    ap.add_argument("--threads", type=int, default=1)
+    args = ap.parse_args()
+    tools = os.path.join(args.build, "tests", "tools")
+    t0 = time.time()
+    torch.manual_seed(SEED)
+    torch.set_num_threads(args.threads)
+    rng = random.Random(SEED)
+    prng = random.Random(SEED + 2)   # prompts, apart from the frames
+
+    # the cache is only used for the same sets
+    key = json.dumps([args.per_kind, args.heldout_per_kind, TRAIN_FACTORS,
+                      HELDOUT_FACTORS, KINDS, TRAIN_FORMATS, HELDOUT_FORMATS])
+    c = None
+    if args.cache and os.path.exists(args.cache):
+        with open(args.cache, "rb") as f:
+            c = dict(np.load(f, allow_pickle=True))
+        if str(c.get("key")) != key:
+            print("cache %s: other sets, rendering again" % args.cache)
+            c = None
+    if c is not None:
+        x, hx = c["x"], c["hx"]
+        meta, hspecs, hmeta = (c["meta"].tolist(), c["hspecs"].tolist(),
+                               c["hmeta"].tolist())
+    else:
+        # held-out first, so training can avoid its sizes
+        hx, hspecs, hmeta = build_set(tools, random.Random(SEED + 1),
+                                      args.heldout_per_kind, HELDOUT_FACTORS,
+                                      HELDOUT_FORMATS, 50, 60, 0.1, odd=True)
+        held_sizes = {tuple(map(int, re.findall(
+            r"width=(\d+),height=(\d+)", s[1])[0])) for s in hspecs}
+        x, specs, meta = build_set(tools, rng, args.per_kind, TRAIN_FACTORS,
+                                   TRAIN_FORMATS,
+                                   80, 20, 0.03, avoid_sizes=held_sizes)
+        if args.cache:
+            with open(args.cache, "wb") as f:
+                np.savez(f, key=key, x=x, hx=hx,
+                         meta=np.array(meta, dtype=object),
+                         hspecs=np.array(hspecs, dtype=object),
+                         hmeta=np.array(hmeta, dtype=object))
+    print("rendered %d training and %d held-out frames in %.0f s" %
+          (len(x), len(hx), time.time() - t0), flush=True)
+
+    vocab = build_vocab()
+    tokens = vocab[0]
+    eog = tokens.index("<|im_end|>")
+    vis, llm = Vision(), Llama(len(tokens))
+    export(tools, args.out, vis, llm, vocab)      # untrained: for the ids
+    prompt_ids = prompt_tokens(tools, os.path.join(
+        args.out, "videotestsrc-text.gguf"))
+    print("prompt ids:", prompt_ids, flush=True)
+
+    answers = [encode_answer(tokens, m[1]) for m in meta]
+    params = list(vis.parameters()) + list(llm.parameters())
+    opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, args.steps,
+                                                pct_start=0.1)
+    xt = torch.from_numpy(x)
+    order = []
+    for step in range(args.steps):
+        if len(order) < args.batch:
+            order += torch.randperm(len(x)).tolist()
+        idx, order = order[:args.batch], order[args.batch:]
+        prompts = [PROMPTS[prng.randrange(len(PROMPTS))] for _ in idx]
+        ids, tg, img = sequences(prompt_ids, [answers[i] for i in idx],
+                                 prompts)
+        loss = loss_of(vis, llm, xt[idx], ids, tg, img)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        if step % 50 == 0 or step == args.steps - 1:
+            print("step %d loss %.4f (%.0f s)" % (step, loss.item(),
+                                                 time.time() - t0), flush=True)
+
+    vis.eval()
+    llm.eval()
+    report = {}
+    for p in PROMPTS:
+        acc, wrong = evaluate(vis, llm, hx, hmeta, prompt_ids, tokens, eog, p)
+        report[p] = acc
+        print("held-out accuracy (%s): %.4f (%d cases)" % (p, acc, len(hx)))
+        for w in wrong:
+            print("   want %r, got %r" % w)
+    # a gap between these two says the quarter is learnt by heart
+    for name, xs, ms in (("training", x, meta), ("held-out", hx, hmeta)):
+        bi = [i for i, m in enumerate(ms) if m[0] == "ball"][:256]
+        acc, _ = evaluate(vis, llm, xs[bi], [ms[i] for i in bi], prompt_ids,
+                          tokens, eog, PROMPTS[0])
+        report["balls, " + name] = acc
+        print("%s balls: %.4f (%d)" % (name, acc, len(bi)))
+    export(tools, args.out, vis, llm, vocab)
+    with open(os.path.join(args.out, "vision-heldout.txt"), "w") as f:
+        f.write("# Held-out frames for tests/check/test-trained-models.c, "
+                "written by tests/train/train.py\n"
+                "# videotestsrc properties | caps | position (ns) | "
+                "words the answer must contain\n")
+        for s, m in zip(hspecs, hmeta):
+            f.write("%s | %s | %d | %s\n" % (s[0], s[1], s[2],
+                                              ",".join(m[2])))
+    rec = {"seed": SEED, "command": " ".join(sys.argv),
+           "torch": torch.__version__, "threads": args.threads,
+           "steps": args.steps, "batch": args.batch,
+           "training_frames": len(x), "heldout_frames": len(hx),
+           "heldout_accuracy_pytorch": report,
+           "seconds": round(time.time() - t0),
+           "sha256": {n: sha256(os.path.join(args.out, n)) for n in
+                      ("videotestsrc-text.gguf", "videotestsrc-mmproj.gguf",
+                       "vision-heldout.txt")}}
+    with open(os.path.join(args.out, "vision-training.json"), "w") as f:
+        json.dump(rec, f, indent=2)
+        f.write("\n")
+    print(json.dumps(rec, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -708,7 +708,7 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
 
   for (il = 0; il < enc->n_layers; il++) {
     if (task && npu_task_is_cancelled (task)) {
-      g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_CANCELLED,
+      g_set_error (error, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED,
           "audio encoder cancelled at block %u", il);
       return FALSE;
     }

@@ -29,7 +29,8 @@
  *
  * Errors are in the NPU_VIT_ERROR domain (npuvit.h): NOT_MMPROJ (not an
  * mmproj, or no audio encoder: a vision-only mmproj or a text model),
- * MISSING, SHAPE, UNSUPPORTED (the projector type is named), CANCELLED.
+ * MISSING, SHAPE, UNSUPPORTED (the projector type is named); a cancelled
+ * task is NPU_FENCE_ERROR_CANCELLED.
  *
  * All scratch memory is allocated by npu_audio_enc_new*(): encoding does
  * not allocate.  Encode one chunk at a time per NpuAudioEnc.
@@ -121,7 +122,7 @@ void            npu_audio_enc_get_memory      (const NpuAudioEnc *enc,
  * @task may be NULL (runs on the calling thread); otherwise it must be the
  * running task and the work is spread over its device's threads.  Fails
  * if @n_frames is out of range (NPU_VIT_ERROR_SHAPE) or the task is
- * cancelled. */
+ * cancelled (NPU_FENCE_ERROR_CANCELLED). */
 NPU_API
 gboolean        npu_audio_enc_encode          (NpuAudioEnc *enc,
                                                NpuTask *task,

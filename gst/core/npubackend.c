@@ -337,6 +337,24 @@ task_input_done (NpuFence * input, const GError * error, gpointer user_data)
   task_unref (task);
 }
 
+/* A task that a flush stopped while it ran fails with
+ * NPU_FENCE_ERROR_CANCELLED whatever its function reported (an encoder's
+ * own domain, say): one code for "cancelled", wherever it happened, so
+ * that consumers skip the result rather than treat it as a failure.
+ * Takes @error. */
+static GError *
+cancelled_error (NpuQueue * queue, GError * error)
+{
+  GError *c;
+
+  if (g_error_matches (error, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED))
+    return error;
+  c = g_error_new (NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED,
+      "%s: task cancelled while it ran: %s", queue->name, error->message);
+  g_error_free (error);
+  return c;
+}
+
 static gpointer
 dispatcher_thread (gpointer data)
 {
@@ -373,8 +391,12 @@ dispatcher_thread (gpointer data)
 
       if (nested)
         why = nested + strlen (INPUT_FAILED);
-      error = g_error_new (NPU_FENCE_ERROR, NPU_FENCE_ERROR_FAILED,
-          "%s" INPUT_FAILED "%s", queue->name, why);
+      /* An input that was cancelled cancels this task too: the code says
+       * so, so that a consumer can tell dropped work from broken work */
+      error = g_error_new (NPU_FENCE_ERROR,
+          g_error_matches (task->input_error, NPU_FENCE_ERROR,
+              NPU_FENCE_ERROR_CANCELLED) ? NPU_FENCE_ERROR_CANCELLED :
+          NPU_FENCE_ERROR_FAILED, "%s" INPUT_FAILED "%s", queue->name, why);
     } else {
       g_mutex_unlock (&device->lock);
       ok = task->func (task, task->user_data, &error);
@@ -384,6 +406,8 @@ dispatcher_thread (gpointer data)
       else if (ok)
         g_clear_error (&error);
       g_mutex_lock (&device->lock);
+      if (error && g_atomic_int_get (&task->cancelled))
+        error = cancelled_error (queue, error);
     }
 
     task_retire_locked (task);

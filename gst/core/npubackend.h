@@ -10,6 +10,12 @@
  * (their fences fail with NPU_FENCE_ERROR_CANCELLED), asks the running one to
  * stop and waits until nothing of the queue is running.
  *
+ * Cancellation has one code end to end: NPU_FENCE_ERROR_CANCELLED is what a
+ * fence fails with when its task was cancelled before it ran, when it
+ * failed after a flush asked it to stop (whatever error it returned), and
+ * when an input it waited for was cancelled.  Consumers skip such results;
+ * any other error is a failure.
+ *
  * Tasks run one at a time per device, in the order they become ready; a task
  * spreads its own work over all the device's threads with
  * npu_task_parallel_for().  On a machine with a few cores, one operation on

@@ -307,3 +307,149 @@ npu_q8_0_tile_avx2 (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
     }
   }
 }
+
+/* ------------------------------------------------------------------------
+ * Accurate GEMM: exact F32 activations, MXFP4 weights decoded to F32, as
+ * npumatmul-avx512.c's (which explains the panel, the chunks and the
+ * division by 4), with 16 rows (2 ymm) x 6 activation rows: 12 of the 16
+ * registers accumulate, 12 FMAs for 2 loads and 6 broadcasts per k.  The
+ * panel of 16 rows x 128 k (8 KiB) is decoded by table, one weight at a
+ * time: each decoded weight then serves up to 192 activation rows.
+ */
+#define F32_PANEL_ROWS 16
+#define F32_PANEL_BLOCKS 4
+#define F32_NR 6
+#define F32_PANEL_SCALE 0.25f
+
+static const float e2m1_f32[16] = {
+  0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
+};
+
+static void
+f32_decode_panel (const NpuMxfp4Matrix * w, gsize r, gsize valid, gsize b0,
+    gsize nbc, float *panel)
+{
+  const gboolean split = w->layout == NPU_MXFP4_LAYOUT_SPLIT;
+  gsize i, b, j;
+
+  for (i = 0; i < F32_PANEL_ROWS; i++) {
+    for (b = 0; b < nbc; b++) {
+      const guint8 *qs;
+      float s;
+
+      if (i >= valid) {
+        for (j = 0; j < 32; j++)
+          panel[(b * 32 + j) * F32_PANEL_ROWS + i] = 0.0f;
+        continue;
+      }
+      if (split) {
+        qs = w->nibbles + ((r + i) * w->stride + b0 + b) * 16;
+        s = npu_matmul_e8m0_table[w->scales[(r + i) * w->stride + b0 + b]];
+      } else {
+        const NpuBlockMxfp4 *blk = &w->blocks[(r + i) * w->n_blocks + b0 + b];
+
+        qs = blk->qs;
+        s = npu_matmul_e8m0_table[blk->e];
+      }
+      /* NaN scales stay NaN, so their rows are */
+      s *= F32_PANEL_SCALE;
+      for (j = 0; j < 16; j++) {
+        panel[(b * 32 + j) * F32_PANEL_ROWS + i] = e2m1_f32[qs[j] & 0xF] * s;
+        panel[(b * 32 + 16 + j) * F32_PANEL_ROWS + i] =
+            e2m1_f32[qs[j] >> 4] * s;
+      }
+    }
+  }
+}
+
+static ALWAYS_INLINE void
+f32_micro (const float *panel, gsize kc, const float *x, gsize ldx,
+    float *y, gsize ldy, const __m256i * m, gboolean first, const int C)
+{
+  __m256 acc[2][F32_NR];
+  gsize kk;
+  int v, j;
+
+  for (v = 0; v < 2; v++)
+    for (j = 0; j < C; j++)
+      acc[v][j] = _mm256_setzero_ps ();
+  for (kk = 0; kk < kc; kk++) {
+    const float *p = panel + kk * F32_PANEL_ROWS;
+    const __m256 w0 = _mm256_load_ps (p);
+    const __m256 w1 = _mm256_load_ps (p + 8);
+
+    for (j = 0; j < C; j++) {
+      const __m256 xb = _mm256_broadcast_ss (x + j * ldx + kk);
+
+      acc[0][j] = _mm256_fmadd_ps (w0, xb, acc[0][j]);
+      acc[1][j] = _mm256_fmadd_ps (w1, xb, acc[1][j]);
+    }
+  }
+  for (j = 0; j < C; j++) {
+    for (v = 0; v < 2; v++) {
+      float *yp = y + j * ldy + 8 * v;
+      __m256 r = _mm256_mul_ps (acc[v][j],
+          _mm256_set1_ps (1.0f / F32_PANEL_SCALE));
+
+      if (!first)
+        r = _mm256_add_ps (_mm256_maskload_ps (yp, m[v]), r);
+      _mm256_maskstore_ps (yp, m[v], r);
+    }
+  }
+}
+
+void
+npu_mxfp4_tile_f32_avx2 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const float *x, gsize c0, gsize c1, float *y, gsize ldy)
+{
+  float panel[F32_PANEL_BLOCKS * 32 * F32_PANEL_ROWS]
+      __attribute__((aligned (32)));
+  const gsize k = w->k, nb = w->n_blocks;
+  gsize r, b0, c;
+
+  for (r = r0; r < r1; r += F32_PANEL_ROWS) {
+    const gsize valid = MIN (F32_PANEL_ROWS, r1 - r);
+    __m256i m[2];
+    int v, i;
+
+    for (v = 0; v < 2; v++) {
+      gint32 lanes[8];
+
+      for (i = 0; i < 8; i++)
+        lanes[i] = 8u * v + i < valid ? -1 : 0;
+      m[v] = _mm256_loadu_si256 ((const __m256i *) lanes);
+    }
+    for (b0 = 0; b0 < nb; b0 += F32_PANEL_BLOCKS) {
+      const gsize nbc = MIN (F32_PANEL_BLOCKS, nb - b0), kc = 32 * nbc;
+
+      f32_decode_panel (w, r, valid, b0, nbc, panel);
+      for (c = c0; c < c1; c += F32_NR) {
+        const float *xc = x + c * k + b0 * 32;
+        float *yc = y + c * ldy + r;
+        const gboolean first = b0 == 0;
+
+        switch (MIN (F32_NR, c1 - c)) {
+          case 1:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 1);
+            break;
+          case 2:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 2);
+            break;
+          case 3:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 3);
+            break;
+          case 4:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 4);
+            break;
+          case 5:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 5);
+            break;
+          default:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 6);
+            break;
+        }
+      }
+    }
+  }
+}

@@ -244,6 +244,25 @@ npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
   gsize c, r;
 
   G_STATIC_ASSERT (CM == 4);
+  if (c1 - c0 > 1 && c1 - c0 <= 2 * CM) {
+    /* A GEMV of 2 to 8 activation rows (n <= 4 tokens, or the accurate
+     * precision's codes and residuals of n <= 4): one weight row at a
+     * time as for one activation row, so each thread still reads one
+     * sequential stream; 4 interleaved rows made the accurate decode
+     * 13-16 % slower than the fast one (docs/kernels.md) */
+    for (r = r0; r < r1; r++) {
+      for (c = c0; c < c1; c += CM) {
+        const gsize cc = MIN (CM, c1 - c);
+
+        if (w->layout == NPU_MXFP4_LAYOUT_SPLIT) {
+          MICRO_CASES (1, TRUE);
+        } else {
+          MICRO_CASES (1, FALSE);
+        }
+      }
+    }
+    return;
+  }
   for (c = c0; c < c1; c += CM) {
     const gsize cc = MIN (CM, c1 - c);
 
@@ -415,6 +434,379 @@ npu_q8_0_tile_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
         Q8_0_MICRO_CASES (RM);
       for (; r < r1; r++)
         Q8_0_MICRO_CASES (1);
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Accurate GEMM: exact F32 activations, MXFP4 weights decoded to F32
+ *
+ * An E2M1 value times its power-of-two scale is exact in F32, so a weight
+ * decoded to F32 carries no error and the activations need no
+ * quantisation: the only roundings are those of the F32 FMAs.  The
+ * weights of 64 rows x 128 k (4 blocks) are decoded into a panel of 32 KiB
+ * (L1), transposed so that one zmm holds 16 rows at one k; the kernel then
+ * broadcasts one activation and makes 4 FMAs with it, over 6 activation
+ * rows at once (24 accumulators), which is 24 FMAs for 4 loads and 6
+ * broadcasts per k: the FMA ports, not the decode, set the pace.  Each
+ * chunk of 128 k is summed into zeroed accumulators and then added to y,
+ * so an output takes at most 128 + ceil(k / 128) roundings
+ * (npumatmul.h).  The panel holds the weights divided by 4, which is
+ * exact for every E8M0 scale (the smallest, 0.5 x 2^-129, is a multiple of
+ * 2^-149), while the largest, 6 x 2^127, would overflow F32; each chunk's
+ * sum is multiplied by 4 (exact) as it is added to y.  The decode gathers, for 16 rows at once, 4 nibble bytes
+ * per row (vpgatherdd), and vpermps looks the nibbles up: it reads the low
+ * 4 bits of each index, so neither nibble needs a mask, only a shift.
+ */
+#define F32_PANEL_ROWS 64
+#define F32_PANEL_BLOCKS 4
+#define F32_NR 6
+#define F32_PANEL_SCALE 0.25f
+
+static const float e2m1_f32[16] __attribute__((aligned (64))) = {
+  0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
+  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
+};
+
+/* Weights of rows [r, r + valid) and blocks [b0, b0 + nbc) into
+ * panel[kk * 64 + row]; rows past @valid are zero. */
+static void
+f32_decode_panel (const NpuMxfp4Matrix * w, gsize r, gsize valid, gsize b0,
+    gsize nbc, float *panel)
+{
+  const __m512 lut = _mm512_load_ps (e2m1_f32);
+  const gboolean split = w->layout == NPU_MXFP4_LAYOUT_SPLIT;
+  const gsize row_bytes = split ? w->stride * 16 : w->n_blocks * 17;
+  const __m512i offs = _mm512_mullo_epi32 (_mm512_set_epi32 (15, 14, 13, 12,
+          11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32 ((int) row_bytes));
+  gsize v, b, i;
+
+  for (v = 0; v < F32_PANEL_ROWS / 16; v++) {
+    const gsize rv = r + 16 * v;
+    const gsize nv = valid > 16 * v ? MIN (16, valid - 16 * v) : 0;
+    const __mmask16 m = (__mmask16) ((1u << nv) - 1);
+
+    for (b = 0; b < nbc; b++) {
+      const guint8 *qs;
+      float sc[16] __attribute__((aligned (64)));
+      __m512 s;
+      int t, u;
+
+      /* NaN scales stay NaN (the table's entry 255), so their rows are */
+      for (i = 0; i < 16; i++) {
+        guint8 e = 0;
+
+        if (i < nv)
+          e = split ? w->scales[(rv + i) * w->stride + b0 + b] :
+              w->blocks[(rv + i) * w->n_blocks + b0 + b].e;
+        sc[i] = i < nv ? npu_matmul_e8m0_table[e] * F32_PANEL_SCALE : 0.0f;
+      }
+      if (nv == 0) {
+        for (i = 0; i < 32; i++)
+          _mm512_store_ps (panel + ((b * 32 + i) * F32_PANEL_ROWS + 16 * v),
+              _mm512_setzero_ps ());
+        continue;
+      }
+      s = _mm512_load_ps (sc);
+      qs = split ? w->nibbles + (rv * w->stride + b0 + b) * 16 :
+          (const guint8 *) (w->blocks + rv * w->n_blocks + b0 + b) + 1;
+      for (t = 0; t < 4; t++) {
+        const __m512i g = _mm512_mask_i32gather_epi32 (_mm512_setzero_si512 (),
+            m, offs, qs + 4 * t, 1);
+
+        for (u = 0; u < 4; u++) {
+          const gsize j = 4 * t + u;
+          const __m512 lo = _mm512_permutexvar_ps (_mm512_srli_epi32 (g,
+                  8 * u), lut);
+          const __m512 hi = _mm512_permutexvar_ps (_mm512_srli_epi32 (g,
+                  8 * u + 4), lut);
+
+          _mm512_store_ps (panel + ((b * 32 + j) * F32_PANEL_ROWS + 16 * v),
+              _mm512_mul_ps (lo, s));
+          _mm512_store_ps (panel + ((b * 32 + 16 + j) * F32_PANEL_ROWS +
+                  16 * v), _mm512_mul_ps (hi, s));
+        }
+      }
+    }
+  }
+}
+
+/* y[j * ldy + 0..63] (+)= sum over kk < kc of panel[kk][..] x[j * ldx + kk]
+ * for j < C; @m masks the rows of each of the 4 vectors */
+static ALWAYS_INLINE void
+f32_micro (const float *panel, gsize kc, const float *x, gsize ldx,
+    float *y, gsize ldy, const __mmask16 * m, gboolean first, const int C)
+{
+  __m512 acc[4][F32_NR];
+  gsize kk;
+  int v, j;
+
+  for (v = 0; v < 4; v++)
+    for (j = 0; j < C; j++)
+      acc[v][j] = _mm512_setzero_ps ();
+  for (kk = 0; kk < kc; kk++) {
+    const float *p = panel + kk * F32_PANEL_ROWS;
+    const __m512 w0 = _mm512_load_ps (p);
+    const __m512 w1 = _mm512_load_ps (p + 16);
+    const __m512 w2 = _mm512_load_ps (p + 32);
+    const __m512 w3 = _mm512_load_ps (p + 48);
+
+    for (j = 0; j < C; j++) {
+      const __m512 xb = _mm512_set1_ps (x[j * ldx + kk]);
+
+      acc[0][j] = _mm512_fmadd_ps (w0, xb, acc[0][j]);
+      acc[1][j] = _mm512_fmadd_ps (w1, xb, acc[1][j]);
+      acc[2][j] = _mm512_fmadd_ps (w2, xb, acc[2][j]);
+      acc[3][j] = _mm512_fmadd_ps (w3, xb, acc[3][j]);
+    }
+  }
+  for (j = 0; j < C; j++) {
+    for (v = 0; v < 4; v++) {
+      float *yp = y + j * ldy + 16 * v;
+      __m512 r = _mm512_mul_ps (acc[v][j],
+          _mm512_set1_ps (1.0f / F32_PANEL_SCALE));
+
+      if (!first)
+        r = _mm512_add_ps (_mm512_maskz_loadu_ps (m[v], yp), r);
+      _mm512_mask_storeu_ps (yp, m[v], r);
+    }
+  }
+}
+
+void
+npu_mxfp4_tile_f32_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const float *x, gsize c0, gsize c1, float *y, gsize ldy)
+{
+  float panel[F32_PANEL_BLOCKS * 32 * F32_PANEL_ROWS]
+      __attribute__((aligned (64)));
+  const gsize k = w->k, nb = w->n_blocks;
+  gsize r, b0, c;
+
+  for (r = r0; r < r1; r += F32_PANEL_ROWS) {
+    const gsize valid = MIN (F32_PANEL_ROWS, r1 - r);
+    __mmask16 m[4];
+    int v;
+
+    for (v = 0; v < 4; v++) {
+      gsize nv = valid > 16u * v ? MIN (16, valid - 16u * v) : 0;
+
+      m[v] = (__mmask16) ((1u << nv) - 1);
+    }
+    for (b0 = 0; b0 < nb; b0 += F32_PANEL_BLOCKS) {
+      const gsize nbc = MIN (F32_PANEL_BLOCKS, nb - b0), kc = 32 * nbc;
+
+      f32_decode_panel (w, r, valid, b0, nbc, panel);
+      for (c = c0; c < c1; c += F32_NR) {
+        const float *xc = x + c * k + b0 * 32;
+        float *yc = y + c * ldy + r;
+        const gboolean first = b0 == 0;
+
+        switch (MIN (F32_NR, c1 - c)) {
+          case 1:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 1);
+            break;
+          case 2:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 2);
+            break;
+          case 3:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 3);
+            break;
+          case 4:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 4);
+            break;
+          case 5:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 5);
+            break;
+          default:
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 6);
+            break;
+        }
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * Fast GEMM: int8 activations, weights decoded into a panel, register
+ * blocking over the activations
+ *
+ * The tile kernel above decodes each weight group for 4 activation rows
+ * and converts every block sum of every (row, activation row) pair to
+ * F32: 2 vpdpbusd for 3 float instructions, a quarter of the int8 peak.
+ * Here the weights of 32 rows and the whole k are decoded once per tile
+ * (k bytes per row, in L2) into vpdpbusd's operand order: one zmm holds 16
+ * rows x 4 consecutive k, so the activations come as one broadcast dword
+ * (4 codes) per activation row and k step.  The micro kernel keeps 2 x 6
+ * int32 accumulators (32 rows x 6 activation rows) through a block of 32
+ * k, 96 vpdpbusd, and only then converts: 12 conversions and 12 FMAs per
+ * 96 vpdpbusd.  The weights enter as 2P + 12 (unsigned); each accumulator
+ * starts at the activation block's -12 sum(q), which removes the +12.
+ */
+#define GEMM8_ROWS 32
+#define GEMM8_NR 6
+
+/* The panel of rows [r, r + valid): per block b, 8 steps of 4 k, each 2
+ * zmm (16 rows x 4 bytes); per block, the 32 rows' 2^(e-127) / 2 */
+static void
+gemm8_decode_panel (const NpuMxfp4Matrix * w, gsize r, gsize valid,
+    guint8 * panel, float *scales)
+{
+  const __m512i lut =
+      _mm512_broadcast_i32x4 (_mm_loadu_si128 ((const __m128i *) lut_bytes));
+  const __m512i low4 = _mm512_set1_epi8 (0x0F);
+  const gboolean split = w->layout == NPU_MXFP4_LAYOUT_SPLIT;
+  const gsize row_bytes = split ? w->stride * 16 : w->n_blocks * 17;
+  const __m512i offs = _mm512_mullo_epi32 (_mm512_set_epi32 (15, 14, 13, 12,
+          11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+      _mm512_set1_epi32 ((int) row_bytes));
+  const gsize nb = w->n_blocks;
+  gsize v, b, i;
+
+  for (v = 0; v < GEMM8_ROWS / 16; v++) {
+    const gsize rv = r + 16 * v;
+    const gsize nv = valid > 16 * v ? MIN (16, valid - 16 * v) : 0;
+    const __mmask16 m = (__mmask16) ((1u << nv) - 1);
+
+    for (b = 0; b < nb; b++) {
+      guint8 *pb = panel + b * 8 * 128 + 64 * v;
+      const guint8 *qs;
+      int t;
+
+      for (i = 0; i < 16; i++) {
+        guint8 e = 0;
+
+        if (i < nv)
+          e = split ? w->scales[(rv + i) * w->stride + b] :
+              w->blocks[(rv + i) * nb + b].e;
+        scales[b * GEMM8_ROWS + 16 * v + i] =
+            i < nv ? npu_matmul_e8m0_table[e] * 0.5f : 0.0f;
+      }
+      if (nv == 0) {
+        for (t = 0; t < 8; t++)
+          _mm512_store_si512 (pb + t * 128, _mm512_setzero_si512 ());
+        continue;
+      }
+      qs = split ? w->nibbles + (rv * w->stride + b) * 16 :
+          (const guint8 *) (w->blocks + rv * nb + b) + 1;
+      for (t = 0; t < 4; t++) {
+        const __m512i g = _mm512_mask_i32gather_epi32 (_mm512_setzero_si512 (),
+            m, offs, qs + 4 * t, 1);
+
+        /* k = 4t..4t+3 are low nibbles, 16 + 4t.. the high ones; a row
+         * past @valid has zero bytes, which decode to 12, against its
+         * scale 0 */
+        _mm512_store_si512 (pb + t * 128,
+            _mm512_shuffle_epi8 (lut, _mm512_and_si512 (g, low4)));
+        _mm512_store_si512 (pb + (t + 4) * 128,
+            _mm512_shuffle_epi8 (lut,
+                _mm512_and_si512 (_mm512_srli_epi16 (g, 4), low4)));
+      }
+    }
+  }
+}
+
+static ALWAYS_INLINE void
+gemm8_micro (const guint8 * panel, const float *scales, gsize nb,
+    const NpuQ8Rows * xq, gsize c, float *y, gsize ldy, const __mmask16 * m,
+    const int C)
+{
+  __m512 accf[2][GEMM8_NR];
+  gsize b;
+  int v, j, t;
+
+  for (v = 0; v < 2; v++)
+    for (j = 0; j < C; j++)
+      accf[v][j] = _mm512_setzero_ps ();
+  for (b = 0; b < nb; b++) {
+    const guint8 *pb = panel + b * 8 * 128;
+    __m512i acc[2][GEMM8_NR];
+    __m512 s0, s1;
+
+    for (j = 0; j < C; j++) {
+      const guint8 *row = xq->data + (c + j) * xq->row_stride;
+      const __m512i corr = _mm512_set1_epi32 (((const gint32 *) (row +
+                  xq->corr_offset))[b]);
+
+      acc[0][j] = corr;
+      acc[1][j] = corr;
+    }
+    for (t = 0; t < 8; t++) {
+      const __m512i w0 = _mm512_load_si512 (pb + t * 128);
+      const __m512i w1 = _mm512_load_si512 (pb + t * 128 + 64);
+
+      for (j = 0; j < C; j++) {
+        gint32 q4;
+        __m512i xb;
+
+        memcpy (&q4, xq->data + (c + j) * xq->row_stride + b * 32 + 4 * t, 4);
+        xb = _mm512_set1_epi32 (q4);
+        acc[0][j] = _mm512_dpbusd_epi32 (acc[0][j], w0, xb);
+        acc[1][j] = _mm512_dpbusd_epi32 (acc[1][j], w1, xb);
+      }
+    }
+    s0 = _mm512_load_ps (scales + b * GEMM8_ROWS);
+    s1 = _mm512_load_ps (scales + b * GEMM8_ROWS + 16);
+    for (j = 0; j < C; j++) {
+      const float dx = ((const float *) (xq->data + (c + j) * xq->row_stride +
+              xq->dx_offset))[b];
+      const __m512 d = _mm512_set1_ps (dx);
+
+      accf[0][j] = _mm512_fmadd_ps (_mm512_cvtepi32_ps (acc[0][j]),
+          _mm512_mul_ps (s0, d), accf[0][j]);
+      accf[1][j] = _mm512_fmadd_ps (_mm512_cvtepi32_ps (acc[1][j]),
+          _mm512_mul_ps (s1, d), accf[1][j]);
+    }
+  }
+  for (j = 0; j < C; j++)
+    for (v = 0; v < 2; v++)
+      _mm512_mask_storeu_ps (y + (c + j) * ldy + 16 * v, m[v], accf[v][j]);
+}
+
+void
+npu_mxfp4_tile_gemm8_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Rows * xq, gsize c0, gsize c1, float *y, gsize ldy,
+    guint8 * scratch)
+{
+  const gsize nb = w->n_blocks;
+  guint8 *panel = scratch;
+  float *scales = (float *) (scratch + nb * 8 * 128);
+  gsize r, c;
+
+  for (r = r0; r < r1; r += GEMM8_ROWS) {
+    const gsize valid = MIN (GEMM8_ROWS, r1 - r);
+    __mmask16 m[2];
+    int v;
+
+    for (v = 0; v < 2; v++) {
+      gsize nv = valid > 16u * v ? MIN (16, valid - 16u * v) : 0;
+
+      m[v] = (__mmask16) ((1u << nv) - 1);
+    }
+    gemm8_decode_panel (w, r, valid, panel, scales);
+    for (c = c0; c < c1; c += GEMM8_NR) {
+      float *yr = y + r;
+
+      switch (MIN (GEMM8_NR, c1 - c)) {
+        case 1:
+          gemm8_micro (panel, scales, nb, xq, c, yr, ldy, m, 1);
+          break;
+        case 2:
+          gemm8_micro (panel, scales, nb, xq, c, yr, ldy, m, 2);
+          break;
+        case 3:
+          gemm8_micro (panel, scales, nb, xq, c, yr, ldy, m, 3);
+          break;
+        case 4:
+          gemm8_micro (panel, scales, nb, xq, c, yr, ldy, m, 4);
+          break;
+        case 5:
+          gemm8_micro (panel, scales, nb, xq, c, yr, ldy, m, 5);
+          break;
+        default:
+          gemm8_micro (panel, scales, nb, xq, c, yr, ldy, m, 6);
+          break;
+      }
     }
   }
 }

@@ -52,6 +52,32 @@ typedef struct
   guint8 *data;
 } NpuQ8Act;
 
+/* Activations quantised for the fast GEMM's broadcasts: per activation
+ * row (row_stride bytes, a multiple of 64), the int8 codes in their natural
+ * order (nb * 32 bytes, one broadcast dword = 4 consecutive k), then at
+ * dx_offset the F32 scale d of each block, then at corr_offset each
+ * block's -12 * sum(q) (the weights enter as 2 P + 12).  Blocks as for
+ * NpuQ8Act: d = max|x| / 127, q = round (x / d). */
+typedef struct
+{
+  gsize n;
+  gsize row_stride;
+  gsize dx_offset, corr_offset;
+  guint8 *data;
+} NpuQ8Rows;
+
+/* The fast GEMM: Y[c][r] for r in [r0, r1), c in [c0, c1): y[c * ldy + r];
+ * @scratch: NPU_GEMM8_SCRATCH (n_blocks) bytes, 64-byte aligned, the
+ * calling worker's own */
+#define NPU_GEMM8_SCRATCH(nb) ((nb) * (8 * 128 + 32 * 4))
+typedef void (*NpuMxfp4Gemm8TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuQ8Rows * xq, gsize c0, gsize c1, float *y, gsize ldy,
+    guint8 * scratch);
+
+void npu_mxfp4_tile_gemm8_avx512 (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuQ8Rows * xq, gsize c0, gsize c1, float *y, gsize ldy,
+    guint8 * scratch);
+
 /* Y[c][r] for r in [r0, r1), c in [c0, c1): y[c * ldy + r] */
 typedef void (*NpuMxfp4TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
     gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
@@ -62,6 +88,17 @@ void npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 void npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+
+/* The accurate GEMM: Y[c][r] for r in [r0, r1), c in [c0, c1) from F32
+ * activations x[c * k ...] (not quantised) and the weights decoded to F32
+ * (exact): y[c * ldy + r] */
+typedef void (*NpuMxfp4F32TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const float *x, gsize c0, gsize c1, float *y, gsize ldy);
+
+void npu_mxfp4_tile_f32_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const float *x, gsize c0, gsize c1, float *y, gsize ldy);
+void npu_mxfp4_tile_f32_avx2 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const float *x, gsize c0, gsize c1, float *y, gsize ldy);
 
 /* Y[c][r] for r in [r0, r1), c in [c0, c1) of the rows x (n_blocks * 32)
  * Q8_0 matrix @w: y[c * ldy + r] */

@@ -22,6 +22,9 @@ typedef NpuCpuIsa Isa;
 #define ISA_NEON NPU_CPU_ISA_NEON
 
 static Isa current_isa;
+/* FALSE: GEMMs on the tile kernels even where panel kernels exist
+ * (npu_matmul_set_gemm_panels(), for tests and benchmarks) */
+static gboolean use_panels = TRUE;
 float npu_matmul_e8m0_table[256];
 
 /* E2M1 codes 0..15 as floats */
@@ -43,6 +46,15 @@ static const float e2m1_values[16] = {
 #define GEMV_CLAIM_TILES 4
 #define GEMM_ROW_TILE 64
 #define GEMM_COL_TILE 64
+/* The accurate F32 GEMM: 64 weight rows (one decoded panel) by 192
+ * activation rows, whose chunk of 128 k (96 KiB) and outputs (48 KiB)
+ * stay in L2 while the panel is reused 32 times */
+#define GEMM_F32_ROW_TILE 64
+#define GEMM_F32_COL_TILE 192
+/* The fast GEMM: 32 weight rows (one panel, decoded once for the whole k)
+ * by 128 activation rows (256 KiB of codes at k = 2048, in L2) */
+#define GEMM8_ROW_TILE 32
+#define GEMM8_COL_TILE 128
 
 /* The paths this build has, usable on this CPU within NPU_CPU_ISA's cap */
 static gboolean
@@ -430,6 +442,12 @@ struct _MatmulJob
    * scalar path) */
   const NpuMxfp4Matrix *mxfp4;
   NpuMxfp4TileFunc mxfp4_tile;
+  /* the accurate GEMM's F32 kernel and the fast GEMM's, where this path
+   * has them */
+  NpuMxfp4F32TileFunc mxfp4_f32_tile;
+  NpuMxfp4Gemm8TileFunc mxfp4_gemm8_tile;
+  NpuQ8Rows xr;
+  guint8 *gemm8_scratch;        /* one NPU_GEMM8_SCRATCH per worker */
   const NpuBlockQ8_0 *q8_0;
   NpuQ8_0TileFunc q8_0_tile;
   gsize rows, nb;               /* nb: blocks of 32 per row (k / 32) */
@@ -641,6 +659,101 @@ quantize_activations (NpuTask * task, MatmulJob * job)
       quantize_slice, job);
 }
 
+static void
+f32_tile_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  gsize t;
+
+  for (t = start; t < end; t++) {
+    gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
+    gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
+
+    job->mxfp4_f32_tile (job->mxfp4, r0, MIN (r0 + job->row_tile, job->rows),
+        job->x, c0, MIN (c0 + job->col_tile, job->n), job->y, job->rows);
+  }
+}
+
+static void
+quantize_rows_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  gsize c, b;
+  guint j;
+
+  for (c = start; c < end; c++) {
+    guint8 *row = job->xr.data + c * job->xr.row_stride;
+    float *dx = (float *) (row + job->xr.dx_offset);
+    gint32 *corr = (gint32 *) (row + job->xr.corr_offset);
+
+    for (b = 0; b < job->nb; b++) {
+      gint8 *q = (gint8 *) row + b * 32;
+      gint32 qsum = 0;
+
+      dx[b] = quantize_block (job->x + c * job->nb * 32 + b * 32, q);
+      for (j = 0; j < 32; j++)
+        qsum += q[j];
+      corr[b] = -12 * qsum;
+    }
+  }
+}
+
+static void
+gemm8_tile_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  guint8 *scratch = job->gemm8_scratch +
+      (gsize) worker * NPU_GEMM8_SCRATCH (job->nb);
+  gsize t;
+
+  for (t = start; t < end; t++) {
+    gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
+    gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
+
+    job->mxfp4_gemm8_tile (job->mxfp4, r0, MIN (r0 + job->row_tile,
+            job->rows), &job->xr, c0, MIN (c0 + job->col_tile, job->n),
+        job->y, job->rows, scratch);
+  }
+}
+
+/* The fast GEMM where the path has a panel kernel: activations quantised
+ * in their natural order, then tiles of 32 rows x 128 activation rows */
+static void
+run_gemm8_job (NpuTask * task, MatmulJob * job)
+{
+  guint workers = task ? npu_task_get_n_threads (task) : 1;
+  gsize n_col_tiles;
+
+  job->xr.n = job->n;
+  job->xr.dx_offset = job->nb * 32;
+  job->xr.corr_offset = job->nb * 36;
+  job->xr.row_stride = (job->nb * 40 + 63) & ~(gsize) 63;
+  job->xr.data = get_workspace (job->n * job->xr.row_stride);
+  job->gemm8_scratch = get_workspace2 ((gsize) workers *
+      NPU_GEMM8_SCRATCH (job->nb));
+  run_parallel (task, job->n, MAX (1, 16384 / (job->nb * 32)),
+      quantize_rows_slice, job);
+  job->row_tile = GEMM8_ROW_TILE;
+  job->col_tile = GEMM8_COL_TILE;
+  job->n_row_tiles = (job->rows + job->row_tile - 1) / job->row_tile;
+  n_col_tiles = (job->n + job->col_tile - 1) / job->col_tile;
+  run_parallel (task, job->n_row_tiles * n_col_tiles, 1, gemm8_tile_slice, job);
+}
+
+/* The accurate GEMM where the path has an F32 kernel: no quantisation,
+ * tiles of decoded weights times F32 activations */
+static void
+run_f32_job (NpuTask * task, MatmulJob * job)
+{
+  gsize n_col_tiles;
+
+  job->row_tile = GEMM_F32_ROW_TILE;
+  job->col_tile = GEMM_F32_COL_TILE;
+  job->n_row_tiles = (job->rows + job->row_tile - 1) / job->row_tile;
+  n_col_tiles = (job->n + job->col_tile - 1) / job->col_tile;
+  run_parallel (task, job->n_row_tiles * n_col_tiles, 1, f32_tile_slice, job);
+}
+
 /* y = x . w^T for a job whose weights, format and kernel are set */
 static void
 run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
@@ -656,6 +769,14 @@ run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
   }
   if (!have_kernel) {
     run_parallel (task, job->rows, 16, scalar_slice, job);
+    return;
+  }
+  if (job->accurate && job->n > GEMV_MAX_N && job->mxfp4_f32_tile) {
+    run_f32_job (task, job);
+    return;
+  }
+  if (!job->accurate && job->n > GEMV_MAX_N && job->mxfp4_gemm8_tile) {
+    run_gemm8_job (task, job);
     return;
   }
 
@@ -705,6 +826,47 @@ current_tile_func (void)
   }
 }
 
+gboolean
+npu_matmul_set_gemm_panels (gboolean panels)
+{
+  gboolean old = use_panels;
+
+  use_panels = panels;
+  return old;
+}
+
+static NpuMxfp4F32TileFunc
+current_f32_tile_func (void)
+{
+  if (!use_panels)
+    return NULL;
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX2:
+      return npu_mxfp4_tile_f32_avx2;
+    case ISA_AVX512:
+      return npu_mxfp4_tile_f32_avx512;
+#endif
+    default:
+      return NULL;
+  }
+}
+
+static NpuMxfp4Gemm8TileFunc
+current_gemm8_tile_func (void)
+{
+  if (!use_panels)
+    return NULL;
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX512:
+      return npu_mxfp4_tile_gemm8_avx512;
+#endif
+    default:
+      return NULL;
+  }
+}
+
 static NpuQ8_0TileFunc
 current_q8_0_tile_func (void)
 {
@@ -733,6 +895,8 @@ mxfp4_job_init (MatmulJob * job, const NpuMxfp4Matrix * w, const float *x,
   job->format = &format_mxfp4;
   job->mxfp4 = w;
   job->mxfp4_tile = current_tile_func ();
+  job->mxfp4_f32_tile = current_f32_tile_func ();
+  job->mxfp4_gemm8_tile = current_gemm8_tile_func ();
   job->rows = w->rows;
   job->nb = w->n_blocks;
   job->x = x;

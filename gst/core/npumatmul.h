@@ -45,6 +45,21 @@
  *    accumulation term counts both passes and their sum).  The scalar path
  *    is exact whatever the precision.
  *
+ *    On "avx512" and "avx2", an accurate product of n > 4 activation rows
+ *    (a GEMM: encoders, prefill) does not quantise at all: the weights are
+ *    decoded to F32 (exact: an E2M1 value times a power of two) into
+ *    panels of 64 (avx2: 16) rows x 128 k, and multiplied with the F32
+ *    activations by FMAs, each chunk of 128 k summed apart and then added
+ *    to the output, so
+ *
+ *      |y - y_ref| <= (128 + ceil(k/128)) * 2^-24 * sum_j |w_j x_j|
+ *
+ *    (while the products stay normal floats), which is within the bound
+ *    above for every k up to 16384: sum |w_j| d_b / 508 >= sum |w_j x_j| /
+ *    64516.  On avx512 the fast GEMM (n > 4) decodes 32-row panels once
+ *    per tile and blocks over 6 activation rows; same quantisation, same
+ *    bound as the int8 paths above (docs/kernels.md).
+ *
  * The path is the best level npucpu.h allows: NPU_CPU_ISA=scalar|avx2|
  * avx512|neon in the environment caps it (read once; an unavailable one
  * falls back to scalar with a warning), npu_matmul_set_isa() forces one.
@@ -159,8 +174,8 @@ void npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w,
  * @NPU_MATMUL_PRECISION_FAST: int8 activations (error ~ max|x| / 254 per
  *   element of a block), what llama.cpp does
  * @NPU_MATMUL_PRECISION_ACCURATE: int8 activations plus their int8
- *   residual, ~16 bits (error ~ max|x| / 64516 per element); twice the
- *   integer work
+ *   residual, ~16 bits (error ~ max|x| / 64516 per element), twice the
+ *   integer work; on avx512 a GEMM (n > 4) uses F32 activations instead
  *
  * Ignored by the scalar path, which is exact.
  */
@@ -230,6 +245,15 @@ const gchar *npu_matmul_get_isa (void);
  * Not thread-safe against concurrent multiplications. */
 NPU_API
 gboolean npu_matmul_set_isa (const gchar * name);
+
+/* For tests and benchmarks: with FALSE, GEMMs (n > 4) run on the kernels
+ * that decode each weight group for 4 activation rows at a time (and the
+ * accurate precision on int8 + residual) even where this path has the
+ * panel kernels (avx512: a fast int8 GEMM over decoded 32-row panels, an
+ * accurate F32 one).  Returns the previous setting.  Not thread-safe
+ * against concurrent multiplications. */
+NPU_API
+gboolean npu_matmul_set_gemm_panels (gboolean panels);
 
 G_END_DECLS
 

@@ -683,7 +683,7 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
     const Layer *l = &vit->layers[il];
 
     if (task && npu_task_is_cancelled (task)) {
-      g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_CANCELLED,
+      g_set_error (error, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED,
           "vision encoder cancelled at block %u", il);
       return FALSE;
     }

@@ -63,7 +63,9 @@ GQuark npu_vit_error_quark (void);
  *   fit the others
  * @NPU_VIT_ERROR_UNSUPPORTED: well-formed but not handled here: projector
  *   type, tensor type, feature layers
- * @NPU_VIT_ERROR_CANCELLED: the task was cancelled during npu_vit_encode()
+ *
+ * A task cancelled during npu_vit_encode() or npu_audio_enc_encode() fails
+ * with NPU_FENCE_ERROR_CANCELLED, the backend's one code for cancellation.
  */
 typedef enum
 {
@@ -71,7 +73,6 @@ typedef enum
   NPU_VIT_ERROR_MISSING,
   NPU_VIT_ERROR_SHAPE,
   NPU_VIT_ERROR_UNSUPPORTED,
-  NPU_VIT_ERROR_CANCELLED,
 } NpuVitError;
 
 typedef enum
@@ -133,13 +134,6 @@ NPU_API
 void            npu_vit_get_memory       (const NpuVit *vit, gsize *owned,
                                           gsize *borrowed, gsize *scratch);
 
-/* @patches: n_patches rows of 3 p p floats, patches in row-major order over
- * the image (left to right, then top to bottom), each patch's values
- * channel-major, then row, then column (c * p * p + y * p + x), already
- * normalised with mean/std.  @out: n_tokens rows of out_dim floats.
- * @task may be NULL (runs on the calling thread); otherwise it must be the
- * running task and the work is spread over its device's threads.  Fails
- * only if the task is cancelled. */
 /* Activations of the matrix products (npumatmul.h): ACCURATE (default,
  * ~16 bits, vision tokens within 1e-3 of a float64 evaluation, docs/
  * vision-encoder.md) or FAST (int8, as llama.cpp; about half the
@@ -150,6 +144,13 @@ void            npu_vit_set_precision    (NpuVit *vit,
 NPU_API
 NpuMatmulPrecision npu_vit_get_precision (const NpuVit *vit);
 
+/* @patches: n_patches rows of 3 p p floats, patches in row-major order over
+ * the image (left to right, then top to bottom), each patch's values
+ * channel-major, then row, then column (c * p * p + y * p + x), already
+ * normalised with mean/std.  @out: n_tokens rows of out_dim floats.
+ * @task may be NULL (runs on the calling thread); otherwise it must be the
+ * running task and the work is spread over its device's threads.  Fails
+ * only if the task is cancelled (NPU_FENCE_ERROR_CANCELLED). */
 NPU_API
 gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
                                           const float *patches, float *out,

@@ -16,12 +16,18 @@
  *   layout) in NPU memory.  The conversion runs on the CPU backend; the
  *   buffer is pushed at once with the conversion's fence, and anyone who
  *   maps it waits for the data.
- * - Except token_embd.weight, and output.weight when it is Q8_0, which are
- *   pushed as stored: npullm looks token rows up in the embedding table in
- *   its own type, and computes the logits from a Q8_0 output (or tied
- *   embedding) in Q8_0, as llama.cpp does with its MXFP4 files; MXFP4 would
- *   move the numbers, and the same file through the `model` property would
- *   then answer differently.
+ * - Except embedding tables (GGUF names with "_embd": token_embd.weight,
+ *   the encoders' v.position_embd, a.position_embd, v.patch_embd,
+ *   v.class_embd; Hugging Face names with "embed") and output.weight when
+ *   it is Q8_0, which are pushed as stored: npullm looks token rows up in
+ *   the embedding table in its own type, and computes the logits from a
+ *   Q8_0 output (or tied embedding) in Q8_0, as llama.cpp does with its
+ *   MXFP4 files; the vision and audio encoders add their position tables
+ *   and patch embeddings as stored and refuse them in MXFP4.  So the
+ *   default, "*", converts exactly the matrices the consumers multiply in
+ *   MXFP4 (the blocks' and the projectors' and the text output), and a
+ *   file gives the same tokens and text here as through the `model`
+ *   property.
  * - gpt-oss MXFP4 pairs in safetensors ("W.blocks" + "W.scales") are
  *   repacked into block_mxfp4 in NPU memory: their nibble order differs, so
  *   they cannot be used in place.  These bytes count in #bytes-copied.
@@ -146,14 +152,18 @@ gst_mxfp4_weights_class_init (GstMxfp4WeightsClass * klass)
    * Comma-separated name patterns ('*' and '?' wildcards) of the tensors to
    * convert to MXFP4.  Only F32, F16, BF16 and Q8_0 tensors with two or more
    * dimensions and rows a multiple of 32 long can be converted, and
-   * token_embd.weight or a Q8_0 output.weight never is (npullm reads them in
-   * their own type); a pattern never makes another tensor an error.  ""
-   * converts nothing.
+   * embedding tables (names with "_embd" or "embed": token_embd.weight,
+   * position tables, patch and class embeddings) or a Q8_0 output.weight
+   * never are (npullm and the encoders read them in their own type); a
+   * pattern never makes another tensor an error.  The default "*"
+   * converts every weight matrix that npullm, npuvisiontok and npuaudiotok
+   * multiply in MXFP4; "" converts nothing.
    */
   g_object_class_install_property (gobject_class, PROP_CONVERT,
       g_param_spec_string ("convert", "Convert",
           "Comma-separated name patterns of the tensors to convert to MXFP4 "
-          "(\"*\": every convertible weight matrix; \"\": none)",
+          "(\"*\": every weight matrix the consumers multiply in MXFP4, "
+          "never embedding or position tables; \"\": none)",
           DEFAULT_CONVERT, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
           GST_PARAM_MUTABLE_READY));
   /**
@@ -326,17 +336,21 @@ parse_patterns (const gchar * list)
   return (GPatternSpec **) g_ptr_array_free (specs, FALSE);
 }
 
-/* What npullm reads in the file's own type: the embedding table (rows are
- * looked up one token at a time; a tied model's logits convert it at load
- * as the model property path does) and a Q8_0 output matrix (as llama.cpp
- * reads its MXFP4 files).  Converting them here would only change the
- * numbers. */
+/* What the consumers read in the file's own type, whatever `convert`
+ * says: embedding tables, which are looked up or added row by row, never
+ * multiplied as MXFP4 matrices: npullm's token_embd (a tied model's logits
+ * convert it at load as the model property path does), the encoders'
+ * position tables and patch and class embeddings (GGUF "..._embd"; Hugging
+ * Face "embed_tokens", "embeddings.position_embedding", ...), which
+ * npuvisiontok and npuaudiotok refuse in MXFP4; and a Q8_0 output matrix
+ * (as llama.cpp reads its MXFP4 files).  Converting them would only change
+ * the numbers, or make the weights unusable. */
 static gboolean
 keep_as_stored (const NpuModelTensor * t)
 {
-  return strcmp (t->name, "token_embd.weight") == 0 ||
-      (t->type == NPU_TENSOR_TYPE_Q8_0 &&
-      strcmp (t->name, "output.weight") == 0);
+  return strstr (t->name, "_embd") != NULL || strstr (t->name, "embed") != NULL
+      || (t->type == NPU_TENSOR_TYPE_Q8_0
+      && strcmp (t->name, "output.weight") == 0);
 }
 
 static gboolean

@@ -358,9 +358,9 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
    * GstNpuAudioTok:precision:
    *
    * Activations of the encoder's matrix products, as npuvisiontok's:
-   * `accurate` (default) quantises each block of 32 activations to int8
-   * and then its residual to int8 again (about 16 bits, about twice the
-   * integer work); `fast` uses int8 activations as llama.cpp does.
+   * `accurate` (default) keeps at least about 16 bits (F32 activations in
+   * AVX2 and AVX-512 GEMMs, elsewhere int8 and their int8 residual); `fast` uses
+   * int8 activations as llama.cpp does.
    * docs/npuaudiotok.md gives both and the measured encode times.
    */
   g_object_class_install_property (gobject_class, PROP_PRECISION,

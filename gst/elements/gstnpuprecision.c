@@ -19,8 +19,8 @@ gst_npu_precision_get_type (void)
   static gsize type = 0;
   static const GEnumValue values[] = {
     {GST_NPU_PRECISION_FAST, "int8 activations, as llama.cpp", "fast"},
-    {GST_NPU_PRECISION_ACCURATE, "int8 activations and their residual "
-          "(about 16 bits)", "accurate"},
+    {GST_NPU_PRECISION_ACCURATE, "about 16-bit activations or more (F32 "
+          "in x86 GEMMs, else int8 and their int8 residual)", "accurate"},
     {0, NULL, NULL}
   };
 

@@ -236,12 +236,13 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
    * GstNpuVisionTok:precision:
    *
    * Activations of the encoder's matrix products.  `accurate` (default)
-   * quantises each block of 32 activations to int8 and then its residual
-   * to int8 again (about 16 bits): vision tokens within 1e-3 (relative
-   * norm) of a float64 evaluation of the same weights, for about twice
-   * the integer work of `fast`, which uses int8 activations as llama.cpp
-   * does (tokens ~1 % away).  docs/npuvisiontok.md gives both bounds and
-   * the measured encode times.
+   * keeps at least about 16 bits: on AVX2 and AVX-512 the products run on F32
+   * activations and exactly decoded weights; elsewhere each block of 32
+   * activations is quantised to int8 and then its residual to int8 again.
+   * Vision tokens are within 1e-3 (relative norm) of a float64 evaluation
+   * of the same weights; `fast` uses int8 activations as llama.cpp does
+   * (tokens ~1 % away).  docs/npuvisiontok.md gives both bounds and the
+   * measured encode times.
    */
   g_object_class_install_property (gobject_class, PROP_PRECISION,
       g_param_spec_enum ("precision", "Precision",

@@ -5,9 +5,10 @@
  * temporary file, or takes one, and reports the best and median encode
  * time over several runs inside a task on an N-thread CPU device, with the
  * matmul path in use, for each matmul precision (fast: int8 activations;
- * accurate, the default: int8 plus residual), the two alternating run by
- * run so that a noisy machine hurts both alike.  A program that prints
- * figures, not a test.
+ * accurate, the default), each on the GEMM panel kernels (the default)
+ * and on the tile kernels before them (npu_matmul_set_gemm_panels()), the
+ * four alternating run by run so that a noisy machine hurts them alike.
+ * A program that prints figures, not a test.
  *
  * Usage: bench-vit [--size tiny|small|base] [--projector mlp|idefics3]
  *                  [--type f32|f16|q8_0|mxfp4] [--text-dim D]
@@ -27,7 +28,8 @@ typedef struct
   const float *patches;
   float *out;
   guint runs;
-  gdouble *times[2];            /* fast, accurate */
+  /* fast, accurate on the panel kernels; fast, accurate on the tiles */
+  gdouble *times[4];
 } Bench;
 
 static gboolean
@@ -42,16 +44,19 @@ bench_task (NpuTask * task, gpointer user_data, GError ** error)
   if (!npu_vit_encode (b->vit, task, b->patches, b->out, error))
     return FALSE;
   for (r = 0; r < b->runs; r++) {
-    for (p = 0; p < 2; p++) {
-      gint64 t0 = g_get_monotonic_time ();
+    for (p = 0; p < 4; p++) {
+      gint64 t0;
 
-      npu_vit_set_precision (b->vit, p ? NPU_MATMUL_PRECISION_ACCURATE :
+      npu_matmul_set_gemm_panels (p < 2);
+      npu_vit_set_precision (b->vit, p % 2 ? NPU_MATMUL_PRECISION_ACCURATE :
           NPU_MATMUL_PRECISION_FAST);
+      t0 = g_get_monotonic_time ();
       if (!npu_vit_encode (b->vit, task, b->patches, b->out, error))
         return FALSE;
       b->times[p][r] = (g_get_monotonic_time () - t0) / 1e3;
     }
   }
+  npu_matmul_set_gemm_panels (TRUE);
   return TRUE;
 }
 
@@ -133,8 +138,8 @@ main (int argc, char **argv)
   b.out = g_new (float, (gsize) npu_vit_get_n_tokens (b.vit) *
       npu_vit_get_out_dim (b.vit));
   b.runs = runs;
-  b.times[0] = g_new (gdouble, runs);
-  b.times[1] = g_new (gdouble, runs);
+  for (i = 0; i < 4; i++)
+    b.times[i] = g_new (gdouble, runs);
 
   dev = npu_device_new_cpu (threads);
   queue = npu_queue_new (dev, "bench-vit");
@@ -143,8 +148,8 @@ main (int argc, char **argv)
     fprintf (stderr, "%s\n", error->message);
     return 1;
   }
-  qsort (b.times[0], runs, sizeof (gdouble), cmp_double);
-  qsort (b.times[1], runs, sizeof (gdouble), cmp_double);
+  for (i = 0; i < 4; i++)
+    qsort (b.times[i], runs, sizeof (gdouble), cmp_double);
   npu_vit_get_memory (b.vit, &owned, &borrowed, &scratch);
 
   printf ("model %s: %u layers x %u, image %u, patch %u, %u patches -> %u "
@@ -155,14 +160,20 @@ main (int argc, char **argv)
   printf ("load %.1f ms; weights %.2f MiB converted + %.2f MiB in place, "
       "scratch %.2f MiB\n", load_ms, owned / 1048576.0, borrowed / 1048576.0,
       scratch / 1048576.0);
-  printf ("encode, %u threads, matmul %s, fast:     best %.2f ms, median "
-      "%.2f ms (%d runs)\n", npu_device_get_n_threads (dev),
-      npu_matmul_get_isa (), b.times[0][0], b.times[0][runs / 2], runs);
-  printf ("encode, %u threads, matmul %s, accurate: best %.2f ms, median "
-      "%.2f ms (%d runs)\n", npu_device_get_n_threads (dev),
-      npu_matmul_get_isa (), b.times[1][0], b.times[1][runs / 2], runs);
-  printf ("accurate / fast: %.2f (best), %.2f (median)\n",
+  for (i = 0; i < 4; i++)
+    printf ("encode, %u threads, matmul %s, %-8s (GEMM %s): best %.2f ms, "
+        "median %.2f ms (%d runs)\n", npu_device_get_n_threads (dev),
+        npu_matmul_get_isa (), i % 2 ? "accurate" : "fast",
+        i < 2 ? "panels" : "tiles ", b.times[i][0], b.times[i][runs / 2],
+        runs);
+  printf ("accurate / fast (panels): %.2f (best), %.2f (median)\n",
       b.times[1][0] / b.times[0][0], b.times[1][runs / 2] /
+      b.times[0][runs / 2]);
+  printf ("accurate (panels) / fast (tiles): %.2f (best), %.2f (median)\n",
+      b.times[1][0] / b.times[2][0], b.times[1][runs / 2] /
+      b.times[2][runs / 2]);
+  printf ("fast, tiles / panels: %.2f (best), %.2f (median)\n",
+      b.times[2][0] / b.times[0][0], b.times[2][runs / 2] /
       b.times[0][runs / 2]);
 
   npu_fence_unref (fence);
@@ -171,8 +182,8 @@ main (int argc, char **argv)
   npu_vit_free (b.vit);
   g_free (patches);
   g_free (b.out);
-  g_free (b.times[0]);
-  g_free (b.times[1]);
+  for (i = 0; i < 4; i++)
+    g_free (b.times[i]);
   if (tmp)
     g_unlink (tmp);
   g_free (tmp);

@@ -39,6 +39,14 @@ static const TensorSpec specs[] = {
   {"token_embd.weight", 2, {96, 4}, 0, FALSE},
   {"output.weight", 2, {96, 4}, 8, FALSE},
   {"odd.weight", 2, {48, 2}, 0, FALSE}, /* rows not a multiple of 32 */
+  /* the encoders add position tables and patch embeddings as stored and
+   * refuse them in MXFP4: they stay too; their projectors' matrices are
+   * converted */
+  {"v.position_embd.weight", 2, {64, 4}, 0, FALSE},
+  {"v.patch_embd.weight", 4, {32, 1, 3, 2}, 1, FALSE},
+  {"a.position_embd.weight", 2, {32, 3}, 1, FALSE},
+  {"mm.a.fc.weight", 2, {64, 2}, 0, TRUE},
+  {"model.embed_tokens.weight", 2, {32, 4}, 0, FALSE},  /* Hugging Face */
 };
 
 static gchar *tmpdir;
@@ -320,14 +328,15 @@ GST_END_TEST;
 GST_START_TEST (test_convert_patterns)
 {
   gchar *desc = g_strdup_printf ("mxfp4weights location=%s "
-      "convert=\"blk.*.ffn_*, token_embd.*, output.*\" ! appsink name=sink "
-      "sync=false", model_path);
+      "convert=\"blk.*.ffn_*, token_embd.*, output.*, v.*, a.*\" ! "
+      "appsink name=sink sync=false", model_path);
   GPtrArray *bufs = run_pipeline (desc, NULL, NULL);
   guint i;
 
   fail_unless_equals_int (bufs->len, G_N_ELEMENTS (specs));
   for (i = 0; i < bufs->len; i++) {
-    /* token_embd and output match, but stay as stored */
+    /* token_embd, output and the position and patch tables match, but
+     * stay as stored */
     gboolean conv = specs[i].convertible &&
         g_str_has_prefix (specs[i].name, "blk.0.ffn_");
     check_buffer (g_ptr_array_index (bufs, i), i, conv, model_path);

@@ -868,6 +868,142 @@ GST_START_TEST (test_fence_never_signals)
 
 GST_END_TEST;
 
+/* A task that runs until a flush stops it, then fails in its own error
+ * domain (as an encoder might): the backend reports it as cancelled. */
+static gboolean
+stopped_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  gint *started = user_data;
+  gint64 end = g_get_monotonic_time () + 30 * G_USEC_PER_SEC;
+
+  g_atomic_int_set (started, 1);
+  while (!npu_task_is_cancelled (task) && g_get_monotonic_time () < end)
+    g_usleep (1000);
+  g_set_error (error, g_quark_from_static_string ("some-encoder-error"), 3,
+      "encoder stopped at block 2");
+  return FALSE;
+}
+
+/* The fence of a task cancelled while it ran (a flush of its producer) */
+static NpuFence *
+cancelled_while_running (void)
+{
+  NpuDevice *device = npu_device_new_cpu (1);
+  NpuQueue *queue = npu_queue_new (device, "producer");
+  gint started = 0;
+  NpuFence *fence = npu_queue_submit (queue, stopped_task, &started, NULL,
+      NULL, 0);
+  GError *err = NULL;
+
+  while (!g_atomic_int_get (&started))
+    g_usleep (1000);
+  npu_queue_flush (queue);
+  fail_if (npu_fence_wait (fence, 0, &err));
+  fail_unless (g_error_matches (err, NPU_FENCE_ERROR,
+          NPU_FENCE_ERROR_CANCELLED), "%s", err->message);
+  g_error_free (err);
+  npu_queue_free (queue);
+  npu_device_unref (device);
+  return fence;
+}
+
+/* Runs an audio-pad harness over @bufs (then EOS) and returns the text
+ * answered; fails on an error message */
+static gchar *
+answer_audio (GstBuffer ** bufs, guint n_bufs)
+{
+  GstElement *llm = gst_element_factory_make ("npullm", NULL);
+  GstBus *bus = gst_bus_new ();
+  GString *text = g_string_new (NULL);
+  gint64 end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  gboolean eos = FALSE;
+  GstHarness *h;
+  GstMessage *msg;
+  GstBuffer *buf;
+  guint i;
+
+  g_object_set (llm, "model", qwen_path, "prompt", "What did you hear?",
+      "max-tokens", 8, NULL);
+  gst_element_set_bus (llm, bus);
+  h = gst_harness_new_with_element (llm, "audio", "src");
+  gst_harness_set_src_caps_str (h, "other/tensors,format=static,"
+      "num_tensors=1,types=float32");
+  for (i = 0; i < n_bufs; i++)
+    fail_unless_equals_int (gst_harness_push (h, bufs[i]), GST_FLOW_OK);
+  gst_harness_push_event (h, gst_event_new_eos ());
+  while (!eos && g_get_monotonic_time () < end) {
+    GstEvent *ev;
+
+    while ((ev = gst_harness_try_pull_event (h))) {
+      eos |= GST_EVENT_TYPE (ev) == GST_EVENT_EOS;
+      gst_event_unref (ev);
+    }
+    while ((buf = gst_harness_try_pull (h))) {
+      append_text (text, buf);
+      gst_buffer_unref (buf);
+    }
+    if ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR))) {
+      GError *err = NULL;
+
+      gst_message_parse_error (msg, &err, NULL);
+      fail ("npullm failed on cancelled media: %s", err->message);
+    }
+    g_usleep (1000);
+  }
+  fail_unless (eos, "no EOS: the element hung");
+  while ((buf = gst_harness_try_pull (h))) {
+    append_text (text, buf);
+    gst_buffer_unref (buf);
+  }
+  gst_harness_teardown (h);
+  gst_element_set_bus (llm, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (llm);
+  return g_string_free (text, FALSE);
+}
+
+/* Tokens whose producer was flushed while encoding them (npuaudiotok or
+ * npuvisiontok stopped mid-chunk) are skipped, not an error: alone they
+ * give no answer, and media after them are answered as if they had not
+ * been there. */
+GST_START_TEST (test_media_cancelled_mid_encode_skipped)
+{
+  NpuGguf *g = npu_gguf_open (qwen_path, NULL);
+  NpuLlmHParams hp;
+  GBytes *dropped, *good;
+  NpuFence *cancelled = cancelled_while_running ();
+  GstBuffer *bufs[2];
+  gchar *want, *got;
+
+  fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
+  npu_gguf_free (g);
+  dropped = make_rows (3, hp.n_embd, 5);
+  good = make_rows (3, hp.n_embd, 6);
+  want = direct_answer (qwen_path, "What did you hear?", 8, 0, 0, good,
+      hp.n_embd);
+  fail_unless (strlen (want) > 0);
+
+  bufs[0] = rows_buffer (dropped, 0);
+  gst_buffer_add_npu_fence_meta (bufs[0], cancelled);
+  got = answer_audio (bufs, 1);
+  fail_unless_equals_string (got, "");
+  g_free (got);
+
+  bufs[0] = rows_buffer (dropped, 0);
+  gst_buffer_add_npu_fence_meta (bufs[0], cancelled);
+  bufs[1] = rows_buffer (good, GST_SECOND);
+  got = answer_audio (bufs, 2);
+  fail_unless_equals_string (got, want);
+  g_free (got);
+
+  npu_fence_unref (cancelled);
+  g_bytes_unref (dropped);
+  g_bytes_unref (good);
+  g_free (want);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_errors)
 {
   Collected c = { 0, };
@@ -1895,6 +2031,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_vision_tokens_spliced);
   tcase_add_test (tc, test_media_from_two_pads_in_pts_order);
   tcase_add_test (tc, test_fence_never_signals);
+  tcase_add_test (tc, test_media_cancelled_mid_encode_skipped);
   tcase_add_test (tc, test_errors);
   tcase_add_test (tc, test_stop_while_generating);
   tcase_add_test (tc, test_caption_pipeline);

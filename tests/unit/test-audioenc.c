@@ -639,6 +639,88 @@ test_threads (void)
   g_free (text);
 }
 
+/* A flush while encoding: the encoder stops between blocks with the
+ * backend's one cancellation code, NPU_FENCE_ERROR_CANCELLED (npullm
+ * skips such tokens), and encodes normally afterwards. */
+typedef struct
+{
+  EncodeJob job;
+  gint started;
+  GError *error;                /* the encoder's own, before the backend */
+} CancelJob;
+
+static gboolean
+cancel_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  CancelJob *cj = user_data;
+  gint64 end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  gboolean ok;
+
+  g_atomic_int_set (&cj->started, 1);
+  while (!npu_task_is_cancelled (task) && g_get_monotonic_time () < end)
+    g_usleep (1000);
+  ok = npu_audio_enc_encode (cj->job.enc, task, cj->job.mel,
+      cj->job.n_frames, cj->job.out, &cj->error);
+  if (!ok)
+    g_propagate_error (error, g_error_copy (cj->error));
+  return ok;
+}
+
+static void
+test_cancel (void)
+{
+  gchar *text = write_text_model ();
+  gchar *path = write_audio (NPU_MODEL_AUDIO_PROJECTOR_QWEN2A, 80,
+      NPU_GGML_TYPE_F32, text, "cancel");
+  GError *error = NULL;
+  NpuAudioEnc *enc = npu_audio_enc_new_from_file (path, &error);
+  GRand *rand = g_rand_new_with_seed (9);
+  float *mel = random_mel (rand, 80, 200), *out, *ref;
+  gsize n_out;
+  NpuDevice *dev = npu_device_new_cpu (1);
+  NpuQueue *queue = npu_queue_new (dev, "audioenc");
+  CancelJob cj;
+  NpuFence *fence;
+
+  g_assert_no_error (error);
+  n_out = (gsize) npu_audio_enc_get_n_tokens (enc, 200) *
+      npu_audio_enc_get_out_dim (enc);
+  out = g_new (float, n_out);
+  ref = g_new (float, n_out);
+  memset (&cj, 0, sizeof (cj));
+  cj.job.enc = enc;
+  cj.job.mel = mel;
+  cj.job.n_frames = 200;
+  cj.job.out = out;
+  fence = npu_queue_submit (queue, cancel_task, &cj, NULL, NULL, 0);
+  while (!g_atomic_int_get (&cj.started))
+    g_usleep (1000);
+  npu_queue_flush (queue);
+  g_assert_error (cj.error, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED);
+  g_assert_nonnull (strstr (cj.error->message, "audio encoder cancelled"));
+  g_assert_false (npu_fence_wait (fence, 0, &error));
+  g_assert_error (error, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED);
+  g_clear_error (&error);
+  g_clear_error (&cj.error);
+  npu_fence_unref (fence);
+
+  /* nothing left behind: the next encode is a whole one */
+  g_assert_true (npu_audio_enc_encode (enc, NULL, mel, 200, ref, &error));
+  encode_on (enc, 1, mel, 200, out);
+  g_assert_cmpmem (out, n_out * sizeof (float), ref, n_out * sizeof (float));
+
+  npu_queue_free (queue);
+  npu_device_unref (dev);
+  g_rand_free (rand);
+  g_free (mel);
+  g_free (out);
+  g_free (ref);
+  npu_audio_enc_free (enc);
+  g_unlink (path);
+  g_free (path);
+  g_free (text);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -660,6 +742,7 @@ main (int argc, char **argv)
   g_test_add_func ("/audioenc/bad-models", test_bad_models);
   g_test_add_func ("/audioenc/bad-input", test_bad_input);
   g_test_add_func ("/audioenc/threads", test_threads);
+  g_test_add_func ("/audioenc/cancel", test_cancel);
   ret = g_test_run ();
 
   {

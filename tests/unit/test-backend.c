@@ -652,7 +652,9 @@ long_func (NpuTask * task, gpointer user_data, GError ** error)
   /* Make the flush wait for us a little longer. */
   g_usleep (20 * 1000);
   g_atomic_int_set (&lt->finished, 1);
-  g_set_error (error, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED,
+  /* In its own error domain, as the encoders' errors are: the backend,
+   * not each task, gives cancellation its one code */
+  g_set_error (error, g_quark_from_static_string ("long-task-error"), 7,
       "stopped early");
   return FALSE;
 }
@@ -671,8 +673,9 @@ test_flush_running (void)
   NpuDevice *device = npu_device_new_cpu (2);
   NpuQueue *queue = npu_queue_new (device, "busy");
   NpuQueue *other = npu_queue_new (device, "other");
-  NpuFence *running, *behind, *ready, *other_f;
+  NpuFence *running, *behind, *ready, *other_f, *other_dep;
   Rec rec_behind = { 0, }, rec_ready = { 0, }, rec_other = { 0, };
+  Rec rec_other_dep = { 0, };
   LongTask lt;
   gint64 end = g_get_monotonic_time () + LONG_TIMEOUT_US;
 
@@ -691,6 +694,8 @@ test_flush_running (void)
   behind = submit_rec (queue, &rec_behind, &running, 1);
   ready = submit_rec (queue, &rec_ready, NULL, 0);
   other_f = submit_rec (other, &rec_other, NULL, 0);
+  /* and one of the other queue waiting on the running task */
+  other_dep = submit_rec (other, &rec_other_dep, &running, 1);
   g_assert_cmpuint (npu_queue_get_n_pending (queue), ==, 3);
 
   npu_queue_flush (queue);
@@ -700,8 +705,14 @@ test_flush_running (void)
   g_assert_cmpint (g_atomic_int_get (&lt.destroyed), ==, 1);
   g_assert_cmpuint (npu_queue_get_n_pending (queue), ==, 0);
 
+  /* Its own error becomes the one cancellation code, its message kept */
   assert_fence_error (running, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED,
-      "stopped early", NULL);
+      "busy", "cancelled while it ran", "stopped early", NULL);
+  /* A task whose input was cancelled did not run and is cancelled too */
+  assert_fence_error (other_dep, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED,
+      "other", "an input of this task failed", "stopped early", NULL);
+  g_assert_cmpint (rec_other_dep.ran, ==, 0);
+  g_assert_cmpint (rec_other_dep.destroyed, ==, 1);
   g_assert_true (npu_fence_is_signalled (behind));
   g_assert_true (npu_fence_is_signalled (ready));
   assert_fence_error (behind, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED,
@@ -729,6 +740,7 @@ test_flush_running (void)
   npu_fence_unref (behind);
   npu_fence_unref (ready);
   npu_fence_unref (other_f);
+  npu_fence_unref (other_dep);
   npu_queue_free (queue);
   npu_queue_free (other);
   npu_device_unref (device);

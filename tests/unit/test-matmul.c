@@ -15,6 +15,9 @@
  *  - int8 paths, accurate precision (activations and their residual):
  *    sum |w| d (1/508 + 2^-16) + 2 (k/32 + 6) 2^-24 sum |w| (|x| + d), 254x
  *    tighter in its first term.
+ *  - avx512, accurate precision, n > 4 (the F32 GEMM: exact weights, F32
+ *    activations, chunks of 128 k summed apart): (128 + ceil(k/128))
+ *    2^-24 sum |w x|.
  *
  * Q8_0 weights (the output matrix of llama.cpp's MXFP4 files) the same way,
  * against a reference of their own below, with npumatmul.h's Q8_0 bounds.
@@ -71,6 +74,27 @@ weight_value (const NpuBlockMxfp4 * blk, guint j)
   double v = mag[code & 7] * ldexp (1.0, blk->e - 127);
 
   return (code & 8) ? -v : v;
+}
+
+/* Per output, the accurate F32 GEMM's bound: each product passes at most
+ * 128 roundings in its chunk of 128 k and one per later chunk */
+static void
+compute_f32_bounds (const NpuBlockMxfp4 * blocks, gsize rows, gsize k,
+    const float *x, gsize n, double *bound)
+{
+  gsize nb = k / 32, c, r, j;
+
+  for (c = 0; c < n; c++) {
+    for (r = 0; r < rows; r++) {
+      double mag = 0.0;
+
+      for (j = 0; j < k; j++)
+        mag += fabs (weight_value (&blocks[r * nb + j / 32], j % 32) *
+            x[c * k + j]);
+      bound[c * rows + r] = (128 + (nb + 3) / 4) * ldexp (mag, -24) *
+          (1.0 + 1e-3);
+    }
+  }
 }
 
 /* Per output: the bound of the path */
@@ -178,8 +202,9 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   double *bound_exact = g_new (double, s->n * s->rows);
   double *bound_q8 = g_new (double, s->n * s->rows);
   double *bound_acc = g_new (double, s->n * s->rows);
+  double *bound_f32 = g_new (double, s->n * s->rows);
   NpuMxfp4Matrix mats[2];
-  guint a, l, d, p;
+  guint a, l, d, p, pn;
 
   random_weights (rand, blocks, s->rows * nb, s->e_lo, s->e_hi);
   random_activations (rand, x, s->n * s->k, s->x_exp);
@@ -187,18 +212,28 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   compute_bounds (blocks, s->rows, s->k, x, s->n, TRUE, FALSE, bound_exact);
   compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, FALSE, bound_q8);
   compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, TRUE, bound_acc);
+  compute_f32_bounds (blocks, s->rows, s->k, x, s->n, bound_f32);
   npu_mxfp4_matrix_init_view (&mats[0], blocks, s->rows, s->k);
   npu_mxfp4_matrix_repack (&mats[1], blocks, s->rows, s->k);
 
-  for (a = 0; a < 2 * G_N_ELEMENTS (all_isas); a++) {
-    gboolean exact = a / 2 == 0;
+  /* pn = 1: avx512's GEMMs on the tile kernels instead of the panel ones */
+  for (a = 0; a < 4 * G_N_ELEMENTS (all_isas); a++) {
+    gboolean exact = a / 4 == 0;
+    gboolean panels_here = s->n > 4 && (g_str_equal (all_isas[a / 4],
+            "avx512") || g_str_equal (all_isas[a / 4], "avx2"));
     const double *bound;
 
-    if (!npu_matmul_set_isa (all_isas[a / 2]))
-      continue;
     p = a % 2;
+    pn = (a / 2) % 2;
+    if ((pn && !panels_here) || !npu_matmul_set_isa (all_isas[a / 4]))
+      continue;
+    npu_matmul_set_gemm_panels (!pn);
     precision = p ? NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST;
     bound = exact ? bound_exact : p ? bound_acc : bound_q8;
+    /* the accurate GEMM of the avx512 and avx2 panels is the F32 one,
+     * with its own bound */
+    if (p && panels_here && !pn)
+      bound = bound_f32;
     for (l = 0; l < 2; l++) {
       for (d = 0; d <= n_devices; d++) {
         for (i = 0; i < s->n * s->rows; i++)
@@ -209,11 +244,11 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
           double tol = bound[i] + fabs (ref[i]) * ldexp (1.0, -24);
 
           if (!npu_within (fabs ((double) y[i] - ref[i]), tol))
-            g_error ("%s%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
+            g_error ("%s%s%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
                 G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
                 G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g",
-                all_isas[a / 2], p ? " accurate" : "", l, d, s->rows, s->k,
-                s->n, i, y[i], ref[i], tol);
+                all_isas[a / 4], p ? " accurate" : "", pn ? " tiles" : "",
+                l, d, s->rows, s->k, s->n, i, y[i], ref[i], tol);
         }
         n_checked++;
       }
@@ -229,6 +264,8 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   g_free (bound_exact);
   g_free (bound_q8);
   g_free (bound_acc);
+  g_free (bound_f32);
+  npu_matmul_set_gemm_panels (TRUE);
   precision = NPU_MATMUL_PRECISION_FAST;
 }
 

@@ -1,0 +1,256 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: MXFP4 GEMM (prefill, encoders) against the CPU's peak
+ *
+ * Prints, on one thread and on every online CPU:
+ *  - the CPU's int8 peak (a loop of independent vpdpbusd, 64 multiply-adds
+ *    each, on x86 with AVX-512 VNNI) and F32 FMA peak (independent
+ *    vfmadd231ps), in GOPS (2 operations per multiply-add);
+ *  - the GEMM of each precision (fast: int8 activations; accurate) on the
+ *    shapes of a SigLIP-B encoder (196 patches x 768 -> 768, -> 3072, and
+ *    3072 -> 768) and of a 1.1 B llama's prefill (512 tokens x 2048 ->
+ *    2048, -> 5632, and 5632 -> 2048), in GOPS and as a share of the int8
+ *    peak, each on the panel kernels (the default) and on the tile kernels
+ *    (npu_matmul_set_gemm_panels (FALSE), what came before them).  The
+ *    four and a peak measurement alternate within each pass, so a noisy
+ *    machine hurts them alike; each figure is the best of the passes, and
+ *    the share of the peak is that of the best pass's own peak.
+ *
+ * Usage: bench-gemm [passes (5)]
+ *   NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
+ */
+#include "core/npumatmul.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#define PEAK_ITERS 20000000
+
+static volatile float peak_sink;
+
+#if defined(__x86_64__)
+/* 12 independent accumulators: enough to cover the latency (4-5 cycles)
+ * of two instructions a cycle */
+__attribute__ ((target ("avx512f,avx512vnni")))
+static void
+peak_int8_slice (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  __m512i a[12], w = _mm512_set1_epi8 (3), x = _mm512_set1_epi8 (-2);
+  gsize i;
+  int j;
+
+  for (j = 0; j < 12; j++)
+    a[j] = _mm512_set1_epi32 (j);
+  for (i = start; i < end; i++) {
+    for (j = 0; j < 12; j++)
+      a[j] = _mm512_dpbusd_epi32 (a[j], w, x);
+    __asm__ volatile ("":"+v" (w));
+  }
+  for (j = 1; j < 12; j++)
+    a[0] = _mm512_add_epi32 (a[0], a[j]);
+  peak_sink += (float) _mm512_reduce_add_epi32 (a[0]);
+}
+
+__attribute__ ((target ("avx512f,fma")))
+static void
+peak_f32_slice (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  __m512 a[12], w = _mm512_set1_ps (1.0f), x = _mm512_set1_ps (1e-9f);
+  gsize i;
+  int j;
+
+  for (j = 0; j < 12; j++)
+    a[j] = _mm512_set1_ps ((float) j);
+  for (i = start; i < end; i++) {
+    for (j = 0; j < 12; j++)
+      a[j] = _mm512_fmadd_ps (a[j], w, x);
+    __asm__ volatile ("":"+v" (w));
+  }
+  for (j = 1; j < 12; j++)
+    a[0] = _mm512_add_ps (a[0], a[j]);
+  peak_sink += _mm512_reduce_add_ps (a[0]);
+}
+#endif
+
+typedef struct
+{
+  NpuParallelFunc func;
+  const NpuMxfp4Matrix *w;
+  const float *x;
+  gsize n;
+  float *y;
+  NpuMatmulPrecision precision;
+  guint n_threads;
+} Work;
+
+static gboolean
+work_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  Work *work = user_data;
+
+  if (work->func)
+    /* one slice of PEAK_ITERS per thread */
+    npu_task_parallel_for (task, (gsize) PEAK_ITERS * work->n_threads,
+        PEAK_ITERS, work->func, NULL);
+  else
+    npu_matmul_mxfp4_with_precision (task, work->w, work->x, work->n,
+        work->y, work->precision);
+  return TRUE;
+}
+
+static double
+time_work (NpuQueue * queue, Work * work)
+{
+  gint64 t0 = g_get_monotonic_time ();
+  NpuFence *fence = npu_queue_submit (queue, work_task, work, NULL, NULL, 0);
+
+  if (!npu_fence_wait (fence, -1, NULL))
+    g_error ("benchmark task failed");
+  npu_fence_unref (fence);
+  return (g_get_monotonic_time () - t0) / 1e6;
+}
+
+static guint64 rng_state = 0x9E3779B97F4A7C15ULL;
+
+static guint64
+rng (void)
+{
+  rng_state ^= rng_state << 13;
+  rng_state ^= rng_state >> 7;
+  rng_state ^= rng_state << 17;
+  return rng_state;
+}
+
+int
+main (int argc, char **argv)
+{
+  static const struct
+  {
+    const gchar *what;
+    gsize rows, k, n;
+  } shapes[] = {
+    {"SigLIP-B qkv/o  768 <- 768, 196", 768, 768, 196},
+    {"SigLIP-B up    3072 <- 768, 196", 3072, 768, 196},
+    {"SigLIP-B down   768 <- 3072, 196", 768, 3072, 196},
+    {"1.1B q/o       2048 <- 2048, 512", 2048, 2048, 512},
+    {"1.1B gate/up   5632 <- 2048, 512", 5632, 2048, 512},
+    {"1.1B down      2048 <- 5632, 512", 2048, 5632, 512},
+  };
+  guint passes = argc > 1 ? (guint) atoi (argv[1]) : 5;
+  guint thread_counts[2] = { 1, npu_cpu_count () };
+  gsize max_x = 0, max_y = 0, max_w = 0, i;
+  NpuBlockMxfp4 *blocks;
+  float *x, *y;
+  guint t, s, p, q;
+
+  setvbuf (stdout, NULL, _IOLBF, 0);
+  passes = MAX (passes, 1);
+  for (s = 0; s < G_N_ELEMENTS (shapes); s++) {
+    max_x = MAX (max_x, shapes[s].n * shapes[s].k);
+    max_y = MAX (max_y, shapes[s].n * shapes[s].rows);
+    max_w = MAX (max_w, shapes[s].rows * shapes[s].k / 32);
+  }
+  blocks = g_new (NpuBlockMxfp4, max_w);
+  for (i = 0; i < max_w; i++) {
+    guint64 r0 = rng (), r1 = rng ();
+    guint j;
+
+    blocks[i].e = 120 + (guint8) (r0 >> 60);
+    for (j = 0; j < 8; j++) {
+      blocks[i].qs[j] = (guint8) (r0 >> (8 * j));
+      blocks[i].qs[j + 8] = (guint8) (r1 >> (8 * j));
+    }
+  }
+  x = g_new (float, max_x);
+  y = g_new (float, max_y);
+  for (i = 0; i < max_x; i++)
+    x[i] = (float) ((double) (rng () >> 11) / (1ULL << 53) * 2.0 - 1.0);
+
+  printf ("kernel path: %s, online CPUs: %u, best of %u passes, "
+      "fast and accurate alternating\n", npu_matmul_get_isa (),
+      thread_counts[1], passes);
+
+  for (t = 0; t < (thread_counts[1] > 1 ? 2 : 1); t++) {
+    NpuDevice *device = npu_device_new_cpu (thread_counts[t]);
+    NpuQueue *queue = npu_queue_new (device, "bench");
+    double peak_int8 = 0.0;
+
+    printf ("\n%u thread(s)\n", thread_counts[t]);
+#if defined(__x86_64__)
+    if (__builtin_cpu_supports ("avx512f")
+        && __builtin_cpu_supports ("avx512vnni")) {
+      Work w8 = { peak_int8_slice, NULL, NULL, 0, NULL, 0, thread_counts[t] };
+      Work wf = { peak_f32_slice, NULL, NULL, 0, NULL, 0, thread_counts[t] };
+      double pf = 0.0;
+
+      for (p = 0; p < passes; p++) {
+        peak_int8 = MAX (peak_int8, 2.0 * 64 * 12 * PEAK_ITERS *
+            thread_counts[t] / time_work (queue, &w8) / 1e9);
+        pf = MAX (pf, 2.0 * 16 * 12 * PEAK_ITERS * thread_counts[t] /
+            time_work (queue, &wf) / 1e9);
+      }
+      printf ("int8 peak (vpdpbusd)                     %8.1f GOPS\n",
+          peak_int8);
+      printf ("F32 peak (vfmadd231ps)                   %8.1f GOPS\n", pf);
+    }
+#endif
+    for (s = 0; s < G_N_ELEMENTS (shapes); s++) {
+      NpuMxfp4Matrix m;
+      /* fast, accurate on panels; fast, accurate on tiles */
+      double best[4] = { 0.0, 0.0, 0.0, 0.0 }, share = 0.0;
+      double ops = 2.0 * shapes[s].rows * shapes[s].k * shapes[s].n;
+
+      npu_mxfp4_matrix_init_view (&m, blocks, shapes[s].rows, shapes[s].k);
+      for (p = 0; p <= passes; p++) {
+        double peak = 0.0;
+
+#if defined(__x86_64__)
+        if (peak_int8 > 0) {
+          Work w8 = { peak_int8_slice, NULL, NULL, 0, NULL, 0,
+            thread_counts[t]
+          };
+
+          peak = 2.0 * 64 * 12 * PEAK_ITERS * thread_counts[t] /
+              time_work (queue, &w8) / 1e9;
+        }
+#endif
+        for (q = 0; q < 4; q++) {
+          Work w = { NULL, &m, x, shapes[s].n, y, q % 2 ?
+                NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST,
+            thread_counts[t]
+          };
+          double secs, gops;
+
+          npu_matmul_set_gemm_panels (q < 2);
+          secs = time_work (queue, &w);
+          gops = ops / secs / 1e9;
+          /* pass 0 warms up */
+          if (p > 0 && gops > best[q]) {
+            best[q] = gops;
+            if (q == 0 && peak > 0)
+              share = gops / peak;
+          }
+        }
+        npu_matmul_set_gemm_panels (TRUE);
+      }
+      printf ("%s\n  panels: fast %6.1f GOPS", shapes[s].what, best[0]);
+      if (share > 0)
+        printf (" (%4.1f %% of int8 peak)", 100 * share);
+      printf (", accurate %6.1f GOPS (time x %.2f of fast)\n", best[1],
+          best[0] / best[1]);
+      printf ("  tiles:  fast %6.1f GOPS, accurate %6.1f GOPS; "
+          "panels / tiles speed: fast %.2f, accurate %.2f\n", best[2],
+          best[3], best[0] / best[2], best[1] / best[3]);
+      npu_mxfp4_matrix_clear (&m);
+    }
+    npu_queue_free (queue);
+    npu_device_unref (device);
+  }
+  g_free (blocks);
+  g_free (x);
+  g_free (y);
+  return 0;
+}

@@ -2,9 +2,9 @@
 /* gst-npu: softmax attention of the query rows that share a key/value head
  *
  * Written with GCC's vector extensions, sixteen floats to a vector, and
- * compiled once per x86 ISA level (the run-time linker picks the clone for
- * the CPU): one zmm per vector with AVX-512, two ymm with AVX2, four xmm
- * otherwise or on NEON.  Auto-vectorising the plain loops gave scalar
+ * compiled once per x86 ISA level (npu_attention_rows() picks the one
+ * npucpu.h allows): one zmm per vector with AVX-512, two ymm with AVX2,
+ * four xmm otherwise or on NEON.  Auto-vectorising the plain loops gave scalar
  * code for the dot products and kept the output in memory.
  *
  * With grouped-query attention several query heads read the same key and
@@ -20,6 +20,7 @@
  * a constant, so each type gets its own loops.
  */
 #include "npuattention.h"
+#include "npucpu.h"
 
 #include <math.h>
 #include <string.h>
@@ -33,13 +34,6 @@ typedef gint8 v16qi __attribute__((vector_size (16)));
  * file, never across an ABI boundary, so GCC's note that their calling
  * convention differs with and without AVX-512 does not apply. */
 #pragma GCC diagnostic ignored "-Wpsabi"
-
-#if defined(__x86_64__)
-#define ISA_CLONES __attribute__ ((target_clones ("avx512f", "avx2", \
-        "default")))
-#else
-#define ISA_CLONES
-#endif
 
 #define ALWAYS_INLINE inline __attribute__ ((always_inline))
 
@@ -442,8 +436,8 @@ attend_nq (const NpuAttnSpan * sp, guint n_spans, guint hd, gsize q_stride,
   }
 }
 
-ISA_CLONES void
-npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
+static ALWAYS_INLINE void
+attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     guint nq, gsize q_stride, float scale, float *scores, gsize ss,
     float *out, gsize out_stride)
 {
@@ -484,4 +478,59 @@ npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
         break;
     }
   }
+}
+
+/* One copy of the whole computation per level: everything above is inlined
+ * into each, so the vectors are lowered for that level's registers. */
+static void
+attention_rows_default (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    guint nq, gsize q_stride, float scale, float *scores, gsize ss,
+    float *out, gsize out_stride)
+{
+  attention_rows (spans, n_spans, hd, nq, q_stride, scale, scores, ss, out,
+      out_stride);
+}
+
+#if defined(__x86_64__)
+#define TARGET_AVX2 __attribute__ ((target ("avx2")))
+#define TARGET_AVX512 __attribute__ ((target ("avx512f")))
+
+static TARGET_AVX2 void
+attention_rows_avx2 (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    guint nq, gsize q_stride, float scale, float *scores, gsize ss,
+    float *out, gsize out_stride)
+{
+  attention_rows (spans, n_spans, hd, nq, q_stride, scale, scores, ss, out,
+      out_stride);
+}
+
+static TARGET_AVX512 void
+attention_rows_avx512 (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    guint nq, gsize q_stride, float scale, float *scores, gsize ss,
+    float *out, gsize out_stride)
+{
+  attention_rows (spans, n_spans, hd, nq, q_stride, scale, scores, ss, out,
+      out_stride);
+}
+#endif
+
+void
+npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    guint nq, gsize q_stride, float scale, float *scores, gsize ss,
+    float *out, gsize out_stride)
+{
+#if defined(__x86_64__)
+  if (npu_cpu_has (NPU_CPU_AVX512F)) {
+    attention_rows_avx512 (spans, n_spans, hd, nq, q_stride, scale, scores,
+        ss, out, out_stride);
+    return;
+  }
+  if (npu_cpu_has (NPU_CPU_AVX2)) {
+    attention_rows_avx2 (spans, n_spans, hd, nq, q_stride, scale, scores, ss,
+        out, out_stride);
+    return;
+  }
+#endif
+  attention_rows_default (spans, n_spans, hd, nq, q_stride, scale, scores, ss,
+      out, out_stride);
 }

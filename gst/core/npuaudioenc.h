@@ -41,6 +41,7 @@
 #define __NPU_AUDIO_ENC_H__
 
 #include <glib.h>
+#include "npuapi.h"
 #include "npubackend.h"
 #include "npugguf.h"
 #include "npumatmul.h"
@@ -59,41 +60,56 @@ typedef enum
 /* Hyper-parameters come from @gguf (read during the call only); tensors
  * from @lookup, which is called during the call only.  With @lookup NULL
  * the tensors are those of @gguf, which must then outlive the encoder. */
+NPU_API
 NpuAudioEnc    *npu_audio_enc_new             (const NpuGguf *gguf,
                                                NpuTensorLookup lookup,
                                                gpointer user_data,
                                                GError **error);
 /* Opens and maps @path; the encoder keeps the mapping. */
+NPU_API
 NpuAudioEnc    *npu_audio_enc_new_from_file   (const gchar *path,
                                                GError **error);
+NPU_API
 void            npu_audio_enc_free            (NpuAudioEnc *enc);
 
+NPU_API
 NpuAudioProjector npu_audio_enc_get_projector (const NpuAudioEnc *enc);
 /* Mel bins per frame: 80 or 128, clip.audio.num_mel_bins */
+NPU_API
 guint           npu_audio_enc_get_n_mels      (const NpuAudioEnc *enc);
 /* 16000: the rate the log-mel front end must feed */
+NPU_API
 guint           npu_audio_enc_get_sample_rate (const NpuAudioEnc *enc);
 /* 3000 = 30 s of 10 ms mel frames (what llama.cpp encodes per chunk),
  * or fewer if the position table is shorter */
+NPU_API
 guint           npu_audio_enc_get_max_frames  (const NpuAudioEnc *enc);
 /* Tokens out of @n_frames mel frames (0 if @n_frames is odd, zero or above
  * max_frames): n_frames / 4 for qwen2a, ceil (n_frames / 2 / stack) for
  * ultravox */
+NPU_API
 guint           npu_audio_enc_get_n_tokens    (const NpuAudioEnc *enc,
                                                guint n_frames);
 /* Features per output token: must equal the text model's n_embd */
+NPU_API
 guint           npu_audio_enc_get_out_dim     (const NpuAudioEnc *enc);
 /* Encoder width and depth, and ultravox's stack factor (1 for qwen2a) */
+NPU_API
 guint           npu_audio_enc_get_dim         (const NpuAudioEnc *enc);
+NPU_API
 guint           npu_audio_enc_get_n_layers    (const NpuAudioEnc *enc);
+NPU_API
 guint           npu_audio_enc_get_stack_factor (const NpuAudioEnc *enc);
 /* Activations of the matrix products (npumatmul.h): ACCURATE (default,
  * ~16 bits) or FAST (int8, as llama.cpp).  Not while an encode runs. */
+NPU_API
 void            npu_audio_enc_set_precision   (NpuAudioEnc *enc,
                                                NpuMatmulPrecision precision);
+NPU_API
 NpuMatmulPrecision npu_audio_enc_get_precision (const NpuAudioEnc *enc);
 /* Bytes of weights owned (converted) and borrowed (used in place), and of
  * the scratch buffers */
+NPU_API
 void            npu_audio_enc_get_memory      (const NpuAudioEnc *enc,
                                                gsize *owned, gsize *borrowed,
                                                gsize *scratch);
@@ -107,6 +123,7 @@ void            npu_audio_enc_get_memory      (const NpuAudioEnc *enc,
  * running task and the work is spread over its device's threads.  Fails
  * if @n_frames is out of range (NPU_VIT_ERROR_SHAPE) or the task is
  * cancelled (NPU_FENCE_ERROR_CANCELLED). */
+NPU_API
 gboolean        npu_audio_enc_encode          (NpuAudioEnc *enc,
                                                NpuTask *task,
                                                const float *mel,

@@ -27,6 +27,7 @@
 #define __NPU_BACKEND_H__
 
 #include <glib.h>
+#include "npuapi.h"
 #include "npufence.h"
 
 G_BEGIN_DECLS
@@ -42,31 +43,49 @@ typedef gboolean (*NpuTaskFunc) (NpuTask * task, gpointer user_data,
 typedef void (*NpuParallelFunc) (gsize start, gsize end, guint worker,
     gpointer user_data);
 
+NPU_API
 guint npu_cpu_count (void);
 
+NPU_API
 NpuDevice *npu_device_new_cpu (guint n_threads);
+NPU_API
 NpuDevice *npu_device_get_cpu (guint n_threads);
+NPU_API
 NpuDevice *npu_device_ref (NpuDevice * device);
+NPU_API
 void npu_device_unref (NpuDevice * device);
+NPU_API
 guint npu_device_get_n_threads (NpuDevice * device);
+NPU_API
 const gchar *npu_device_get_name (NpuDevice * device);
 
+NPU_API
 NpuQueue *npu_queue_new (NpuDevice * device, const gchar * name);
+NPU_API
 void npu_queue_free (NpuQueue * queue);
+NPU_API
 NpuDevice *npu_queue_get_device (NpuQueue * queue);
+NPU_API
 NpuFence *npu_queue_submit (NpuQueue * queue, NpuTaskFunc func,
     gpointer user_data, GDestroyNotify destroy,
     NpuFence * const *in_fences, guint n_in_fences);
+NPU_API
 void npu_queue_flush (NpuQueue * queue);
+NPU_API
 gboolean npu_queue_cancel (NpuQueue * queue, NpuFence * fence);
+NPU_API
 guint npu_queue_get_n_pending (NpuQueue * queue);
 
+NPU_API
 gboolean npu_task_is_cancelled (NpuTask * task);
+NPU_API
 guint npu_task_get_n_threads (NpuTask * task);
+NPU_API
 void npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer user_data);
 
 #define NPU_BACKEND_ERROR (npu_backend_error_quark ())
+NPU_API
 GQuark npu_backend_error_quark (void);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NpuDevice, npu_device_unref)

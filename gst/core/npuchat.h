@@ -24,6 +24,7 @@
 #define __NPU_CHAT_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 #include "core/npugguf.h"
 #include "core/nputokenizer.h"
@@ -31,6 +32,7 @@
 G_BEGIN_DECLS
 
 #define NPU_CHAT_ERROR (npu_chat_error_quark ())
+NPU_API
 GQuark npu_chat_error_quark (void);
 
 typedef enum
@@ -54,17 +56,20 @@ typedef struct _NpuChatTemplate NpuChatTemplate;
 /* A family with no default system prompt; @bos_text (NULL: "<s>" for
  * Llama 2, "<|begin_of_text|>" for Llama 3) is what those templates call
  * bos_token.  Not for NPU_CHAT_CUSTOM. */
+NPU_API
 NpuChatTemplate    *npu_chat_template_new        (NpuChatFamily family,
                                                   const gchar *bos_text);
 /* "none" or "completion", "chatml", "qwen2" (ChatML whose default system
  * prompt is "You are a helpful assistant.", as Qwen2-Instruct's), "llama3",
  * "llama2" */
+NPU_API
 NpuChatTemplate    *npu_chat_template_new_from_name (const gchar *name,
                                                      GError **error);
 /* User format: "{system}" and "{prompt}" are replaced by the messages
  * ({system} by "" when there is none), C escapes (\n, \t, \\) are
  * interpreted, so a property string can hold newlines.  {prompt} is
  * required. */
+NPU_API
 NpuChatTemplate    *npu_chat_template_new_custom (const gchar *format,
                                                   GError **error);
 /* From tokenizer.chat_template.  No template: NPU_CHAT_NONE (base model).
@@ -72,18 +77,24 @@ NpuChatTemplate    *npu_chat_template_new_custom (const gchar *format,
  * decides whether to fall back to completion).  ChatML templates that
  * insert a default system message when there is none (Qwen2's) keep it.
  * @tok (may be NULL) gives the BOS text. */
+NPU_API
 NpuChatTemplate    *npu_chat_template_new_from_gguf (const NpuGguf *gguf,
                                                      const NpuTokenizer *tok,
                                                      GError **error);
+NPU_API
 void                npu_chat_template_free       (NpuChatTemplate *tmpl);
 
+NPU_API
 NpuChatFamily       npu_chat_template_get_family (const NpuChatTemplate *tmpl);
 /* "none", "chatml", "llama3", "llama2", "custom" */
+NPU_API
 const gchar        *npu_chat_family_name         (NpuChatFamily family);
 /* The system message used when none is given, or NULL */
+NPU_API
 const gchar        *npu_chat_template_get_default_system
                                                  (const NpuChatTemplate *tmpl);
 /* TRUE if the formatted text starts with the BOS token's text */
+NPU_API
 gboolean            npu_chat_template_has_bos    (const NpuChatTemplate *tmpl);
 
 /**
@@ -99,6 +110,7 @@ gboolean            npu_chat_template_has_bos    (const NpuChatTemplate *tmpl);
  *
  * Returns: (transfer full): the prompt text
  */
+NPU_API
 gchar              *npu_chat_format              (const NpuChatTemplate *tmpl,
                                                   const gchar *system,
                                                   const gchar *user,
@@ -120,6 +132,7 @@ gchar              *npu_chat_format              (const NpuChatTemplate *tmpl,
  *
  * Returns: (transfer full): the text
  */
+NPU_API
 gchar              *npu_chat_format_next         (const NpuChatTemplate *tmpl,
                                                   const gchar *user,
                                                   gboolean add_generation_prompt);

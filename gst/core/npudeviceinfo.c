@@ -6,6 +6,7 @@
 #include "config.h"
 
 #include "core/npudeviceinfo.h"
+#include "core/npucpu.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -18,20 +19,6 @@
 #include "ext/drm/npudrm.h"
 #else
 #define NPU_WITH_LIBDRM 0
-#endif
-
-#if defined (__x86_64__) || defined (__i386__)
-#include <cpuid.h>
-#ifndef bit_AVX512VBMI
-#define bit_AVX512VBMI (1 << 1)
-#endif
-#ifndef bit_AVX512VNNI
-#define bit_AVX512VNNI (1 << 11)
-#endif
-#elif defined (__aarch64__) || defined (__arm__)
-#if defined (__linux__)
-#include <sys/auxv.h>
-#endif
 #endif
 
 #define CPUINFO_PATH "/proc/cpuinfo"
@@ -82,90 +69,6 @@ npu_device_info_copy (const NpuDeviceInfo * info)
   copy->n_threads = info->n_threads;
   copy->cpu_features = g_strdup (info->cpu_features);
   return copy;
-}
-
-/* The SIMD features the compute kernels dispatch on, detected at run time,
- * "usable" in the sense of __builtin_cpu_supports(): for the AVX families
- * the OS must also save the register state (XCR0). */
-static gchar *
-detect_cpu_features (void)
-{
-  GPtrArray *f = g_ptr_array_new ();
-  gchar *ret;
-
-#if defined (__x86_64__) || defined (__i386__)
-  {
-    guint eax, ebx, edx, max_level;
-    guint ecx1 = 0, ebx7 = 0, ecx7 = 0;
-    gboolean avx_usable = FALSE, avx512_usable = FALSE;
-
-    max_level = __get_cpuid_max (0, NULL);
-    if (max_level >= 1)
-      __cpuid (1, eax, ebx, ecx1, edx);
-    if (max_level >= 7)
-      __cpuid_count (7, 0, eax, ebx7, ecx7, edx);
-
-    if (ecx1 & bit_OSXSAVE) {
-      guint xcr0_lo, xcr0_hi;
-
-      __asm__ volatile ("xgetbv":"=a" (xcr0_lo), "=d" (xcr0_hi):"c" (0));
-      (void) xcr0_hi;
-      /* XMM|YMM state; and opmask|ZMM_Hi256|Hi16_ZMM for AVX-512 */
-      avx_usable = (xcr0_lo & 0x6) == 0x6;
-      avx512_usable = (xcr0_lo & 0xe6) == 0xe6;
-    }
-
-    if (avx_usable) {
-      if (ebx7 & bit_AVX2)
-        g_ptr_array_add (f, (gpointer) "avx2");
-      if (ecx1 & bit_FMA)
-        g_ptr_array_add (f, (gpointer) "fma");
-      if (ecx1 & bit_F16C)
-        g_ptr_array_add (f, (gpointer) "f16c");
-    }
-    if (avx512_usable) {
-      if (ebx7 & bit_AVX512F)
-        g_ptr_array_add (f, (gpointer) "avx512f");
-      if (ebx7 & bit_AVX512BW)
-        g_ptr_array_add (f, (gpointer) "avx512bw");
-      if (ebx7 & bit_AVX512VL)
-        g_ptr_array_add (f, (gpointer) "avx512vl");
-      if (ecx7 & bit_AVX512VNNI)
-        g_ptr_array_add (f, (gpointer) "avx512_vnni");
-      if (ecx7 & bit_AVX512VBMI)
-        g_ptr_array_add (f, (gpointer) "avx512_vbmi");
-    }
-  }
-#elif defined (__aarch64__)
-  {
-#if defined (__linux__)
-    gulong hwcap = getauxval (AT_HWCAP);
-    gulong hwcap2 = getauxval (AT_HWCAP2);
-
-    /* HWCAP_ASIMD, HWCAP_ASIMDDP, HWCAP2_I8MM from <asm/hwcap.h> */
-    if (hwcap & (1UL << 1))
-      g_ptr_array_add (f, (gpointer) "neon");
-    if (hwcap & (1UL << 20))
-      g_ptr_array_add (f, (gpointer) "dotprod");
-    if (hwcap2 & (1UL << 13))
-      g_ptr_array_add (f, (gpointer) "i8mm");
-#else
-    /* Advanced SIMD is mandatory on AArch64. */
-    g_ptr_array_add (f, (gpointer) "neon");
-#endif
-  }
-#elif defined (__arm__) && defined (__linux__)
-  {
-    /* HWCAP_NEON from <asm/hwcap.h> */
-    if (getauxval (AT_HWCAP) & (1UL << 12))
-      g_ptr_array_add (f, (gpointer) "neon");
-  }
-#endif
-
-  g_ptr_array_add (f, NULL);
-  ret = g_strjoinv (" ", (gchar **) f->pdata);
-  g_ptr_array_free (f, TRUE);
-  return ret;
 }
 
 /* The CPU model from /proc/cpuinfo ("model name" on x86, "Model" or
@@ -234,7 +137,7 @@ cpu_device_info (void)
   info->name = g_strdup ("CPU");
   info->driver = g_strdup ("cpu");
   info->n_threads = online_cpus ();
-  info->cpu_features = detect_cpu_features ();
+  info->cpu_features = npu_cpu_features_to_string (npu_cpu_detect ());
   if (model != NULL) {
     info->description = model;
   } else {

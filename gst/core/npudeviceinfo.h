@@ -24,6 +24,7 @@
 #define __NPU_DEVICE_INFO_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 G_BEGIN_DECLS
 
@@ -57,12 +58,16 @@ typedef struct
 
 /* Returns a new array of NpuDeviceInfo (element free func set); the CPU
  * device is always element 0.  Free with g_ptr_array_unref(). */
+NPU_API
 GPtrArray *npu_device_info_enumerate (void);
 
+NPU_API
 NpuDeviceInfo *npu_device_info_copy (const NpuDeviceInfo * info);
+NPU_API
 void npu_device_info_free (NpuDeviceInfo * info);
 
 /* "cpu", "drm-render", "accel" */
+NPU_API
 const gchar *npu_device_kind_to_string (NpuDeviceKind kind);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NpuDeviceInfo, npu_device_info_free)

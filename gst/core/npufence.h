@@ -13,10 +13,12 @@
 #define __NPU_FENCE_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 G_BEGIN_DECLS
 
 #define NPU_FENCE_ERROR (npu_fence_error_quark ())
+NPU_API
 GQuark npu_fence_error_quark (void);
 
 /**
@@ -52,22 +54,36 @@ typedef struct _NpuFence NpuFence;
 typedef void (*NpuFenceFunc) (NpuFence * fence, const GError * error,
     gpointer user_data);
 
+NPU_API
 NpuFence *npu_fence_new (void);
+NPU_API
 NpuFence *npu_fence_new_signalled (void);
+NPU_API
 NpuFence *npu_fence_new_sync_file (int fd);
+NPU_API
 NpuFence *npu_fence_merge (NpuFence ** fences, guint n_fences);
 
+NPU_API
 NpuFence *npu_fence_ref (NpuFence * fence);
+NPU_API
 void npu_fence_unref (NpuFence * fence);
 
+NPU_API
 void npu_fence_signal (NpuFence * fence);
+NPU_API
 void npu_fence_signal_error (NpuFence * fence, GError * error);
 
+NPU_API
 NpuFenceKind npu_fence_get_kind (NpuFence * fence);
+NPU_API
 int npu_fence_get_fd (NpuFence * fence);
+NPU_API
 gboolean npu_fence_is_signalled (NpuFence * fence);
+NPU_API
 gboolean npu_fence_wait (NpuFence * fence, gint64 timeout_us, GError ** error);
+NPU_API
 gboolean npu_fence_get_result (NpuFence * fence, GError ** error);
+NPU_API
 void npu_fence_add_callback (NpuFence * fence, NpuFenceFunc func,
     gpointer user_data);
 

@@ -41,11 +41,13 @@
 #define __NPU_GGUF_H__
 
 #include <glib.h>
+#include "npuapi.h"
 #include "nputensorview.h"
 
 G_BEGIN_DECLS
 
 #define NPU_GGUF_ERROR (npu_gguf_error_quark ())
+NPU_API
 GQuark npu_gguf_error_quark (void);
 
 typedef enum
@@ -196,28 +198,41 @@ typedef struct
  * for npu_gguf_get_fd().  open_bytes() reads @data in place (no copy): it
  * must outlive the NpuGguf.  Error messages start with the file's base name
  * ("(memory)" for open_bytes). */
+NPU_API
 NpuGguf            *npu_gguf_open          (const gchar *path, GError **error);
+NPU_API
 NpuGguf            *npu_gguf_open_bytes    (const guint8 *data, gsize size,
                                             GError **error);
+NPU_API
 void                npu_gguf_free          (NpuGguf *gguf);
 
+NPU_API
 guint32             npu_gguf_get_version   (const NpuGguf *gguf);
 /* The file's fd, owned by @gguf (-1 for open_bytes); dup() it to keep it
  * beyond npu_gguf_free(). */
+NPU_API
 int                 npu_gguf_get_fd        (const NpuGguf *gguf);
 /* Whole file / buffer */
+NPU_API
 const guint8       *npu_gguf_get_base      (const NpuGguf *gguf);
+NPU_API
 gsize               npu_gguf_get_size      (const NpuGguf *gguf);
 /* Absolute offset of the tensor data section (for a file without tensors
  * it may lie past the end of the file: nothing is there to read) */
+NPU_API
 gsize               npu_gguf_get_data_offset (const NpuGguf *gguf);
+NPU_API
 gsize               npu_gguf_get_alignment (const NpuGguf *gguf);
 
 /* Metadata, in file order */
+NPU_API
 guint               npu_gguf_n_kv          (const NpuGguf *gguf);
+NPU_API
 const gchar        *npu_gguf_get_key       (const NpuGguf *gguf, guint i);
+NPU_API
 const NpuGgufValue *npu_gguf_get_value     (const NpuGguf *gguf, guint i);
 /* NULL if absent */
+NPU_API
 const NpuGgufValue *npu_gguf_find          (const NpuGguf *gguf,
                                             const gchar *key);
 
@@ -225,29 +240,39 @@ const NpuGgufValue *npu_gguf_find          (const NpuGguf *gguf,
  * the requested type (writers disagree on u32 vs u64 for counts); float
  * getters accept FLOAT32 and FLOAT64.  They fail with NOT_FOUND or
  * WRONG_TYPE; *@value is left untouched on failure. */
+NPU_API
 gboolean            npu_gguf_get_u32       (const NpuGguf *gguf, const gchar *key,
                                             guint32 *value, GError **error);
+NPU_API
 gboolean            npu_gguf_get_u64       (const NpuGguf *gguf, const gchar *key,
                                             guint64 *value, GError **error);
+NPU_API
 gboolean            npu_gguf_get_i64       (const NpuGguf *gguf, const gchar *key,
                                             gint64 *value, GError **error);
+NPU_API
 gboolean            npu_gguf_get_f32       (const NpuGguf *gguf, const gchar *key,
                                             gfloat *value, GError **error);
+NPU_API
 gboolean            npu_gguf_get_bool      (const NpuGguf *gguf, const gchar *key,
                                             gboolean *value, GError **error);
 /* NUL-terminated copy owned by @gguf; @len (may be NULL) receives the
  * length, which is what to trust if the string holds a NUL byte. */
+NPU_API
 const gchar        *npu_gguf_get_string    (const NpuGguf *gguf, const gchar *key,
                                             gsize *len, GError **error);
 /* ARRAY value; with @elem_type >= 0 the element type must match */
+NPU_API
 const NpuGgufValue *npu_gguf_get_array     (const NpuGguf *gguf, const gchar *key,
                                             gint elem_type, GError **error);
 
 /* Defaults: @def when the key is absent or unusable */
+NPU_API
 guint32             npu_gguf_get_u32_default (const NpuGguf *gguf,
                                               const gchar *key, guint32 def);
+NPU_API
 gfloat              npu_gguf_get_f32_default (const NpuGguf *gguf,
                                               const gchar *key, gfloat def);
+NPU_API
 gboolean            npu_gguf_get_bool_default (const NpuGguf *gguf,
                                                const gchar *key, gboolean def);
 
@@ -255,29 +280,38 @@ gboolean            npu_gguf_get_bool_default (const NpuGguf *gguf,
  * (FALSE if @arr is not an array or @i is out of range); get_string()
  * returns a pointer into the mapping, NOT NUL-terminated, or NULL if the
  * elements are not strings or @i is out of range. */
+NPU_API
 gboolean            npu_gguf_array_get     (const NpuGgufValue *arr, guint64 i,
                                             NpuGgufValue *out);
+NPU_API
 const gchar        *npu_gguf_array_get_string (const NpuGgufValue *arr,
                                                guint64 i, gsize *len);
 
 /* Tensors, in file order */
+NPU_API
 guint               npu_gguf_n_tensors     (const NpuGguf *gguf);
+NPU_API
 const NpuGgufTensor *npu_gguf_get_tensor   (const NpuGguf *gguf, guint i);
 /* NULL if absent */
+NPU_API
 const NpuGgufTensor *npu_gguf_find_tensor  (const NpuGguf *gguf,
                                             const gchar *name);
 /* An NpuTensorLookup over the tensors of a GGUF (@gguf: the NpuGguf); the
  * views point into its mapping. */
+NPU_API
 gboolean            npu_gguf_lookup_view   (const gchar *name,
                                             NpuTensorView *out,
                                             gpointer gguf);
 
 /* ggml type table: name ("q4_0", "mxfp4", ...) or NULL for an unknown id;
  * info gives values per block and bytes per block, FALSE if unknown. */
+NPU_API
 const gchar        *npu_ggml_type_name     (guint32 type);
+NPU_API
 gboolean            npu_ggml_type_info     (guint32 type, guint *block_size,
                                             gsize *type_size);
 /* Name of a metadata type ("uint32", "array", ...), NULL if unknown */
+NPU_API
 const gchar        *npu_gguf_type_name     (guint32 type);
 
 G_END_DECLS

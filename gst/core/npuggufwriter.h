@@ -33,12 +33,14 @@
 #define __NPU_GGUF_WRITER_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 #include "core/npugguf.h"
 
 G_BEGIN_DECLS
 
 #define NPU_GGUF_WRITER_ERROR (npu_gguf_writer_error_quark ())
+NPU_API
 GQuark npu_gguf_writer_error_quark (void);
 
 typedef enum
@@ -75,49 +77,67 @@ typedef struct _NpuGgufWriterValue NpuGgufWriterValue;
 typedef gboolean (*NpuGgufWriterFillFunc) (const gchar * name, guint8 * dst,
     guint64 offset, gsize n_bytes, gpointer user_data, GError ** error);
 
+NPU_API
 NpuGgufWriter      *npu_gguf_writer_new         (void);
+NPU_API
 void                npu_gguf_writer_free        (NpuGgufWriter *writer);
 
 /* Power of two; also adds/updates the "general.alignment" u32 key */
+NPU_API
 gboolean            npu_gguf_writer_set_alignment (NpuGgufWriter *writer,
                                                    guint32 alignment,
                                                    GError **error);
+NPU_API
 guint32             npu_gguf_writer_get_alignment (const NpuGgufWriter *writer);
 
 /* Scalar metadata.  Keys are non-empty UTF-8 and unique in a file. */
+NPU_API
 gboolean npu_gguf_writer_add_u8     (NpuGgufWriter *writer, const gchar *key,
                                      guint8 value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_i8     (NpuGgufWriter *writer, const gchar *key,
                                      gint8 value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_u16    (NpuGgufWriter *writer, const gchar *key,
                                      guint16 value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_i16    (NpuGgufWriter *writer, const gchar *key,
                                      gint16 value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_u32    (NpuGgufWriter *writer, const gchar *key,
                                      guint32 value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_i32    (NpuGgufWriter *writer, const gchar *key,
                                      gint32 value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_u64    (NpuGgufWriter *writer, const gchar *key,
                                      guint64 value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_i64    (NpuGgufWriter *writer, const gchar *key,
                                      gint64 value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_f32    (NpuGgufWriter *writer, const gchar *key,
                                      gfloat value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_f64    (NpuGgufWriter *writer, const gchar *key,
                                      gdouble value, GError **error);
+NPU_API
 gboolean npu_gguf_writer_add_bool   (NpuGgufWriter *writer, const gchar *key,
                                      gboolean value, GError **error);
 /* @len -1: NUL-terminated; otherwise @len bytes (may hold NULs) */
+NPU_API
 gboolean npu_gguf_writer_add_string (NpuGgufWriter *writer, const gchar *key,
                                      const gchar *value, gssize len,
                                      GError **error);
 
 /* Array of a fixed-size type: @data holds @count host-order elements
  * (gfloat for FLOAT32, gdouble for FLOAT64, one guint8 0/1 per BOOL). */
+NPU_API
 gboolean npu_gguf_writer_add_array  (NpuGgufWriter *writer, const gchar *key,
                                      NpuGgufType elem_type, const void *data,
                                      gsize count, GError **error);
 /* @n -1: @strv is NULL-terminated */
+NPU_API
 gboolean npu_gguf_writer_add_string_array (NpuGgufWriter *writer,
                                            const gchar *key,
                                            const gchar * const *strv,
@@ -126,17 +146,23 @@ gboolean npu_gguf_writer_add_string_array (NpuGgufWriter *writer,
 /* General values, for nested arrays.  A value is built, then either added
  * to the writer or appended to an array of arrays, which takes it over
  * (also on failure). */
+NPU_API
 NpuGgufWriterValue *npu_gguf_writer_value_new_array (NpuGgufType elem_type,
                                                      const void *data,
                                                      gsize count,
                                                      GError **error);
+NPU_API
 NpuGgufWriterValue *npu_gguf_writer_value_new_string_array
                                          (const gchar * const *strv, gssize n);
+NPU_API
 NpuGgufWriterValue *npu_gguf_writer_value_new_array_of_arrays (void);
+NPU_API
 gboolean            npu_gguf_writer_value_append (NpuGgufWriterValue *array,
                                                   NpuGgufWriterValue *item,
                                                   GError **error);
+NPU_API
 void                npu_gguf_writer_value_free (NpuGgufWriterValue *value);
+NPU_API
 gboolean            npu_gguf_writer_add_value (NpuGgufWriter *writer,
                                                const gchar *key,
                                                NpuGgufWriterValue *value,
@@ -145,11 +171,13 @@ gboolean            npu_gguf_writer_add_value (NpuGgufWriter *writer,
 /* Tensors.  @ne in ggml order (ne[0] innermost), 1..4 dims, each >= 1;
  * ne[0] must be a multiple of the type's block size.  @type is a ggml
  * type id (NpuGgmlType); the plain and block types of ggml are known. */
+NPU_API
 gboolean npu_gguf_writer_add_tensor (NpuGgufWriter *writer, const gchar *name,
                                      guint n_dims, const guint64 *ne,
                                      guint32 type, const void *data,
                                      GError **error);
 /* @notify (may be NULL) is called on @user_data when the writer is freed */
+NPU_API
 gboolean npu_gguf_writer_add_tensor_func (NpuGgufWriter *writer,
                                           const gchar *name, guint n_dims,
                                           const guint64 *ne, guint32 type,
@@ -160,17 +188,24 @@ gboolean npu_gguf_writer_add_tensor_func (NpuGgufWriter *writer,
 
 /* Bytes of a row of @ne0 elements of @type, 0 if unknown or not a whole
  * number of blocks */
+NPU_API
 gsize    npu_gguf_writer_row_size   (guint32 type, guint64 ne0);
 
+NPU_API
 guint    npu_gguf_writer_n_kv       (const NpuGgufWriter *writer);
+NPU_API
 guint    npu_gguf_writer_n_tensors  (const NpuGgufWriter *writer);
 /* Sizes the file will have, known before writing */
+NPU_API
 guint64  npu_gguf_writer_get_data_size (const NpuGgufWriter *writer);
+NPU_API
 guint64  npu_gguf_writer_get_file_size (const NpuGgufWriter *writer);
 
 /* Writing may be done more than once (callbacks are called again). */
+NPU_API
 gboolean npu_gguf_writer_write_file (NpuGgufWriter *writer, const gchar *path,
                                      GError **error);
+NPU_API
 GBytes  *npu_gguf_writer_write_bytes (NpuGgufWriter *writer, GError **error);
 
 G_END_DECLS

@@ -21,6 +21,7 @@
 #define __NPU_KV_TYPE_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 G_BEGIN_DECLS
 
@@ -36,22 +37,28 @@ typedef enum
 #define NPU_KV_Q8_0_BYTES 34
 
 /* "f32", "f16", "q8_0" (NULL for an unknown type) */
+NPU_API
 const gchar *npu_kv_type_name (NpuKvType type);
 /* The type named @name (as npu_kv_type_name() spells it); FALSE if none */
+NPU_API
 gboolean npu_kv_type_from_name (const gchar * name, NpuKvType * type);
 
 /* Bytes of @n values (for Q8_0 @n must be a multiple of 32) */
+NPU_API
 gsize npu_kv_row_bytes (NpuKvType type, gsize n);
 
 /* Stores @n F32 values of @src in @dst in @type (@n a multiple of 32 for
  * Q8_0), rounding as above */
+NPU_API
 void npu_kv_encode_row (NpuKvType type, const float *src, gsize n, void *dst);
 
 /* Value @i of a row stored in @type */
+NPU_API
 float npu_kv_decode_at (NpuKvType type, const void *row, gsize i);
 
 /* IEEE binary16 of @f, rounded to nearest even (overflow to +-Inf, NaN
  * stays NaN) */
+NPU_API
 guint16 npu_f32_to_f16 (float f);
 
 G_END_DECLS

@@ -20,6 +20,7 @@
 #define __NPU_LLM_H__
 
 #include <glib.h>
+#include "npuapi.h"
 #include "npubackend.h"
 #include "npugguf.h"
 #include "nputensorview.h"
@@ -29,6 +30,7 @@
 G_BEGIN_DECLS
 
 #define NPU_LLM_ERROR (npu_llm_error_quark ())
+NPU_API
 GQuark npu_llm_error_quark (void);
 
 typedef enum
@@ -79,6 +81,7 @@ typedef struct
   NpuLlmRopeType rope_type;     /* from the architecture, as llama.cpp */
 } NpuLlmHParams;
 
+NPU_API
 gboolean npu_llm_hparams_from_gguf (const NpuGguf * gguf,
     NpuLlmHParams * hp, GError ** error);
 
@@ -108,19 +111,25 @@ typedef enum
  * use token_embd.  The logits' matrix is used in place if it is Q8_0 (as
  * llama.cpp does; npu_matmul_q8_0()), so it must outlive the model, and is
  * converted like the others otherwise.  @hp is copied. */
+NPU_API
 NpuLlmModel *npu_llm_model_new (const NpuLlmHParams * hp,
     NpuTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
     GError ** error);
 /* Opens (maps) the GGUF file and keeps it open for the model's life */
+NPU_API
 NpuLlmModel *npu_llm_model_new_from_file (const gchar * path,
     NpuLlmLoadFlags flags, GError ** error);
+NPU_API
 void npu_llm_model_free (NpuLlmModel * model);
+NPU_API
 const NpuLlmHParams *npu_llm_model_get_hparams (const NpuLlmModel * model);
 /* Weight bytes one decoded token reads: every matrix, once, plus one
  * embedding row (the roofline's numerator) */
+NPU_API
 guint64 npu_llm_model_get_decode_bytes (const NpuLlmModel * model);
 /* Bytes the model allocated for converted or repacked matrices (0 if all
  * were MXFP4 and used in place) */
+NPU_API
 guint64 npu_llm_model_get_converted_bytes (const NpuLlmModel * model);
 
 /**
@@ -162,35 +171,47 @@ typedef struct
   gsize scratch_bytes;          /* activations, scores, logits */
 } NpuLlmStats;
 
+NPU_API
 void npu_llm_context_params_init (NpuLlmContextParams * params);
+NPU_API
 NpuLlmContext *npu_llm_context_new (NpuLlmModel * model,
     const NpuLlmContextParams * params, GError ** error);
+NPU_API
 void npu_llm_context_free (NpuLlmContext * ctx);
 /* Forget every token; keeps the memory (no allocation) */
+NPU_API
 void npu_llm_context_reset (NpuLlmContext * ctx);
 
 /* Append @n tokens (ids < n_vocab) / @n rows of n_embd F32 embeddings
  * (spliced-in vision or audio tokens) at the next positions.  On error
  * the context is unchanged. */
+NPU_API
 gboolean npu_llm_eval_tokens (NpuLlmContext * ctx, NpuTask * task,
     const gint32 * tokens, gsize n, GError ** error);
+NPU_API
 gboolean npu_llm_eval_embeddings (NpuLlmContext * ctx, NpuTask * task,
     const float *embd, gsize n, GError ** error);
 
 /* n_vocab logits of the last token evaluated (NULL before any eval) */
+NPU_API
 const float *npu_llm_get_logits (NpuLlmContext * ctx);
 /* Logits of token @i of the last eval; NULL unless all_logits */
+NPU_API
 const float *npu_llm_get_logits_ith (NpuLlmContext * ctx, gsize i);
 /* Forget every token from position @n_past on, keeping the first ones
  * (a prompt prefix shared by the next answer).  Possible only while the
  * cache has never slid since the reset and @n_past <= n_past; returns
  * FALSE (context unchanged) otherwise.  The logits are gone until the
  * next eval. */
+NPU_API
 gboolean npu_llm_context_truncate (NpuLlmContext * ctx, guint64 n_past);
 /* Absolute position of the next token (tokens seen since the reset) */
+NPU_API
 guint64 npu_llm_context_get_n_past (NpuLlmContext * ctx);
 /* Tokens the next query attends to besides itself (<= n_ctx - 1) */
+NPU_API
 guint npu_llm_context_get_n_cached (NpuLlmContext * ctx);
+NPU_API
 void npu_llm_context_get_stats (NpuLlmContext * ctx, NpuLlmStats * stats);
 
 /* ------------------------------------------------------------------------
@@ -228,17 +249,23 @@ typedef struct
 
 typedef struct _NpuLlmSampler NpuLlmSampler;
 
+NPU_API
 void npu_llm_sampler_params_init (NpuLlmSamplerParams * params);
 /* Validates every parameter (NPU_LLM_ERROR_INVALID naming it); allocates
  * all its buffers here, so sampling never allocates */
+NPU_API
 NpuLlmSampler *npu_llm_sampler_new (const NpuLlmSamplerParams * params,
     guint n_vocab, GError ** error);
+NPU_API
 void npu_llm_sampler_free (NpuLlmSampler * sampler);
 /* Picks a token from @logits (n_vocab values, not modified) */
+NPU_API
 gint32 npu_llm_sampler_sample (NpuLlmSampler * sampler, const float *logits);
 /* Adds @token to the penalty history (prompt tokens too, as llama.cpp) */
+NPU_API
 void npu_llm_sampler_accept (NpuLlmSampler * sampler, gint32 token);
 /* Clears the history and reseeds */
+NPU_API
 void npu_llm_sampler_reset (NpuLlmSampler * sampler);
 
 G_END_DECLS

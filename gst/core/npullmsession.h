@@ -11,6 +11,7 @@
 #define __NPU_LLM_SESSION_H__
 
 #include <glib.h>
+#include "npuapi.h"
 #include "npubackend.h"
 #include "npugguf.h"
 #include "npullm.h"
@@ -20,6 +21,7 @@
 G_BEGIN_DECLS
 
 #define NPU_LLM_SESSION_ERROR (npu_llm_session_error_quark ())
+NPU_API
 GQuark npu_llm_session_error_quark (void);
 
 typedef enum
@@ -74,25 +76,36 @@ typedef gboolean (*NpuLlmTextFunc) (const gchar * text, gsize len,
 
 typedef struct _NpuLlmSession NpuLlmSession;
 
+NPU_API
 void npu_llm_session_params_init (NpuLlmSessionParams * params);
+NPU_API
 void npu_llm_session_params_clear (NpuLlmSessionParams * params);
 
+NPU_API
 NpuLlmSession *npu_llm_session_new (const NpuGguf * gguf,
     NpuLlmModel * model, const NpuLlmSessionParams * params, GError ** error);
+NPU_API
 void npu_llm_session_free (NpuLlmSession * session);
 
+NPU_API
 const NpuTokenizer *npu_llm_session_get_tokenizer (NpuLlmSession * session);
+NPU_API
 const gchar *npu_llm_session_get_template_name (NpuLlmSession * session);
+NPU_API
 guint npu_llm_session_get_n_embd (NpuLlmSession * session);
+NPU_API
 void npu_llm_session_set_max_tokens (NpuLlmSession * session,
     guint max_tokens);
+NPU_API
 void npu_llm_session_set_keep_context (NpuLlmSession * session,
     gboolean keep_context);
 /* The context's counters: the cache and scratch sizes, allocations,
  * tokens evicted from the window */
+NPU_API
 void npu_llm_session_get_context_stats (NpuLlmSession * session,
     NpuLlmStats * stats);
 
+NPU_API
 gboolean npu_llm_session_answer (NpuLlmSession * session, NpuQueue * queue,
     const gchar * user, const NpuLlmMedia * media, guint n_media,
     NpuLlmTextFunc emit, gpointer user_data, NpuLlmAnswerStats * stats,

@@ -7,27 +7,19 @@
 #include "npumatmul.h"
 #include "npumatmul-private.h"
 #include "npuhugemem.h"
+#include "npucpu.h"
 
 #include <math.h>
 #include <string.h>
 
-#if defined(__aarch64__) && defined(__linux__)
-#include <sys/auxv.h>
-#include <asm/hwcap.h>
-#endif
+/* The paths, as npucpu.h's levels: the kernels of level i need its
+ * features. */
+typedef NpuCpuIsa Isa;
 
-typedef enum
-{
-  ISA_SCALAR,
-  ISA_AVX2,
-  ISA_AVX512,
-  ISA_NEON,
-  N_ISAS
-} Isa;
-
-static const gchar *const isa_names[N_ISAS] = {
-  "scalar", "avx2", "avx512", "neon"
-};
+#define ISA_SCALAR NPU_CPU_ISA_SCALAR
+#define ISA_AVX2 NPU_CPU_ISA_AVX2
+#define ISA_AVX512 NPU_CPU_ISA_AVX512
+#define ISA_NEON NPU_CPU_ISA_NEON
 
 static Isa current_isa;
 /* FALSE: GEMMs on the tile kernels even where panel kernels exist
@@ -64,6 +56,7 @@ static const float e2m1_values[16] = {
 #define GEMM8_ROW_TILE 32
 #define GEMM8_COL_TILE 128
 
+/* The paths this build has, usable on this CPU within NPU_CPU_ISA's cap */
 static gboolean
 isa_available (Isa isa)
 {
@@ -72,18 +65,12 @@ isa_available (Isa isa)
       return TRUE;
 #if defined(__x86_64__)
     case ISA_AVX2:
-      /* F16C for the Q8_0 scales: every AVX2 CPU has it */
-      return __builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma")
-          && __builtin_cpu_supports ("f16c");
     case ISA_AVX512:
-      return __builtin_cpu_supports ("avx512f")
-          && __builtin_cpu_supports ("avx512bw")
-          && __builtin_cpu_supports ("avx512vnni")
-          && __builtin_cpu_supports ("avx512vbmi");
+      return npu_cpu_isa_usable (isa);
 #endif
 #if defined(__aarch64__) && defined(__linux__)
     case ISA_NEON:
-      return (getauxval (AT_HWCAP) & HWCAP_ASIMDDP) != 0;
+      return npu_cpu_isa_usable (isa);
 #endif
     default:
       return FALSE;
@@ -96,32 +83,16 @@ matmul_init (void)
   static gsize initialised = 0;
 
   if (g_once_init_enter (&initialised)) {
-    const gchar *env = g_getenv ("NPU_MATMUL_ISA");
-    gint e, i;
+    gint e;
 
     for (e = 0; e < 255; e++)
       npu_matmul_e8m0_table[e] = ldexpf (1.0f, e - 127);
     npu_matmul_e8m0_table[255] = NAN;
 
-    current_isa = ISA_SCALAR;
-    for (i = N_ISAS - 1; i > ISA_SCALAR; i--) {
-      if (isa_available ((Isa) i)) {
-        current_isa = (Isa) i;
-        break;
-      }
-    }
-    if (env && *env) {
-      for (i = 0; i < N_ISAS; i++)
-        if (g_ascii_strcasecmp (env, isa_names[i]) == 0)
-          break;
-      if (i < N_ISAS && isa_available ((Isa) i))
-        current_isa = (Isa) i;
-      else {
-        g_warning ("NPU_MATMUL_ISA=%s is not available here, using scalar",
-            env);
-        current_isa = ISA_SCALAR;
-      }
-    }
+    /* the best path within NPU_CPU_ISA's cap (npucpu.h) */
+    current_isa = npu_cpu_get_isa ();
+    if (!isa_available (current_isa))
+      current_isa = ISA_SCALAR;
     g_once_init_leave (&initialised, 1);
   }
 }
@@ -130,22 +101,19 @@ const gchar *
 npu_matmul_get_isa (void)
 {
   matmul_init ();
-  return isa_names[current_isa];
+  return npu_cpu_isa_name (current_isa);
 }
 
 gboolean
 npu_matmul_set_isa (const gchar * name)
 {
-  gint i;
+  Isa isa;
 
   matmul_init ();
-  for (i = 0; i < N_ISAS; i++) {
-    if (g_ascii_strcasecmp (name, isa_names[i]) == 0 && isa_available ((Isa) i)) {
-      current_isa = (Isa) i;
-      return TRUE;
-    }
-  }
-  return FALSE;
+  if (!npu_cpu_isa_from_name (name, &isa) || !isa_available (isa))
+    return FALSE;
+  current_isa = isa;
+  return TRUE;
 }
 
 /* ------------------------------------------------------------------------

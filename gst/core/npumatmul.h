@@ -60,8 +60,9 @@
  *    per tile and blocks over 6 activation rows; same quantisation, same
  *    bound as the int8 paths above (docs/kernels.md).
  *
- * NPU_MATMUL_ISA=scalar|avx2|avx512|neon in the environment forces a path
- * (read once; an unavailable one falls back to scalar with a warning).
+ * The path is the best level npucpu.h allows: NPU_CPU_ISA=scalar|avx2|
+ * avx512|neon in the environment caps it (read once; an unavailable one
+ * falls back to scalar with a warning), npu_matmul_set_isa() forces one.
  *
  * Non-finite values: a NaN scale (e = 0xFF) or a NaN/Inf activation makes
  * the affected outputs non-finite (NaN in the int8 paths).
@@ -89,6 +90,7 @@
 #define __NPU_MATMUL_H__
 
 #include <glib.h>
+#include "npuapi.h"
 #include "npubackend.h"
 #include "npumxfp4.h"
 #include "nputensorview.h"
@@ -137,12 +139,16 @@ typedef struct
   gsize owned_size;             /* > 0: owned is on huge pages */
 } NpuMxfp4Matrix;
 
+NPU_API
 void npu_mxfp4_matrix_init_view (NpuMxfp4Matrix * m,
     const NpuBlockMxfp4 * blocks, gsize rows, gsize k);
+NPU_API
 void npu_mxfp4_matrix_repack (NpuMxfp4Matrix * m,
     const NpuBlockMxfp4 * blocks, gsize rows, gsize k);
+NPU_API
 void npu_mxfp4_matrix_clear (NpuMxfp4Matrix * m);
 /* Bytes of weight data the matrix reads for one full product */
+NPU_API
 gsize npu_mxfp4_matrix_get_size (const NpuMxfp4Matrix * m);
 
 /* A view of a rows x k matrix (its elements row after row: ne = [k, rows],
@@ -152,12 +158,14 @@ gsize npu_mxfp4_matrix_get_size (const NpuMxfp4Matrix * m);
  * into blocks @m owns (then repacked with @repack).  Returns FALSE, @m
  * untouched, if k is not a multiple of 32 or the type is none of these:
  * the caller words the error.  npu_mxfp4_matrix_clear() releases @m. */
+NPU_API
 gboolean npu_mxfp4_matrix_from_view (NpuMxfp4Matrix * m,
     const NpuTensorView * view, gsize rows, gsize k, gboolean repack);
 
 /* y[c * rows + r] = sum_j w[r][j] * x[c * k + j] for c < n.  @task may be
  * NULL (runs on the calling thread); otherwise it must be the running task
  * and the work is spread over its device's threads. */
+NPU_API
 void npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w,
     const float *x, gsize n, float *y);
 
@@ -178,6 +186,7 @@ typedef enum
 } NpuMatmulPrecision;
 
 /* npu_matmul_mxfp4() (which is FAST) with a choice of precision */
+NPU_API
 void npu_matmul_mxfp4_with_precision (NpuTask * task,
     const NpuMxfp4Matrix * w, const float *x, gsize n, float *y,
     NpuMatmulPrecision precision);
@@ -185,12 +194,15 @@ void npu_matmul_mxfp4_with_precision (NpuTask * task,
 /* Reference: plain loops, double accumulation, its own decoder.  @blocks in
  * ggml layout, rows x k. */
 #define NPU_MATMUL_MAX_MULTI 4
+NPU_API
 void npu_matmul_mxfp4_multi (NpuTask * task,
     const NpuMxfp4Matrix * const *w, guint n_w, const float *x, gsize n,
     float *const *y);
+NPU_API
 void npu_matmul_mxfp4_multi_with_precision (NpuTask * task,
     const NpuMxfp4Matrix * const *w, guint n_w, const float *x, gsize n,
     float *const *y, NpuMatmulPrecision precision);
+NPU_API
 void npu_matmul_mxfp4_ref (const NpuBlockMxfp4 * blocks, gsize rows,
     gsize k, const float *x, gsize n, float *y);
 
@@ -214,19 +226,24 @@ G_STATIC_ASSERT (sizeof (NpuBlockQ8_0) == NPU_Q8_0_BLOCK_BYTES);
 /* y[c * rows + r] = sum_j w[r][j] * x[c * k + j] for c < n, @w rows x k
  * (k a multiple of 32) in ggml's layout, read in place.  @task as for
  * npu_matmul_mxfp4(); the path is the one npu_matmul_get_isa() names. */
+NPU_API
 void npu_matmul_q8_0 (NpuTask * task, const NpuBlockQ8_0 * w, gsize rows,
     gsize k, const float *x, gsize n, float *y);
+NPU_API
 void npu_matmul_q8_0_with_precision (NpuTask * task, const NpuBlockQ8_0 * w,
     gsize rows, gsize k, const float *x, gsize n, float *y,
     NpuMatmulPrecision precision);
 
 /* "scalar", "avx2", "avx512" or "neon": the path npu_matmul_mxfp4() and
  * npu_matmul_q8_0() use */
+NPU_API
 const gchar *npu_matmul_get_isa (void);
 
-/* For tests and benchmarks: force a path by name, as NPU_MATMUL_ISA does.
- * Returns FALSE (and keeps the current one) if this CPU or build lacks it.
+/* For tests and benchmarks: force a path by name.  Returns FALSE (and
+ * keeps the current one) if this build, this CPU or NPU_CPU_ISA's cap
+ * lacks it.
  * Not thread-safe against concurrent multiplications. */
+NPU_API
 gboolean npu_matmul_set_isa (const gchar * name);
 
 /* For tests and benchmarks: with FALSE, GEMMs (n > 4) run on the kernels
@@ -235,6 +252,7 @@ gboolean npu_matmul_set_isa (const gchar * name);
  * panel kernels (avx512: a fast int8 GEMM over decoded 32-row panels, an
  * accurate F32 one).  Returns the previous setting.  Not thread-safe
  * against concurrent multiplications. */
+NPU_API
 gboolean npu_matmul_set_gemm_panels (gboolean panels);
 
 G_END_DECLS

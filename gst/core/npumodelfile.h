@@ -13,6 +13,7 @@
 #define __NPU_MODEL_FILE_H__
 
 #include <glib.h>
+#include "npuapi.h"
 #include "npugguf.h"
 #include "npusafetensors.h"
 #include "npumxfp4.h"
@@ -51,27 +52,43 @@ typedef struct
 
 typedef struct _NpuModelFile NpuModelFile;
 
+NPU_API
 NpuModelFile *npu_model_file_open (const gchar * path, GError ** error);
+NPU_API
 void npu_model_file_free (NpuModelFile * file);
 
+NPU_API
 NpuModelFormat npu_model_file_get_format (const NpuModelFile * file);
+NPU_API
 const gchar *npu_model_file_get_format_name (const NpuModelFile * file);
+NPU_API
 int npu_model_file_get_fd (const NpuModelFile * file);
+NPU_API
 gsize npu_model_file_get_size (const NpuModelFile * file);
+NPU_API
 const gchar *npu_model_file_get_architecture (const NpuModelFile * file);
+NPU_API
 NpuGguf *npu_model_file_get_gguf (const NpuModelFile * file);
 
+NPU_API
 guint npu_model_file_n_tensors (const NpuModelFile * file);
+NPU_API
 const NpuModelTensor *npu_model_file_get_tensor (const NpuModelFile * file,
     guint i);
 
+NPU_API
 guint64 npu_model_tensor_n_elements (const NpuModelTensor * t);
+NPU_API
 gboolean npu_model_tensor_can_convert (const NpuModelTensor * t);
+NPU_API
 gsize npu_model_tensor_mxfp4_bytes (const NpuModelTensor * t);
+NPU_API
 void npu_model_tensor_convert_rows (const NpuModelTensor * t, guint64 row0,
     guint64 row1, NpuBlockMxfp4 * dst);
+NPU_API
 void npu_model_tensor_repack_mxfp4 (const NpuModelTensor * t,
     guint64 block0, guint64 block1, NpuBlockMxfp4 * dst);
+NPU_API
 void npu_model_tensor_release_source (const NpuModelTensor * t);
 
 G_END_DECLS

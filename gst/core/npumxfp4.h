@@ -55,6 +55,7 @@
 #define __NPU_MXFP4_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 G_BEGIN_DECLS
 
@@ -85,39 +86,50 @@ G_STATIC_ASSERT (sizeof (NpuBlockMxfp4) == 17);
 
 /* Quantisers: @n is the number of source elements, a multiple of 32;
  * @dst receives n / 32 blocks. */
+NPU_API
 void    npu_mxfp4_quantize_f32   (const float *src, NpuBlockMxfp4 *dst,
                                   gsize n);
+NPU_API
 void    npu_mxfp4_quantize_f16   (const guint16 *src, NpuBlockMxfp4 *dst,
                                   gsize n);
+NPU_API
 void    npu_mxfp4_quantize_bf16  (const guint16 *src, NpuBlockMxfp4 *dst,
                                   gsize n);
 /* @src: n / 32 ggml block_q8_0 (34 bytes each, no alignment needed), each
  * value dequantised as d * q in F32 the way ggml does. */
+NPU_API
 void    npu_mxfp4_quantize_q8_0  (const void *src, NpuBlockMxfp4 *dst,
                                   gsize n);
 
 /* @src: n / 32 ggml block_q8_0; @n elements (a multiple of 32) written to
  * @dst, each d * q in F32 as ggml's dequantize_row_q8_0 (exact: an 11-bit
  * by 8-bit product fits F32's 24 bits) */
+NPU_API
 void    npu_q8_0_dequantize      (const void *src, float *dst, gsize n);
 
 /* @n: number of elements to write to @dst (multiple of 32) */
+NPU_API
 void    npu_mxfp4_dequantize     (const NpuBlockMxfp4 *src, float *dst,
                                   gsize n);
 
 /* 2^(e-127) for e < 255 (e = 0 gives the subnormal 2^-127); NaN for 0xFF */
+NPU_API
 float   npu_e8m0_to_float        (guint8 e);
 
 /* Value of an E2M1 code (low 4 bits of @code used); code 8 gives -0.0 */
+NPU_API
 float   npu_e2m1_to_float        (guint8 code);
 
 /* Nearest E2M1 code, ties to even, saturating to +-6 (Inf gives +-6).
  * NaN gives a signed zero: E2M1 has no NaN; blocks handle NaN through the
  * scale instead. */
+NPU_API
 guint8  npu_float_to_e2m1        (float v);
 
 /* Exact widening conversions (subnormals, Inf and NaN preserved) */
+NPU_API
 float   npu_f16_to_f32           (guint16 h);
+NPU_API
 float   npu_bf16_to_f32          (guint16 h);
 
 G_END_DECLS

@@ -70,10 +70,12 @@
 #define __NPU_SAFETENSORS_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 G_BEGIN_DECLS
 
 #define NPU_SAFETENSORS_ERROR (npu_safetensors_error_quark ())
+NPU_API
 GQuark npu_safetensors_error_quark (void);
 
 typedef enum
@@ -140,36 +142,51 @@ typedef struct _NpuSafetensors NpuSafetensors;
 /* As npu_gguf_open() / npu_gguf_open_bytes(): open() maps read-only and
  * shared and keeps the fd; open_bytes() does not copy @data, which must
  * outlive the result.  Messages start with the base name or "(memory)". */
+NPU_API
 NpuSafetensors     *npu_safetensors_open        (const gchar *path,
                                                  GError **error);
+NPU_API
 NpuSafetensors     *npu_safetensors_open_bytes  (const guint8 *data,
                                                  gsize size, GError **error);
+NPU_API
 void                npu_safetensors_free        (NpuSafetensors *st);
 
+NPU_API
 int                 npu_safetensors_get_fd      (const NpuSafetensors *st);
+NPU_API
 const guint8       *npu_safetensors_get_base    (const NpuSafetensors *st);
+NPU_API
 gsize               npu_safetensors_get_size    (const NpuSafetensors *st);
 /* 8 + header length */
+NPU_API
 gsize               npu_safetensors_get_data_offset (const NpuSafetensors *st);
 
 /* Tensors in header order */
+NPU_API
 guint               npu_safetensors_n_tensors   (const NpuSafetensors *st);
+NPU_API
 const NpuSafetensorsTensor *npu_safetensors_get_tensor (const NpuSafetensors *st,
                                                         guint i);
 /* NULL if absent */
+NPU_API
 const NpuSafetensorsTensor *npu_safetensors_find_tensor (const NpuSafetensors *st,
                                                          const gchar *name);
 
 /* "__metadata__" entries in header order */
+NPU_API
 guint               npu_safetensors_n_metadata  (const NpuSafetensors *st);
+NPU_API
 const gchar        *npu_safetensors_get_metadata_key (const NpuSafetensors *st,
                                                       guint i);
 /* NULL if absent */
+NPU_API
 const gchar        *npu_safetensors_get_metadata (const NpuSafetensors *st,
                                                   const gchar *key);
 
 /* "F16" etc., NULL if out of range; size in bytes of one element */
+NPU_API
 const gchar        *npu_safetensors_dtype_name  (NpuSafetensorsDtype dtype);
+NPU_API
 gsize               npu_safetensors_dtype_size  (NpuSafetensorsDtype dtype);
 
 /**
@@ -182,6 +199,7 @@ gsize               npu_safetensors_dtype_size  (NpuSafetensorsDtype dtype);
  * NOT_FOUND if either is missing, FORMAT if they do not pair.  See the top
  * of this file for the byte layout and the repack it needs.
  */
+NPU_API
 gboolean            npu_safetensors_find_mxfp4  (const NpuSafetensors *st,
                                                  const gchar *base_name,
                                                  const NpuSafetensorsTensor **blocks,

@@ -13,6 +13,7 @@
 #define __NPU_TENSOR_VIEW_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 G_BEGIN_DECLS
 
@@ -45,6 +46,7 @@ typedef gboolean (*NpuTensorLookup) (const gchar * name, NpuTensorView * out,
 
 /* Fills @view; the dimensions of @ne beyond @n_dims are set to 1 whatever
  * @ne holds there (@n_dims above NPU_TENSOR_MAX_DIMS is clamped). */
+NPU_API
 void npu_tensor_view_init (NpuTensorView * view, guint32 type, guint n_dims,
     const guint64 * ne, gconstpointer data, gsize size);
 

@@ -31,12 +31,14 @@
 #define __NPU_TOKENIZER_H__
 
 #include <glib.h>
+#include "npuapi.h"
 
 #include "core/npugguf.h"
 
 G_BEGIN_DECLS
 
 #define NPU_TOKENIZER_ERROR (npu_tokenizer_error_quark ())
+NPU_API
 GQuark npu_tokenizer_error_quark (void);
 
 typedef enum
@@ -94,13 +96,17 @@ typedef struct _NpuTokenDecoder NpuTokenDecoder;
  * bos_token_id,eos_token_id,eot_token_id,eom_token_id,unknown_token_id,
  * padding_token_id,add_bos_token,add_eos_token,add_space_prefix}.  Fails
  * with UNSUPPORTED naming the model or pre value it cannot handle. */
+NPU_API
 NpuTokenizer       *npu_tokenizer_new_from_gguf (const NpuGguf *gguf,
                                                  GError **error);
+NPU_API
 void                npu_tokenizer_free          (NpuTokenizer *tok);
 
+NPU_API
 NpuTokenizerKind    npu_tokenizer_get_kind      (const NpuTokenizer *tok);
 /* Canonical pre-tokenizer name: "default", "gpt2", "llama3" or "qwen2" for
  * BPE; NULL for SentencePiece */
+NPU_API
 const gchar        *npu_tokenizer_get_pre       (const NpuTokenizer *tok);
 
 /**
@@ -117,6 +123,7 @@ const gchar        *npu_tokenizer_get_pre       (const NpuTokenizer *tok);
  * Returns: (transfer full): @n_tokens ids, g_free() it; never NULL (an
  *   empty result is a valid zero-length array).
  */
+NPU_API
 gint32             *npu_tokenizer_encode        (const NpuTokenizer *tok,
                                                  const gchar *text,
                                                  gssize len,
@@ -127,6 +134,7 @@ gint32             *npu_tokenizer_encode        (const NpuTokenizer *tok,
 /* Whole-sequence detokenization: always valid UTF-8 (bytes that do not form
  * UTF-8 become U+FFFD).  @len (may be NULL) receives the byte length; the
  * text may hold NUL bytes if a token stands for one. */
+NPU_API
 gchar              *npu_tokenizer_decode        (const NpuTokenizer *tok,
                                                  const gint32 *tokens,
                                                  gsize n_tokens,
@@ -134,36 +142,50 @@ gchar              *npu_tokenizer_decode        (const NpuTokenizer *tok,
                                                  gsize *len);
 
 /* Vocabulary */
+NPU_API
 guint               npu_tokenizer_n_vocab       (const NpuTokenizer *tok);
 /* The token's text as in the file (U+2581 and GPT-2 byte characters
  * included), NUL-terminated; NULL for an id out of range */
+NPU_API
 const gchar        *npu_tokenizer_token_text    (const NpuTokenizer *tok,
                                                  gint32 id);
 /* The bytes the token stands for when decoded with NPU_DECODE_SPECIAL (not
  * NUL-terminated: <0x00> is one NUL byte); NULL for an id out of range */
+NPU_API
 const gchar        *npu_tokenizer_token_piece   (const NpuTokenizer *tok,
                                                  gint32 id, gsize *len);
 /* Type after llama.cpp's fix-ups (end-of-generation tokens are CONTROL);
  * UNDEFINED for an id out of range */
+NPU_API
 NpuTokenType        npu_tokenizer_token_type    (const NpuTokenizer *tok,
                                                  gint32 id);
+NPU_API
 gfloat              npu_tokenizer_token_score   (const NpuTokenizer *tok,
                                                  gint32 id);
 /* Exact text match; NPU_TOKEN_NULL if no token has this text */
+NPU_API
 gint32              npu_tokenizer_find_token    (const NpuTokenizer *tok,
                                                  const gchar *text);
 
 /* Special ids, NPU_TOKEN_NULL when the vocabulary has none */
+NPU_API
 gint32              npu_tokenizer_get_bos       (const NpuTokenizer *tok);
+NPU_API
 gint32              npu_tokenizer_get_eos       (const NpuTokenizer *tok);
+NPU_API
 gint32              npu_tokenizer_get_eot       (const NpuTokenizer *tok);
+NPU_API
 gint32              npu_tokenizer_get_unk       (const NpuTokenizer *tok);
+NPU_API
 gint32              npu_tokenizer_get_pad       (const NpuTokenizer *tok);
+NPU_API
 gboolean            npu_tokenizer_get_add_bos   (const NpuTokenizer *tok);
+NPU_API
 gboolean            npu_tokenizer_get_add_eos   (const NpuTokenizer *tok);
 /* End of generation: eos, eot, eom and the tokens llama.cpp recognises by
  * text (<|eot_id|>, <|im_end|>, <|endoftext|>, <|end|>, <end_of_turn>,
  * <|eom_id|>, <|end_of_text|>, <EOT>, <end_of_utterance>) */
+NPU_API
 gboolean            npu_tokenizer_is_eog        (const NpuTokenizer *tok,
                                                  gint32 id);
 
@@ -174,15 +196,20 @@ gboolean            npu_tokenizer_is_eog        (const NpuTokenizer *tok,
  * character come out as U+FFFD at once).  flush() returns what is held
  * back, as one U+FFFD per incomplete character, and starts over.  The
  * decoder keeps a pointer to @tok, which must outlive it. */
+NPU_API
 NpuTokenDecoder    *npu_token_decoder_new       (const NpuTokenizer *tok,
                                                  NpuDecodeFlags flags);
+NPU_API
 void                npu_token_decoder_free      (NpuTokenDecoder *dec);
 /* (transfer full): NUL-terminated, possibly empty; @len may be NULL */
+NPU_API
 gchar              *npu_token_decoder_push      (NpuTokenDecoder *dec,
                                                  gint32 token, gsize *len);
+NPU_API
 gchar              *npu_token_decoder_flush     (NpuTokenDecoder *dec,
                                                  gsize *len);
 /* Drop held-back bytes without output; the next token is the first again */
+NPU_API
 void                npu_token_decoder_reset     (NpuTokenDecoder *dec);
 
 G_END_DECLS

@@ -21,6 +21,7 @@
  * source pixel first).
  */
 #include "npuvisionprep.h"
+#include "npucpu.h"
 
 #include <math.h>
 #include <string.h>
@@ -427,10 +428,7 @@ plan_simd (NpuVisionPrepPlan * plan)
   guint x;
 
 #ifdef HAVE_X86_DISPATCH
-  __builtin_cpu_init ();
-  plan->use_avx2 = __builtin_cpu_supports ("avx2")
-      && __builtin_cpu_supports ("fma")
-      && g_getenv ("NPU_VISION_PREP_NO_SIMD") == NULL;
+  plan->use_avx2 = npu_cpu_has (NPU_CPU_AVX2 | NPU_CPU_FMA);
 #endif
   if (plan->use_avx2) {
     guint k, T = plan->fx.n_taps, dw8 = (plan->dw + 7) / 8 * 8;

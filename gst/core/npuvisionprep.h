@@ -46,6 +46,7 @@
 #define __NPU_VISION_PREP_H__
 
 #include <glib.h>
+#include "npuapi.h"
 #include "npubackend.h"
 
 G_BEGIN_DECLS
@@ -135,25 +136,35 @@ typedef struct
 
 typedef struct _NpuVisionPrepPlan NpuVisionPrepPlan;
 
+NPU_API
 void npu_vision_prep_params_init (NpuVisionPrepParams * params);
 
+NPU_API
 guint npu_pixel_format_n_planes (NpuPixelFormat format);
 
+NPU_API
 NpuVisionPrepPlan *npu_vision_prep_plan_new (const NpuVisionPrepParams *
     params, GError ** error);
+NPU_API
 void npu_vision_prep_plan_free (NpuVisionPrepPlan * plan);
+NPU_API
 const NpuVisionPrepParams *npu_vision_prep_plan_get_params (const
     NpuVisionPrepPlan * plan);
+NPU_API
 gsize npu_vision_prep_plan_get_n_floats (const NpuVisionPrepPlan * plan);
+NPU_API
 guint npu_vision_prep_plan_get_n_patches (const NpuVisionPrepPlan * plan);
+NPU_API
 void npu_vision_prep_plan_get_content_rect (const NpuVisionPrepPlan * plan,
     guint * x, guint * y, guint * width, guint * height);
 
+NPU_API
 void npu_vision_prep_run (const NpuVisionPrepPlan * plan,
     const guint8 * const *planes, const gssize * strides, gfloat * out,
     NpuTask * task);
 
 #define NPU_VISION_PREP_ERROR (npu_vision_prep_error_quark ())
+NPU_API
 GQuark npu_vision_prep_error_quark (void);
 
 /**

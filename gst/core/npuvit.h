@@ -42,6 +42,7 @@
 #define __NPU_VIT_H__
 
 #include <glib.h>
+#include "npuapi.h"
 #include "npubackend.h"
 #include "npugguf.h"
 #include "nputensorview.h"
@@ -50,6 +51,7 @@
 G_BEGIN_DECLS
 
 #define NPU_VIT_ERROR (npu_vit_error_quark ())
+NPU_API
 GQuark npu_vit_error_quark (void);
 
 /**
@@ -84,36 +86,51 @@ typedef struct _NpuVit NpuVit;
 /* Hyper-parameters come from @gguf (read during the call only); tensors
  * from @lookup, which is called during the call only.  With @lookup NULL
  * the tensors are those of @gguf, which must then outlive the NpuVit. */
+NPU_API
 NpuVit         *npu_vit_new              (const NpuGguf *gguf,
                                           NpuTensorLookup lookup,
                                           gpointer user_data,
                                           GError **error);
 /* Opens and maps @path; the NpuVit keeps the mapping. */
+NPU_API
 NpuVit         *npu_vit_new_from_file    (const gchar *path, GError **error);
+NPU_API
 void            npu_vit_free             (NpuVit *vit);
 
+NPU_API
 NpuVitProjector npu_vit_get_projector    (const NpuVit *vit);
 /* Square input images of image_size x image_size pixels */
+NPU_API
 guint           npu_vit_get_image_size   (const NpuVit *vit);
+NPU_API
 guint           npu_vit_get_patch_size   (const NpuVit *vit);
 /* (image_size / patch_size)^2 */
+NPU_API
 guint           npu_vit_get_n_patches    (const NpuVit *vit);
 /* 3 * patch_size^2: floats per patch in npu_vit_encode()'s input */
+NPU_API
 guint           npu_vit_get_patch_dim    (const NpuVit *vit);
 /* Per-channel (R, G, B) normalisation: (pixel / 255 - mean) / std */
+NPU_API
 void            npu_vit_get_mean_std     (const NpuVit *vit, gfloat mean[3],
                                           gfloat std[3]);
 /* Output tokens per image and the grid they form (w x h, row-major):
  * the patch grid for mlp, the grid after the pixel shuffle for idefics3 */
+NPU_API
 guint           npu_vit_get_n_tokens     (const NpuVit *vit);
+NPU_API
 void            npu_vit_get_token_grid   (const NpuVit *vit, guint *width,
                                           guint *height);
 /* Features per output token: must equal the text model's embedding size */
+NPU_API
 guint           npu_vit_get_out_dim      (const NpuVit *vit);
+NPU_API
 guint           npu_vit_get_dim          (const NpuVit *vit);
+NPU_API
 guint           npu_vit_get_n_layers     (const NpuVit *vit);
 /* Bytes of weights owned (converted) and borrowed (used in place), and of
  * the scratch buffers */
+NPU_API
 void            npu_vit_get_memory       (const NpuVit *vit, gsize *owned,
                                           gsize *borrowed, gsize *scratch);
 
@@ -121,8 +138,10 @@ void            npu_vit_get_memory       (const NpuVit *vit, gsize *owned,
  * ~16 bits, vision tokens within 1e-3 of a float64 evaluation, docs/
  * vision-encoder.md) or FAST (int8, as llama.cpp; about half the
  * arithmetic).  Not while an encode runs. */
+NPU_API
 void            npu_vit_set_precision    (NpuVit *vit,
                                           NpuMatmulPrecision precision);
+NPU_API
 NpuMatmulPrecision npu_vit_get_precision (const NpuVit *vit);
 
 /* @patches: n_patches rows of 3 p p floats, patches in row-major order over
@@ -132,6 +151,7 @@ NpuMatmulPrecision npu_vit_get_precision (const NpuVit *vit);
  * @task may be NULL (runs on the calling thread); otherwise it must be the
  * running task and the work is spread over its device's threads.  Fails
  * only if the task is cancelled (NPU_FENCE_ERROR_CANCELLED). */
+NPU_API
 gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
                                           const float *patches, float *out,
                                           GError **error);

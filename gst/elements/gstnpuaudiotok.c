@@ -56,6 +56,7 @@
 #include <string.h>
 #include <gst/audio/audio.h>
 #include <npu/npu.h>
+#include <npu/gstnpuelementutils.h>
 #include <core/npuaudioenc.h>
 #include <core/npubackend.h>
 #include <core/npugguf.h>
@@ -127,7 +128,7 @@ struct _GstNpuAudioTok
 {
   GstElement parent;
 
-  GstPad *sinkpad, *srcpad, *weightspad;
+  GstPad *sinkpad, *srcpad;
 
   /* properties, under the object lock */
   gchar *model;
@@ -145,7 +146,7 @@ struct _GstNpuAudioTok
   GCond cond;
   NpuAudioEnc *enc;
   NpuGguf *gguf;                /* model property: the tensors live here */
-  GstNpuWeights *weights;       /* or the weights pad's */
+  GstNpuWeightsInput *weights_in;       /* the weights pad */
   gboolean flushing;
 
   /* per caps, streaming thread */
@@ -216,6 +217,8 @@ static void gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
 static void gst_npu_audio_tok_finalize (GObject * object);
 static GstStateChangeReturn gst_npu_audio_tok_change_state (GstElement *
     element, GstStateChange transition);
+static gboolean load_model (GstElement * element, const gchar * path,
+    GstNpuWeights * weights);
 static GstPad *gst_npu_audio_tok_request_new_pad (GstElement * element,
     GstPadTemplate * templ, const gchar * name, const GstCaps * caps);
 static void gst_npu_audio_tok_release_pad (GstElement * element, GstPad * pad);
@@ -444,6 +447,7 @@ gst_npu_audio_tok_init (GstNpuAudioTok * self)
   self->max_inflight = DEFAULT_MAX_INFLIGHT;
   self->policy = DEFAULT_POLICY;
   self->precision = DEFAULT_PRECISION;
+  self->weights_in = gst_npu_weights_input_new (GST_ELEMENT (self), load_model);
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
 }
@@ -454,6 +458,7 @@ gst_npu_audio_tok_finalize (GObject * object)
   GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (object);
 
   g_free (self->model);
+  gst_npu_weights_input_free (self->weights_in);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
   G_OBJECT_CLASS (parent_class)->finalize (object);
@@ -579,8 +584,9 @@ lookup_weights (const gchar * name, NpuTensorView * out, gpointer data)
 
 /* Opens the mmproj at @path; tensors from @weights, else from the file. */
 static gboolean
-load_model (GstNpuAudioTok * self, const gchar * path, GstNpuWeights * weights)
+load_model (GstElement * element, const gchar * path, GstNpuWeights * weights)
 {
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
   GError *error = NULL;
 
   self->gguf = npu_gguf_open (path, &error);
@@ -607,13 +613,7 @@ load_model (GstNpuAudioTok * self, const gchar * path, GstNpuWeights * weights)
   /* ERRORS */
 open_failed:
   {
-    if (!g_file_test (path, G_FILE_TEST_EXISTS))
-      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
-          ("Model file \"%s\" not found.", path), ("%s", error->message));
-    else
-      GST_ELEMENT_ERROR (self, STREAM, DECODE,
-          ("Model file \"%s\" is not a usable GGUF file: %s", path,
-              error->message), ("%s", error->message));
+    gst_npu_element_post_model_open_error (element, path, error);
     g_error_free (error);
     return FALSE;
   }
@@ -635,21 +635,6 @@ bad_rate:
     g_clear_pointer (&self->enc, npu_audio_enc_free);
     return FALSE;
   }
-}
-
-static gboolean
-load_from_weights (GstNpuAudioTok * self)
-{
-  GError *error = NULL;
-
-  if (!gst_npu_weights_map (self->weights, &error)) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("Cannot use the weights: %s", error->message), ("%s", error->message));
-    g_error_free (error);
-    return FALSE;
-  }
-  return load_model (self, gst_npu_weights_get_location (self->weights),
-      self->weights);
 }
 
 /* ------------------------------------------------------------------------
@@ -1307,21 +1292,6 @@ gst_npu_audio_tok_sink_event (GstPad * pad, GstObject * parent,
 {
   GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
 
-  if (pad == self->weightspad) {
-    switch (GST_EVENT_TYPE (event)) {
-      case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
-        gst_npu_weights_take_event (self->weights, event);
-        break;
-      case GST_EVENT_EOS:
-        gst_event_unref (event);
-        return self->enc || load_from_weights (self);
-      default:
-        break;
-    }
-    gst_event_unref (event);
-    return TRUE;
-  }
-
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_CAPS:{
       GstCaps *caps;
@@ -1415,35 +1385,13 @@ gst_npu_audio_tok_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
   }
 }
 
-static GstFlowReturn
-gst_npu_audio_tok_weights_chain (GstPad * pad, GstObject * parent,
-    GstBuffer * buf)
-{
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
-
-  if (!gst_npu_weights_add (self->weights, buf)) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("The weights pad takes tensors from mxfp4weights."),
-        ("a buffer without a tensor meta"));
-    return GST_FLOW_ERROR;
-  }
-  return GST_FLOW_OK;
-}
-
 static GstPad *
 gst_npu_audio_tok_request_new_pad (GstElement * element,
     GstPadTemplate * templ, const gchar * name, const GstCaps * caps)
 {
   GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
 
-  if (self->weightspad)
-    return NULL;
-  self->weightspad = gst_pad_new_from_template (templ, "weights");
-  gst_pad_set_chain_function (self->weightspad,
-      gst_npu_audio_tok_weights_chain);
-  gst_pad_set_event_function (self->weightspad, gst_npu_audio_tok_sink_event);
-  gst_element_add_pad (element, self->weightspad);
-  return self->weightspad;
+  return gst_npu_weights_input_request_pad (self->weights_in, templ);
 }
 
 static void
@@ -1451,9 +1399,7 @@ gst_npu_audio_tok_release_pad (GstElement * element, GstPad * pad)
 {
   GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
 
-  if (pad == self->weightspad)
-    self->weightspad = NULL;
-  gst_element_remove_pad (element, pad);
+  gst_npu_weights_input_release_pad (self->weights_in, pad);
 }
 
 /* ------------------------------------------------------------------------
@@ -1464,6 +1410,7 @@ start (GstNpuAudioTok * self)
 {
   gchar *model;
   guint n_threads;
+  gboolean ok;
 
   GST_OBJECT_LOCK (self);
   model = g_strdup (self->model);
@@ -1475,26 +1422,13 @@ start (GstNpuAudioTok * self)
   self->flushing = FALSE;
   self->inflight = 0;
   self->have_info = FALSE;
-  self->weights = gst_npu_weights_new ();
   self->allocator = gst_npu_allocator_get_default ();
-  self->queue = npu_queue_new (npu_device_get_cpu (n_threads),
-      GST_OBJECT_NAME (self));
-  npu_device_unref (npu_queue_get_device (self->queue));
+  self->queue = gst_npu_element_new_queue (GST_ELEMENT (self), n_threads);
   stream_reset (self);
 
-  if (!model && !self->weightspad) {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model given."),
-        ("set the \"model\" property or link mxfp4weights to the weights "
-            "pad"));
-    g_free (model);
-    return FALSE;
-  }
-  if (model && !load_model (self, model, NULL)) {
-    g_free (model);
-    return FALSE;
-  }
+  ok = gst_npu_weights_input_start (self->weights_in, model);
   g_free (model);
-  return TRUE;
+  return ok;
 }
 
 static void
@@ -1507,7 +1441,7 @@ stop (GstNpuAudioTok * self)
   stream_reset (self);
   g_clear_pointer (&self->enc, npu_audio_enc_free);
   g_clear_pointer (&self->gguf, npu_gguf_free);
-  g_clear_pointer (&self->weights, gst_npu_weights_free);
+  gst_npu_weights_input_stop (self->weights_in);
   g_queue_clear_full (&self->pending, (GDestroyNotify) npu_fence_unref);
   g_clear_pointer (&self->fe, gst_npu_audio_frontend_free);
   g_clear_pointer (&self->log_mel, gst_npu_log_mel_free);

@@ -48,6 +48,7 @@
 
 #include <string.h>
 #include <npu/npu.h>
+#include <npu/gstnpuelementutils.h>
 #include <core/npubackend.h>
 #include <core/npugguf.h>
 #include <core/npullm.h>
@@ -136,7 +137,7 @@ struct _GstNpuLlm
   GstElement parent;
 
   GstPad *srcpad;
-  GstPad *textpad, *visionpad, *audiopad, *weightspad;
+  GstPad *textpad, *visionpad, *audiopad;
   /* video_sink -> video_src: frames pass, carrying the latest answer */
   GstPad *videosinkpad, *videosrcpad;
 
@@ -181,7 +182,7 @@ struct _GstNpuLlm
   NpuLlmSession *session;
   NpuQueue *queue;
   /* What the model reads in place, kept for its life */
-  GstNpuWeights *weights;       /* from the weights pad */
+  GstNpuWeightsInput *weights_in;       /* the weights pad */
   NpuGguf *gguf;
   gboolean started_stream;
   gboolean need_segment;        /* a flush cleared the segment downstream */
@@ -284,6 +285,8 @@ static void gst_npu_llm_set_property (GObject * object, guint prop_id,
 static void gst_npu_llm_get_property (GObject * object, guint prop_id,
     GValue * value, GParamSpec * pspec);
 static void gst_npu_llm_finalize (GObject * object);
+static gboolean load_session (GstElement * element, const gchar * path,
+    GstNpuWeights * weights);
 static GstStateChangeReturn gst_npu_llm_change_state (GstElement * element,
     GstStateChange transition);
 static GstPad *gst_npu_llm_request_new_pad (GstElement * element,
@@ -619,6 +622,8 @@ gst_npu_llm_init (GstNpuLlm * self)
   self->kv_type = DEFAULT_KV_TYPE;
   self->keep_context = DEFAULT_KEEP_CONTEXT;
   self->precision = DEFAULT_PRECISION;
+  self->weights_in = gst_npu_weights_input_new (GST_ELEMENT (self),
+      load_session);
   g_mutex_init (&self->lock);
   g_cond_init (&self->cond);
   g_queue_init (&self->jobs);
@@ -655,6 +660,7 @@ gst_npu_llm_finalize (GObject * object)
   g_free (self->stop);
   g_free (self->latest_answer);
   g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
+  gst_npu_weights_input_free (self->weights_in);
   g_mutex_clear (&self->lock);
   g_cond_clear (&self->cond);
   G_OBJECT_CLASS (parent_class)->finalize (object);
@@ -869,7 +875,7 @@ fill_session_params (GstNpuLlm * self, NpuLlmSessionParams * p)
 /* Builds the session from @path's metadata and the tensors @ld finds.
  * Posts the error itself. */
 static gboolean
-load_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
+build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
 {
   LookupData ld = { NULL, weights };
   NpuLlmSessionParams params;
@@ -899,9 +905,7 @@ load_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
   GST_OBJECT_LOCK (self);
   n_threads = self->n_threads;
   GST_OBJECT_UNLOCK (self);
-  self->queue = npu_queue_new (npu_device_get_cpu (n_threads),
-      GST_OBJECT_NAME (self));
-  npu_device_unref (npu_queue_get_device (self->queue));
+  self->queue = gst_npu_element_new_queue (GST_ELEMENT (self), n_threads);
   GST_INFO_OBJECT (self, "%s: %u layers, %u-wide, chat template %s", path,
       hp.n_layer, hp.n_embd, npu_llm_session_get_template_name (self->session));
   return TRUE;
@@ -909,15 +913,7 @@ load_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
   /* ERRORS */
 open_failed:
   {
-    if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT) ||
-        (error->domain == NPU_GGUF_ERROR
-            && !g_file_test (path, G_FILE_TEST_EXISTS)))
-      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
-          ("Model file \"%s\" not found.", path), ("%s", error->message));
-    else
-      GST_ELEMENT_ERROR (self, STREAM, DECODE,
-          ("Model file \"%s\" is not a usable GGUF file: %s", path,
-              error->message), ("%s", error->message));
+    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, error);
     g_error_free (error);
     return FALSE;
   }
@@ -938,6 +934,20 @@ bad_settings:
     g_error_free (error);
     return FALSE;
   }
+}
+
+/* The model, from the file of the model property or from the weights pad;
+ * wakes the output task, which waits for it. */
+static gboolean
+load_session (GstElement * element, const gchar * path, GstNpuWeights * weights)
+{
+  GstNpuLlm *self = GST_NPU_LLM (element);
+  gboolean ok = build_session (self, path, weights);
+
+  g_mutex_lock (&self->lock);
+  g_cond_broadcast (&self->cond);
+  g_mutex_unlock (&self->lock);
+  return ok;
 }
 
 /* ------------------------------------------------------------------------
@@ -1540,37 +1550,6 @@ gst_npu_llm_text_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   return GST_FLOW_OK;
 }
 
-static GstFlowReturn
-gst_npu_llm_weights_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
-{
-  GstNpuLlm *self = GST_NPU_LLM (parent);
-
-  if (!gst_npu_weights_add (self->weights, buf)) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("The weights pad takes tensors from mxfp4weights."),
-        ("a buffer without a tensor meta"));
-    return GST_FLOW_ERROR;
-  }
-  return GST_FLOW_OK;
-}
-
-static gboolean
-load_from_weights (GstNpuLlm * self)
-{
-  GError *error = NULL;
-
-  /* Waits for each conversion; the model then reads MXFP4 tensors in
-   * place, and the collection keeps them mapped until stop(). */
-  if (!gst_npu_weights_map (self->weights, &error)) {
-    GST_ELEMENT_ERROR (self, STREAM, FORMAT,
-        ("Cannot use the weights: %s", error->message), ("%s", error->message));
-    g_error_free (error);
-    return FALSE;
-  }
-  return load_session (self, gst_npu_weights_get_location (self->weights),
-      self->weights);
-}
-
 static void
 input_ended (GstNpuLlm * self)
 {
@@ -1586,30 +1565,16 @@ static gboolean
 gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
 {
   GstNpuLlm *self = GST_NPU_LLM (parent);
-  gboolean is_weights = pad == self->weightspad;
 
   switch (GST_EVENT_TYPE (event)) {
     case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
-      if (is_weights)
-        gst_npu_weights_take_event (self->weights, event);
       gst_event_unref (event);
       return TRUE;
     case GST_EVENT_EOS:
       gst_event_unref (event);
-      if (is_weights) {
-        gboolean ok = self->session || load_from_weights (self);
-        g_mutex_lock (&self->lock);
-        g_cond_broadcast (&self->cond);
-        g_mutex_unlock (&self->lock);
-        return ok;
-      }
       input_ended (self);
       return TRUE;
     case GST_EVENT_FLUSH_START:
-      if (is_weights) {
-        gst_event_unref (event);
-        return TRUE;
-      }
       g_mutex_lock (&self->lock);
       self->flushing = TRUE;
       g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
@@ -1622,10 +1587,6 @@ gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       gst_pad_pause_task (self->srcpad);
       return TRUE;
     case GST_EVENT_FLUSH_STOP:
-      if (is_weights) {
-        gst_event_unref (event);
-        return TRUE;
-      }
       g_mutex_lock (&self->lock);
       self->flushing = FALSE;
       self->eos_pending = FALSE;
@@ -1646,7 +1607,7 @@ gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       gst_event_unref (event);
       return TRUE;
     default:
-      if (is_weights || !GST_EVENT_IS_SERIALIZED (event))
+      if (!GST_EVENT_IS_SERIALIZED (event))
         return gst_pad_event_default (pad, parent, event);
       gst_event_unref (event);
       return TRUE;
@@ -1789,8 +1750,17 @@ gst_npu_llm_request_new_pad (GstElement * element, GstPadTemplate * templ,
     slot = &self->audiopad;
     chain = gst_npu_llm_media_chain;
   } else if (!g_strcmp0 (tname, "weights")) {
-    slot = &self->weightspad;
-    chain = gst_npu_llm_weights_chain;
+    pad = gst_npu_weights_input_request_pad (self->weights_in, templ);
+    if (pad) {
+      GST_PAD_SET_PROXY_ALLOCATION (pad);
+#ifdef HAVE_GST_ANALYTICS
+      /* not into video_src: the weights are not the video's */
+      gst_pad_set_iterate_internal_links_function (pad,
+          gst_npu_llm_iterate_links);
+#endif
+    } else
+      GST_WARNING_OBJECT (self, "pad %s already exists", tname);
+    return pad;
   } else {
     return NULL;
   }
@@ -1821,8 +1791,8 @@ gst_npu_llm_release_pad (GstElement * element, GstPad * pad)
     self->visionpad = NULL;
   else if (pad == self->audiopad)
     self->audiopad = NULL;
-  else if (pad == self->weightspad)
-    self->weightspad = NULL;
+  else if (gst_npu_weights_input_release_pad (self->weights_in, pad))
+    return;
   if (pad == self->videosinkpad) {
     GstPad *src = self->videosrcpad;
 
@@ -1852,15 +1822,7 @@ start (GstNpuLlm * self)
   self->n_input_pads = (self->textpad != NULL) + (self->visionpad != NULL) +
       (self->audiopad != NULL);
   self->text_only = self->n_input_pads == 0;
-  self->weights = gst_npu_weights_new ();
-
-  if (!model && !self->weightspad) {
-    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND, ("No model given."),
-        ("set the \"model\" property or link mxfp4weights to the weights "
-            "pad"));
-    goto failed;
-  }
-  if (model && !load_session (self, model, NULL))
+  if (!gst_npu_weights_input_start (self->weights_in, model))
     goto failed;
 
   if (self->text_only) {
@@ -1912,7 +1874,7 @@ stop (GstNpuLlm * self)
   npu_llm_session_free (self->session);
   self->session = NULL;
   g_clear_pointer (&self->gguf, npu_gguf_free);
-  g_clear_pointer (&self->weights, gst_npu_weights_free);
+  gst_npu_weights_input_stop (self->weights_in);
 }
 
 static GstStateChangeReturn

@@ -4,9 +4,11 @@
 #define __GST_NPU_ALLOCATION_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 
 G_BEGIN_DECLS
 
+GST_NPU_API
 gboolean gst_npu_propose_allocation (GstQuery * query,
     GstAllocator * allocator, guint min_buffers, guint max_buffers);
 

@@ -22,6 +22,7 @@
 #define __GST_NPU_ALLOCATOR_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 #include <gst/allocators/allocators.h>
 #include <core/npufence.h>
 
@@ -47,7 +48,9 @@ typedef enum
 #define GST_NPU_ALIGN 128
 
 #define GST_TYPE_NPU_MEMORY_PATH (gst_npu_memory_path_get_type ())
+GST_NPU_API
 GType gst_npu_memory_path_get_type (void);
+GST_NPU_API
 const gchar *gst_npu_memory_path_to_string (GstNpuMemoryPath path);
 
 /* The allocator comes in two GTypes because GStreamer decides "dma-buf or
@@ -56,22 +59,35 @@ const gchar *gst_npu_memory_path_to_string (GstNpuMemoryPath path);
  * the functions below rather than the types. */
 #define GST_TYPE_NPU_DMABUF_ALLOCATOR (gst_npu_dmabuf_allocator_get_type ())
 #define GST_TYPE_NPU_FD_ALLOCATOR (gst_npu_fd_allocator_get_type ())
+GST_NPU_API
 GType gst_npu_dmabuf_allocator_get_type (void);
+GST_NPU_API
 GType gst_npu_fd_allocator_get_type (void);
 
+GST_NPU_API
 GstAllocator *gst_npu_allocator_new (const gchar * heap);
+GST_NPU_API
 GstAllocator *gst_npu_allocator_get_default (void);
+GST_NPU_API
 gboolean gst_is_npu_allocator (GstAllocator * allocator);
+GST_NPU_API
 GstNpuMemoryPath gst_npu_allocator_get_path (GstAllocator * allocator);
+GST_NPU_API
 const gchar *gst_npu_allocator_get_device (GstAllocator * allocator);
 
+GST_NPU_API
 gboolean gst_is_npu_memory (GstMemory * mem);
+GST_NPU_API
 void gst_npu_memory_set_fence (GstMemory * mem, NpuFence * fence);
+GST_NPU_API
 NpuFence *gst_npu_memory_get_fence (GstMemory * mem);
+GST_NPU_API
 gboolean gst_npu_memory_wait (GstMemory * mem, gint64 timeout_us,
     GError ** error);
 
+GST_NPU_API
 guint8 *gst_npu_memory_begin_cpu_write (GstMemory * mem);
+GST_NPU_API
 void gst_npu_memory_end_cpu_write (GstMemory * mem);
 
 G_END_DECLS

@@ -5,6 +5,7 @@
 #define __GST_NPU_AUDIO_FRONTEND_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 #include <gst/audio/audio.h>
 
 G_BEGIN_DECLS
@@ -20,17 +21,24 @@ G_BEGIN_DECLS
 
 typedef struct _GstNpuAudioFrontend GstNpuAudioFrontend;
 
+GST_NPU_API
 gboolean gst_npu_audio_frontend_parse_caps (const GstCaps * caps,
     GstAudioInfo * info, GError ** error);
 
+GST_NPU_API
 GstNpuAudioFrontend *gst_npu_audio_frontend_new (const GstAudioInfo * in,
     gint out_rate, GError ** error);
+GST_NPU_API
 void gst_npu_audio_frontend_free (GstNpuAudioFrontend * fe);
+GST_NPU_API
 void gst_npu_audio_frontend_reset (GstNpuAudioFrontend * fe);
 
+GST_NPU_API
 gsize gst_npu_audio_frontend_get_out_frames (GstNpuAudioFrontend * fe,
     gsize in_frames);
+GST_NPU_API
 gsize gst_npu_audio_frontend_get_latency (GstNpuAudioFrontend * fe);
+GST_NPU_API
 gsize gst_npu_audio_frontend_convert (GstNpuAudioFrontend * fe,
     gconstpointer in, gsize in_frames, gfloat * out);
 

@@ -11,15 +11,19 @@
 #define __GST_NPU_BUFFER_POOL_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 #include <gst/video/video.h>
 
 G_BEGIN_DECLS
 
 #define GST_TYPE_NPU_BUFFER_POOL (gst_npu_buffer_pool_get_type ())
+GST_NPU_API
 G_DECLARE_FINAL_TYPE (GstNpuBufferPool, gst_npu_buffer_pool, GST,
     NPU_BUFFER_POOL, GstBufferPool)
 
+GST_NPU_API
 GstBufferPool *gst_npu_buffer_pool_new (GstAllocator * allocator);
+GST_NPU_API
 gboolean gst_npu_buffer_pool_get_video_info (GstBufferPool * pool,
     GstVideoInfo * info);
 

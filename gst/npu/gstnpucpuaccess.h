@@ -8,9 +8,11 @@
 #define __GST_NPU_CPU_ACCESS_H__
 
 #include <glib.h>
+#include <npu/gstnpuapi.h>
 
 G_BEGIN_DECLS
 
+GST_NPU_API
 gint64 gst_npu_fence_timeout_us (void);
 
 G_END_DECLS

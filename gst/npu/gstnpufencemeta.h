@@ -17,6 +17,7 @@
 #define __GST_NPU_FENCE_META_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 #include <core/npufence.h>
 #include <npu/gstnpucpuaccess.h>
 
@@ -42,17 +43,23 @@ struct _GstNpuFenceMeta
   GstBuffer *buffer;            /* the buffer the meta is on, not a ref */
 };
 
+GST_NPU_API
 GType gst_npu_fence_meta_api_get_type (void);
+GST_NPU_API
 const GstMetaInfo *gst_npu_fence_meta_get_info (void);
 
 #define gst_buffer_get_npu_fence_meta(b) \
   ((GstNpuFenceMeta *) gst_buffer_get_meta ((b), GST_NPU_FENCE_META_API_TYPE))
 
+GST_NPU_API
 GstNpuFenceMeta *gst_buffer_add_npu_fence_meta (GstBuffer * buffer,
     NpuFence * fence);
+GST_NPU_API
 void gst_npu_fence_meta_chain (GstNpuFenceMeta * meta, NpuFence * fence);
 
+GST_NPU_API
 NpuFence *gst_npu_buffer_get_fence (GstBuffer * buffer);
+GST_NPU_API
 gboolean gst_npu_buffer_wait (GstBuffer * buffer, gint64 timeout_us,
     GError ** error);
 

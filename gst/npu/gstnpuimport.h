@@ -16,6 +16,7 @@
 #define __GST_NPU_IMPORT_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 #include <gst/video/video.h>
 
 G_BEGIN_DECLS
@@ -72,12 +73,17 @@ typedef struct
   guint64 bytes_copied;
 } GstNpuImportStats;
 
+GST_NPU_API
 GstNpuImporter *gst_npu_importer_new (guint max_cached);
+GST_NPU_API
 void gst_npu_importer_free (GstNpuImporter * importer);
+GST_NPU_API
 void gst_npu_importer_clear (GstNpuImporter * importer);
 
+GST_NPU_API
 gboolean gst_npu_importer_map (GstNpuImporter * importer, GstMemory * mem,
     GstMapFlags flags, GstNpuImportMap * map);
+GST_NPU_API
 void gst_npu_importer_unmap (GstNpuImporter * importer, GstNpuImportMap * map);
 
 /* A video frame's planes, in place, honouring GstVideoMeta. */
@@ -96,11 +102,14 @@ typedef struct
   guint8 *copies[GST_VIDEO_MAX_PLANES];
 } GstNpuImportFrame;
 
+GST_NPU_API
 gboolean gst_npu_importer_map_frame (GstNpuImporter * importer,
     GstBuffer * buffer, const GstVideoInfo * info, GstNpuImportFrame * frame);
+GST_NPU_API
 void gst_npu_importer_unmap_frame (GstNpuImporter * importer,
     GstNpuImportFrame * frame);
 
+GST_NPU_API
 void gst_npu_importer_get_stats (GstNpuImporter * importer,
     GstNpuImportStats * stats);
 

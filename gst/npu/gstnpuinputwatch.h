@@ -13,6 +13,7 @@
 #define __GST_NPU_INPUT_WATCH_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 
 G_BEGIN_DECLS
 
@@ -29,7 +30,9 @@ G_BEGIN_DECLS
 typedef void (*GstNpuInputWatchFunc) (GstObject * element,
     const guint8 * data, gsize size, gpointer user_data);
 
+GST_NPU_API
 void gst_npu_input_watch_set (GstNpuInputWatchFunc func, gpointer user_data);
+GST_NPU_API
 void gst_npu_input_watch_notify (GstObject * element, const guint8 * data,
     gsize size);
 

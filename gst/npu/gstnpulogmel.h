@@ -5,6 +5,7 @@
 #define __GST_NPU_LOG_MEL_H__
 
 #include <glib.h>
+#include <npu/gstnpuapi.h>
 
 G_BEGIN_DECLS
 
@@ -15,10 +16,14 @@ G_BEGIN_DECLS
 
 typedef struct _GstNpuLogMel GstNpuLogMel;
 
+GST_NPU_API
 GstNpuLogMel *gst_npu_log_mel_new (guint n_mels);
+GST_NPU_API
 void gst_npu_log_mel_free (GstNpuLogMel * lm);
+GST_NPU_API
 guint gst_npu_log_mel_get_n_mels (const GstNpuLogMel * lm);
 
+GST_NPU_API
 void gst_npu_log_mel_compute (GstNpuLogMel * lm, const gfloat * samples,
     gsize n_samples, guint n_frames, gfloat * mel);
 

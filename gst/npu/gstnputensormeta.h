@@ -9,6 +9,7 @@
 #define __GST_NPU_TENSOR_META_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 
 G_BEGIN_DECLS
 
@@ -42,12 +43,15 @@ struct _GstNpuTensorMeta
   guint n_tensors;
 };
 
+GST_NPU_API
 GType gst_npu_tensor_meta_api_get_type (void);
+GST_NPU_API
 const GstMetaInfo *gst_npu_tensor_meta_get_info (void);
 
 #define gst_buffer_get_npu_tensor_meta(b) \
   ((GstNpuTensorMeta *) gst_buffer_get_meta ((b), GST_NPU_TENSOR_META_API_TYPE))
 
+GST_NPU_API
 GstNpuTensorMeta *gst_buffer_add_npu_tensor_meta (GstBuffer * buffer,
     const gchar * name, guint n_dims, const guint64 * ne, gint type,
     const gchar * type_name, const gchar * source_type_name, guint index,

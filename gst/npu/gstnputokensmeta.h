@@ -11,6 +11,7 @@
 #define __GST_NPU_TOKENS_META_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 
 G_BEGIN_DECLS
 
@@ -49,12 +50,15 @@ struct _GstNpuTokensMeta
   GstClockTime source_duration;
 };
 
+GST_NPU_API
 GType gst_npu_tokens_meta_api_get_type (void);
+GST_NPU_API
 const GstMetaInfo *gst_npu_tokens_meta_get_info (void);
 
 #define gst_buffer_get_npu_tokens_meta(b) \
   ((GstNpuTokensMeta *) gst_buffer_get_meta ((b), GST_NPU_TOKENS_META_API_TYPE))
 
+GST_NPU_API
 GstNpuTokensMeta *gst_buffer_add_npu_tokens_meta (GstBuffer * buffer,
     GstNpuModality modality, guint n_tokens, guint dim, guint grid_width,
     guint grid_height, GstClockTime source_pts,

@@ -12,6 +12,7 @@
 #define __GST_NPU_VIDEO_FORMATS_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 #include <gst/video/video.h>
 #include <core/npuvisionprep.h>
 
@@ -31,19 +32,26 @@ typedef struct
   guint32 drm_fourcc;
 } GstNpuVideoFormat;
 
+GST_NPU_API
 const GstNpuVideoFormat *gst_npu_video_formats_get (guint * n_formats);
 
+GST_NPU_API
 const GstNpuVideoFormat *gst_npu_video_formats_from_video_format
     (GstVideoFormat format);
+GST_NPU_API
 const GstNpuVideoFormat *gst_npu_video_formats_from_drm_fourcc (guint32
     fourcc);
+GST_NPU_API
 guint32 gst_npu_video_formats_to_drm_fourcc (NpuPixelFormat format);
 
+GST_NPU_API
 GstCaps *gst_npu_video_formats_sink_caps (void);
 
+GST_NPU_API
 gboolean gst_npu_video_formats_parse (GstCaps * caps, GstVideoInfo * info,
     NpuPixelFormat * format, GError ** error);
 
+GST_NPU_API
 void gst_npu_video_formats_colorimetry (const GstVideoInfo * info,
     NpuColorMatrix * matrix, NpuColorRange * range);
 

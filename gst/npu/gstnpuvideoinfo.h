@@ -4,10 +4,12 @@
 #define __GST_NPU_VIDEO_INFO_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuapi.h>
 #include <gst/video/video.h>
 
 G_BEGIN_DECLS
 
+GST_NPU_API
 gboolean gst_npu_video_info_from_caps (GstVideoInfo * info,
     const GstCaps * caps);
 

@@ -161,3 +161,182 @@ gst_npu_weights_lookup (GstNpuWeights * w, const gchar * name,
       t->map.data, t->map.size);
   return TRUE;
 }
+
+/* ------------------------------------------------------------------------
+ * The weights pad
+ */
+struct _GstNpuWeightsInput
+{
+  GstElement *element;          /* not a reference: it owns us */
+  GstNpuWeightsLoadFunc load;
+  GstPad *pad;                  /* the request pad, while it exists */
+  GstNpuWeights *weights;       /* between start and stop */
+  gboolean loaded;              /* from the property or the pad */
+};
+
+/**
+ * gst_npu_weights_input_new:
+ * @element: the element that has a `weights` request pad template
+ * @load: loads the model, from a file or from the pad's tensors
+ *
+ * Returns: (transfer full): the pad's state; free it in finalize.
+ */
+GstNpuWeightsInput *
+gst_npu_weights_input_new (GstElement * element, GstNpuWeightsLoadFunc load)
+{
+  GstNpuWeightsInput *in = g_new0 (GstNpuWeightsInput, 1);
+
+  in->element = element;
+  in->load = load;
+  return in;
+}
+
+void
+gst_npu_weights_input_free (GstNpuWeightsInput * in)
+{
+  if (!in)
+    return;
+  gst_npu_weights_free (in->weights);
+  g_free (in);
+}
+
+static GstFlowReturn
+weights_input_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+{
+  GstNpuWeightsInput *in = gst_pad_get_element_private (pad);
+
+  if (!in->weights) {
+    gst_buffer_unref (buf);
+    return GST_FLOW_FLUSHING;
+  }
+  if (!gst_npu_weights_add (in->weights, buf)) {
+    GST_ELEMENT_ERROR (in->element, STREAM, FORMAT,
+        ("The weights pad takes tensors from mxfp4weights."),
+        ("a buffer without a tensor meta"));
+    return GST_FLOW_ERROR;
+  }
+  return GST_FLOW_OK;
+}
+
+/* At the weights' EOS: waits for each conversion, then loads the model,
+ * which reads the tensors in place; the collection keeps them mapped
+ * until stop. */
+static gboolean
+weights_input_load (GstNpuWeightsInput * in)
+{
+  GError *error = NULL;
+
+  if (in->loaded)
+    return TRUE;
+  if (!gst_npu_weights_map (in->weights, &error)) {
+    GST_ELEMENT_ERROR (in->element, STREAM, FORMAT,
+        ("Cannot use the weights: %s", error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+  in->loaded = in->load (in->element,
+      gst_npu_weights_get_location (in->weights), in->weights);
+  return in->loaded;
+}
+
+/* The stream's own events (stream-start, caps, segment) end here: the
+ * element's output is its own stream. */
+static gboolean
+weights_input_event (GstPad * pad, GstObject * parent, GstEvent * event)
+{
+  GstNpuWeightsInput *in = gst_pad_get_element_private (pad);
+  gboolean ret = TRUE;
+
+  if (in->weights) {
+    switch (GST_EVENT_TYPE (event)) {
+      case GST_EVENT_CUSTOM_DOWNSTREAM_STICKY:
+        gst_npu_weights_take_event (in->weights, event);
+        break;
+      case GST_EVENT_EOS:
+        ret = weights_input_load (in);
+        break;
+      default:
+        break;
+    }
+  }
+  gst_event_unref (event);
+  return ret;
+}
+
+/**
+ * gst_npu_weights_input_request_pad:
+ * @templ: the element's `weights` request pad template
+ *
+ * For the element's request_new_pad: adds the `weights` pad.
+ *
+ * Returns: (transfer none) (nullable): the pad, or %NULL if the element
+ * has it already.
+ */
+GstPad *
+gst_npu_weights_input_request_pad (GstNpuWeightsInput * in,
+    GstPadTemplate * templ)
+{
+  if (in->pad)
+    return NULL;
+  in->pad = gst_pad_new_from_template (templ, "weights");
+  gst_pad_set_element_private (in->pad, in);
+  gst_pad_set_chain_function (in->pad, weights_input_chain);
+  gst_pad_set_event_function (in->pad, weights_input_event);
+  gst_element_add_pad (in->element, in->pad);
+  return in->pad;
+}
+
+/**
+ * gst_npu_weights_input_release_pad:
+ *
+ * For the element's release_pad: removes @pad if it is the weights pad.
+ *
+ * Returns: %TRUE if it was (and is now removed).
+ */
+gboolean
+gst_npu_weights_input_release_pad (GstNpuWeightsInput * in, GstPad * pad)
+{
+  if (pad != in->pad)
+    return FALSE;
+  in->pad = NULL;
+  gst_element_remove_pad (in->element, pad);
+  return TRUE;
+}
+
+/**
+ * gst_npu_weights_input_start:
+ * @model: (nullable): the element's `model` property
+ *
+ * On READY to PAUSED: loads @model if set (the weights pad, if linked too,
+ * is then ignored), else waits for the weights pad's tensors.  Posts
+ * RESOURCE/NOT_FOUND ("No model given.") when there is neither.
+ *
+ * Returns: %FALSE if the element cannot start.
+ */
+gboolean
+gst_npu_weights_input_start (GstNpuWeightsInput * in, const gchar * model)
+{
+  in->weights = gst_npu_weights_new ();
+  in->loaded = FALSE;
+  if (!model && !in->pad) {
+    GST_ELEMENT_ERROR (in->element, RESOURCE, NOT_FOUND, ("No model given."),
+        ("set the \"model\" property or link mxfp4weights to the weights "
+            "pad"));
+    return FALSE;
+  }
+  if (model)
+    in->loaded = in->load (in->element, model, NULL);
+  return !model || in->loaded;
+}
+
+/**
+ * gst_npu_weights_input_stop:
+ *
+ * On PAUSED to READY, once the model is freed: drops the tensors.
+ */
+void
+gst_npu_weights_input_stop (GstNpuWeightsInput * in)
+{
+  g_clear_pointer (&in->weights, gst_npu_weights_free);
+  in->loaded = FALSE;
+}

@@ -16,5 +16,6 @@
 #include <npu/gstnputokensmeta.h>
 #include <npu/gstnpuvideoinfo.h>
 #include <npu/gstnpuweights.h>
+#include <npu/gstnpuelementutils.h>
 
 #endif /* __GST_NPU_H__ */

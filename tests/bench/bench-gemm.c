@@ -16,7 +16,7 @@
  *    the share of the peak is that of the best pass's own peak.
  *
  * Usage: bench-gemm [passes (5)]
- *   NPU_MATMUL_ISA=scalar|avx2|avx512|neon forces a kernel path.
+ *   NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
 #include "core/npumatmul.h"
 

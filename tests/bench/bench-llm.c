@@ -41,7 +41,7 @@
  * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).
  * Without a model a 1B llama (generator preset "1b", MXFP4) is written to
  * a temporary file first and removed at the end.
- * NPU_MATMUL_ISA=scalar|avx2|avx512|neon forces a kernel path.
+ * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
 #include "core/npullm.h"
 #include "core/npumatmul.h"

@@ -13,7 +13,7 @@
  * beside it: the spread shows how noisy the machine was.
  *
  * Usage: bench-matmul [passes (5)] [MiB of GEMV weights (1100)]
- *   NPU_MATMUL_ISA=scalar|avx2|avx512|neon forces a kernel path.
+ *   NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
 #include "core/npumatmul.h"
 

@@ -128,7 +128,7 @@ PY
 
 # check NAME MODES CLIP GENERATOR-ARGS...
 # MODES: comma-separated MODE:TOL, ways to run our side against one
-# llama.cpp run: "scalar" (NPU_MATMUL_ISA=scalar: exact F32 products), or
+# llama.cpp run: "scalar" (NPU_CPU_ISA=scalar: exact F32 products), or
 # the CPU's kernels with npuaudiotok's precision "fast" (int8 activations,
 # as llama.cpp's Q8_0) or "accurate" (the default, ~16 bits); TOL: a
 # relative tolerance, or "info"
@@ -159,7 +159,7 @@ check () {
     local -a env=() prop=()
     local rc=0 summary out=$log.npu-$mode
     case $mode in
-      scalar) env=(NPU_MATMUL_ISA=scalar) ;;
+      scalar) env=(NPU_CPU_ISA=scalar) ;;
       *) prop=(precision="$mode") ;;
     esac
     if ! env "${env[@]}" gst-launch-1.0 -q filesrc \

@@ -35,7 +35,7 @@
  * --tokenize-file does so for each of the NUL-separated strings of FILE,
  * one "tokens:" line each (tokenizers.sh).
  *
- * NPU_MATMUL_ISA=scalar gives exact F32 products (no int8 activations).
+ * NPU_CPU_ISA=scalar gives exact F32 products (no int8 activations).
  * Compute core only: GLib, no GStreamer types.
  */
 #ifdef HAVE_CONFIG_H

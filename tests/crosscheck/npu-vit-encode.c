@@ -20,7 +20,7 @@
  * their ratio ("rel", the figure judged) and max |diff| over the
  * reference's rms.  With --tol the last line is "PASS" or "FAIL" (rel
  * above REL), and the exit status 1 on FAIL.
- * NPU_MATMUL_ISA=scalar gives exact F32 products (no int8 activations).
+ * NPU_CPU_ISA=scalar gives exact F32 products (no int8 activations).
  * Compute core only: GLib, no GStreamer types.
  */
 #ifdef HAVE_CONFIG_H

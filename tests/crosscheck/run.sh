@@ -76,7 +76,7 @@ check () {
   prompt=("$@")
   local model=$WORK/${MODEL:-$name}.gguf ref=$WORK/$name.ref log=$WORK/$name
   local -a env=()
-  [ "$isa" != default ] && env=(NPU_MATMUL_ISA="$isa")
+  [ "$isa" != default ] && env=(NPU_CPU_ISA="$isa")
 
   if [ ! -f "$model" ]; then
     "$GEN" text "${gen[@]}" -o "$model" >/dev/null

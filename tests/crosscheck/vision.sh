@@ -108,7 +108,7 @@ check () {
   local model=$WORK/$name.gguf ref=$WORK/$name.ref.f32 log=$WORK/$name
   local llama_model=$model
   local -a env=()
-  [ "$isa" != default ] && env=(NPU_MATMUL_ISA="$isa")
+  [ "$isa" != default ] && env=(NPU_CPU_ISA="$isa")
 
   gen "$name" "$@"
   [ -f "$WORK/$name.llama.gguf" ] && llama_model=$WORK/$name.llama.gguf

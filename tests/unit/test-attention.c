@@ -19,6 +19,7 @@
  * (kv_bound()).
  */
 #include "core/npuattention.h"
+#include "core/npucpu.h"
 #include "tests/npucompare.h"
 #include "core/npumxfp4.h"
 
@@ -400,6 +401,30 @@ test_q8_0_encode (void)
   g_rand_free (rand);
 }
 
+/* The other levels' copies (the tests above ran the best one): the cap
+ * of NPU_CPU_ISA, set from here, picks the copy. */
+static void
+test_lesser_isas (void)
+{
+  NpuCpuIsa best = npu_cpu_get_isa (), isa;
+  guint n = 0;
+
+  for (isa = NPU_CPU_ISA_SCALAR; isa < NPU_CPU_N_ISAS; isa++) {
+    /* refused where the CPU lacks the level */
+    if (isa == best || !npu_cpu_set_isa (npu_cpu_isa_name (isa)))
+      continue;
+    g_assert_cmpint (npu_cpu_get_isa (), ==, isa);
+    g_test_message ("attention at level %s", npu_cpu_isa_name (isa));
+    test_shapes ();
+    test_nan ();
+    n++;
+  }
+  g_assert_true (npu_cpu_set_isa (NULL));
+  g_assert_cmpint (npu_cpu_get_isa (), ==, best);
+  /* scalar is always a lesser level, unless it is the only one */
+  g_assert_true (n >= 1 || best == NPU_CPU_ISA_SCALAR);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -409,5 +434,6 @@ main (int argc, char **argv)
   g_test_add_func ("/attention/nan", test_nan);
   g_test_add_func ("/attention/f16-encode", test_f16_encode);
   g_test_add_func ("/attention/q8_0-encode", test_q8_0_encode);
+  g_test_add_func ("/attention/lesser-isas", test_lesser_isas);
   return g_test_run ();
 }

@@ -18,6 +18,7 @@
  * and typically 100 times more with random pixels) cannot hide under it.
  */
 #include "core/npuvisionprep.h"
+#include "core/npucpu.h"
 #include "tests/reference/npurefvision.h"
 #include "tests/npucompare.h"
 
@@ -407,9 +408,9 @@ test_threads_simd_run (void)
     fr = frame_new (p.format, p.width, p.height, 7, FALSE, rand);
     a = run_fused (&p, fr, NULL);
     b = run_fused (&p, fr, queue);
-    g_setenv ("NPU_VISION_PREP_NO_SIMD", "1", TRUE);
+    g_assert_true (npu_cpu_set_isa ("scalar"));
     c = run_fused (&p, fr, queue);
-    g_unsetenv ("NPU_VISION_PREP_NO_SIMD");
+    g_assert_true (npu_cpu_set_isa (NULL));
     n = (gsize) 3 * p.out_width * p.out_height;
     /* Threads change nothing: every output row is computed alike */
     g_assert_cmpmem (a, n * sizeof (gfloat), b, n * sizeof (gfloat));

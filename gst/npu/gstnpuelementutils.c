@@ -1,0 +1,52 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: what npuvisiontok, npuaudiotok and npullm each did alike */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "gstnpuelementutils.h"
+
+/**
+ * gst_npu_element_new_queue:
+ * @element: the element the queue works for (its name names the queue)
+ * @n_threads: worker threads of the CPU device (0: one per online CPU)
+ *
+ * A task queue on the CPU device.  The queue holds the device; the caller
+ * frees the queue with npu_queue_free() when it stops.
+ *
+ * Returns: (transfer full): the queue
+ */
+NpuQueue *
+gst_npu_element_new_queue (GstElement * element, guint n_threads)
+{
+  NpuQueue *queue = npu_queue_new (npu_device_get_cpu (n_threads),
+      GST_OBJECT_NAME (element));
+
+  /* npu_device_get_cpu()'s reference: the queue keeps its own */
+  npu_device_unref (npu_queue_get_device (queue));
+  return queue;
+}
+
+/**
+ * gst_npu_element_post_model_open_error:
+ * @element: the element that could not open its model
+ * @path: the model file
+ * @error: why npu_gguf_open() failed
+ *
+ * Posts RESOURCE/NOT_FOUND ("Model file ... not found.") if @path does not
+ * exist, else STREAM/DECODE ("Model file ... is not a usable GGUF file: "
+ * and the reason).
+ */
+void
+gst_npu_element_post_model_open_error (GstElement * element,
+    const gchar * path, const GError * error)
+{
+  if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT) ||
+      !g_file_test (path, G_FILE_TEST_EXISTS))
+    GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND,
+        ("Model file \"%s\" not found.", path), ("%s", error->message));
+  else
+    GST_ELEMENT_ERROR (element, STREAM, DECODE,
+        ("Model file \"%s\" is not a usable GGUF file: %s", path,
+            error->message), ("%s", error->message));
+}

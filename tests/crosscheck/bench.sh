@@ -89,7 +89,7 @@ if [ ! -f "$IMG" ]; then
       $p = ($x * 3 + $y * 5 + $c * 85 + ($x * $y) % 97) % 256;
       print pack ("f<", ($p - 128) / 128); } } }' >"$IMG"
 fi
-NPU_MATMUL_ISA=scalar "$NE" "$VM" --image "$IMG" -o "$OUT/vit-exact.f32" \
+NPU_CPU_ISA=scalar "$NE" "$VM" --image "$IMG" -o "$OUT/vit-exact.f32" \
     >/dev/null
 for t in 1 "$N"; do
   run "llama-vit-$t.txt" "$CE" -m "$VM" --image "$IMG" -t "$t" \
@@ -97,7 +97,7 @@ for t in 1 "$N"; do
   run "ours-vit-$t.txt" "$NE" "$VM" --image "$IMG" -t "$t" \
       --repeat "$PASSES" --reference "$OUT/vit-exact.f32"
 done
-run llama-vit-error.txt env NPU_MATMUL_ISA=scalar "$NE" "$VM" --image "$IMG" \
+run llama-vit-error.txt env NPU_CPU_ISA=scalar "$NE" "$VM" --image "$IMG" \
     --reference "$OUT/vit-llama.f32"
 
 # ------------------------------------------------------------------------

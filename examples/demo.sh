@@ -55,11 +55,13 @@ echo "== and its audio projector (Whisper-style encoder, qwen2a)"
 $GEN audio --for $M/text.gguf --size tiny --seed 1 -o $M/audio.gguf
 
 echo "== camera to text: videotestsrc ! npuvisiontok ! npullm ! fdsink"
+# fdsink writes to a pipe (| cat): on a redirected, seekable stdout it
+# writes from the start of the file, over what the demo printed before.
 gst-launch-1.0 -q \
   videotestsrc num-buffers=3 ! video/x-raw,format=NV12,width=1280,height=720 ! \
     npuvisiontok model=$M/mmproj.gguf ! llm.vision \
   npullm name=llm model=$M/text.gguf prompt="Describe what you see." \
-    max-tokens=24 ! fdsink
+    max-tokens=24 ! fdsink | cat
 echo
 
 echo "== microphone and camera to text: audiotestsrc ! npuaudiotok and videotestsrc ! npuvisiontok into one npullm"
@@ -70,12 +72,12 @@ gst-launch-1.0 -q \
     npuaudiotok model=$M/audio.gguf chunk-duration=5000000000 ! llm.audio \
   videotestsrc num-buffers=1 ! npuvisiontok model=$M/mmproj.gguf ! llm.vision \
   npullm name=llm model=$M/text.gguf prompt="What do you see and hear?" \
-    max-tokens=24 ! fdsink
+    max-tokens=24 ! fdsink | cat
 echo
 
 echo "== weights through mxfp4weights, text only"
 gst-launch-1.0 -q mxfp4weights location=$M/text.gguf ! llm.weights \
-  npullm name=llm prompt="Tell me a story." max-tokens=32 ! fdsink
+  npullm name=llm prompt="Tell me a story." max-tokens=32 ! fdsink | cat
 echo
 
 echo "== the same from an application (examples/npu-describe.c)"

@@ -44,8 +44,7 @@ view (const NpuRefLookup * lk, const gchar * name, NpuTensorView * v)
  * rounded through MXFP4 first (the runtime's one-time conversion); else
  * F32 / F16 exactly.  NULL if absent. */
 static double *
-tensor (const NpuRefLookup * lk, const gchar * name, gsize n,
-    gboolean as_mxfp4)
+tensor (const NpuRefLookup * lk, const gchar * name, gsize n, gboolean as_mxfp4)
 {
   NpuTensorView v;
   float *f;
@@ -96,48 +95,6 @@ is_mxfp4 (const NpuRefLookup * lk, const gchar * name)
   NpuTensorView v;
 
   return view (lk, name, &v) && v.type == NPU_GGML_TYPE_MXFP4;
-}
-
-/* The int8 kernels' rounding of an activation row (blocks of 32) */
-static void
-q8_round (const double *x, gsize k, double *y)
-{
-  gsize b, j;
-
-  for (b = 0; b < k; b += 32) {
-    float amax = 0.0f, d;
-
-    for (j = 0; j < 32; j++)
-      amax = MAX (amax, fabsf ((float) x[b + j]));
-    d = amax / 127.0f;
-    for (j = 0; j < 32; j++)
-      y[b + j] = amax == 0.0f ? 0.0 :
-          (double) d *(double) lrintf ((float) x[b + j] / d);
-  }
-}
-
-/* y[n][rows] = x[n][k] W^T (+ b) */
-static void
-linear (const double *x, gsize n, gsize k, const double *w, gsize rows,
-    const double *b, gboolean q8, double *y)
-{
-  double *xr = g_new (double, k);
-  gsize c, r, j;
-
-  for (c = 0; c < n; c++) {
-    if (q8)
-      q8_round (x + c * k, k, xr);
-    else
-      memcpy (xr, x + c * k, k * sizeof (double));
-    for (r = 0; r < rows; r++) {
-      double s = b ? b[r] : 0.0;
-
-      for (j = 0; j < k; j++)
-        s += w[r * k + j] * xr[j];
-      y[c * rows + r] = s;
-    }
-  }
-  g_free (xr);
 }
 
 static void
@@ -208,6 +165,31 @@ conv_gelu (const double *x, gsize in, gsize n_in, const double *w,
   }
 }
 
+/* conv_gelu () as the runtime's MXFP4 product computes it: each im2col
+ * row (all taps of all channels of one output frame) rounded to int8
+ * blocks, then the product */
+static void
+conv_gelu_q8 (const double *x, gsize in, gsize n_in, const double *w,
+    const double *b, gsize out, gsize stride, double *y, gsize n_out)
+{
+  double *col = g_new (double, 3 * in), *row = g_new (double, out);
+  gsize o, t, i, k;
+
+  for (t = 0; t < n_out; t++) {
+    for (i = 0; i < in; i++)
+      for (k = 0; k < 3; k++) {
+        gint64 p = (gint64) (t * stride + k) - 1;
+
+        col[i * 3 + k] = p >= 0 && p < (gint64) n_in ? x[i * n_in + p] : 0.0;
+      }
+    npu_ref_linear (col, 1, 3 * in, w, out, b, TRUE, row);
+    for (o = 0; o < out; o++)
+      y[o * n_out + t] = gelu (row[o]);
+  }
+  g_free (col);
+  g_free (row);
+}
+
 /* A conv kernel as the runtime reads it: MXFP4 as stored (then its
  * input rows are rounded with @q8 too), anything else in full */
 static double *
@@ -252,63 +234,18 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
   h = g_new (double, dim * n);
   w = conv_kernel (lk, "a.conv1d.1.weight", 3 * n_mels * dim, &mx);
   b = tensor (lk, "a.conv1d.1.bias", dim, FALSE);
-  if (mx && q8) {
-    /* the runtime's MXFP4 product rounds each im2col row (all taps of
-     * all channels of one output frame) to int8 blocks */
-    double *col = g_new (double, 3 * n_mels), *cr = g_new (double,
-        3 * n_mels);
-    gsize t, kk;
-
-    for (t = 0; t < n_frames; t++) {
-      for (i = 0; i < n_mels; i++)
-        for (kk = 0; kk < 3; kk++) {
-          gint64 p = (gint64) (t + kk) - 1;
-          col[i * 3 + kk] = p >= 0 && p < n_frames ? mel[i * n_frames + p] :
-              0.0;
-        }
-      q8_round (col, 3 * n_mels, cr);
-      for (c = 0; c < dim; c++) {
-        double s = b[c];
-
-        for (j = 0; j < 3 * n_mels; j++)
-          s += w[c * 3 * n_mels + j] * cr[j];
-        c1[c * n_frames + t] = gelu (s);
-      }
-    }
-    g_free (col);
-    g_free (cr);
-  } else {
+  if (mx && q8)
+    conv_gelu_q8 (mel, n_mels, n_frames, w, b, dim, 1, c1, n_frames);
+  else
     conv_gelu (mel, n_mels, n_frames, w, b, dim, 1, c1, n_frames);
-  }
   g_free (w);
   g_free (b);
   w = conv_kernel (lk, "a.conv1d.2.weight", 3 * dim * dim, &mx);
   b = tensor (lk, "a.conv1d.2.bias", dim, FALSE);
-  if (mx && q8) {
-    double *col = g_new (double, 3 * dim), *cr = g_new (double, 3 * dim);
-    gsize t, kk;
-
-    for (t = 0; t < n; t++) {
-      for (i = 0; i < dim; i++)
-        for (kk = 0; kk < 3; kk++) {
-          gint64 p = (gint64) (2 * t + kk) - 1;
-          col[i * 3 + kk] = p >= 0 && p < n_frames ? c1[i * n_frames + p] :
-              0.0;
-        }
-      q8_round (col, 3 * dim, cr);
-      for (c = 0; c < dim; c++) {
-        double s = b[c];
-
-        for (j = 0; j < 3 * dim; j++)
-          s += w[c * 3 * dim + j] * cr[j];
-        h[c * n + t] = gelu (s);
-      }
-    }
-    g_free (col);
-    g_free (cr);
-  } else {
+  if (mx && q8)
+    conv_gelu_q8 (c1, dim, n_frames, w, b, dim, 2, h, n);
+  else
     conv_gelu (c1, dim, n_frames, w, b, dim, 2, h, n);
-  }
   g_free (w);
   g_free (b);
   g_free (c1);
@@ -346,9 +283,9 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
 
     memcpy (h, x, n * dim * sizeof (double));
     layer_norm (h, n, dim, ln_w, ln_b, eps);
-    linear (h, n, dim, wq, dim, bq, q8, q);
-    linear (h, n, dim, wk, dim, NULL, q8, k);
-    linear (h, n, dim, wv, dim, bv, q8, v);
+    npu_ref_linear (h, n, dim, wq, dim, bq, q8, q);
+    npu_ref_linear (h, n, dim, wk, dim, NULL, q8, k);
+    npu_ref_linear (h, n, dim, wv, dim, bv, q8, v);
     for (hh = 0; hh < heads; hh++) {
       double *s = g_new (double, n);
 
@@ -375,7 +312,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
       }
       g_free (s);
     }
-    linear (att, n, dim, wo, dim, bo, q8, h);
+    npu_ref_linear (att, n, dim, wo, dim, bo, q8, h);
     for (i = 0; i < n * dim; i++)
       x[i] += h[i];
     g_free (ln_w);
@@ -398,10 +335,10 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
 #undef NAME
     memcpy (h, x, n * dim * sizeof (double));
     layer_norm (h, n, dim, ln_w, ln_b, eps);
-    linear (h, n, dim, wq, ff, bq, q8, f);
+    npu_ref_linear (h, n, dim, wq, ff, bq, q8, f);
     for (i = 0; i < n * ff; i++)
       f[i] = gelu (f[i]);
-    linear (f, n, ff, wk, dim, bo, q8, h);
+    npu_ref_linear (f, n, ff, wk, dim, bo, q8, h);
     for (i = 0; i < n * dim; i++)
       x[i] += h[i];
     g_free (ln_w);
@@ -435,7 +372,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
     out_dim = pv.ne[1];
     wf = tensor (lk, "mm.a.fc.weight", dim * out_dim, TRUE);
     bf = tensor (lk, "mm.a.fc.bias", out_dim, FALSE);
-    linear (x, n_tok, dim, wf, out_dim, bf, q8, out);
+    npu_ref_linear (x, n_tok, dim, wf, out_dim, bf, q8, out);
     g_free (wf);
     g_free (bf);
   } else {
@@ -465,7 +402,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
     y1 = g_new (double, n_tok * hidden);
     y2 = g_new (double, n_tok * half);
     rms_norm (st, n_tok, in, np_w, 1e-6);
-    linear (st, n_tok, in, w1, hidden, NULL, q8, y1);
+    npu_ref_linear (st, n_tok, in, w1, hidden, NULL, q8, y1);
     /* Ultravox's SwiGLU: x, gate = chunk (2); silu (gate) * x */
     for (i = 0; i < n_tok; i++)
       for (c = 0; c < half; c++) {
@@ -474,7 +411,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
         y2[i * half + c] = a * gt / (1.0 + exp (-gt));
       }
     rms_norm (y2, n_tok, half, nm_w, 1e-6);
-    linear (y2, n_tok, half, w2, out_dim, NULL, q8, out);
+    npu_ref_linear (y2, n_tok, half, w2, out_dim, NULL, q8, out);
     g_free (st);
     g_free (np_w);
     g_free (w1);

@@ -123,8 +123,8 @@ q8_round (const double *x, gsize k, double *y)
 }
 
 /* y[n x rows] = x[n x k] W^T + b */
-static void
-ref_linear (const double *x, gsize n, gsize k, const double *w, gsize rows,
+void
+npu_ref_linear (const double *x, gsize n, gsize k, const double *w, gsize rows,
     const double *b, gboolean q8, double *y)
 {
   double *xr = g_new (double, k);
@@ -162,8 +162,7 @@ ref_layernorm (double *x, gsize n, gsize dim, const double *w,
       var += (x[r * dim + c] - mean) * (x[r * dim + c] - mean);
     var /= dim;
     for (c = 0; c < dim; c++)
-      y[r * dim + c] = (x[r * dim + c] - mean) / sqrt (var + eps) * w[c] +
-          b[c];
+      y[r * dim + c] = (x[r * dim + c] - mean) / sqrt (var + eps) * w[c] + b[c];
   }
 }
 
@@ -280,7 +279,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
       ref_plain (lk, "v.patch_embd.weight", dim * K);
   bp = ref_plain (lk, "v.patch_embd.bias", dim);
   pos = ref_plain (lk, "v.position_embd.weight", n * dim);
-  ref_linear (patches, p.np, K, wp, dim, bp, q8 && patch_mx,
+  npu_ref_linear (patches, p.np, K, wp, dim, bp, q8 && patch_mx,
       x + p.first * dim);
   if (p.first) {
     double *cls = ref_plain (lk, "v.class_embd", dim);
@@ -319,9 +318,9 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     bo = ref_plain (lk, NAME ("attn_out.bias"), dim);
 
     ref_layernorm (x, n, dim, w1, b1, p.eps, h);
-    ref_linear (h, n, dim, wq, dim, bq, q8, q);
-    ref_linear (h, n, dim, wk, dim, bk, q8, k);
-    ref_linear (h, n, dim, wv, dim, bv, q8, v);
+    npu_ref_linear (h, n, dim, wq, dim, bq, q8, q);
+    npu_ref_linear (h, n, dim, wk, dim, bk, q8, k);
+    npu_ref_linear (h, n, dim, wv, dim, bv, q8, v);
     /* softmax (q k^T / sqrt (hd)) v per head */
     for (hh = 0; hh < p.heads; hh++) {
       double *s = g_new (double, n);
@@ -349,7 +348,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
       }
       g_free (s);
     }
-    ref_linear (att, n, dim, wo, dim, bo, q8, h);
+    npu_ref_linear (att, n, dim, wo, dim, bo, q8, h);
     for (i = 0; i < n * dim; i++)
       x[i] += h[i];
     g_free (wq);
@@ -375,10 +374,10 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
 #undef FFN
 #undef NAME
     ref_layernorm (x, n, dim, w2, b2, p.eps, h);
-    ref_linear (h, n, dim, wq, p.ff, bq, q8, f);
+    npu_ref_linear (h, n, dim, wq, p.ff, bq, q8, f);
     for (i = 0; i < n * p.ff; i++)
       f[i] = ref_act (p.act, f[i]);
-    ref_linear (f, n, p.ff, wk, dim, bk, q8, h);
+    npu_ref_linear (f, n, p.ff, wk, dim, bk, q8, h);
     for (i = 0; i < n * dim; i++)
       x[i] += h[i];
     g_free (wq);
@@ -409,10 +408,10 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     double *b2 = ref_plain (lk, "mm.2.bias", p.out_dim);
     double *y = g_new (double, p.np * p.out_dim);
 
-    ref_linear (tmp, p.np, dim, w0, p.out_dim, b0, q8, y);
+    npu_ref_linear (tmp, p.np, dim, w0, p.out_dim, b0, q8, y);
     for (i = 0; i < p.np * p.out_dim; i++)
       y[i] = ref_act (0, y[i]);
-    ref_linear (y, p.np, p.out_dim, w2, p.out_dim, b2, q8, out);
+    npu_ref_linear (y, p.np, p.out_dim, w2, p.out_dim, b2, q8, out);
     g_free (w0);
     g_free (b0);
     g_free (w2);
@@ -424,7 +423,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     double *sh = g_new (double, p.np * dim);
 
     ref_pixel_shuffle (tmp, p.side, dim, p.scale, sh);
-    ref_linear (sh, p.n_tokens, in, wf, p.out_dim, NULL, q8, out);
+    npu_ref_linear (sh, p.n_tokens, in, wf, p.out_dim, NULL, q8, out);
     g_free (wf);
     g_free (sh);
   }
@@ -438,8 +437,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
 }
 
 gboolean
-npu_ref_error_over_rms (const float *y, const double *ref, gsize n,
-    double *err)
+npu_ref_error_over_rms (const float *y, const double *ref, gsize n, double *err)
 {
   double rms = 0.0, e = 0.0;
   gsize i;

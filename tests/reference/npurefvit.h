@@ -24,6 +24,12 @@ typedef struct
 void npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     gboolean q8, double *out);
 
+/* y[@n][@rows] = x[@n][@k] W^T (+ @b, which may be NULL), in double;
+ * with @q8, each row of x first rounded as the int8 kernels round it (as
+ * npu_ref_vit_encode() says).  The encoders' references share it. */
+void npu_ref_linear (const double *x, gsize n, gsize k, const double *w,
+    gsize rows, const double *b, gboolean q8, double *y);
+
 /* max |y - ref| / rms (ref) over @n values, in @err: how the vision tests
  * measure an output against its reference.  FALSE if a value of @y is not
  * finite or @ref is all zero (nothing to measure against). */

@@ -46,7 +46,6 @@ struct _NpuAudioEnc
   guint max_frames, max_pos;
   guint stack;                  /* ultravox: positions per token, else 1 */
   guint hidden;                 /* ultravox: mm.a.mlp.1's output size */
-  NpuMatmulPrecision precision; /* of every matrix product (accurate) */
 
   Conv conv1, conv2;
   float *pos;                   /* n_ctx x dim */
@@ -357,8 +356,7 @@ audio_enc_new (const NpuGguf * gguf, NpuTensorLookup lookup,
 
   npu_enc_loader_init (&ld, gguf, lookup, user_data, name);
   enc = g_new0 (NpuAudioEnc, 1);
-  enc->precision = NPU_MATMUL_PRECISION_ACCURATE;
-  enc->blocks.precision = enc->precision;
+  enc->blocks.precision = NPU_MATMUL_PRECISION_ACCURATE;
 
   /* a local error: the loaders tell "absent" from "bad" by it */
   ok = load_hparams (&ld, enc, &err)
@@ -540,7 +538,6 @@ npu_audio_enc_set_precision (NpuAudioEnc * enc, NpuMatmulPrecision precision)
 {
   g_return_if_fail (enc != NULL);
 
-  enc->precision = precision;
   enc->blocks.precision = precision;
 }
 
@@ -549,7 +546,7 @@ npu_audio_enc_get_precision (const NpuAudioEnc * enc)
 {
   g_return_val_if_fail (enc != NULL, NPU_MATMUL_PRECISION_ACCURATE);
 
-  return enc->precision;
+  return enc->blocks.precision;
 }
 
 void
@@ -686,13 +683,13 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
   job.stride = 1;
   npu_enc_run_parallel (task, n_frames, 64, im2col_mel_slice, &job);
   conv_apply (task, &enc->conv1, enc->n_mels, enc->dim, enc->col, n_frames,
-      enc->h1, enc->precision);
+      enc->h1, enc->blocks.precision);
   job.src = enc->h1;
   job.in = enc->dim;
   job.stride = 2;
   npu_enc_run_parallel (task, n, 16, im2col_rows_slice, &job);
   conv_apply (task, &enc->conv2, enc->dim, enc->dim, enc->col, n, x,
-      enc->precision);
+      enc->blocks.precision);
 
   /* + the first n rows of the position table */
   for (r = 0; r < n; r++) {
@@ -730,7 +727,7 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
     if (enc->post_ln_w)
       npu_enc_layernorm (task, x, x, n_tok, dim, enc->blocks.eps,
           enc->post_ln_w, enc->post_ln_b);
-    npu_enc_matmul (task, &enc->fc, x, n_tok, out, enc->precision);
+    npu_enc_matmul (task, &enc->fc, x, n_tok, out, enc->blocks.precision);
     npu_enc_bias_act (task, out, n_tok, enc->out_dim, enc->fc_b,
         NPU_ENC_ACT_NONE);
   } else {
@@ -744,7 +741,7 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
      * which is x as it lies; the last row is padded with zeros */
     memset (x + n * dim, 0, (n_tok * s - n) * dim * sizeof (float));
     rms_norm_rows (x, n_tok, in, enc->norm_pre_w);
-    npu_enc_matmul (task, &enc->mlp1, x, n_tok, enc->p1, enc->precision);
+    npu_enc_matmul (task, &enc->mlp1, x, n_tok, enc->p1, enc->blocks.precision);
     /* ggml_swiglu_swapped: the first half times SiLU of the second */
     for (r = 0; r < n_tok; r++) {
       const float *a = enc->p1 + r * enc->hidden, *g = a + half;
@@ -754,7 +751,8 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
         row[c] = a[c] * (g[c] / (1.0f + expf (-g[c])));
     }
     rms_norm_rows (enc->p2, n_tok, half, enc->norm_mid_w);
-    npu_enc_matmul (task, &enc->mlp2, enc->p2, n_tok, out, enc->precision);
+    npu_enc_matmul (task, &enc->mlp2, enc->p2, n_tok, out,
+        enc->blocks.precision);
   }
   return TRUE;
 }

@@ -114,7 +114,7 @@ typedef struct
   guint dim, ff, n_heads, head_dim;
   gfloat eps;
   NpuEncAct act;
-  NpuMatmulPrecision precision; /* of the blocks' matrix products */
+  NpuMatmulPrecision precision; /* of every product of the encoder */
   guint n_max;                  /* positions the scratch holds */
   float *h, *q, *k, *v, *att, *ffb;
   float *scores;                /* n_score_rows rows of n_max */

@@ -33,7 +33,6 @@ struct _NpuVit
   guint scale, grid, n_tokens;
   guint n_pos;                  /* encoder tokens: patches (+ class token) */
   guint first;                  /* 1 with a class token, else 0 */
-  NpuMatmulPrecision precision; /* of every matrix product (accurate) */
   gfloat mean[3], std[3];
 
   /* patch embedding: MXFP4 when 3 p p is a multiple of 32, else F32 */
@@ -402,8 +401,7 @@ vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
 
   npu_enc_loader_init (&ld.e, gguf, lookup, user_data, name);
   vit = g_new0 (NpuVit, 1);
-  vit->precision = NPU_MATMUL_PRECISION_ACCURATE;
-  vit->blocks.precision = vit->precision;
+  vit->blocks.precision = NPU_MATMUL_PRECISION_ACCURATE;
   ld.vit = vit;
 
   ok = load_hparams (&ld, error) && load_patch_embedding (&ld, error)
@@ -631,14 +629,13 @@ pixel_shuffle (NpuVit * vit, const float *x, float *dst)
 void
 npu_vit_set_precision (NpuVit * vit, NpuMatmulPrecision precision)
 {
-  vit->precision = precision;
   vit->blocks.precision = precision;
 }
 
 NpuMatmulPrecision
 npu_vit_get_precision (const NpuVit * vit)
 {
-  return vit->precision;
+  return vit->blocks.precision;
 }
 
 gboolean
@@ -658,7 +655,8 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
   /* Patch embedding: the stride-p convolution is one product over the
    * flattened patches, then its bias and the position embeddings. */
   if (vit->patch_mxfp4)
-    npu_enc_matmul (task, &vit->patch_w, patches, np, xp, vit->precision);
+    npu_enc_matmul (task, &vit->patch_w, patches, np, xp,
+        vit->blocks.precision);
   else
     npu_enc_gemm_f32 (task, vit->patch_w32, dim, vit->patch_dim, patches, np,
         xp);
@@ -697,16 +695,16 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
    * the patches only (LLaVA selects rows 1..n_patches). */
   if (vit->projector == NPU_VIT_PROJECTOR_MLP) {
     /* mm.2 (GELU (mm.0 (x))): ggml_gelu whatever clip.use_gelu says */
-    npu_enc_matmul (task, &vit->mm0, xp, np, vit->proj, vit->precision);
+    npu_enc_matmul (task, &vit->mm0, xp, np, vit->proj, vit->blocks.precision);
     npu_enc_bias_act (task, vit->proj, np, vit->out_dim, vit->mm0_b,
         NPU_ENC_ACT_GELU);
-    npu_enc_matmul (task, &vit->mm2, vit->proj, np, out, vit->precision);
+    npu_enc_matmul (task, &vit->mm2, vit->proj, np, out, vit->blocks.precision);
     npu_enc_bias_act (task, out, np, vit->out_dim, vit->mm2_b,
         NPU_ENC_ACT_NONE);
   } else {
     pixel_shuffle (vit, xp, vit->proj);
     npu_enc_matmul (task, &vit->fc, vit->proj, vit->n_tokens, out,
-        vit->precision);
+        vit->blocks.precision);
   }
   return TRUE;
 }

@@ -18,7 +18,10 @@
 #include <core/npugguf.h>
 #include <core/nputokenizer.h>
 
-/* npullmsession.c's MEDIA_PLACEHOLDER */
+/* Marks where the media go in the user turn, so that the formatted prompt
+ * can be split there after the template is applied: the same technique
+ * and text as npullmsession.c's MEDIA_PLACEHOLDER, which is private there;
+ * any text a prompt cannot contain would do. */
 #define PLACEHOLDER "\x01media\x01"
 
 int

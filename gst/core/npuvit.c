@@ -14,8 +14,6 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK (npu - vit - error - quark, npu_vit_error);
-
 /* Anything larger than this many floats in one buffer is a broken file,
  * not a model: refuse it before allocating. */
 #define MAX_BUFFER_ELEMENTS ((guint64) 1 << 31)

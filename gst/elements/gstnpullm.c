@@ -958,7 +958,8 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
   /* ERRORS */
 open_failed:
   {
-    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, error);
+    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, "GGUF",
+        error);
     g_error_free (error);
     return FALSE;
   }

@@ -492,7 +492,7 @@ load_model (GstElement * element, const gchar * path, GstNpuWeights * weights)
   /* ERRORS */
 open_failed:
   {
-    gst_npu_element_post_model_open_error (element, path, error);
+    gst_npu_element_post_model_open_error (element, path, "GGUF", error);
     g_error_free (error);
     return FALSE;
   }

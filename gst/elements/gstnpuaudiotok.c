@@ -898,35 +898,6 @@ post_qos_drop (GstNpuAudioTok * self, GstClockTime ts, GstClockTime dur)
   gst_element_post_message (GST_ELEMENT (self), msg);
 }
 
-/* Cancels the oldest chunk that is not being encoded yet.  Called with
- * the lock held; returns TRUE if one was cancelled. */
-static gboolean
-cancel_oldest_locked (GstNpuAudioTok * self)
-{
-  GList *l;
-
-  for (l = self->pending.head; l;) {
-    NpuFence *fence = l->data;
-    GList *next = l->next;
-    gboolean done = npu_fence_is_signalled (fence), cancelled = FALSE;
-
-    if (!done) {
-      /* The job's destroy takes the lock: let go while cancelling. */
-      g_mutex_unlock (&self->lock);
-      cancelled = npu_queue_cancel (self->queue, fence);
-      g_mutex_lock (&self->lock);
-    }
-    if (done || cancelled) {
-      g_queue_delete_link (&self->pending, l);
-      npu_fence_unref (fence);
-      if (cancelled)
-        return TRUE;
-    }
-    l = next;
-  }
-  return FALSE;
-}
-
 /* Hands @chunk (taken) to the encoder and pushes its tokens. */
 static GstFlowReturn
 submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
@@ -964,7 +935,8 @@ submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
   }
   if (self->inflight >= max_inflight &&
       policy == GST_NPU_AUDIO_TOK_POLICY_DROP_OLDEST &&
-      cancel_oldest_locked (self)) {
+      gst_npu_element_cancel_oldest_locked (&self->pending,
+          &self->lock, self->queue)) {
     g_mutex_unlock (&self->lock);
     post_qos_drop (self, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
     g_mutex_lock (&self->lock);
@@ -1004,10 +976,7 @@ submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
       NULL, 0);
   gst_buffer_add_npu_fence_meta (outbuf, fence);
   g_mutex_lock (&self->lock);
-  while (!g_queue_is_empty (&self->pending) &&
-      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
-    npu_fence_unref (g_queue_pop_head (&self->pending));
-  g_queue_push_tail (&self->pending, fence);
+  gst_npu_element_push_fence_locked (&self->pending, fence);
   g_mutex_unlock (&self->lock);
   GST_DEBUG_OBJECT (self, "chunk %" GST_TIME_FORMAT " + %" GST_TIME_FORMAT,
       GST_TIME_ARGS (pts), GST_TIME_ARGS (dur));

@@ -704,35 +704,6 @@ post_qos_drop (GstNpuVisionTok * self, GstBuffer * buf)
     gst_event_unref (ev);
 }
 
-/* Cancels the oldest frame that is not being encoded yet.  Called with
- * the lock held; returns TRUE if one was cancelled. */
-static gboolean
-cancel_oldest_locked (GstNpuVisionTok * self)
-{
-  GList *l;
-
-  for (l = self->pending.head; l;) {
-    NpuFence *fence = l->data;
-    GList *next = l->next;
-    gboolean done = npu_fence_is_signalled (fence), cancelled = FALSE;
-
-    if (!done) {
-      /* The job's destroy takes the lock: let go while cancelling. */
-      g_mutex_unlock (&self->lock);
-      cancelled = npu_queue_cancel (self->queue, fence);
-      g_mutex_lock (&self->lock);
-    }
-    if (done || cancelled) {
-      g_queue_delete_link (&self->pending, l);
-      npu_fence_unref (fence);
-      if (cancelled)
-        return TRUE;
-    }
-    l = next;
-  }
-  return FALSE;
-}
-
 static void
 count_drop (GstNpuVisionTok * self, GstBuffer * buf)
 {
@@ -768,7 +739,8 @@ take_slot (GstNpuVisionTok * self, GstBuffer * buf, gboolean * dropped)
   }
   if (self->inflight >= max_inflight &&
       policy == GST_NPU_VISION_TOK_POLICY_DROP_OLDEST &&
-      cancel_oldest_locked (self)) {
+      gst_npu_element_cancel_oldest_locked (&self->pending,
+          &self->lock, self->queue)) {
     g_mutex_unlock (&self->lock);
     count_drop (self, buf);
     g_mutex_lock (&self->lock);
@@ -818,10 +790,7 @@ submit_job (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * outbuf)
 
   gst_buffer_add_npu_fence_meta (outbuf, fence);
   g_mutex_lock (&self->lock);
-  while (!g_queue_is_empty (&self->pending) &&
-      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
-    npu_fence_unref (g_queue_pop_head (&self->pending));
-  g_queue_push_tail (&self->pending, fence);
+  gst_npu_element_push_fence_locked (&self->pending, fence);
   g_mutex_unlock (&self->lock);
 }
 

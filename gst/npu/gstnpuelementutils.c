@@ -58,3 +58,60 @@ gst_npu_element_post_model_open_error (GstElement * element,
         ("Model file \"%s\" is not a usable %s file: %s", path, format,
             error->message), ("%s", error->message));
 }
+
+/**
+ * gst_npu_element_push_fence_locked:
+ * @pending: the fences of the submitted tasks, oldest first
+ * @fence: (transfer full): the fence of the task just submitted
+ *
+ * Appends @fence to @pending, first letting go of the signalled fences at
+ * its head.  Called with the lock that guards @pending held.
+ */
+void
+gst_npu_element_push_fence_locked (GQueue * pending, NpuFence * fence)
+{
+  while (!g_queue_is_empty (pending) &&
+      npu_fence_is_signalled (g_queue_peek_head (pending)))
+    npu_fence_unref (g_queue_pop_head (pending));
+  g_queue_push_tail (pending, fence);
+}
+
+/**
+ * gst_npu_element_cancel_oldest_locked:
+ * @pending: the fences of the tasks submitted to @queue, oldest first
+ * @lock: the lock that guards @pending, held by the caller
+ * @queue: the queue the tasks run on
+ *
+ * Cancels the oldest task of @pending that is not running yet, and lets go
+ * of the signalled ones before it.  @lock is released around each
+ * npu_queue_cancel(): a cancelled task's destroy function may take it.
+ *
+ * Returns: %TRUE if a task was cancelled
+ */
+gboolean
+gst_npu_element_cancel_oldest_locked (GQueue * pending, GMutex * lock,
+    NpuQueue * queue)
+{
+  GList *l;
+
+  for (l = pending->head; l;) {
+    NpuFence *fence = l->data;
+    GList *next = l->next;
+    gboolean done = npu_fence_is_signalled (fence), cancelled = FALSE;
+
+    if (!done) {
+      /* The job's destroy takes the lock: let go while cancelling. */
+      g_mutex_unlock (lock);
+      cancelled = npu_queue_cancel (queue, fence);
+      g_mutex_lock (lock);
+    }
+    if (done || cancelled) {
+      g_queue_delete_link (pending, l);
+      npu_fence_unref (fence);
+      if (cancelled)
+        return TRUE;
+    }
+    l = next;
+  }
+  return FALSE;
+}

@@ -4,7 +4,8 @@
  * Prints, on one thread and on every online CPU:
  *  - the CPU's int8 peak (a loop of independent vpdpbusd, 64 multiply-adds
  *    each, on x86 with AVX-512 VNNI) and F32 FMA peak (independent
- *    vfmadd231ps on zmm), in GOPS (2 operations per multiply-add), and on
+ *    vfmadd231ps on zmm) and int16 peak (vpdpwssd, 32 multiply-adds), in
+ *    GOPS (2 operations per multiply-add), and on
  *    x86 with AVX2 + FMA the F32 peak on ymm, the avx2 path's limit;
  *  - the GEMM of each precision (fast: int8 activations; accurate) on the
  *    shapes of a SigLIP-B encoder (196 patches x 768 -> 768, -> 3072, and
@@ -54,6 +55,28 @@ peak_int8_slice (gsize start, gsize end, guint worker, gpointer user_data)
   for (i = start; i < end; i++) {
     for (j = 0; j < 12; j++)
       a[j] = _mm512_dpbusd_epi32 (a[j], w, x);
+    __asm__ volatile ("":"+v" (w));
+  }
+  for (j = 1; j < 12; j++)
+    a[0] = _mm512_add_epi32 (a[0], a[j]);
+  peak_sink += (float) _mm512_reduce_add_epi32 (a[0]);
+}
+
+/* The same with vpdpwssd (32 int16 multiply-adds each): what an int16
+ * activation path could reach */
+__attribute__ ((target ("avx512f,avx512vnni")))
+static void
+peak_int16_slice (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  __m512i a[12], w = _mm512_set1_epi16 (3), x = _mm512_set1_epi16 (-2);
+  gsize i;
+  int j;
+
+  for (j = 0; j < 12; j++)
+    a[j] = _mm512_set1_epi32 (j);
+  for (i = start; i < end; i++) {
+    for (j = 0; j < 12; j++)
+      a[j] = _mm512_dpwssd_epi32 (a[j], w, x);
     __asm__ volatile ("":"+v" (w));
   }
   for (j = 1; j < 12; j++)
@@ -271,16 +294,22 @@ main (int argc, char **argv)
         && __builtin_cpu_supports ("avx512vnni")) {
       Work w8 = { peak_int8_slice, NULL, NULL, 0, NULL, 0, thread_counts[t] };
       Work wf = { peak_f32_slice, NULL, NULL, 0, NULL, 0, thread_counts[t] };
-      double pf = 0.0;
+      Work w16 = { peak_int16_slice, NULL, NULL, 0, NULL, 0,
+        thread_counts[t]
+      };
+      double pf = 0.0, p16 = 0.0;
 
       for (p = 0; p < passes; p++) {
         peak_int8 = MAX (peak_int8, 2.0 * 64 * 12 * PEAK_ITERS *
             thread_counts[t] / time_work (queue, &w8) / 1e9);
+        p16 = MAX (p16, 2.0 * 32 * 12 * PEAK_ITERS * thread_counts[t] /
+            time_work (queue, &w16) / 1e9);
         pf = MAX (pf, 2.0 * 16 * 12 * PEAK_ITERS * thread_counts[t] /
             time_work (queue, &wf) / 1e9);
       }
       printf ("int8 peak (vpdpbusd)                     %8.1f GOPS\n",
           peak_int8);
+      printf ("int16 peak (vpdpwssd)                    %8.1f GOPS\n", p16);
       printf ("F32 peak (vfmadd231ps)                   %8.1f GOPS\n", pf);
     }
     if (__builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma")) {

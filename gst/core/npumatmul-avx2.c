@@ -317,7 +317,8 @@ npu_q8_0_tile_avx2 (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
  * x 128 k (8 KiB) is decoded 8 rows at a time: vpgatherdd of 4 nibble
  * bytes per row, vpermps looks up the magnitude (it reads the low 3 bits
  * of each index), and the nibble's bit 3 is shifted into the sign.  Each
- * decoded weight then serves up to 192 activation rows.
+ * decoded weight then serves up to 240 activation rows (a column tile,
+ * npumatmul.c).
  */
 #define F32_PANEL_ROWS 16
 #define F32_PANEL_BLOCKS 4

@@ -46,7 +46,7 @@
 #                ggml_vec_dot_f16 runs it, which on a CPU with AVX512-FP16
 #                (llama.cpp built -march=native) accumulates in F16.
 #                Measured: llama.cpp 4.3e-4 from the float64 evaluation,
-#                ours 1.3e-7 (p = 16: k = 768, sgemm, F32 sums, 2.9e-7).
+#                ours 1.3e-7 (p = 16: k = 768, sgemm, F32 sums, 2.6e-7).
 #   gelu   1e-3  the same with GELU (the presets' clip.use_gelu, and the
 #                LLaVA projector's): ggml evaluates GELU and quick GELU
 #                through an F16 table (input rounded to F16, 2^-11

@@ -297,12 +297,12 @@ static GstIterator *gst_npu_llm_iterate_links (GstPad * pad,
     GstObject * parent);
 #endif
 
+/* The model file and what is asked of it. */
 static void
-install_properties (GObjectClass * gobject_class)
+install_prompt_properties (GObjectClass * gobject_class)
 {
   const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
   const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
-  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
 
   /**
    * GstNpuLlm:model:
@@ -345,6 +345,15 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_string ("chat-template", "Chat template",
           "auto, none, chatml, llama3, llama2, or a format with {system} "
           "and {prompt}", DEFAULT_CHAT_TEMPLATE, rw_ready));
+}
+
+/* How each next token is drawn. */
+static void
+install_sampling_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+  const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
+
   /**
    * GstNpuLlm:max-tokens:
    *
@@ -412,6 +421,15 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_uint64 ("seed", "Seed",
           "Sampler seed (same seed, same text)", 0, G_MAXUINT64,
           DEFAULT_SEED, rw_ready));
+}
+
+/* The KV cache and the compute: fixed once the element is READY. */
+static void
+install_engine_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+  const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
+
   /**
    * GstNpuLlm:context-length:
    *
@@ -432,6 +450,43 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw_ready));
+  /**
+   * GstNpuLlm:kv-type:
+   *
+   * How the KV cache stores keys and values: `f16` (default) takes half
+   * the memory of `f32`, `q8_0` (ggml's 8-bit blocks of 32) about a
+   * quarter and needs a head size that is a multiple of 32.  Attention
+   * reads the cache in this type; each stored value is off by at most
+   * 2^-11 of itself (f16) or 1/254 of the largest of its block (q8_0).
+   * docs/npullm.md gives the memory and the measured error of each.
+   */
+  g_object_class_install_property (gobject_class, PROP_KV_TYPE,
+      g_param_spec_enum ("kv-type", "KV cache type",
+          "Storage of the KV cache's keys and values",
+          GST_TYPE_NPU_LLM_KV_TYPE, DEFAULT_KV_TYPE, rw_ready));
+  /**
+   * GstNpuLlm:precision:
+   *
+   * Activations of the model's matrix products.  `fast` (default): int8,
+   * as llama.cpp (logits ~1 % of their range from a float64 evaluation of
+   * the same weights); `accurate`: at least about 16-bit activations (F32
+   * in AVX2 and AVX-512 prefill, int8 plus the int8 residual elsewhere; ~4e-5 of
+   * the range).  docs/npullm.md gives both bounds and what
+   * each costs in decode and prefill speed.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "Activations of the matrix products: fast (int8) or accurate "
+          "(~16 bits)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION, rw_ready));
+}
+
+/* How answers end, are cut into buffers and follow each other. */
+static void
+install_answer_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+  const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
+
   /**
    * GstNpuLlm:output:
    *
@@ -462,34 +517,6 @@ install_properties (GObjectClass * gobject_class)
           "(0 = until the next answer)", 0, G_MAXINT64,
           DEFAULT_CAPTION_DURATION, rw));
   /**
-   * GstNpuLlm:kv-type:
-   *
-   * How the KV cache stores keys and values: `f16` (default) takes half
-   * the memory of `f32`, `q8_0` (ggml's 8-bit blocks of 32) about a
-   * quarter and needs a head size that is a multiple of 32.  Attention
-   * reads the cache in this type; each stored value is off by at most
-   * 2^-11 of itself (f16) or 1/254 of the largest of its block (q8_0).
-   * docs/npullm.md gives the memory and the measured error of each.
-   */
-  g_object_class_install_property (gobject_class, PROP_KV_TYPE,
-      g_param_spec_enum ("kv-type", "KV cache type",
-          "Storage of the KV cache's keys and values",
-          GST_TYPE_NPU_LLM_KV_TYPE, DEFAULT_KV_TYPE, rw_ready));
-  /**
-   * GstNpuLlm:precision:
-   *
-   * Activations of the model's matrix products.  `fast` (default): int8,
-   * as llama.cpp (logits ~1 % of their range from a float64 evaluation of
-   * the same weights); `accurate`: at least about 16-bit activations (F32
-   * in AVX2 and AVX-512 prefill, int8 plus the int8 residual elsewhere; ~4e-5 of
-   * the range).  docs/npullm.md gives both bounds and what
-   * each costs in decode and prefill speed.
-   */
-  g_object_class_install_property (gobject_class, PROP_PRECISION,
-      g_param_spec_enum ("precision", "Precision",
-          "Activations of the matrix products: fast (int8) or accurate "
-          "(~16 bits)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION, rw_ready));
-  /**
    * GstNpuLlm:stop:
    *
    * Strings that end an answer, separated by '|'.  The model's own end of
@@ -516,6 +543,14 @@ install_properties (GObjectClass * gobject_class)
           "One conversation across answers (each answer goes on from the "
           "last, within the attention-sink window)", DEFAULT_KEEP_CONTEXT,
           rw | GST_PARAM_MUTABLE_PLAYING));
+}
+
+/* Read-only figures of the last answers. */
+static void
+install_statistics_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
   /**
    * GstNpuLlm:ttft-ms:
    *
@@ -560,6 +595,16 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_uint64 ("media-replaced", "Media replaced",
           "Media buffers replaced by newer ones before being answered", 0,
           G_MAXUINT64, 0, ro));
+}
+
+static void
+install_properties (GObjectClass * gobject_class)
+{
+  install_prompt_properties (gobject_class);
+  install_sampling_properties (gobject_class);
+  install_engine_properties (gobject_class);
+  install_answer_properties (gobject_class);
+  install_statistics_properties (gobject_class);
 }
 
 static void
@@ -915,7 +960,8 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
   /* ERRORS */
 open_failed:
   {
-    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, error);
+    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, "GGUF",
+        error);
     g_error_free (error);
     return FALSE;
   }

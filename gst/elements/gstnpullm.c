@@ -491,7 +491,9 @@ install_answer_properties (GObjectClass * gobject_class)
    * GstNpuLlm:output:
    *
    * How an answer is cut into buffers: a buffer per token as it comes,
-   * per sentence (cut at . ! ? or a newline), or the whole response.
+   * per sentence (cut at . ! ? or a newline; each a line of text: the
+   * sentence without the whitespace around it, then a newline), or the
+   * whole response.
    */
   g_object_class_install_property (gobject_class, PROP_OUTPUT,
       g_param_spec_enum ("output", "Output",
@@ -1184,6 +1186,33 @@ ends_sentence (const gchar * s, gsize len)
   return FALSE;
 }
 
+/* output=sentence: one sentence a buffer, as a line of text.  The space
+ * the model puts between sentences moves into a newline at the end, so
+ * that the buffers written one after the other (fdsink, filesink) read as
+ * one sentence a line, not run together; textoverlay does not draw the
+ * trailing newline.  Whitespace alone (a blank line of the answer) is no
+ * sentence. */
+static GstFlowReturn
+push_sentence (GstNpuLlm * self, Job * job, GString * pending)
+{
+  gsize start = 0, end = pending->len;
+  GstFlowReturn flow = GST_FLOW_OK;
+
+  while (start < end && g_ascii_isspace (pending->str[start]))
+    start++;
+  while (end > start && g_ascii_isspace (pending->str[end - 1]))
+    end--;
+  if (end > start) {
+    GString *line = g_string_new_len (pending->str + start, end - start);
+
+    g_string_append_c (line, '\n');
+    flow = push_text (self, job, line->str, line->len);
+    g_string_free (line, TRUE);
+  }
+  g_string_truncate (pending, 0);
+  return flow;
+}
+
 static gboolean
 emit_text (const gchar * text, gsize len, gpointer user_data)
 {
@@ -1194,11 +1223,8 @@ emit_text (const gchar * text, gsize len, gpointer user_data)
     ed->flow = push_text (ed->self, ed->job, text, len);
   } else {
     g_string_append_len (ed->pending, text, len);
-    if (ed->output == GST_NPU_LLM_OUTPUT_SENTENCE && ends_sentence (text, len)) {
-      ed->flow = push_text (ed->self, ed->job, ed->pending->str,
-          ed->pending->len);
-      g_string_truncate (ed->pending, 0);
-    }
+    if (ed->output == GST_NPU_LLM_OUTPUT_SENTENCE && ends_sentence (text, len))
+      ed->flow = push_sentence (ed->self, ed->job, ed->pending);
   }
   return ed->flow == GST_FLOW_OK;
 }
@@ -1249,7 +1275,11 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
           gst_structure_new ("npullm-stats", "ttft-ms", G_TYPE_DOUBLE, ttft,
               "prefill-tps", G_TYPE_DOUBLE, prefill, "decode-tps",
               G_TYPE_DOUBLE, decode, "prompt-tokens", G_TYPE_UINT,
-              st->n_prompt, "reused-tokens", G_TYPE_UINT, st->n_reused,
+              st->n_prompt, "reused-tokens", G_TYPE_UINT,
+              /* KV rows not evaluated again: the shared prompt prefix of
+               * a fresh answer, or the kept conversation (the two never
+               * both count) */
+              st->n_reused + st->n_context,
               "context-tokens", G_TYPE_UINT, st->n_context,
               "generated-tokens", G_TYPE_UINT,
               st->n_generated, "end", G_TYPE_STRING,
@@ -1423,6 +1453,9 @@ gst_npu_llm_loop (GstNpuLlm * self)
       n_media, emit_text, &ed, &st, &error);
   if (ok && ed.flow == GST_FLOW_OK && ed.output == GST_NPU_LLM_OUTPUT_CAPTION)
     ed.flow = emit_caption (self, job, ed.pending->str, ed.pending->len);
+  else if (ok && ed.flow == GST_FLOW_OK && ed.output ==
+      GST_NPU_LLM_OUTPUT_SENTENCE)
+    ed.flow = push_sentence (self, job, ed.pending);
   else if (ok && ed.flow == GST_FLOW_OK && ed.pending->len)
     ed.flow = push_text (self, job, ed.pending->str, ed.pending->len);
   g_string_free (ed.pending, TRUE);

@@ -606,7 +606,7 @@ session_conversation (const gchar * path, const gchar * const *prompts,
 /* keep-context=true: the element's answers are one conversation, the
  * session's (tests/unit/test-llmsession.c checks that against the core
  * fed the whole conversation), and npullm-stats says how many earlier
- * tokens the second answer attended to */
+ * tokens the second answer attended to, all of them reused */
 GST_START_TEST (test_keep_context)
 {
   const gchar *qs[] = { "first question", "second one" };
@@ -624,7 +624,7 @@ GST_START_TEST (test_keep_context)
   GstBus *bus = gst_element_get_bus (pipeline);
   GstMessage *msg;
   GstFlowReturn flow;
-  guint i, n_stats = 0, context[2] = { 0, 0 };
+  guint i, n_stats = 0, context[2] = { 0, 0 }, reused[2] = { 1, 1 };
 
   fail_if (g_str_equal (want, apart), "the conversation made no difference");
   g_object_set (sink, "signal-handoffs", TRUE, NULL);
@@ -646,14 +646,21 @@ GST_START_TEST (test_keep_context)
       gst_message_unref (msg);
       break;
     }
-    if (gst_structure_has_name (st, "npullm-stats") && n_stats < 2)
+    if (gst_structure_has_name (st, "npullm-stats") && n_stats < 2) {
       fail_unless (gst_structure_get_uint (st, "context-tokens",
-              &context[n_stats++]));
+              &context[n_stats]));
+      fail_unless (gst_structure_get_uint (st, "reused-tokens",
+              &reused[n_stats++]));
+    }
     gst_message_unref (msg);
   }
   fail_unless_equals_int (n_stats, 2);
   fail_unless_equals_int (context[0], 0);
   fail_unless (context[1] > 6, "context-tokens %u", context[1]);
+  /* the second answer evaluated none of the conversation again: its KV
+   * rows were all reused */
+  fail_unless_equals_int (reused[0], 0);
+  fail_unless_equals_int (reused[1], context[1]);
   fail_unless_equals_string (c.text->str, want);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   g_string_free (c.text, TRUE);
@@ -1348,6 +1355,31 @@ vision_rows (const gchar * desc)
   return rows;
 }
 
+/* @text's words (what whitespace separates), one space between them */
+static gchar *
+words_of (const gchar * text)
+{
+  gchar **w = g_strsplit_set (text, " \t\r\n", -1);
+  GString *out = g_string_new (NULL);
+  guint i;
+
+  for (i = 0; w[i]; i++)
+    if (*w[i])
+      g_string_append_printf (out, "%s%s", out->len ? " " : "", w[i]);
+  g_strfreev (w);
+  return g_string_free (out, FALSE);
+}
+
+static guint
+count_lines (const gchar * text)
+{
+  guint n = 0;
+
+  for (; *text; text++)
+    n += *text == '\n';
+  return n;
+}
+
 GST_START_TEST (test_caption_pipeline)
 {
   /* The captioning pipeline of docs/npullm.md, on a finite source whose
@@ -1384,10 +1416,26 @@ GST_START_TEST (test_caption_pipeline)
   got = run (desc, &c, NULL, &llm);
   g_object_get (llm, "n-answers", &n_answers, NULL);
   fail_unless (n_answers >= 1);
-  for (i = 0; i < n_answers; i++)
-    g_string_append (all, want);
-  fail_unless_equals_string (got, all->str);
-  /* output=sentence: at least one buffer per answer */
+  /* output=sentence: the answers' words, each sentence a line: written
+   * one after the other (as fdsink does) they read as text, the last
+   * sentence of an answer not run into the first of the next */
+  for (i = 0; i < n_answers; i++) {
+    gchar *words = words_of (want);
+
+    g_string_append_printf (all, "%s%s", i ? " " : "", words);
+    g_free (words);
+  }
+  {
+    gchar *got_words = words_of (got);
+
+    fail_unless_equals_string (got_words, all->str);
+    g_free (got_words);
+  }
+  fail_unless (g_str_has_suffix (got, "\n"), "\"%s\" is not lines", got);
+  fail_unless_equals_int (count_lines (got), c.n_buffers);
+  fail_if (strstr (got, " \n") || strstr (got, "\n "), "\"%s\": "
+      "whitespace around a sentence", got);
+  /* at least one buffer per answer */
   fail_unless (c.n_buffers >= n_answers, "%u buffers, %u answers",
       c.n_buffers, n_answers);
   gst_object_unref (llm);
@@ -1424,6 +1472,15 @@ on_caption (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
   g_array_append_val (captions, c);
 }
 
+/* The caption test's frames: few and small, for it runs under valgrind
+ * too (the model's answers, textoverlay and the PNG files dominate) */
+#define CAPTION_FONT "Sans 8"
+#define CAPTION_FRAMES 6
+#define CAPTION_W 160
+#define CAPTION_H 120
+#define CAPTION_CAPS "video/x-raw,format=NV12,width=160,height=120," \
+  "framerate=30/1"
+
 /* Frames as 8-bit luma, decoded from PNG files (multifilesrc @location)
  * or from any pipeline ending in appsink name=a */
 static GPtrArray *
@@ -1456,12 +1513,12 @@ grey_frames (const gchar * desc, const gchar * overlay_text)
     fail_unless (gst_video_info_from_caps (&info, gst_sample_get_caps
             (sample)));
     fail_unless (gst_video_frame_map (&f, &info, b, GST_MAP_READ));
-    grey = g_malloc (320 * 240);
-    for (y = 0; y < 240; y++)
-      memcpy (grey + y * 320, (guint8 *) GST_VIDEO_FRAME_PLANE_DATA (&f, 0) +
-          y * GST_VIDEO_FRAME_PLANE_STRIDE (&f, 0), 320);
+    grey = g_malloc (CAPTION_W * CAPTION_H);
+    for (y = 0; y < CAPTION_H; y++)
+      memcpy (grey + y * CAPTION_W, (guint8 *) GST_VIDEO_FRAME_PLANE_DATA (&f,
+              0) + y * GST_VIDEO_FRAME_PLANE_STRIDE (&f, 0), CAPTION_W);
     gst_video_frame_unmap (&f);
-    g_ptr_array_add (frames, g_bytes_new_take (grey, 320 * 240));
+    g_ptr_array_add (frames, g_bytes_new_take (grey, CAPTION_W * CAPTION_H));
     gst_sample_unref (sample);
   }
   gst_element_set_state (pipeline, GST_STATE_NULL);
@@ -1496,9 +1553,6 @@ count_different (GBytes * a, GBytes * b)
     d += ABS ((gint) pa[i] - (gint) pb[i]) > 24;
   return d;
 }
-
-#define CAPTION_FONT "Sans 14"
-#define CAPTION_FRAMES 12
 
 /* The caption pipeline of docs/npullm.md, not live, rendered to PNG files
  * (videotestsrc's black pattern under textoverlay): every frame from the
@@ -1536,14 +1590,17 @@ GST_START_TEST (test_captions_drawn)
             &error), "%s", error ? error->message : "");
   }
   desc = g_strdup_printf ("videotestsrc num-buffers=%d pattern=black ! "
-      "video/x-raw,format=NV12,width=320,height=240,framerate=30/1 ! "
-      "tee name=t t. ! queue ! npuvisiontok model=%s ! llm.vision "
+      CAPTION_CAPS " ! "
+      "tee name=t t. ! queue ! npuvisiontok model=%s precision=fast ! "
+      "llm.vision "
       "npullm name=llm model=%s prompt=\"One short caption.\" "
       "output=caption max-tokens=8 temperature=2 seed=1 ! "
       "text/x-raw,format=utf8 ! tee name=tt "
       "tt. ! queue ! ov.text_sink tt. ! queue ! fakesink name=sink "
-      "t. ! queue ! textoverlay name=ov font-desc=\"" CAPTION_FONT "\" ! "
-      "videoconvert ! pngenc ! multifilesink location=%s/frame-%%03d.png",
+      "t. ! queue ! textoverlay name=ov font-desc=\"" CAPTION_FONT "\" "
+      "auto-resize=false ! "
+      "videoconvert ! pngenc compression-level=1 ! "
+      "multifilesink location=%s/frame-%%03d.png",
       CAPTION_FRAMES, mm_path, text_path, dir);
   pipeline = gst_parse_launch (desc, NULL);
   fail_unless (pipeline != NULL);
@@ -1619,9 +1676,10 @@ GST_START_TEST (test_captions_drawn)
       while (len > 0 && (escaped[len - 1] == '\n' || escaped[len - 1] == '\r'))
         escaped[--len] = '\0';
       ref = grey_frames ("videotestsrc num-buffers=1 pattern=black ! "
-          "video/x-raw,format=NV12,width=320,height=240,framerate=30/1 ! "
-          "textoverlay name=ov font-desc=\"" CAPTION_FONT "\" ! "
-          "videoconvert ! pngenc ! pngdec ! videoconvert ! "
+          CAPTION_CAPS " ! "
+          "textoverlay name=ov font-desc=\"" CAPTION_FONT "\" "
+          "auto-resize=false ! videoconvert ! pngenc compression-level=1 ! "
+          "pngdec ! videoconvert ! "
           "video/x-raw,format=GRAY8 ! appsink name=a sync=false", escaped);
       fail_unless_equals_int (ref->len, 1);
       fail_unless (count_bright (g_ptr_array_index (ref, 0)) > 20,

@@ -76,19 +76,33 @@ t rk-memory-sync "$BIN/rk-memory" --sync
 t rk-fence "$BIN/rk-fence"
 
 # vivid camera into npuvisiontok, both dma-buf modes, on a generated model.
+# Each run writes its tokens to a file; the last test compares them with
+# those of the same frames as system memory.
 BUILD=${BIN%/tests/realkernel}
 GEN=$BUILD/tests/tools/npu-model-gen
 SYSPLUGINS=$(pkg-config --variable=pluginsdir gstreamer-1.0 2>/dev/null || echo /usr/lib/x86_64-linux-gnu/gstreamer-1.0)
-mkdir -p /tmp/rk-models
+TOK=/tmp/rk-tokens
+mkdir -p /tmp/rk-models "$TOK"
 setup generate-models bash -c "$GEN text --arch qwen2 --size tiny -o /tmp/rk-models/text.gguf && $GEN mmproj --for /tmp/rk-models/text.gguf --size tiny -o /tmp/rk-models/mmproj.gguf"
-t v4l2src-dmabuf-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf
-t v4l2src-dmabuf-import-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf-import
+DMABUF_RUNS=()
+vt() {  # vt NAME IO_MODE [dma-drm]: rk-visiontok, its tokens in $TOK/NAME.f32
+  local name=$1; shift
+  [ "$1" = mmap ] || DMABUF_RUNS+=("$name")
+  t "$name" "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf "$@" --tokens "$TOK/$name.f32"
+}
+vt v4l2src-dmabuf-npuvisiontok dmabuf
+vt v4l2src-dmabuf-import-npuvisiontok dmabuf-import
 # GStreamer 1.24+ (the Debian 13 leg): the same through DMA_DRM caps,
 # the form 1.24+ v4l2src offers first.
 if "$BIN/rk-visiontok" --has-dma-drm; then
-  t v4l2src-dmabuf-dma-drm-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf dma-drm
-  t v4l2src-dmabuf-import-dma-drm-npuvisiontok "$BIN/rk-visiontok" "$BUILD/gst/elements" "$SYSPLUGINS" /tmp/rk-models/mmproj.gguf dmabuf-import dma-drm
+  vt v4l2src-dmabuf-dma-drm-npuvisiontok dmabuf dma-drm
+  vt v4l2src-dmabuf-import-dma-drm-npuvisiontok dmabuf-import dma-drm
 fi
+# The same camera frames as system memory (io-mode=mmap, classic caps):
+# every dma-buf path's tokens must equal these, bit for bit (5 frames a
+# run: rk-visiontok.c's N_FRAMES).
+vt v4l2src-mmap-npuvisiontok mmap
+t visiontok-tokens-dmabuf-equal-system "$(dirname "$0")/rk-compare-tokens.sh" "$TOK" 5 v4l2src-mmap-npuvisiontok "${DMABUF_RUNS[@]}"
 # a WAV through the ALSA loopback into npuaudiotok, against filesrc
 setup modprobe-snd-aloop modprobe snd-aloop
 t alsasrc-npuaudiotok "$(dirname "$0")/rk-audiotok.sh" "$BUILD" "$SYSPLUGINS"

@@ -90,7 +90,7 @@ fi
 # The evidence, from the guest's own words: which exporter each dma-buf
 # came from, and the vgem fence's states as the kernel reports them.
 echo "realkernel: what the guest kernel reported:"
-grep -E 'has the line "exp_name|sync_file fd [0-9]+ name=.*(active|signalled)|the task ran, .* after the signal|has not run|VGEM_FENCE_SIGNAL|NPU_FENCE_ERROR_TIMEOUT|kprobe: dma_buf_ioctl|frames into npuvisiontok|io-mode=.*(dma-buf|copied|filled|place)' "$LOG" \
+grep -E 'has the line "exp_name|sync_file fd [0-9]+ name=.*(active|signalled)|the task ran, .* after the signal|has not run|VGEM_FENCE_SIGNAL|NPU_FENCE_ERROR_TIMEOUT|kprobe: dma_buf_ioctl|frames into npuvisiontok|io-mode=.*(dma-buf|copied|filled|place)|system-memory path|# reference: ' "$LOG" \
   | sed 's/^ *//; s/^/    /' | awk '!seen[$0]++' | head -n 40
 boot=$(awk '$1 == "boot" {print $2}' "$RES/times" 2>/dev/null)
 suite=$(awk '$1 == "boot" {b = $2} $1 == "suite" {printf "%.1f", $2 - b}' "$RES/times" 2>/dev/null)

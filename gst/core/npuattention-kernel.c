@@ -15,14 +15,14 @@
  * (2 threads).  Here up to four queries go through each row while it is in
  * registers, and the softmax's exponentials are vectorised too.
  *
- * Heads of up to 64 values (a multiple of 16; the common 64) take one pass
- * over the rows, sixteen at a time (attend_online()): the block's sixteen
- * scores of a query come out as one vector (the row products folded
- * together pairwise, 15 two-vector shuffles instead of a horizontal sum
- * per row), the softmax runs online (the running maximum rescales the
- * sums when it grows), and the block's value rows are added while its key
- * rows are still in cache.  Other heads take two passes (scores, then
- * values).
+ * With AVX-512, heads of up to 64 values (a multiple of 16; the common 64)
+ * take one pass over the rows, sixteen at a time (attend_online()): the
+ * block's sixteen scores of a query come out as one vector (the row
+ * products folded together pairwise, 15 two-vector shuffles instead of a
+ * horizontal sum per row), the softmax runs online (the running maximum
+ * rescales the sums when it grows), and the block's value rows are added
+ * while its key rows are still in cache.  Other heads and levels take two passes
+ * (scores, then values).
  *
  * Rows stored in F16 or Q8_0 (a KV cache of half or about a quarter the
  * bytes) are widened to F32 sixteen values at a time as they are loaded
@@ -672,9 +672,15 @@ attend_best (const NpuAttnSpan * sp, guint n_spans, guint hd,
     gsize q_stride, float scale, float *sc, gsize ss, float *o,
     gsize out_stride, const guint NQ, const NpuKvType T)
 {
+  /* Only where a vector is one register: with AVX2 (two ymm) and below,
+   * GCC splits the folds' two-vector shuffles into long sequences and the
+   * one pass measured slower than the two (bench-attention, avx2: F32
+   * 71 against 65 ms, Q8_0 103 against 81) */
+#if defined(__AVX512F__)
   if (hd % 16 == 0 && hd <= 64)
     attend_online_hd (sp, n_spans, hd, q_stride, scale, o, out_stride, NQ, T);
   else
+#endif
     attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, NQ, T);
 }
 

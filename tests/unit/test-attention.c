@@ -274,6 +274,25 @@ test_spread (void)
   g_rand_free (rand);
 }
 
+/* A decode at a long context: thousands of rows in 16-row blocks, so the
+ * running maximum of the one-pass softmax rises in many blocks after the
+ * first and every earlier sum is rescaled */
+static void
+test_long (void)
+{
+  static const Case cases[] = {
+    {64, 4, 2100, 5, 30.0f},
+    {64, 4, 2053, 3, 1.0f},
+    {32, 3, 2048, 1, 200.0f},
+  };
+  GRand *rand = g_rand_new_with_seed (14);
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (cases); i++)
+    run_case (&cases[i], rand);
+  g_rand_free (rand);
+}
+
 /* A NaN is not lost: in a key it makes that row's score NaN, and the
  * softmax (a vectorised exp that flushes tiny weights to 0 must not flush
  * it) then every output; in a value it reaches that column of every
@@ -431,6 +450,7 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/attention/shapes", test_shapes);
   g_test_add_func ("/attention/spread", test_spread);
+  g_test_add_func ("/attention/long", test_long);
   g_test_add_func ("/attention/nan", test_nan);
   g_test_add_func ("/attention/f16-encode", test_f16_encode);
   g_test_add_func ("/attention/q8_0-encode", test_q8_0_encode);

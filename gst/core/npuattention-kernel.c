@@ -1,0 +1,764 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: softmax attention of the query rows that share a key/value head
+ *
+ * Written with GCC's vector extensions, sixteen floats to a vector, and
+ * built once per x86 ISA level with its -m flags (meson.build; NPU_ATTN_ISA
+ * names the copy, npuattention.c picks one): one zmm per vector with
+ * AVX-512, two ymm with AVX2, four xmm otherwise or on NEON.
+ * Auto-vectorising the plain loops gave scalar code for the dot products
+ * and kept the output in memory.
+ *
+ * With grouped-query attention several query heads read the same key and
+ * value rows.  Taking them one by one read every row once per query head:
+ * at a depth of 2048 tokens the 1B llama's 4 query heads per KV head made
+ * the cache reads ~4x its size, and decode fell from 40 to 18 tokens/s
+ * (2 threads).  Here up to four queries go through each row while it is in
+ * registers, and the softmax's exponentials are vectorised too.
+ *
+ * With AVX-512, heads of up to 64 values (a multiple of 16; the common 64)
+ * take one pass over the rows, sixteen at a time (attend_online()): the
+ * block's sixteen scores of a query come out as one vector (the row
+ * products folded together pairwise, 15 two-vector shuffles instead of a
+ * horizontal sum per row), the softmax runs online (the running maximum
+ * rescales the sums when it grows), and the block's value rows are added
+ * while its key rows are still in cache.  Other heads and levels take two passes
+ * (scores, then values).
+ *
+ * Rows stored in F16 or Q8_0 (a KV cache of half or about a quarter the
+ * bytes) are widened to F32 sixteen values at a time as they are loaded
+ * (F16 by the CPU's conversion where the level has one): the cache is
+ * never copied wider.  Every function below takes the type as a constant,
+ * so each type gets its own loops.
+ */
+#include "npuattention-private.h"
+
+#include <math.h>
+#include <string.h>
+#if defined(__F16C__) || defined(__AVX2__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#ifndef NPU_ATTN_ISA
+#error "NPU_ATTN_ISA names the copy: build this file through meson.build"
+#endif
+#define KERNEL_NAME2(isa) npu_attention_rows_##isa
+#define KERNEL_NAME(isa) KERNEL_NAME2 (isa)
+
+typedef float v16sf __attribute__((vector_size (64)));
+typedef gint32 v16si __attribute__((vector_size (64)));
+typedef guint16 v16hu __attribute__((vector_size (32)));
+typedef gint8 v16qi __attribute__((vector_size (16)));
+
+/* The 64-byte vectors only pass between static inline functions of this
+ * file, never across an ABI boundary, so GCC's note that their calling
+ * convention differs with and without AVX-512 does not apply. */
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#define ALWAYS_INLINE inline __attribute__ ((always_inline))
+
+/* Queries per pass over the rows: 4 x 4 value accumulators of a 64-wide
+ * column chunk are 16 zmm, half the AVX-512 register file. */
+#define MAX_NQ 4
+
+/* Rows ahead to prefetch.  KV cache rows of one head are a few hundred
+ * bytes a few KiB apart (the other heads' columns between them), a stride
+ * the hardware prefetchers follow poorly. */
+#define PF_ROWS 8
+
+static ALWAYS_INLINE v16sf
+load16 (const float *p)
+{
+  v16sf v;
+
+  memcpy (&v, p, sizeof (v));
+  return v;
+}
+
+static ALWAYS_INLINE void
+store16 (float *p, v16sf v)
+{
+  memcpy (p, &v, sizeof (v));
+}
+
+/* Bytes of @n values stored as @T (npu_kv_row_bytes(), inlined) */
+static ALWAYS_INLINE gsize
+kv_bytes (gsize n, const NpuKvType T)
+{
+  if (T == NPU_KV_F16)
+    return n * 2;
+  if (T == NPU_KV_Q8_0)
+    return n / NPU_KV_Q8_0_BLOCK * NPU_KV_Q8_0_BYTES;
+  return n * 4;
+}
+
+static ALWAYS_INLINE const guint8 *
+kv_row (const void *base, gsize stride, gsize r, const NpuKvType T)
+{
+  return (const guint8 *) base + r * kv_bytes (stride, T);
+}
+
+static ALWAYS_INLINE void
+prefetch_row (const guint8 * p, guint n, const NpuKvType T)
+{
+  gsize c, b = kv_bytes (n, T);
+
+  for (c = 0; c < b; c += 64)
+    __builtin_prefetch (p + c);
+}
+
+/* IEEE binary16 to F32 (as npu_f16_to_f32()): the exponent and mantissa
+ * fields moved to F32's positions and rebiased by a multiplication by
+ * 2^112, exact for normal and subnormal halves; Inf and NaN get F32's
+ * all-ones exponent */
+static ALWAYS_INLINE v16sf
+half16 (const guint8 * p)
+{
+#if defined(__AVX512F__)
+  return (v16sf) _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) p));
+#elif defined(__F16C__)
+  __m256 lo = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) p));
+  __m256 hi = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p + 16)));
+  v16sf r;
+
+  memcpy (&r, &lo, sizeof (lo));
+  memcpy ((guint8 *) & r + sizeof (lo), &hi, sizeof (hi));
+  return r;
+#else
+  v16hu h;
+  v16si x, em, special;
+
+  memcpy (&h, p, sizeof (h));
+  x = __builtin_convertvector (h, v16si);
+  em = (x & 0x7fff) << 13;
+  special = (x & 0x7c00) == 0x7c00;
+  em = ((v16si) ((v16sf) em * 0x1p112f) & ~special) |
+      ((em | 0x7f800000) & special);
+  return (v16sf) (em | ((x & 0x8000) << 16));
+#endif
+}
+
+static ALWAYS_INLINE float
+half1 (const guint8 * p)
+{
+#if defined(__F16C__)
+  return _cvtsh_ss ((unsigned short) (p[0] | p[1] << 8));
+#else
+  guint32 x = p[0] | (guint32) p[1] << 8, em = (x & 0x7fff) << 13;
+  float f;
+
+  if ((x & 0x7c00) == 0x7c00)
+    em |= 0x7f800000;
+  else {
+    memcpy (&f, &em, 4);
+    f *= 0x1p112f;
+    memcpy (&em, &f, 4);
+  }
+  em |= (x & 0x8000) << 16;
+  memcpy (&f, &em, 4);
+  return f;
+#endif
+}
+
+/* Sixteen int8 as F32: vpmovsxbd where the level has it (GCC turned the
+ * generic conversion into a byte-by-byte shift sequence, which made a
+ * Q8_0 cache the slowest of the three at depth) */
+static ALWAYS_INLINE v16sf
+int8x16 (const guint8 * p)
+{
+#if defined(__AVX512F__)
+  return (v16sf)
+      _mm512_cvtepi32_ps (_mm512_cvtepi8_epi32 (_mm_loadu_si128 ((const
+                  __m128i *) p)));
+#elif defined(__AVX2__)
+  __m256 lo = _mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (_mm_loadl_epi64 ((const
+                  __m128i *) p)));
+  __m256 hi = _mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (_mm_loadl_epi64 ((const
+                  __m128i *) (p + 8))));
+  v16sf r;
+
+  memcpy (&r, &lo, sizeof (lo));
+  memcpy ((guint8 *) & r + sizeof (lo), &hi, sizeof (hi));
+  return r;
+#else
+  v16qi q;
+
+  memcpy (&q, p, sizeof (q));
+  return __builtin_convertvector (__builtin_convertvector (q, v16si), v16sf);
+#endif
+}
+
+/* Values [c, c + 16) of a row, c a multiple of 16 */
+static ALWAYS_INLINE v16sf
+load_kv16 (const guint8 * row, gsize c, const NpuKvType T)
+{
+  if (T == NPU_KV_F16)
+    return half16 (row + 2 * c);
+  if (T == NPU_KV_Q8_0) {
+    const guint8 *blk = row + c / NPU_KV_Q8_0_BLOCK * NPU_KV_Q8_0_BYTES;
+
+    return int8x16 (blk + 2 + c % NPU_KV_Q8_0_BLOCK) * half1 (blk);
+  }
+  return load16 ((const float *) row + c);
+}
+
+/* Value c of a row (the columns past the last multiple of 16) */
+static ALWAYS_INLINE float
+kv_at (const guint8 * row, gsize c, const NpuKvType T)
+{
+  if (T == NPU_KV_F16)
+    return half1 (row + 2 * c);
+  if (T == NPU_KV_Q8_0) {
+    const guint8 *blk = row + c / NPU_KV_Q8_0_BLOCK * NPU_KV_Q8_0_BYTES;
+
+    return half1 (blk) * (gint8) blk[2 + c % NPU_KV_Q8_0_BLOCK];
+  }
+  return ((const float *) row)[c];
+}
+
+static ALWAYS_INLINE float
+hsum16 (v16sf v)
+{
+  const v16si h8 = { 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7 };
+  const v16si h4 = { 4, 5, 6, 7, 0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15 };
+  const v16si h2 = { 2, 3, 0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+  const v16si h1 = { 1, 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+
+  v += __builtin_shuffle (v, h8);
+  v += __builtin_shuffle (v, h4);
+  v += __builtin_shuffle (v, h2);
+  v += __builtin_shuffle (v, h1);
+  return v[0];
+}
+
+/* e^x for x <= 0 (scores minus their maximum), within ~2 ulp of expf:
+ * x = n ln2 + r, |r| <= ln2 / 2, e^r by its degree-6 Taylor polynomial
+ * (truncation below 1.2e-7 relative), 2^n put into the exponent bits.
+ * Below -87.3 the result would be subnormal: it is flushed to 0, a weight
+ * of less than 2^-126 beside the maximum's 1.  A NaN stays NaN. */
+static ALWAYS_INLINE v16sf
+exp16 (v16sf x)
+{
+  const v16sf zero = { 0, }, lo = zero - 87.3f;
+  const v16si small = x < lo;   /* all ones where x < lo (never for NaN) */
+  v16sf n, r, p;
+  v16si e;
+
+  x = (v16sf) (((v16si) x & ~small) | ((v16si) lo & small));
+  n = x * 1.44269504088896341f;
+  /* round to nearest: the magic add works for |n| < 2^22 */
+  n = (n + 12582912.0f) - 12582912.0f;
+  r = x - n * 0.693145751953125f;       /* ln2's high part, exact product */
+  r = r - n * 1.42860682030941723e-6f;  /* and its low part */
+  p = r * (1.0f / 720.0f) + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  e = (__builtin_convertvector (n, v16si) + 127) << 23;
+  p *= (v16sf) e;
+  return (v16sf) ((v16si) p & ~small);
+}
+
+/* Softmax numerators of @m scores in place (minus @mx); returns their sum */
+static ALWAYS_INLINE float
+exp_row (float *s, guint m, float mx)
+{
+  v16sf acc = { 0, };
+  float sum = 0.0f;
+  guint j = 0;
+
+  for (; j + 16 <= m; j += 16) {
+    v16sf e = exp16 (load16 (s + j) - mx);
+
+    store16 (s + j, e);
+    acc += e;
+  }
+  if (j < m) {
+    float t[16];
+    guint i;
+
+    for (i = 0; i < 16; i++)
+      t[i] = j + i < m ? s[j + i] - mx : -INFINITY;
+    store16 (t, exp16 (load16 (t)));
+    for (i = 0; j + i < m; i++) {
+      s[j + i] = t[i];
+      sum += t[i];
+    }
+  }
+  return sum + hsum16 (acc);
+}
+
+/* scores_pass() for one span when the head is at most 64 wide and a
+ * multiple of 16 (the common 64): the queries stay in registers, so a row
+ * costs its own loads only */
+static ALWAYS_INLINE guint
+scores_span_short (const NpuAttnSpan * sp, guint hd, gsize q_stride,
+    float scale, float *scores, gsize ss, guint m, float *mx, const guint NQ,
+    const NpuKvType T)
+{
+  const v16sf zero = { 0, };
+  v16sf q0[MAX_NQ], q1[MAX_NQ], q2[MAX_NQ], q3[MAX_NQ];
+  guint r, i;
+
+  for (i = 0; i < NQ; i++) {
+    const float *q = sp->q + i * q_stride;
+
+    q0[i] = load16 (q);
+    q1[i] = hd > 16 ? load16 (q + 16) : zero;
+    q2[i] = hd > 32 ? load16 (q + 32) : zero;
+    q3[i] = hd > 48 ? load16 (q + 48) : zero;
+  }
+  for (r = 0; r < sp->n; r++, m++) {
+    const guint8 *k = kv_row (sp->k, sp->stride, r, T);
+    const v16sf k0 = load_kv16 (k, 0, T);
+    const v16sf k1 = hd > 16 ? load_kv16 (k, 16, T) : zero;
+    const v16sf k2 = hd > 32 ? load_kv16 (k, 32, T) : zero;
+    const v16sf k3 = hd > 48 ? load_kv16 (k, 48, T) : zero;
+
+    if (r + PF_ROWS < sp->n)
+      prefetch_row (kv_row (sp->k, sp->stride, r + PF_ROWS, T), hd, T);
+    for (i = 0; i < NQ; i++) {
+      float v = hsum16 (q0[i] * k0 + q1[i] * k1 + q2[i] * k2 +
+          q3[i] * k3) * scale;
+
+      scores[i * ss + m] = v;
+      mx[i] = MAX (mx[i], v);
+    }
+  }
+  return m;
+}
+
+/* Scores of NQ queries against every row, in @scores rows of @ss floats;
+ * the maximum of each query's row in @mx */
+static ALWAYS_INLINE void
+scores_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    gsize q_stride, float scale, float *scores, gsize ss, float *mx,
+    const guint NQ, const NpuKvType T)
+{
+  const guint hv = hd / 16 * 16;
+  guint s, r, i, c, m = 0;
+
+  for (i = 0; i < NQ; i++)
+    mx[i] = -INFINITY;
+  for (s = 0; s < n_spans; s++) {
+    const NpuAttnSpan *sp = &spans[s];
+
+    if (hv == hd && hd <= 64) {
+      m = scores_span_short (sp, hd, q_stride, scale, scores, ss, m, mx, NQ, T);
+      continue;
+    }
+    for (r = 0; r < sp->n; r++, m++) {
+      const guint8 *k = kv_row (sp->k, sp->stride, r, T);
+      v16sf acc[MAX_NQ];
+      float tail[MAX_NQ];
+
+      for (i = 0; i < NQ; i++) {
+        acc[i] = (v16sf) {
+        0,};
+        tail[i] = 0.0f;
+      }
+      for (c = 0; c < hv; c += 16) {
+        const v16sf kc = load_kv16 (k, c, T);
+
+        for (i = 0; i < NQ; i++)
+          acc[i] += load16 (sp->q + i * q_stride + c) * kc;
+      }
+      for (c = hv; c < hd; c++) {
+        const float kc = kv_at (k, c, T);
+
+        for (i = 0; i < NQ; i++)
+          tail[i] += sp->q[i * q_stride + c] * kc;
+      }
+      for (i = 0; i < NQ; i++) {
+        float v = (hsum16 (acc[i]) + tail[i]) * scale;
+
+        scores[i * ss + m] = v;
+        mx[i] = MAX (mx[i], v);
+      }
+    }
+  }
+}
+
+/* out_i = sum_j p_ij v_j / sum_i for NQ queries */
+static ALWAYS_INLINE void
+values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    const float *scores, gsize ss, const float *inv, float *out,
+    gsize out_stride, const guint NQ, const NpuKvType T)
+{
+  const guint hv = hd / 16 * 16;
+  guint s, r, i, j, d0, d;
+
+  /* 64 columns at a time, in accumulators that stay in registers over
+   * every row */
+  for (d0 = 0; d0 < hv; d0 += 64) {
+    const guint w = MIN (64, hv - d0);
+    v16sf a[MAX_NQ][4];
+
+    for (i = 0; i < NQ; i++)
+      a[i][0] = a[i][1] = a[i][2] = a[i][3] = (v16sf) {
+      0,};
+    j = 0;
+    for (s = 0; s < n_spans; s++) {
+      const NpuAttnSpan *sp = &spans[s];
+
+      for (r = 0; r < sp->n; r++, j++) {
+        const guint8 *v = kv_row (sp->v, sp->stride, r, T);
+        const v16sf v0 = load_kv16 (v, d0, T);
+
+        if (w > 48) {
+          const v16sf v1 = load_kv16 (v, d0 + 16, T);
+          const v16sf v2 = load_kv16 (v, d0 + 32, T);
+          const v16sf v3 = load_kv16 (v, d0 + 48, T);
+
+          for (i = 0; i < NQ; i++) {
+            const float p = scores[i * ss + j];
+
+            a[i][0] += p * v0;
+            a[i][1] += p * v1;
+            a[i][2] += p * v2;
+            a[i][3] += p * v3;
+          }
+        } else {
+          for (i = 0; i < NQ; i++) {
+            const float p = scores[i * ss + j];
+
+            a[i][0] += p * v0;
+            if (w > 16)
+              a[i][1] += p * load_kv16 (v, d0 + 16, T);
+            if (w > 32)
+              a[i][2] += p * load_kv16 (v, d0 + 32, T);
+          }
+        }
+      }
+    }
+    for (i = 0; i < NQ; i++) {
+      float *o = out + i * out_stride + d0;
+
+      store16 (o, a[i][0] * inv[i]);
+      if (w > 16)
+        store16 (o + 16, a[i][1] * inv[i]);
+      if (w > 32)
+        store16 (o + 32, a[i][2] * inv[i]);
+      if (w > 48)
+        store16 (o + 48, a[i][3] * inv[i]);
+    }
+  }
+  for (d = hv; d < hd; d++) {
+    for (i = 0; i < NQ; i++) {
+      float o = 0.0f;
+
+      j = 0;
+      for (s = 0; s < n_spans; s++)
+        for (r = 0; r < spans[s].n; r++, j++)
+          o += scores[i * ss + j] * kv_at (kv_row (spans[s].v,
+                  spans[s].stride, r, T), d, T);
+      out[i * out_stride + d] = o * inv[i];
+    }
+  }
+}
+
+static ALWAYS_INLINE void
+attend (const NpuAttnSpan * spans, guint n_spans, guint hd, gsize q_stride,
+    float scale, float *scores, gsize ss, float *out, gsize out_stride,
+    const guint NQ, const NpuKvType T)
+{
+  float mx[MAX_NQ], inv[MAX_NQ];
+  guint s, i, m = 0;
+
+  for (s = 0; s < n_spans; s++)
+    m += spans[s].n;
+  scores_pass (spans, n_spans, hd, q_stride, scale, scores, ss, mx, NQ, T);
+  for (i = 0; i < NQ; i++)
+    inv[i] = 1.0f / exp_row (scores + i * ss, m, mx[i]);
+  values_pass (spans, n_spans, hd, scores, ss, inv, out, out_stride, NQ, T);
+}
+
+/* ------------------------------------------------------------------------
+ * One pass, sixteen rows at a time (heads of 16, 32, 48 or 64 values)
+ */
+#define BLOCK 16
+
+/* Sum of each half (group of 8), quarter, eighth, pair of lanes of a and b
+ * side by side: folding two vectors that each hold the partial sums of
+ * 2^k rows gives one vector with half as many partials of 2^(k+1) rows,
+ * in row order.  Four levels turn the sixteen rows' product vectors into
+ * their sixteen dot products. */
+static const v16si fold_lo[4] = {
+  {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+  {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27},
+  {0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29},
+  {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30},
+};
+
+static const v16si fold_hi[4] = {
+  {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
+  {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31},
+  {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31},
+  {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31},
+};
+
+static ALWAYS_INLINE v16sf
+fold (v16sf a, v16sf b, const guint level)
+{
+  return __builtin_shuffle (a, b, fold_lo[level]) +
+      __builtin_shuffle (a, b, fold_hi[level]);
+}
+
+static ALWAYS_INLINE float
+hmax16 (v16sf v)
+{
+  float m = v[0];
+  guint i;
+
+  for (i = 1; i < 16; i++)
+    m = v[i] > m ? v[i] : m;
+  return m;
+}
+
+/* Scores of one query (its NC vectors @q, already scaled) against the
+ * sixteen F32 rows @kr[] */
+static ALWAYS_INLINE v16sf
+block_dots (const v16sf * q, const float *const *kr, const guint NC)
+{
+  v16sf l1[8], l2[4], l3[2];
+  guint r, c;
+
+  for (r = 0; r < BLOCK; r += 2) {
+    v16sf a = q[0] * load16 (kr[r]), b = q[0] * load16 (kr[r + 1]);
+
+    for (c = 1; c < NC; c++) {
+      a += q[c] * load16 (kr[r] + 16 * c);
+      b += q[c] * load16 (kr[r + 1] + 16 * c);
+    }
+    l1[r / 2] = fold (a, b, 0);
+  }
+  for (r = 0; r < 4; r++)
+    l2[r] = fold (l1[2 * r], l1[2 * r + 1], 1);
+  for (r = 0; r < 2; r++)
+    l3[r] = fold (l2[2 * r], l2[2 * r + 1], 2);
+  return fold (l3[0], l3[1], 3);
+}
+
+/* Softmax-weighted sums of NQ queries over every row of @spans, in one
+ * pass: per query the running maximum m, the sum of e^(s - m) (lanes of
+ * @l) and the value sums @acc (NC vectors), rescaled by e^(m_old - m)
+ * whenever a block raises m. */
+static ALWAYS_INLINE void
+attend_online (const NpuAttnSpan * spans, guint n_spans, gsize q_stride,
+    float scale, float *out, gsize out_stride, const guint NQ,
+    const guint NC, const NpuKvType T)
+{
+  const v16sf zero = { 0, };
+  v16sf q[MAX_NQ][4], acc[MAX_NQ][4], l[MAX_NQ];
+  float m[MAX_NQ], p[MAX_NQ][BLOCK] __attribute__((aligned (64)));
+  float kbuf[T == NPU_KV_F32 ? 1 : BLOCK][16 * NC]
+      __attribute__((aligned (64)));
+  const float *kr[BLOCK];
+  guint s, r, i, c;
+
+  for (i = 0; i < NQ; i++) {
+    for (c = 0; c < NC; c++) {
+      q[i][c] = load16 (spans[0].q + i * q_stride + 16 * c) * scale;
+      acc[i][c] = zero;
+    }
+    l[i] = zero;
+    m[i] = -INFINITY;
+  }
+  for (s = 0; s < n_spans; s++) {
+    const NpuAttnSpan *sp = &spans[s];
+    const gsize rb = kv_bytes (sp->stride, T);
+
+    /* the sinks' span may use other queries (npullm's rotation) */
+    if (s > 0 && sp->q != spans[s - 1].q)
+      for (i = 0; i < NQ; i++)
+        for (c = 0; c < NC; c++)
+          q[i][c] = load16 (sp->q + i * q_stride + 16 * c) * scale;
+
+    for (r = 0; r < sp->n; r += BLOCK) {
+      const guint nr = MIN (BLOCK, sp->n - r);
+      const guint8 *k = (const guint8 *) sp->k + r * rb;
+      const guint8 *v = (const guint8 *) sp->v + r * rb;
+      guint j;
+
+      /* the next block's rows, while this one computes */
+      if (r + BLOCK < sp->n) {
+        const guint np = MIN (BLOCK, sp->n - r - BLOCK);
+
+        for (j = 0; j < np; j++) {
+          prefetch_row (k + (BLOCK + j) * rb, 16 * NC, T);
+          prefetch_row (v + (BLOCK + j) * rb, 16 * NC, T);
+        }
+      }
+      /* rows past the span's end repeat its first (their scores are
+       * masked below) */
+      for (j = 0; j < BLOCK; j++) {
+        const guint8 *kj = k + (j < nr ? j : 0) * rb;
+
+        if (T == NPU_KV_F32) {
+          kr[j] = (const float *) kj;
+        } else {
+          for (c = 0; c < NC; c++)
+            store16 (kbuf[j] + 16 * c, load_kv16 (kj, 16 * c, T));
+          kr[j] = kbuf[j];
+        }
+      }
+      for (i = 0; i < NQ; i++) {
+        v16sf sc = block_dots (q[i], kr, NC), e;
+        float bm;
+
+        for (j = nr; j < BLOCK; j++)
+          sc[j] = -INFINITY;
+        bm = hmax16 (sc);
+        if (bm > m[i]) {
+          /* exp of a (-inf, 0] difference: e^-inf is 0 on the first block */
+          const float f = expf (m[i] - bm);
+
+          for (c = 0; c < NC; c++)
+            acc[i][c] *= f;
+          l[i] *= f;
+          m[i] = bm;
+        }
+        /* a NaN score stays NaN here, and so do the sums */
+        e = exp16 (sc - m[i]);
+        l[i] += e;
+        store16 (p[i], e);
+      }
+      for (j = 0; j < nr; j++) {
+        const guint8 *vj = v + j * rb;
+        v16sf vc[4];
+
+        for (c = 0; c < NC; c++)
+          vc[c] = load_kv16 (vj, 16 * c, T);
+        for (i = 0; i < NQ; i++)
+          for (c = 0; c < NC; c++)
+            acc[i][c] += p[i][j] * vc[c];
+      }
+    }
+  }
+  for (i = 0; i < NQ; i++) {
+    const float inv = 1.0f / hsum16 (l[i]);
+
+    for (c = 0; c < NC; c++)
+      store16 (out + i * out_stride + 16 * c, acc[i][c] * inv);
+  }
+}
+
+/* attend_online() for a head of @hd values (16, 32, 48 or 64) */
+static ALWAYS_INLINE void
+attend_online_hd (const NpuAttnSpan * sp, guint n_spans, guint hd,
+    gsize q_stride, float scale, float *o, gsize out_stride, const guint NQ,
+    const NpuKvType T)
+{
+  switch (hd) {
+    case 16:
+      attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, 1, T);
+      break;
+    case 32:
+      attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, 2, T);
+      break;
+    case 48:
+      attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, 3, T);
+      break;
+    default:
+      attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, 4, T);
+      break;
+  }
+}
+
+/* attend_online() where the head allows it, else the two passes */
+static ALWAYS_INLINE void
+attend_best (const NpuAttnSpan * sp, guint n_spans, guint hd,
+    gsize q_stride, float scale, float *sc, gsize ss, float *o,
+    gsize out_stride, const guint NQ, const NpuKvType T)
+{
+  /* Only where a vector is one register: with AVX2 (two ymm) and below,
+   * GCC splits the folds' two-vector shuffles into long sequences and the
+   * one pass measured slower than the two (bench-attention, avx2: F32
+   * 71 against 65 ms, Q8_0 103 against 81) */
+#if defined(__AVX512F__)
+  if (hd % 16 == 0 && hd <= 64)
+    attend_online_hd (sp, n_spans, hd, q_stride, scale, o, out_stride, NQ, T);
+  else
+#endif
+    attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, NQ, T);
+}
+
+/* One pass of up to MAX_NQ queries, over rows of type T */
+static ALWAYS_INLINE void
+attend_nq (const NpuAttnSpan * sp, guint n_spans, guint hd, gsize q_stride,
+    float scale, float *sc, gsize ss, float *o, gsize out_stride, guint nq,
+    const NpuKvType T)
+{
+  switch (nq) {
+    case 1:
+      attend_best (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 1,
+          T);
+      break;
+    case 2:
+      attend_best (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 2,
+          T);
+      break;
+    case 3:
+      attend_best (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 3,
+          T);
+      break;
+    default:
+      attend_best (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 4,
+          T);
+      break;
+  }
+}
+
+static ALWAYS_INLINE void
+attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    guint nq, gsize q_stride, float scale, float *scores, gsize ss,
+    float *out, gsize out_stride)
+{
+  const NpuKvType type = spans[0].type;
+  guint q0, s;
+
+  g_return_if_fail (n_spans >= 1 && n_spans <= NPU_ATTN_MAX_SPANS);
+  for (s = 1; s < n_spans; s++)
+    g_return_if_fail (spans[s].type == type);
+  g_return_if_fail (type != NPU_KV_Q8_0 || hd % NPU_KV_Q8_0_BLOCK == 0);
+
+  for (q0 = 0; q0 < nq; q0 += MAX_NQ) {
+    NpuAttnSpan sub[NPU_ATTN_MAX_SPANS];
+    const NpuAttnSpan *sp = spans;
+    float *sc = scores + q0 * ss, *o = out + q0 * out_stride;
+    guint k = MIN (nq - q0, MAX_NQ);
+
+    /* later passes: the same rows, the next queries */
+    if (q0 > 0) {
+      for (s = 0; s < n_spans; s++) {
+        sub[s] = spans[s];
+        sub[s].q += q0 * q_stride;
+      }
+      sp = sub;
+    }
+    switch (type) {
+      case NPU_KV_F16:
+        attend_nq (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, k,
+            NPU_KV_F16);
+        break;
+      case NPU_KV_Q8_0:
+        attend_nq (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, k,
+            NPU_KV_Q8_0);
+        break;
+      default:
+        attend_nq (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, k,
+            NPU_KV_F32);
+        break;
+    }
+  }
+}
+
+void
+KERNEL_NAME (NPU_ATTN_ISA) (const NpuAttnSpan * spans, guint n_spans,
+    guint hd, guint nq, gsize q_stride, float scale, float *scores, gsize ss,
+    float *out, gsize out_stride)
+{
+  attention_rows (spans, n_spans, hd, nq, q_stride, scale, scores, ss, out,
+      out_stride);
+}

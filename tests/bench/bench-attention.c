@@ -1,0 +1,175 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: the attention of one decoded token at a depth, in CPU time
+ *
+ * Decode at a depth D reads every layer's D cached key and value rows and
+ * does the attention's arithmetic over them; this times that part alone,
+ * shaped as the generated 1.1 B llama's (16 layers, 8 KV heads of 64, 4
+ * query heads each, rows of 512 values as npullm stores them), for each
+ * KV cache type.  The figure is the calling thread's CPU time
+ * (CLOCK_THREAD_CPUTIME_ID), which other jobs on a shared machine move far
+ * less than the wall time (printed beside it); the cache (16 x D rows) is
+ * larger than the L2, so the rows come from L3 or memory as in a decode.
+ *
+ * Usage: bench-attention [--depth D (2048)] [--reps N (20)]
+ *          [--kv-type f32,f16,q8_0 (all three)]
+ * Each figure is the best of N tokens' worth of calls, the types
+ * alternating in each repetition.
+ * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
+ */
+#include "core/npuattention.h"
+#include "core/npucpu.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define N_LAYER 16
+#define N_KV 8
+#define GQA 4
+#define HD 64
+#define KV_DIM (N_KV * HD)
+
+typedef struct
+{
+  NpuKvType type;
+  guint8 *k, *v;                /* N_LAYER x depth rows of KV_DIM values */
+  gsize row;                    /* bytes of a row */
+  double best_cpu, best_wall;
+} Cache;
+
+static double
+now (clockid_t clock)
+{
+  struct timespec ts;
+
+  clock_gettime (clock, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void
+cache_init (Cache * c, NpuKvType type, guint depth, GRand * rand)
+{
+  float x[KV_DIM];
+  gsize r, i;
+
+  c->type = type;
+  c->row = npu_kv_row_bytes (type, KV_DIM);
+  c->k = g_malloc ((gsize) N_LAYER * depth * c->row);
+  c->v = g_malloc ((gsize) N_LAYER * depth * c->row);
+  for (r = 0; r < (gsize) N_LAYER * depth; r++) {
+    for (i = 0; i < KV_DIM; i++)
+      x[i] = (float) g_rand_double_range (rand, -2.0, 2.0);
+    npu_kv_encode_row (type, x, KV_DIM, c->k + r * c->row);
+    for (i = 0; i < KV_DIM; i++)
+      x[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
+    npu_kv_encode_row (type, x, KV_DIM, c->v + r * c->row);
+  }
+  c->best_cpu = c->best_wall = INFINITY;
+}
+
+/* One token: every layer, every KV head with its GQA query heads */
+static void
+token (Cache * c, guint depth, const float *q, float *scores, float *out)
+{
+  gsize off = npu_kv_row_bytes (c->type, HD);
+  guint l, g;
+
+  for (l = 0; l < N_LAYER; l++) {
+    for (g = 0; g < N_KV; g++) {
+      gsize base = (gsize) l * depth * c->row + g * off;
+      NpuAttnSpan sp = { q + g * GQA * HD, c->k + base, c->v + base, KV_DIM,
+        depth, c->type
+      };
+
+      npu_attention_rows (&sp, 1, HD, GQA, HD, 0.125f, scores, depth,
+          out + g * GQA * HD, HD);
+    }
+  }
+}
+
+static gboolean
+parse_types (const gchar * arg, NpuKvType * types, guint * n)
+{
+  gchar **names = g_strsplit (arg, ",", -1);
+  gboolean ok = TRUE;
+  guint i;
+
+  *n = 0;
+  for (i = 0; names[i] && ok; i++) {
+    if (*n == 3 || !npu_kv_type_from_name (names[i], &types[(*n)++]))
+      ok = FALSE;
+  }
+  g_strfreev (names);
+  return ok && *n > 0;
+}
+
+int
+main (int argc, char **argv)
+{
+  NpuKvType types[3] = { NPU_KV_F32, NPU_KV_F16, NPU_KV_Q8_0 };
+  guint n_types = 3, depth = 2048, reps = 20, i, t, rep;
+  Cache caches[3];
+  float *q, *scores, *out;
+  GRand *rand;
+
+  for (i = 1; i < (guint) argc; i++) {
+    if (!strcmp (argv[i], "--depth") && i + 1 < (guint) argc)
+      depth = (guint) atoi (argv[++i]);
+    else if (!strcmp (argv[i], "--reps") && i + 1 < (guint) argc)
+      reps = (guint) atoi (argv[++i]);
+    else if (!strcmp (argv[i], "--kv-type") && i + 1 < (guint) argc) {
+      if (!parse_types (argv[++i], types, &n_types)) {
+        fprintf (stderr, "bench-attention: bad --kv-type %s\n", argv[i]);
+        return 1;
+      }
+    } else {
+      fprintf (stderr, "usage: bench-attention [--depth D] [--reps N] "
+          "[--kv-type f32,f16,q8_0]\n");
+      return 1;
+    }
+  }
+  if (depth < 1 || reps < 1) {
+    fprintf (stderr, "bench-attention: depth and reps must be >= 1\n");
+    return 1;
+  }
+
+  rand = g_rand_new_with_seed (1);
+  q = g_new (float, N_KV * GQA * HD);
+  out = g_new (float, N_KV * GQA * HD);
+  scores = g_new (float, (gsize) GQA * depth);
+  for (i = 0; i < N_KV * GQA * HD; i++)
+    q[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
+  for (t = 0; t < n_types; t++)
+    cache_init (&caches[t], types[t], depth, rand);
+
+  printf ("attention of one token at depth %u: %d layers x %d KV heads x %d "
+      "queries, head %d; kernels %s; best of %u\n", depth, N_LAYER, N_KV, GQA,
+      HD, npu_cpu_isa_name (npu_cpu_get_isa ()), reps);
+  for (rep = 0; rep < reps; rep++) {
+    for (t = 0; t < n_types; t++) {
+      Cache *c = &caches[t];
+      double c0 = now (CLOCK_THREAD_CPUTIME_ID), w0 = now (CLOCK_MONOTONIC);
+
+      token (c, depth, q, scores, out);
+      c->best_cpu = MIN (c->best_cpu, now (CLOCK_THREAD_CPUTIME_ID) - c0);
+      c->best_wall = MIN (c->best_wall, now (CLOCK_MONOTONIC) - w0);
+    }
+  }
+  for (t = 0; t < n_types; t++) {
+    Cache *c = &caches[t];
+    double mib = 2.0 * N_LAYER * depth * c->row / (1024.0 * 1024.0);
+
+    printf ("  %-5s %6.1f MiB read: %7.2f ms CPU (wall %7.2f ms), %5.2f GB/s"
+        "\n", npu_kv_type_name (c->type), mib, c->best_cpu * 1e3,
+        c->best_wall * 1e3, mib * 1048576.0 / c->best_cpu * 1e-9);
+    g_free (c->k);
+    g_free (c->v);
+  }
+  g_free (q);
+  g_free (out);
+  g_free (scores);
+  g_rand_free (rand);
+  return 0;
+}

@@ -255,6 +255,13 @@ gboolean npu_matmul_set_isa (const gchar * name);
 NPU_API
 gboolean npu_matmul_set_gemm_panels (gboolean panels);
 
+/* For tests and benchmarks: a one-token GEMV on a path with a GEMV kernel
+ * (avx512) reads its rows as @streams (1, 2, 4 or 8) sequential runs side
+ * by side; 8 by default.  Returns the previous count.  Not thread-safe
+ * against concurrent multiplications. */
+NPU_API
+guint npu_matmul_set_gemv_streams (guint streams);
+
 G_END_DECLS
 
 #endif /* __NPU_MATMUL_H__ */

@@ -463,6 +463,107 @@ npu_mxfp4_gemv_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
 }
 
 /* ------------------------------------------------------------------------
+ * The activation quantiser of the MXFP4 kernels (npumatmul-private.h's
+ * group layout), one block of 32 in two zmm: the same operations as
+ * npumatmul.c's quantize_block() (d = max|x| / 127 and x / d correctly
+ * rounded, then rounded to the nearest integer, ties to even), so the same
+ * codes, 16 elements at a time.  A decode step quantises every matrix's
+ * activations on one thread, between the parallel products.
+ */
+
+/* Codes of the block @a0, @a1 (elements 0..15, 16..31); returns its
+ * scale as quantize_block() does: NaN if the block is not finite (codes
+ * 0), 0 if it is all zero */
+static ALWAYS_INLINE float
+quantize_block16 (__m512 a0, __m512 a1, __m512i * q0, __m512i * q1)
+{
+  const __m512 amax = _mm512_max_ps (_mm512_abs_ps (a0), _mm512_abs_ps (a1));
+  /* not finite: a NaN (unordered) or an Inf (above the largest float) */
+  const __mmask16 bad = _mm512_cmp_ps_mask (_mm512_abs_ps (a0),
+      _mm512_set1_ps (G_MAXFLOAT), _CMP_NLE_UQ) |
+      _mm512_cmp_ps_mask (_mm512_abs_ps (a1), _mm512_set1_ps (G_MAXFLOAT),
+      _CMP_NLE_UQ);
+  const float m = _mm512_reduce_max_ps (amax);
+  __m512 vd;
+  float d;
+
+  if (bad || m == 0.0f) {
+    *q0 = *q1 = _mm512_setzero_si512 ();
+    return bad ? NAN : 0.0f;
+  }
+  d = m / 127.0f;
+  vd = _mm512_set1_ps (d);
+  *q0 = _mm512_cvtps_epi32 (_mm512_div_ps (a0, vd));
+  *q1 = _mm512_cvtps_epi32 (_mm512_div_ps (a1, vd));
+  return d;
+}
+
+/* Block @i of the group at @grp: its codes, correction and scale */
+static ALWAYS_INLINE void
+store_block (guint8 * grp, int i, __m512i q0, __m512i q1, float d)
+{
+  const gint32 qsum = _mm512_reduce_add_epi32 (_mm512_add_epi32 (q0, q1));
+  gint32 *corr = (gint32 *) (grp + 128);
+  float *dx = (float *) (grp + 192);
+  int j;
+
+  _mm_store_si128 ((__m128i *) (grp + 16 * i), _mm512_cvtepi32_epi8 (q0));
+  _mm_store_si128 ((__m128i *) (grp + 64 + 16 * i), _mm512_cvtepi32_epi8 (q1));
+  for (j = 0; j < 4; j++) {
+    corr[4 * i + j] = -3 * qsum;
+    dx[4 * i + j] = d * 0.5f;
+  }
+}
+
+void
+npu_quantize_row_avx512 (const float *x, gsize nb, gsize n_groups,
+    guint8 * dst, guint8 * dst_residual)
+{
+  gsize g;
+  int i;
+
+  for (g = 0; g < n_groups; g++) {
+    guint8 *grp = dst + g * NPU_Q8_GROUP_BYTES;
+    guint8 *grp_r = dst_residual ? dst_residual + g * NPU_Q8_GROUP_BYTES : NULL;
+
+    for (i = 0; i < 4; i++) {
+      const gsize b = g * 4 + i;
+      __m512 a0, a1;
+      __m512i q0, q1;
+      float d;
+
+      if (b >= nb) {
+        /* padding: zero codes against zero weights */
+        store_block (grp, i, _mm512_setzero_si512 (), _mm512_setzero_si512 (),
+            0.0f);
+        if (grp_r)
+          store_block (grp_r, i, _mm512_setzero_si512 (),
+              _mm512_setzero_si512 (), 0.0f);
+        continue;
+      }
+      a0 = _mm512_loadu_ps (x + 32 * b);
+      a1 = _mm512_loadu_ps (x + 32 * b + 16);
+      d = quantize_block16 (a0, a1, &q0, &q1);
+      store_block (grp, i, q0, q1, d);
+      if (grp_r) {
+        /* x - d q with one rounding (an FMA), where npumatmul.c's
+         * residual_row() rounds the product and the difference: at least
+         * as close, within npumatmul.h's 2^-16 for this rounding.  A
+         * block that is not finite keeps its values. */
+        if (isfinite (d)) {
+          const __m512 vd = _mm512_set1_ps (d);
+
+          a0 = _mm512_fnmadd_ps (vd, _mm512_cvtepi32_ps (q0), a0);
+          a1 = _mm512_fnmadd_ps (vd, _mm512_cvtepi32_ps (q1), a1);
+        }
+        d = quantize_block16 (a0, a1, &q0, &q1);
+        store_block (grp_r, i, q0, q1, d);
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
  * Q8_0 weights
  */
 

@@ -456,6 +456,9 @@ struct _MatmulJob
   NpuMxfp4Gemm8TileFunc mxfp4_gemm8_tile;
   /* the one-token GEMV kernel, where this path has one */
   NpuMxfp4GemvFunc mxfp4_gemv;
+  /* the path's own MXFP4 activation quantiser, where it has one */
+  void (*quantize_row_simd) (const float *x, gsize nb, gsize n_groups,
+      guint8 * dst, guint8 * dst_residual);
   NpuQ8Rows xr;
   guint8 *gemm8_scratch;        /* one NPU_GEMM8_SCRATCH per worker */
   const NpuBlockQ8_0 *q8_0;
@@ -590,7 +593,15 @@ quantize_slice (gsize start, gsize end, guint worker, gpointer data)
   for (c = start; c < end; c++) {
     const float *x = job->x + c * job->nb * 32;
 
-    if (job->accurate) {
+    if (job->quantize_row_simd) {
+      if (job->accurate)
+        job->quantize_row_simd (x, job->nb, job->xq.n_groups,
+            job->xq.data + 2 * c * job->xq.row_stride,
+            job->xq.data + (2 * c + 1) * job->xq.row_stride);
+      else
+        job->quantize_row_simd (x, job->nb, job->xq.n_groups,
+            job->xq.data + c * job->xq.row_stride, NULL);
+    } else if (job->accurate) {
       float *r = job->resid + (gsize) worker * job->nb * 32;
 
       job->format->quantize_row (x, job->nb, job->xq.n_groups,
@@ -994,6 +1005,10 @@ mxfp4_job_init (MatmulJob * job, const NpuMxfp4Matrix * w, const float *x,
   job->mxfp4_f32_tile = current_f32_tile_func ();
   job->mxfp4_gemm8_tile = current_gemm8_tile_func ();
   job->mxfp4_gemv = current_gemv_func ();
+#if defined(__x86_64__)
+  if (current_isa == ISA_AVX512)
+    job->quantize_row_simd = npu_quantize_row_avx512;
+#endif
   job->rows = w->rows;
   job->nb = w->n_blocks;
   job->x = x;

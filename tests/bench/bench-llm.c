@@ -20,7 +20,7 @@
  * Usage: bench-llm [model.gguf] [--passes N (3)] [--decode N (32)]
  *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
  *          [--kv-type f16,f32,q8_0 (f16)] [--precision fast,accurate (fast)]
- *          [--depth D1,D2,... (none)] [--reuse P]
+ *          [--depth D1,D2,... (none)] [--reuse P] [--gemv-streams 1,2,4,8]
  * --depth decodes at each depth in turn after the prefill (the context
  * truncated back to D tokens, D <= the prefill, then N tokens decoded from
  * there, so each figure's tokens sit at D .. D + N): with --prefill 2048
@@ -36,6 +36,10 @@
  * each pass then runs prefill and decode with each combination in turn
  * (alternating, so a noisy machine hurts them alike) and prints them side
  * by side.
+ * --gemv-streams S1,S2,...: each pass runs every configuration above with
+ * the one-token GEMV reading its rows as S1, then S2, ... sequential
+ * streams (npu_matmul_set_gemv_streams(), avx512; default: the library's
+ * 8), printed side by side.
  * --threads N runs on N threads only (default: 1, then every online CPU).
  * --in-place reads MXFP4 weights from the file mapping in ggml's layout
  * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).

@@ -20,6 +20,11 @@
  * their ratio ("rel", the figure judged) and max |diff| over the
  * reference's rms.  With --tol the last line is "PASS" or "FAIL" (rel
  * above REL), and the exit status 1 on FAIL.
+ * --f64 also evaluates the test suite's double-precision reference of
+ * the encoder (tests/reference/npurefvit.h, exact F32 weights in double,
+ * no int8 activations) on the same patches, and prints both sides against
+ * it, "f64 ours:" and, with --reference, "f64 ref:" (the same figures as
+ * "compare:"): when the two runtimes differ, this says which one is off.
  * NPU_CPU_ISA=scalar gives exact F32 products (no int8 activations).
  * Compute core only: GLib, no GStreamer types.
  */
@@ -35,6 +40,7 @@
 #include "core/npuvit.h"
 #include "core/npumatmul.h"
 #include "tests/npucompare.h"
+#include "tests/reference/npurefvit.h"
 
 typedef struct
 {
@@ -47,6 +53,7 @@ typedef struct
 static gchar *opt_image = NULL, *opt_out = NULL, *opt_reference = NULL;
 static gint opt_threads = 1, opt_repeat = 1;
 static gdouble opt_tol = -1.0;
+static gboolean opt_f64 = FALSE;
 
 static GOptionEntry entries[] = {
   {"image", 0, 0, G_OPTION_ARG_FILENAME, &opt_image,
@@ -60,6 +67,8 @@ static GOptionEntry entries[] = {
       "Compare with another runtime's embeddings", "FILE"},
   {"tol", 0, 0, G_OPTION_ARG_DOUBLE, &opt_tol,
       "Relative tolerance (max |diff| / range) for PASS/FAIL", "REL"},
+  {"f64", 0, 0, G_OPTION_ARG_NONE, &opt_f64,
+      "Compare ours (and the reference) with a float64 evaluation", NULL},
   {NULL}
 };
 
@@ -102,6 +111,53 @@ compare (const float *a, const float *b, gsize n, gdouble tol)
   }
   printf ("PASS (rel %.3e <= %.1e)\n", rel, tol);
   return TRUE;
+}
+
+/* "f64 WHO:" max |a - ref| / range (ref) against the float64 evaluation */
+static void
+compare_f64 (const gchar * who, const float *a, const double *ref, gsize n)
+{
+  gdouble d = 0, lo = ref[0], hi = ref[0];
+  gsize i, worst = 0;
+
+  for (i = 0; i < n; i++) {
+    gdouble e = fabs (a[i] - ref[i]);
+
+    /* !(e <= d): a NaN is the worst difference */
+    if (!(e <= d)) {
+      d = e;
+      worst = i;
+    }
+    lo = MIN (lo, ref[i]);
+    hi = MAX (hi, ref[i]);
+  }
+  printf ("f64 %s: max|diff| %.3e (at %" G_GSIZE_FORMAT ": %.6g, f64 %.6g), "
+      "rel %.3e\n", who, d, worst, a[worst], ref[worst],
+      hi > lo ? d / (hi - lo) : d);
+}
+
+/* The test suite's double-precision encoder on @patches (float64 inputs,
+ * exact weights), into a new array of n_tokens x out_dim */
+static double *
+encode_f64 (const gchar * path, const float *patches, gsize n_in,
+    gsize n_out, GError ** error)
+{
+  NpuGguf *g = npu_gguf_open (path, error);
+  NpuRefLookup lk = { 0, };
+  double *pd, *ref;
+  gsize i;
+
+  if (!g)
+    return NULL;
+  lk.gguf = g;
+  pd = g_new (double, n_in);
+  for (i = 0; i < n_in; i++)
+    pd[i] = patches[i];
+  ref = g_new (double, n_out);
+  npu_ref_vit_encode (&lk, pd, FALSE, ref);
+  g_free (pd);
+  npu_gguf_free (g);
+  return ref;
 }
 
 /* HWC pixels to n_patches rows of c * p * p + y * p + x */
@@ -210,20 +266,35 @@ main (int argc, char **argv)
   }
   ret = 0;
 
-  if (opt_reference) {
-    gchar *ref;
+  if (opt_reference || opt_f64) {
+    gchar *ref = NULL;
     gsize ref_len;
 
-    if (!g_file_get_contents (opt_reference, &ref, &ref_len, &error))
+    double *f64 = NULL;
+
+    if (opt_reference &&
+        !g_file_get_contents (opt_reference, &ref, &ref_len, &error))
       goto out;
-    if (ref_len != n_out * sizeof (float)) {
+    if (ref && ref_len != n_out * sizeof (float)) {
       g_set_error (&error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
           "'%s' has %" G_GSIZE_FORMAT " bytes, not %u x %u floats",
           opt_reference, ref_len, n_tokens, out_dim);
       g_free (ref);
       goto out;
     }
-    if (!compare (out, (const float *) ref, n_out, opt_tol))
+    if (opt_f64) {
+      f64 = encode_f64 (argv[1], patches, (gsize) side * side * 3, n_out,
+          &error);
+      if (!f64) {
+        g_free (ref);
+        goto out;
+      }
+      compare_f64 ("ours", out, f64, n_out);
+      if (ref)
+        compare_f64 ("ref", (const float *) ref, f64, n_out);
+      g_free (f64);
+    }
+    if (ref && !compare (out, (const float *) ref, n_out, opt_tol))
       ret = 1;
     g_free (ref);
   }

@@ -32,7 +32,6 @@
 #include "config.h"
 #endif
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -41,6 +40,7 @@
 #include "core/npumatmul.h"
 #include "tests/npucompare.h"
 #include "tests/reference/npurefvit.h"
+#include "npuencodetool.h"
 
 typedef struct
 {
@@ -50,19 +50,11 @@ typedef struct
   gint64 us;                    /* npu_vit_encode()'s time */
 } Job;
 
-static gchar *opt_image = NULL, *opt_out = NULL, *opt_reference = NULL;
-static gint opt_threads = 1, opt_repeat = 1;
+static gchar *opt_reference = NULL;
 static gdouble opt_tol = -1.0;
 static gboolean opt_f64 = FALSE;
 
-static GOptionEntry entries[] = {
-  {"image", 0, 0, G_OPTION_ARG_FILENAME, &opt_image,
-      "Normalised S x S x 3 F32 image (S = the file's image size)", "FILE"},
-  {"output", 'o', 0, G_OPTION_ARG_FILENAME, &opt_out,
-      "Write the embeddings (n_tokens x out_dim F32) to FILE", "FILE"},
-  {"threads", 't', 0, G_OPTION_ARG_INT, &opt_threads, "Threads (1)", "T"},
-  {"repeat", 0, 0, G_OPTION_ARG_INT, &opt_repeat,
-      "Encodes; the best time is printed (1)", "N"},
+static const GOptionEntry entries[] = {
   {"reference", 0, 0, G_OPTION_ARG_FILENAME, &opt_reference,
       "Compare with another runtime's embeddings", "FILE"},
   {"tol", 0, 0, G_OPTION_ARG_DOUBLE, &opt_tol,
@@ -180,46 +172,33 @@ patchify (const float *img, guint side, guint p)
 int
 main (int argc, char **argv)
 {
-  GOptionContext *octx;
+  NpuEncodeToolOptions opts;
   GError *error = NULL;
   NpuVit *vit = NULL;
-  NpuDevice *device = NULL;
-  NpuQueue *queue = NULL;
   gchar *img = NULL;
   float *patches = NULL, *out = NULL;
   gsize len, n_out;
   guint side, n_tokens, out_dim;
   gint64 best = -1;
-  gint i;
+  Job job = { 0, };
   int ret = 1;
 
-  octx = g_option_context_new ("MMPROJ.gguf - encode one image with the "
-      "core's vision encoder");
-  g_option_context_add_main_entries (octx, entries, NULL);
-  if (!g_option_context_parse (octx, &argc, &argv, &error) || argc != 2
-      || !opt_image) {
-    g_printerr ("%s\n", error ? error->message :
-        "give one MMPROJ.gguf and --image");
-    g_clear_error (&error);
-    g_option_context_free (octx);
+  if (!npu_encode_tool_parse (&opts, &argc, &argv, "MMPROJ.gguf - encode "
+          "one image with the core's vision encoder", "image",
+          "Normalised S x S x 3 F32 image (S = the file's image size)",
+          entries))
     return 2;
-  }
-  g_option_context_free (octx);
-  if (opt_threads < 1 || opt_repeat < 1) {
-    g_printerr ("--threads and --repeat must be positive\n");
-    return 2;
-  }
 
-  vit = npu_vit_new_from_file (argv[1], &error);
+  vit = npu_vit_new_from_file (opts.model, &error);
   if (!vit)
     goto out;
   side = npu_vit_get_image_size (vit);
-  if (!g_file_get_contents (opt_image, &img, &len, &error))
+  if (!g_file_get_contents (opts.input, &img, &len, &error))
     goto out;
   if (len != (gsize) side * side * 3 * sizeof (float)) {
     g_set_error (&error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
         "'%s' has %" G_GSIZE_FORMAT " bytes, not %u x %u x 3 floats",
-        opt_image, len, side, side);
+        opts.input, len, side, side);
     goto out;
   }
   /* floats as stored: the machine is little-endian (x86-64, aarch64) */
@@ -230,40 +209,18 @@ main (int argc, char **argv)
   n_out = (gsize) n_tokens * out_dim;
   out = g_new (float, n_out);
 
-  device = npu_device_new_cpu (opt_threads);
-  queue = npu_queue_new (device, "npu-vit-encode");
-  for (i = 0; i < opt_repeat; i++) {
-    Job job = { vit, patches, out, 0 };
-    NpuFence *fence = npu_queue_submit (queue, job_task, &job, NULL, NULL, 0);
-    gboolean ok = npu_fence_wait (fence, -1, &error);
-
-    npu_fence_unref (fence);
-    if (!ok)
-      goto out;
-    if (best < 0 || job.us < best)
-      best = job.us;
-  }
-  printf ("model: %s (%u blocks, dim %u, %s), kernels %s\n", argv[1],
+  job.vit = vit;
+  job.patches = patches;
+  job.out = out;
+  if (!npu_encode_tool_run (&opts, "npu-vit-encode", job_task, &job, &job.us,
+          &best, &error))
+    goto out;
+  printf ("model: %s (%u blocks, dim %u, %s), kernels %s\n", opts.model,
       npu_vit_get_n_layers (vit), npu_vit_get_dim (vit),
       npu_vit_get_projector (vit) == NPU_VIT_PROJECTOR_MLP ? "mlp" :
       "idefics3", npu_matmul_get_isa ());
-  printf ("tokens: %u\n", n_tokens);
-  printf ("embd: %u\n", out_dim);
-  printf ("encode: %.1f ms (best of %d, %d thread%s)\n", best / 1000.0,
-      opt_repeat, opt_threads, opt_threads > 1 ? "s" : "");
-
-  if (opt_out) {
-    FILE *f = fopen (opt_out, "wb");
-    gboolean ok = f && fwrite (out, sizeof (float), n_out, f) == n_out;
-
-    if (f && fclose (f) != 0)
-      ok = FALSE;
-    if (!ok) {
-      g_set_error (&error, G_FILE_ERROR, g_file_error_from_errno (errno),
-          "cannot write '%s'", opt_out);
-      goto out;
-    }
-  }
+  if (!npu_encode_tool_report (&opts, out, n_tokens, out_dim, best, &error))
+    goto out;
   ret = 0;
 
   if (opt_reference || opt_f64) {
@@ -283,7 +240,7 @@ main (int argc, char **argv)
       goto out;
     }
     if (opt_f64) {
-      f64 = encode_f64 (argv[1], patches, (gsize) side * side * 3, n_out,
+      f64 = encode_f64 (opts.model, patches, (gsize) side * side * 3, n_out,
           &error);
       if (!f64) {
         g_free (ref);
@@ -305,14 +262,12 @@ out:
     g_error_free (error);
     ret = 1;
   }
-  if (queue)
-    npu_queue_free (queue);
-  if (device)
-    npu_device_unref (device);
   if (vit)
     npu_vit_free (vit);
   g_free (img);
   g_free (patches);
   g_free (out);
+  g_free (opt_reference);
+  npu_encode_tool_options_clear (&opts);
   return ret;
 }

@@ -313,7 +313,7 @@ test_long_conversation_bounded (void)
   NpuLlmSession *s;
   NpuLlmAnswerStats st;
   NpuLlmStats c0, c1;
-  struct mallinfo2 m0, mh, m1;
+  struct mallinfo2 m0, mh = { 0 }, m1;
   glong growth1, growth2;
   guint i, n = g_getenv ("NPU_UNDER_VALGRIND") ? 20 : 60;
 

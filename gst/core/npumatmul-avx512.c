@@ -296,6 +296,274 @@ npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
 }
 
 /* ------------------------------------------------------------------------
+ * GEMV (one token): several streams of rows at once
+ *
+ * A decode step reads every weight once and does little with it, so its
+ * pace is the memory's.  One thread reading one sequential stream gets
+ * about half of what the memory gives it: bench-llm's read limit is best
+ * with 4 to 8 streams read side by side (docs/llm-core.md).  So the rows
+ * [r0, r1) are cut into S equal runs, and each step takes the next row of
+ * every run: S sequential streams, one accumulator chain per row.  The
+ * activations of a group are loaded once for the S rows.
+ *
+ * The accurate precision's two activation rows (codes and residuals) are
+ * multiplied with each weight group as it is decoded, and both products go
+ * into the row's one accumulator: the output is the sum, so no second pass
+ * adds the two halves.  Their two block sums share the weights' scale, so
+ * they are combined first (t d + t' d', one multiply and one FMA) and
+ * scaled once (one FMA): 4 vector operations after the integer products,
+ * where scaling each apart takes 6.  Per lane that is one rounding more
+ * per group than the fast path, within npumatmul.h's accurate bound.
+ *
+ * The split layout keeps a row's scales apart from its nibbles: a NaN
+ * scale (0xFF) is looked for there once per row, after the row's sum,
+ * rather than tracked group by group as the ggml layout needs.
+ */
+#define GEMV_MAX_STREAMS 8
+
+/* Whether any of the @nb scales at @e is NaN (0xFF) */
+static ALWAYS_INLINE gboolean
+has_nan_scale (const guint8 * e, gsize nb)
+{
+  const __m512i nan = _mm512_set1_epi8 ((char) NPU_E8M0_NAN);
+  __mmask64 hit = 0;
+  gsize b;
+
+  for (b = 0; b < nb; b += 64) {
+    const __mmask64 m = nb - b >= 64 ? ~(__mmask64) 0 :
+        ((__mmask64) 1 << (nb - b)) - 1;
+
+    hit |= _mm512_mask_cmpeq_epi8_mask (m, _mm512_maskz_loadu_epi8 (m,
+            e + b), nan);
+  }
+  return hit != 0;
+}
+
+static ALWAYS_INLINE void
+gemv_micro (const NpuMxfp4Matrix * w, gsize r, gsize rs, const NpuQ8Act * xq,
+    gsize c, float *y, const int S, const int C, const gboolean split)
+{
+  __m512 acc[GEMV_MAX_STREAMS];
+  __m512i emax[GEMV_MAX_STREAMS];
+  const gsize nb = w->n_blocks;
+  const gsize n_full = split ? xq->n_groups : nb / 4;
+  const guint8 *xp = xq->data + c * xq->row_stride;
+  const gsize xs = xq->row_stride;
+  gsize g;
+  int i, j;
+
+  for (i = 0; i < S; i++) {
+    emax[i] = _mm512_setzero_si512 ();
+    acc[i] = _mm512_setzero_ps ();
+  }
+
+  for (g = 0; g < n_full + (!split && n_full < xq->n_groups); g++) {
+    const guint8 *xg = xp + g * NPU_Q8_GROUP_BYTES;
+    __m512i xlo[2], xhi[2], corr[2];
+    __m512 dx[2];
+
+    for (j = 0; j < C; j++) {
+      xlo[j] = _mm512_load_si512 (xg + j * xs);
+      xhi[j] = _mm512_load_si512 (xg + j * xs + 64);
+      corr[j] = _mm512_load_si512 (xg + j * xs + 128);
+      dx[j] = _mm512_load_ps (xg + j * xs + 192);
+    }
+    for (i = 0; i < S; i++) {
+      const gsize row = r + i * rs;
+      Decoded wd;
+
+      if (G_UNLIKELY (g == n_full)) {
+        /* 1 to 3 trailing ggml blocks, copied to a zeroed group whose
+         * zero blocks meet zero activations */
+        guint8 buf[4 * sizeof (NpuBlockMxfp4)];
+
+        memset (buf, 0, sizeof (buf));
+        memcpy (buf, w->blocks + row * nb + 4 * n_full,
+            (nb - 4 * n_full) * sizeof (NpuBlockMxfp4));
+        wd = load_blocks (buf);
+      } else if (split) {
+        const guint8 *nib = w->nibbles + (row * w->stride + 4 * g) * 16;
+
+        _mm_prefetch ((const char *) nib + PF_DIST, _MM_HINT_T0);
+        wd = load_split (nib, w->scales + row * w->stride + 4 * g);
+      } else {
+        const guint8 *p = (const guint8 *) (w->blocks + row * nb + 4 * g);
+
+        _mm_prefetch ((const char *) p + PF_DIST, _MM_HINT_T0);
+        wd = load_blocks (p);
+      }
+      if (!split)
+        emax[i] = _mm512_max_epu32 (emax[i], wd.ed);
+      if (C == 1) {
+        __m512i t = _mm512_dpbusd_epi32 (corr[0], wd.lo, xlo[0]);
+
+        t = _mm512_dpbusd_epi32 (t, wd.hi, xhi[0]);
+        acc[i] = _mm512_fmadd_ps (_mm512_cvtepi32_ps (t),
+            _mm512_mul_ps (wd.s, dx[0]), acc[i]);
+      } else {
+        __m512i t0 = _mm512_dpbusd_epi32 (corr[0], wd.lo, xlo[0]);
+        __m512i t1 = _mm512_dpbusd_epi32 (corr[1], wd.lo, xlo[1]);
+        __m512 f;
+
+        t0 = _mm512_dpbusd_epi32 (t0, wd.hi, xhi[0]);
+        t1 = _mm512_dpbusd_epi32 (t1, wd.hi, xhi[1]);
+        f = _mm512_fmadd_ps (_mm512_cvtepi32_ps (t0), dx[0],
+            _mm512_mul_ps (_mm512_cvtepi32_ps (t1), dx[1]));
+        acc[i] = _mm512_fmadd_ps (f, wd.s, acc[i]);
+      }
+    }
+  }
+
+  for (i = 0; i < S; i++) {
+    const gsize row = r + i * rs;
+    /* A NaN scale in the row: NaN, as the reference gives */
+    gboolean nan_row = split ? has_nan_scale (w->scales + row * w->stride, nb) :
+        _mm512_reduce_max_epu32 (emax[i]) == NPU_E8M0_NAN;
+
+    y[row] = nan_row ? NAN : _mm512_reduce_add_ps (acc[i]);
+  }
+}
+
+static ALWAYS_INLINE void
+gemv_runs (const NpuMxfp4Matrix * w, gsize r0, gsize r1, const NpuQ8Act * xq,
+    gsize c, float *y, const int S, const int C, const gboolean split)
+{
+  const gsize run = (r1 - r0) / S;
+  gsize r;
+
+  for (r = r0; r < r0 + run; r++)
+    gemv_micro (w, r, run, xq, c, y, S, C, split);
+  for (r = r0 + S * run; r < r1; r++)
+    gemv_micro (w, r, 1, xq, c, y, 1, C, split);
+}
+
+#define GEMV_STREAM_CASES(C, split) \
+  switch (streams) { \
+    case 1: gemv_runs (w, r0, r1, xq, c, y, 1, C, split); break; \
+    case 2: gemv_runs (w, r0, r1, xq, c, y, 2, C, split); break; \
+    case 4: gemv_runs (w, r0, r1, xq, c, y, 4, C, split); break; \
+    default: gemv_runs (w, r0, r1, xq, c, y, 8, C, split); break; \
+  }
+
+void
+npu_mxfp4_gemv_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c, gboolean accurate, float *y, guint streams)
+{
+  const gboolean split = w->layout == NPU_MXFP4_LAYOUT_SPLIT;
+
+  if (accurate && split) {
+    GEMV_STREAM_CASES (2, TRUE);
+  } else if (accurate) {
+    GEMV_STREAM_CASES (2, FALSE);
+  } else if (split) {
+    GEMV_STREAM_CASES (1, TRUE);
+  } else {
+    GEMV_STREAM_CASES (1, FALSE);
+  }
+}
+
+/* ------------------------------------------------------------------------
+ * The activation quantiser of the MXFP4 kernels (npumatmul-private.h's
+ * group layout), one block of 32 in two zmm: the same operations as
+ * npumatmul.c's quantize_block() (d = max|x| / 127 and x / d correctly
+ * rounded, then rounded to the nearest integer, ties to even), so the same
+ * codes, 16 elements at a time.  A decode step quantises every matrix's
+ * activations on one thread, between the parallel products.
+ */
+
+/* Codes of the block @a0, @a1 (elements 0..15, 16..31); returns its
+ * scale as quantize_block() does: NaN if the block is not finite (codes
+ * 0), 0 if it is all zero */
+static ALWAYS_INLINE float
+quantize_block16 (__m512 a0, __m512 a1, __m512i * q0, __m512i * q1)
+{
+  const __m512 amax = _mm512_max_ps (_mm512_abs_ps (a0), _mm512_abs_ps (a1));
+  /* not finite: a NaN (unordered) or an Inf (above the largest float) */
+  const __mmask16 bad = _mm512_cmp_ps_mask (_mm512_abs_ps (a0),
+      _mm512_set1_ps (G_MAXFLOAT), _CMP_NLE_UQ) |
+      _mm512_cmp_ps_mask (_mm512_abs_ps (a1), _mm512_set1_ps (G_MAXFLOAT),
+      _CMP_NLE_UQ);
+  const float m = _mm512_reduce_max_ps (amax);
+  __m512 vd;
+  float d;
+
+  if (bad || m == 0.0f) {
+    *q0 = *q1 = _mm512_setzero_si512 ();
+    return bad ? NAN : 0.0f;
+  }
+  d = m / 127.0f;
+  vd = _mm512_set1_ps (d);
+  *q0 = _mm512_cvtps_epi32 (_mm512_div_ps (a0, vd));
+  *q1 = _mm512_cvtps_epi32 (_mm512_div_ps (a1, vd));
+  return d;
+}
+
+/* Block @i of the group at @grp: its codes, correction and scale */
+static ALWAYS_INLINE void
+store_block (guint8 * grp, int i, __m512i q0, __m512i q1, float d)
+{
+  const gint32 qsum = _mm512_reduce_add_epi32 (_mm512_add_epi32 (q0, q1));
+  gint32 *corr = (gint32 *) (grp + 128);
+  float *dx = (float *) (grp + 192);
+  int j;
+
+  _mm_store_si128 ((__m128i *) (grp + 16 * i), _mm512_cvtepi32_epi8 (q0));
+  _mm_store_si128 ((__m128i *) (grp + 64 + 16 * i), _mm512_cvtepi32_epi8 (q1));
+  for (j = 0; j < 4; j++) {
+    corr[4 * i + j] = -3 * qsum;
+    dx[4 * i + j] = d * 0.5f;
+  }
+}
+
+void
+npu_quantize_row_avx512 (const float *x, gsize nb, gsize n_groups,
+    guint8 * dst, guint8 * dst_residual)
+{
+  gsize g;
+  int i;
+
+  for (g = 0; g < n_groups; g++) {
+    guint8 *grp = dst + g * NPU_Q8_GROUP_BYTES;
+    guint8 *grp_r = dst_residual ? dst_residual + g * NPU_Q8_GROUP_BYTES : NULL;
+
+    for (i = 0; i < 4; i++) {
+      const gsize b = g * 4 + i;
+      __m512 a0, a1;
+      __m512i q0, q1;
+      float d;
+
+      if (b >= nb) {
+        /* padding: zero codes against zero weights */
+        store_block (grp, i, _mm512_setzero_si512 (), _mm512_setzero_si512 (),
+            0.0f);
+        if (grp_r)
+          store_block (grp_r, i, _mm512_setzero_si512 (),
+              _mm512_setzero_si512 (), 0.0f);
+        continue;
+      }
+      a0 = _mm512_loadu_ps (x + 32 * b);
+      a1 = _mm512_loadu_ps (x + 32 * b + 16);
+      d = quantize_block16 (a0, a1, &q0, &q1);
+      store_block (grp, i, q0, q1, d);
+      if (grp_r) {
+        /* x - d q with one rounding (an FMA), where npumatmul.c's
+         * residual_row() rounds the product and the difference: at least
+         * as close, within npumatmul.h's 2^-16 for this rounding.  A
+         * block that is not finite keeps its values. */
+        if (isfinite (d)) {
+          const __m512 vd = _mm512_set1_ps (d);
+
+          a0 = _mm512_fnmadd_ps (vd, _mm512_cvtepi32_ps (q0), a0);
+          a1 = _mm512_fnmadd_ps (vd, _mm512_cvtepi32_ps (q1), a1);
+        }
+        d = quantize_block16 (a0, a1, &q0, &q1);
+        store_block (grp_r, i, q0, q1, d);
+      }
+    }
+  }
+}
+
+/* ------------------------------------------------------------------------
  * Q8_0 weights
  */
 
@@ -435,6 +703,101 @@ npu_q8_0_tile_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
       for (; r < r1; r++)
         Q8_0_MICRO_CASES (1);
     }
+  }
+}
+
+/* A one-token GEMV of Q8_0 weights, as the MXFP4 one above: the rows
+ * [r0, r1) read as S sequential runs side by side, the accurate
+ * precision's codes and residuals multiplied with each pair of blocks as
+ * it is decoded and summed into one accumulator (their block sums
+ * combined, then scaled once by d_w). */
+static ALWAYS_INLINE void
+q8_0_gemv_micro (const NpuBlockQ8_0 * w, gsize nb, gsize r, gsize rs,
+    const NpuQ8Act * xq, gsize c, float *y, const int S, const int C)
+{
+  __m512 acc[GEMV_MAX_STREAMS];
+  const gsize row_bytes = nb * sizeof (NpuBlockQ8_0);
+  const guint8 *w0 = (const guint8 *) (w + r * nb);
+  const guint8 *xp = xq->data + c * xq->row_stride;
+  const gsize xs = xq->row_stride;
+  const gsize n_pairs = (nb + 1) / 2;
+  gsize p;
+  int i, j;
+
+  for (i = 0; i < S; i++)
+    acc[i] = _mm512_setzero_ps ();
+
+  for (p = 0; p < n_pairs; p++) {
+    const guint8 *xg = xp + p * NPU_Q8_0_PAIR_BYTES;
+    __m512i x[2], corr[2];
+    __m512 dx[2];
+
+    for (j = 0; j < C; j++) {
+      x[j] = _mm512_load_si512 (xg + j * xs);
+      dx[j] = _mm512_load_ps (xg + j * xs + 64);
+      corr[j] = _mm512_load_si512 (xg + j * xs + 128);
+    }
+    for (i = 0; i < S; i++) {
+      const guint8 *wp = w0 + i * rs * row_bytes + p * Q8_0_PAIR_W_BYTES;
+      Q8Decoded wd;
+
+      if (G_UNLIKELY (2 * p + 1 == nb)) {
+        /* a lone last block, as in q8_0_micro() */
+        wd = q8_0_decode (_mm512_maskz_loadu_epi8 (Q8_0_ONE_BLOCK_MASK, wp),
+            _mm512_setzero_si512 ());
+      } else {
+        _mm_prefetch ((const char *) wp + PF_DIST, _MM_HINT_T0);
+        wd = q8_0_decode (_mm512_loadu_si512 (wp), _mm512_loadu_si512 (wp + 4));
+      }
+      if (C == 1) {
+        const __m512i t = _mm512_dpbusd_epi32 (corr[0], wd.wu, x[0]);
+
+        acc[i] = _mm512_fmadd_ps (_mm512_cvtepi32_ps (t),
+            _mm512_mul_ps (wd.s, dx[0]), acc[i]);
+      } else {
+        const __m512i t0 = _mm512_dpbusd_epi32 (corr[0], wd.wu, x[0]);
+        const __m512i t1 = _mm512_dpbusd_epi32 (corr[1], wd.wu, x[1]);
+        const __m512 f = _mm512_fmadd_ps (_mm512_cvtepi32_ps (t0), dx[0],
+            _mm512_mul_ps (_mm512_cvtepi32_ps (t1), dx[1]));
+
+        acc[i] = _mm512_fmadd_ps (f, wd.s, acc[i]);
+      }
+    }
+  }
+
+  for (i = 0; i < S; i++)
+    y[r + i * rs] = _mm512_reduce_add_ps (acc[i]);
+}
+
+static ALWAYS_INLINE void
+q8_0_gemv_runs (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c, float *y, const int S, const int C)
+{
+  const gsize run = (r1 - r0) / S;
+  gsize r;
+
+  for (r = r0; r < r0 + run; r++)
+    q8_0_gemv_micro (w, nb, r, run, xq, c, y, S, C);
+  for (r = r0 + S * run; r < r1; r++)
+    q8_0_gemv_micro (w, nb, r, 1, xq, c, y, 1, C);
+}
+
+#define Q8_0_GEMV_STREAM_CASES(C) \
+  switch (streams) { \
+    case 1: q8_0_gemv_runs (w, nb, r0, r1, xq, c, y, 1, C); break; \
+    case 2: q8_0_gemv_runs (w, nb, r0, r1, xq, c, y, 2, C); break; \
+    case 4: q8_0_gemv_runs (w, nb, r0, r1, xq, c, y, 4, C); break; \
+    default: q8_0_gemv_runs (w, nb, r0, r1, xq, c, y, 8, C); break; \
+  }
+
+void
+npu_q8_0_gemv_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c, gboolean accurate, float *y, guint streams)
+{
+  if (accurate) {
+    Q8_0_GEMV_STREAM_CASES (2);
+  } else {
+    Q8_0_GEMV_STREAM_CASES (1);
   }
 }
 

@@ -89,6 +89,33 @@ void npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
 void npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 
+/* One activation row of @nb blocks into the MXFP4 kernels' layout above
+ * (@n_groups groups at @dst), as npumatmul.c's quantiser does; with
+ * @dst_residual, the codes of its residual too (the accurate precision's
+ * second row) */
+void npu_quantize_row_avx512 (const float *x, gsize nb, gsize n_groups,
+    guint8 * dst, guint8 * dst_residual);
+
+/* A GEMV of one token over weight rows [r0, r1): y[r] from activation
+ * row @c of @xq, or with @accurate from rows c and c + 1 (the codes and
+ * their residuals), summed.  The rows are read as @streams (1, 2, 4 or 8)
+ * sequential runs side by side. */
+typedef void (*NpuMxfp4GemvFunc) (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c, gboolean accurate, float *y,
+    guint streams);
+
+void npu_mxfp4_gemv_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c, gboolean accurate, float *y, guint streams);
+
+/* The same for Q8_0 weights (rows x nb blocks) */
+typedef void (*NpuQ8_0GemvFunc) (const NpuBlockQ8_0 * w, gsize nb, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c, gboolean accurate, float *y,
+    guint streams);
+
+void npu_q8_0_gemv_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c, gboolean accurate, float *y,
+    guint streams);
+
 /* The accurate GEMM: Y[c][r] for r in [r0, r1), c in [c0, c1) from F32
  * activations x[c * k ...] (not quantised) and the weights decoded to F32
  * (exact): y[c * ldy + r] */

@@ -44,6 +44,12 @@ static const float e2m1_values[16] = {
  * the threads' tiles interleave and every 32 rows each stream restarts.
  * 2 threads on the 1B llama: decode 81% -> 85-87% of the roofline. */
 #define GEMV_CLAIM_TILES 4
+/* Runs of rows read side by side in a one-token GEMV where the path has a
+ * GEMV kernel: one sequential stream per thread reads ~55 % of what
+ * several give (bench-llm's read limit), docs/kernels.md */
+#define GEMV_STREAMS 8
+/* npu_matmul_set_gemv_streams() */
+static guint gemv_streams = GEMV_STREAMS;
 #define GEMM_ROW_TILE 64
 #define GEMM_COL_TILE 64
 /* The accurate F32 GEMM: 64 weight rows (one decoded panel) by about 192
@@ -433,6 +439,8 @@ typedef struct
   void (*quantize_row) (const float *x, gsize nb, gsize n_groups, guint8 * dst);
   /* weight rows [r0, r1) times activation rows [c0, c1) */
   void (*tile) (const MatmulJob * job, gsize r0, gsize r1, gsize c0, gsize c1);
+  /* a one-token GEMV over weight rows [r0, r1), on the path's GEMV kernel */
+  void (*gemv) (const MatmulJob * job, gsize r0, gsize r1);
   gsize blocks_per_group, group_bytes;
 } WeightFormat;
 
@@ -447,10 +455,16 @@ struct _MatmulJob
    * has them */
   NpuMxfp4F32TileFunc mxfp4_f32_tile;
   NpuMxfp4Gemm8TileFunc mxfp4_gemm8_tile;
+  /* the one-token GEMV kernel, where this path has one */
+  NpuMxfp4GemvFunc mxfp4_gemv;
+  /* the path's own MXFP4 activation quantiser, where it has one */
+  void (*quantize_row_simd) (const float *x, gsize nb, gsize n_groups,
+      guint8 * dst, guint8 * dst_residual);
   NpuQ8Rows xr;
   guint8 *gemm8_scratch;        /* one NPU_GEMM8_SCRATCH per worker */
   const NpuBlockQ8_0 *q8_0;
   NpuQ8_0TileFunc q8_0_tile;
+  NpuQ8_0GemvFunc q8_0_gemv;
   gsize rows, nb;               /* nb: blocks of 32 per row (k / 32) */
   const float *x;
   gsize n;
@@ -478,6 +492,13 @@ mxfp4_tile (const MatmulJob * job, gsize r0, gsize r1, gsize c0, gsize c1)
 }
 
 static void
+mxfp4_gemv (const MatmulJob * job, gsize r0, gsize r1)
+{
+  job->mxfp4_gemv (job->mxfp4, r0, r1, &job->xq, 0, job->accurate, job->y,
+      gemv_streams);
+}
+
+static void
 q8_0_scalar_row (const MatmulJob * job, gsize r)
 {
   scalar_row_q8_0 (job->q8_0, job->nb, job->rows, r, job->x, job->n, job->y);
@@ -490,12 +511,21 @@ q8_0_tile (const MatmulJob * job, gsize r0, gsize r1, gsize c0, gsize c1)
       job->rows);
 }
 
+static void
+q8_0_gemv (const MatmulJob * job, gsize r0, gsize r1)
+{
+  job->q8_0_gemv (job->q8_0, job->nb, r0, r1, &job->xq, 0, job->accurate,
+      job->y, gemv_streams);
+}
+
 static const WeightFormat format_mxfp4 = {
-  mxfp4_scalar_row, quantize_row, mxfp4_tile, 4, NPU_Q8_GROUP_BYTES
+  mxfp4_scalar_row, quantize_row, mxfp4_tile, mxfp4_gemv, 4,
+  NPU_Q8_GROUP_BYTES
 };
 
 static const WeightFormat format_q8_0 = {
-  q8_0_scalar_row, quantize_row_q8_0, q8_0_tile, 2, NPU_Q8_0_PAIR_BYTES
+  q8_0_scalar_row, quantize_row_q8_0, q8_0_tile, q8_0_gemv, 2,
+  NPU_Q8_0_PAIR_BYTES
 };
 
 typedef struct
@@ -564,7 +594,15 @@ quantize_slice (gsize start, gsize end, guint worker, gpointer data)
   for (c = start; c < end; c++) {
     const float *x = job->x + c * job->nb * 32;
 
-    if (job->accurate) {
+    if (job->quantize_row_simd) {
+      if (job->accurate)
+        job->quantize_row_simd (x, job->nb, job->xq.n_groups,
+            job->xq.data + 2 * c * job->xq.row_stride,
+            job->xq.data + (2 * c + 1) * job->xq.row_stride);
+      else
+        job->quantize_row_simd (x, job->nb, job->xq.n_groups,
+            job->xq.data + c * job->xq.row_stride, NULL);
+    } else if (job->accurate) {
       float *r = job->resid + (gsize) worker * job->nb * 32;
 
       job->format->quantize_row (x, job->nb, job->xq.n_groups,
@@ -762,6 +800,34 @@ run_f32_job (NpuTask * task, MatmulJob * job)
   run_parallel (task, job->n_row_tiles * n_col_tiles, 1, f32_tile_slice, job);
 }
 
+/* Weight rows of GEMV tiles [start, end) of @job */
+static void
+gemv_rows (MatmulJob * job, gsize start, gsize end)
+{
+  job->format->gemv (job, start * GEMV_ROW_TILE,
+      MIN (end * GEMV_ROW_TILE, job->rows));
+}
+
+static void
+gemv_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  gemv_rows (data, start, end);
+}
+
+/* One token through the path's GEMV kernel: the activations quantised
+ * once (with their residuals for the accurate precision), then runs of
+ * GEMV_CLAIM_TILES tiles, each read as gemv_streams streams; the kernel
+ * sums the accurate precision's two halves itself. */
+static void
+run_gemv_job (NpuTask * task, MatmulJob * job)
+{
+  if (job->accurate)
+    accurate_scratch (task, job, 0);
+  quantize_activations (task, job);
+  job->n_row_tiles = (job->rows + GEMV_ROW_TILE - 1) / GEMV_ROW_TILE;
+  run_parallel (task, job->n_row_tiles, GEMV_CLAIM_TILES, gemv_slice, job);
+}
+
 /* y = x . w^T for a job whose weights, format and kernel are set */
 static void
 run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
@@ -785,6 +851,10 @@ run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
   }
   if (!job->accurate && job->n > GEMV_MAX_N && job->mxfp4_gemm8_tile) {
     run_gemm8_job (task, job);
+    return;
+  }
+  if (job->n == 1 && (job->mxfp4_gemv || job->q8_0_gemv)) {
+    run_gemv_job (task, job);
     return;
   }
 
@@ -875,6 +945,43 @@ current_gemm8_tile_func (void)
   }
 }
 
+static NpuQ8_0GemvFunc
+current_q8_0_gemv_func (void)
+{
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX512:
+      return npu_q8_0_gemv_avx512;
+#endif
+    default:
+      return NULL;
+  }
+}
+
+static NpuMxfp4GemvFunc
+current_gemv_func (void)
+{
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX512:
+      return npu_mxfp4_gemv_avx512;
+#endif
+    default:
+      return NULL;
+  }
+}
+
+guint
+npu_matmul_set_gemv_streams (guint streams)
+{
+  guint old = gemv_streams;
+
+  g_return_val_if_fail (streams == 1 || streams == 2 || streams == 4 ||
+      streams == 8, old);
+  gemv_streams = streams;
+  return old;
+}
+
 static NpuQ8_0TileFunc
 current_q8_0_tile_func (void)
 {
@@ -905,6 +1012,11 @@ mxfp4_job_init (MatmulJob * job, const NpuMxfp4Matrix * w, const float *x,
   job->mxfp4_tile = current_tile_func ();
   job->mxfp4_f32_tile = current_f32_tile_func ();
   job->mxfp4_gemm8_tile = current_gemm8_tile_func ();
+  job->mxfp4_gemv = current_gemv_func ();
+#if defined(__x86_64__)
+  if (current_isa == ISA_AVX512)
+    job->quantize_row_simd = npu_quantize_row_avx512;
+#endif
   job->rows = w->rows;
   job->nb = w->n_blocks;
   job->x = x;
@@ -957,6 +1069,22 @@ multi_tile_slice (gsize start, gsize end, guint worker, gpointer data)
     r0 = (t - mj->first_tile[i]) * job->row_tile;
     job->format->tile (job, r0, MIN (r0 + job->row_tile, job->rows), 0,
         job->xq.n);
+  }
+}
+
+/* GEMV tiles [start, end) of every job they cover */
+static void
+multi_gemv_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MultiJob *mj = data;
+  guint i;
+
+  for (i = 0; i < mj->n_jobs; i++) {
+    gsize a = MAX (start, mj->first_tile[i]);
+    gsize b = MIN (end, mj->first_tile[i + 1]);
+
+    if (a < b)
+      gemv_rows (&mj->jobs[i], a - mj->first_tile[i], b - mj->first_tile[i]);
   }
 }
 
@@ -1026,6 +1154,16 @@ npu_matmul_mxfp4_multi_with_precision (NpuTask * task,
 
   /* One quantisation serves every matrix: they share k and the layout of
    * the quantised activations depends on k only. */
+  if (n == 1 && mj.jobs[0].mxfp4_gemv) {
+    if (mj.jobs[0].accurate)
+      accurate_scratch (task, &mj.jobs[0], 0);
+    quantize_activations (task, &mj.jobs[0]);
+    for (i = 0; i < n_w; i++)
+      mj.jobs[i].xq = mj.jobs[0].xq;
+    run_parallel (task, mj.first_tile[n_w], GEMV_CLAIM_TILES,
+        multi_gemv_slice, &mj);
+    return;
+  }
   if (mj.jobs[0].accurate)
     y2 = accurate_scratch (task, &mj.jobs[0], y2_floats);
   quantize_activations (task, &mj.jobs[0]);
@@ -1075,6 +1213,7 @@ npu_matmul_q8_0_with_precision (NpuTask * task, const NpuBlockQ8_0 * w,
   job.format = &format_q8_0;
   job.q8_0 = w;
   job.q8_0_tile = current_q8_0_tile_func ();
+  job.q8_0_gemv = current_q8_0_gemv_func ();
   job.rows = rows;
   job.nb = k / 32;
   job.x = x;

@@ -43,7 +43,11 @@
  *    (the residual's rounding, at most max|x| / 64516 per element; the
  *    2^-16 covers the F32 rounding of the residual and of d' and d; the
  *    accumulation term counts both passes and their sum).  The scalar path
- *    is exact whatever the precision.
+ *    is exact whatever the precision.  The same bound holds for Q8_0
+ *    weights.  On "avx512" a one-token product (n = 1) sums the two
+ *    passes in its kernel, block by block (t d / 2 + t' d' / 2, then
+ *    scaled by the weights' power of two into one accumulator), within
+ *    the same bound.
  *
  *    On "avx512" and "avx2", an accurate product of n > 4 activation rows
  *    (a GEMM: encoders, prefill) does not quantise at all: the weights are
@@ -254,6 +258,13 @@ gboolean npu_matmul_set_isa (const gchar * name);
  * against concurrent multiplications. */
 NPU_API
 gboolean npu_matmul_set_gemm_panels (gboolean panels);
+
+/* For tests and benchmarks: a one-token GEMV on a path with a GEMV kernel
+ * (avx512) reads its rows as @streams (1, 2, 4 or 8) sequential runs side
+ * by side; 8 by default.  Returns the previous count.  Not thread-safe
+ * against concurrent multiplications. */
+NPU_API
+guint npu_matmul_set_gemv_streams (guint streams);
 
 G_END_DECLS
 

@@ -20,7 +20,7 @@
  * Usage: bench-llm [model.gguf] [--passes N (3)] [--decode N (32)]
  *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
  *          [--kv-type f16,f32,q8_0 (f16)] [--precision fast,accurate (fast)]
- *          [--depth D1,D2,... (none)] [--reuse P]
+ *          [--depth D1,D2,... (none)] [--reuse P] [--gemv-streams 1,2,4,8]
  * --depth decodes at each depth in turn after the prefill (the context
  * truncated back to D tokens, D <= the prefill, then N tokens decoded from
  * there, so each figure's tokens sit at D .. D + N): with --prefill 2048
@@ -36,6 +36,10 @@
  * each pass then runs prefill and decode with each combination in turn
  * (alternating, so a noisy machine hurts them alike) and prints them side
  * by side.
+ * --gemv-streams S1,S2,...: each pass runs every configuration above with
+ * the one-token GEMV reading its rows as S1, then S2, ... sequential
+ * streams (npu_matmul_set_gemv_streams(), avx512; default: the library's
+ * 8), printed side by side.
  * --threads N runs on N threads only (default: 1, then every online CPU).
  * --in-place reads MXFP4 weights from the file mapping in ggml's layout
  * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).
@@ -201,7 +205,7 @@ time_job (NpuQueue * queue, Job * job)
 #define N_STREAM_COUNTS 5
 static const guint stream_counts[N_STREAM_COUNTS] = { 1, 2, 4, 8, 16 };
 
-#define MAX_CFG 6
+#define MAX_CFG 16
 #define MAX_DEPTHS 4
 
 typedef struct
@@ -254,6 +258,7 @@ main (int argc, char **argv)
   NpuMatmulPrecision precs[2] = { NPU_MATMUL_PRECISION_FAST };
   guint depths[MAX_DEPTHS], n_depths = 0, reuse = 0;
   guint n_kv = 1, n_prec = 1, n_cfg, k, d;
+  guint streams[4] = { 8 }, n_streams = 0;
 
   /* line by line through a pipe (bench.sh tees it): a long run shows
    * how far it got */
@@ -274,6 +279,16 @@ main (int argc, char **argv)
       only_threads = v;
     else if (strcmp (argv[i], "--reuse") == 0 && v > 0)
       reuse = v;
+    else if (strcmp (argv[i], "--gemv-streams") == 0 && i + 1 < (guint) argc) {
+      if (!parse_list (argv[i + 1], streams, G_N_ELEMENTS (streams),
+              &n_streams))
+        g_error ("--gemv-streams: '%s' is not a list of at most 4 counts",
+            argv[i + 1]);
+      for (k = 0; k < n_streams; k++)
+        if (streams[k] != 1 && streams[k] != 2 && streams[k] != 4 &&
+            streams[k] != 8)
+          g_error ("--gemv-streams: %u is not 1, 2, 4 or 8", streams[k]);
+    }
     else if (strcmp (argv[i], "--depth") == 0 && i + 1 < (guint) argc) {
       if (!parse_list (argv[i + 1], depths, MAX_DEPTHS, &n_depths))
         g_error ("--depth: '%s' is not a list of at most %u token counts",
@@ -316,13 +331,17 @@ main (int argc, char **argv)
       g_printerr ("usage: %s [model.gguf] [--passes N] [--decode N] "
           "[--prefill N (>= 2)] [--ctx N (>= 16)] [--threads N] "
           "[--in-place] [--kv-type f16,f32,q8_0] [--precision fast,accurate]"
-          " [--depth D,...] [--reuse P]\n", argv[0]);
+          " [--depth D,...] [--reuse P] [--gemv-streams 1,2,4,8]\n",
+          argv[0]);
       return 2;
     }
     i++;
   }
   if (reuse >= n_prefill)
     g_error ("--reuse %u: the prefill (%u) must be longer", reuse, n_prefill);
+  /* without --gemv-streams: the library's default, untouched */
+  if (n_streams == 0)
+    streams[n_streams++] = 0;
   /* without --depth: decode goes on from the prefill */
   if (n_depths == 0)
     depths[n_depths++] = n_prefill;
@@ -398,7 +417,7 @@ main (int argc, char **argv)
     guint best_s = 0, best_p = 0, pass, s, pre;
     Job job;
 
-    n_cfg = n_kv * n_prec;
+    n_cfg = n_kv * n_prec * n_streams;
     for (s = 0; s < N_STREAM_COUNTS; s++)
       for (pre = 0; pre < 2; pre++)
         pat[s][pre] = (Range) { 0, G_MAXDOUBLE };
@@ -406,8 +425,8 @@ main (int argc, char **argv)
       npu_llm_context_params_init (&cp);
       cp.n_ctx = n_ctx;
       cp.n_batch = MIN (n_prefill, 256u);
-      cp.kv_type = kv_types[k / n_prec];
-      cp.precision = precs[k % n_prec];
+      cp.kv_type = kv_types[k / (n_prec * n_streams)];
+      cp.precision = precs[k / n_streams % n_prec];
       ctxs[k] = npu_llm_context_new (model, &cp, &error);
       if (!ctxs[k])
         g_error ("%s", error->message);
@@ -444,6 +463,8 @@ main (int argc, char **argv)
       range_add (&limit, pass_limit);
 
       for (k = 0; k < n_cfg; k++) {
+        if (streams[k % n_streams])
+          npu_matmul_set_gemv_streams (streams[k % n_streams]);
         job.ctx = ctxs[k];
         npu_llm_context_reset (ctxs[k]);
         job.kind = JOB_PREFILL;
@@ -505,9 +526,12 @@ main (int argc, char **argv)
 
       npu_llm_context_get_stats (ctxs[k], &st);
       kv_token = (double) st.kv_bytes / n_ctx;
-      printf ("  KV cache %s, precision %s: %.1f KiB a token, %.1f MiB for "
-          "%u tokens\n", npu_kv_type_name (kv_types[k / n_prec]),
-          precs[k % n_prec] ? "accurate" : "fast",
+      printf ("  KV cache %s, precision %s", npu_kv_type_name (kv_types[k /
+                  (n_prec * n_streams)]), precs[k / n_streams % n_prec] ?
+          "accurate" : "fast");
+      if (streams[k % n_streams])
+        printf (", GEMV streams %u", streams[k % n_streams]);
+      printf (": %.1f KiB a token, %.1f MiB for %u tokens\n",
           kv_token / 1024.0, st.kv_bytes / 1048576.0, n_ctx);
       printf ("    prefill %4u tok %8.2f tok/s (%.2f)  %.1f GFLOPS of "
           "matrices\n", n_prefill, pf[k].best, pf[k].worst,

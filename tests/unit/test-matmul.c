@@ -20,7 +20,12 @@
  *    2^-24 sum |w x|.
  *
  * Q8_0 weights (the output matrix of llama.cpp's MXFP4 files) the same way,
- * against a reference of their own below, with npumatmul.h's Q8_0 bounds.
+ * against a reference of their own below, with npumatmul.h's Q8_0 bounds
+ * (the accurate precision's first term 254x tighter, as for MXFP4).
+ *
+ * A one-token product (n = 1) on a path with a GEMV kernel (avx512) runs
+ * with each count of row streams (1, 2, 4, 8): the runs' split and their
+ * leftover rows differ with it.
  */
 #include "core/npumatmul.h"
 #include "tests/npucompare.h"
@@ -30,6 +35,17 @@
 #include <string.h>
 
 static const gchar *const all_isas[] = { "scalar", "avx2", "avx512", "neon" };
+
+/* The GEMV kernel's row streams a one-token product is checked with */
+static const guint gemv_stream_counts[] = { 8, 4, 2, 1 };
+
+/* How many stream counts to check @n activation rows with on @isa */
+static guint
+n_stream_counts (const gchar * isa, gsize n)
+{
+  return n == 1 && g_str_equal (isa, "avx512") ?
+      G_N_ELEMENTS (gemv_stream_counts) : 1;
+}
 
 /* ------------------------------------------------------------------------ */
 
@@ -204,7 +220,7 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   double *bound_acc = g_new (double, s->n * s->rows);
   double *bound_f32 = g_new (double, s->n * s->rows);
   NpuMxfp4Matrix mats[2];
-  guint a, l, d, p, pn;
+  guint a, l, d, p, pn, st;
 
   random_weights (rand, blocks, s->rows * nb, s->e_lo, s->e_hi);
   random_activations (rand, x, s->n * s->k, s->x_exp);
@@ -234,25 +250,30 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
      * with its own bound */
     if (p && panels_here && !pn)
       bound = bound_f32;
-    for (l = 0; l < 2; l++) {
-      for (d = 0; d <= n_devices; d++) {
-        for (i = 0; i < s->n * s->rows; i++)
-          y[i] = NAN;
-        run_matmul (d == 0 ? NULL : devices[d - 1], &mats[l], x, s->n, y);
-        for (i = 0; i < s->n * s->rows; i++) {
-          /* The reference is a double rounded to float. */
-          double tol = bound[i] + fabs (ref[i]) * ldexp (1.0, -24);
+    for (st = 0; st < n_stream_counts (all_isas[a / 4], s->n); st++) {
+      npu_matmul_set_gemv_streams (gemv_stream_counts[st]);
+      for (l = 0; l < 2; l++) {
+        for (d = 0; d <= n_devices; d++) {
+          for (i = 0; i < s->n * s->rows; i++)
+            y[i] = NAN;
+          run_matmul (d == 0 ? NULL : devices[d - 1], &mats[l], x, s->n, y);
+          for (i = 0; i < s->n * s->rows; i++) {
+            /* The reference is a double rounded to float. */
+            double tol = bound[i] + fabs (ref[i]) * ldexp (1.0, -24);
 
-          if (!npu_within (fabs ((double) y[i] - ref[i]), tol))
-            g_error ("%s%s%s layout %u device %u: %" G_GSIZE_FORMAT " x %"
-                G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
-                G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g",
-                all_isas[a / 4], p ? " accurate" : "", pn ? " tiles" : "",
-                l, d, s->rows, s->k, s->n, i, y[i], ref[i], tol);
+            if (!npu_within (fabs ((double) y[i] - ref[i]), tol))
+              g_error ("%s%s%s layout %u device %u streams %u: %"
+                  G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT
+                  ", output %" G_GSIZE_FORMAT ": %.9g, reference %.9g, "
+                  "bound %.3g", all_isas[a / 4], p ? " accurate" : "",
+                  pn ? " tiles" : "", l, d, gemv_stream_counts[st], s->rows,
+                  s->k, s->n, i, y[i], ref[i], tol);
+          }
+          n_checked++;
         }
-        n_checked++;
       }
     }
+    npu_matmul_set_gemv_streams (gemv_stream_counts[0]);
   }
 
   npu_mxfp4_matrix_clear (&mats[0]);
@@ -646,7 +667,8 @@ ref_q8_0 (const NpuBlockQ8_0 * blocks, gsize rows, gsize k, const float *x,
 
 static void
 q8_0_bounds (const NpuBlockQ8_0 * blocks, gsize rows, gsize k,
-    const float *x, gsize n, gboolean exact, double *bound)
+    const float *x, gsize n, gboolean exact, gboolean accurate,
+    double *bound)
 {
   gsize nb = k / 32, c, r, b, j;
 
@@ -664,13 +686,17 @@ q8_0_bounds (const NpuBlockQ8_0 * blocks, gsize rows, gsize k,
         for (j = 0; j < 32; j++) {
           double w = q8_0_weight (&blocks[r * nb + b], j);
 
-          quant += fabs (w) * d * (0.5 + ldexp (1.0, -17));
+          quant += fabs (w) * d * (accurate ? 1.0 / 508 + ldexp (1.0, -16) :
+              0.5 + ldexp (1.0, -17));
           mag += fabs (w) * (fabs (xb[j]) + (exact ? 0.0 : d));
           ref += w * xb[j];
         }
       }
       if (exact)
         bound[c * rows + r] = (nb + 34) * ldexp (mag, -24);
+      else if (accurate)
+        bound[c * rows + r] = quant * (1.0 + 1e-6) +
+            2 * (nb + 6) * ldexp (mag, -24);
       else
         bound[c * rows + r] = quant * (1.0 + 1e-6) +
             (nb + 6) * ldexp (mag, -24);
@@ -693,8 +719,8 @@ q8_0_task (NpuTask * task, gpointer user_data, GError ** error)
 {
   Q8_0Call *call = user_data;
 
-  npu_matmul_q8_0 (task, call->w, call->rows, call->k, call->x, call->n,
-      call->y);
+  npu_matmul_q8_0_with_precision (task, call->w, call->rows, call->k,
+      call->x, call->n, call->y, precision);
   return TRUE;
 }
 
@@ -709,7 +735,7 @@ run_q8_0 (NpuDevice * device, const NpuBlockQ8_0 * w, gsize rows, gsize k,
   GError *error = NULL;
 
   if (!device) {
-    npu_matmul_q8_0 (NULL, w, rows, k, x, n, y);
+    npu_matmul_q8_0_with_precision (NULL, w, rows, k, x, n, y, precision);
     return;
   }
   queue = npu_queue_new (device, "q8_0");
@@ -743,40 +769,51 @@ check_q8_0_shape (GRand * rand, const Q8_0Shape * s, NpuDevice ** devices,
   float *first = g_new (float, n_out);
   double *bound_exact = g_new (double, n_out);
   double *bound_q8 = g_new (double, n_out);
-  guint a, d;
+  double *bound_acc = g_new (double, n_out);
+  guint a, d, st;
 
   random_q8_0_weights (rand, blocks, s->rows * nb, s->f_lo, s->f_hi);
   random_activations (rand, x, s->n * s->k, s->x_exp);
   ref_q8_0 (blocks, s->rows, s->k, x, s->n, ref);
-  q8_0_bounds (blocks, s->rows, s->k, x, s->n, TRUE, bound_exact);
-  q8_0_bounds (blocks, s->rows, s->k, x, s->n, FALSE, bound_q8);
+  q8_0_bounds (blocks, s->rows, s->k, x, s->n, TRUE, FALSE, bound_exact);
+  q8_0_bounds (blocks, s->rows, s->k, x, s->n, FALSE, FALSE, bound_q8);
+  q8_0_bounds (blocks, s->rows, s->k, x, s->n, FALSE, TRUE, bound_acc);
 
-  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
-    const double *bound = a == 0 ? bound_exact : bound_q8;
+  /* a: the path, and fast (even) or accurate (odd) */
+  for (a = 0; a < 2 * G_N_ELEMENTS (all_isas); a++) {
+    const gchar *isa = all_isas[a / 2];
+    const double *bound = a / 2 == 0 ? bound_exact : a % 2 ? bound_acc :
+        bound_q8;
 
-    if (!npu_matmul_set_isa (all_isas[a]))
+    if (!npu_matmul_set_isa (isa))
       continue;
-    for (d = 0; d <= n_devices; d++) {
-      for (i = 0; i < n_out; i++)
-        y[i] = NAN;
-      run_q8_0 (d == 0 ? NULL : devices[d - 1], blocks, s->rows, s->k, x,
-          s->n, y);
-      for (i = 0; i < n_out; i++) {
-        if (!npu_within (fabs ((double) y[i] - ref[i]), bound[i]))
-          g_error ("q8_0 %s device %u: %" G_GSIZE_FORMAT " x %"
-              G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
-              G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g",
-              all_isas[a], d, s->rows, s->k, s->n, i, y[i], ref[i],
-              bound[i]);
+    precision = a % 2 ? NPU_MATMUL_PRECISION_ACCURATE :
+        NPU_MATMUL_PRECISION_FAST;
+    for (st = 0; st < n_stream_counts (isa, s->n); st++) {
+      npu_matmul_set_gemv_streams (gemv_stream_counts[st]);
+      for (d = 0; d <= n_devices; d++) {
+        for (i = 0; i < n_out; i++)
+          y[i] = NAN;
+        run_q8_0 (d == 0 ? NULL : devices[d - 1], blocks, s->rows, s->k, x,
+            s->n, y);
+        for (i = 0; i < n_out; i++) {
+          if (!npu_within (fabs ((double) y[i] - ref[i]), bound[i]))
+            g_error ("q8_0 %s%s device %u streams %u: %" G_GSIZE_FORMAT
+                " x %" G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT ", output %"
+                G_GSIZE_FORMAT ": %.9g, reference %.9g, bound %.3g", isa,
+                a % 2 ? " accurate" : "", d, gemv_stream_counts[st], s->rows,
+                s->k, s->n, i, y[i], ref[i], bound[i]);
+        }
+        if (d == 0)
+          memcpy (first, y, n_out * sizeof (float));
+        else if (memcmp (first, y, n_out * sizeof (float)) != 0)
+          g_error ("q8_0 %s: %u thread(s) differ from no task", isa, d);
+        n_q8_0_checked++;
       }
-      if (d == 0)
-        memcpy (first, y, n_out * sizeof (float));
-      else if (memcmp (first, y, n_out * sizeof (float)) != 0)
-        g_error ("q8_0 %s: %u thread(s) differ from no task", all_isas[a],
-            d);
-      n_q8_0_checked++;
     }
+    npu_matmul_set_gemv_streams (gemv_stream_counts[0]);
   }
+  precision = NPU_MATMUL_PRECISION_FAST;
 
   g_free (blocks);
   g_free (x);
@@ -785,6 +822,7 @@ check_q8_0_shape (GRand * rand, const Q8_0Shape * s, NpuDevice ** devices,
   g_free (first);
   g_free (bound_exact);
   g_free (bound_q8);
+  g_free (bound_acc);
 }
 
 static void

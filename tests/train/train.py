@@ -16,8 +16,9 @@ the elements see.  Every matrix is rounded to MXFP4 in the forward pass
     tests/train/setup.sh
     nice -n 10 tests/train/train.py --build build --out tests/models
 
-CPU only, seed 14, one thread: 37 minutes (3 to render, 33 to train)
-on two cores shared with other jobs at a load average of about 12.  The held-out
+CPU only, seed 14, one thread: 35 minutes (8 to render, 27 to train
+1200 steps and evaluate) on two cores shared with other jobs at a load
+average of 8 to 17.  The held-out
 cases (colours, ball positions, sizes and formats that training never saw)
 are written to vision-heldout.txt, which tests/check/test-trained-models.c
 runs through videotestsrc ! npuvisiontok ! npullm; this script reports the
@@ -705,7 +706,7 @@ def main():
     ap.add_argument("--out", default="tests/models")
     ap.add_argument("--per-kind", type=int, default=120)
     ap.add_argument("--heldout-per-kind", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=1200)
     ap.add_argument("--batch", type=int, default=32)
     # one thread: on a loaded machine OpenMP's spinning threads make two
     # threads several times slower than one

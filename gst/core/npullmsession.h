@@ -46,12 +46,16 @@ typedef struct
 } NpuLlmSessionParams;
 
 /* Embeddings of one image or audio clip, n_rows x n_embd F32, spliced into
- * the prompt in order, before the user's text. */
+ * the prompt in order, before the user's text.  An image's rows are
+ * wrapped in the tokens the vocabulary has for images (Idefics3/SmolVLM:
+ * "\n\n<fake_token_around_image><global-img>" ... "<fake_token_around_image>",
+ * as llama.cpp's mtmd wraps its overview image); a vocabulary without
+ * them gets the rows alone. */
 typedef struct
 {
   const float *rows;
   guint n_rows;
-  const gchar *marker;          /* e.g. "<image>": wraps the rows if known */
+  gboolean image;               /* from a vision encoder */
 } NpuLlmMedia;
 
 typedef struct
@@ -93,6 +97,12 @@ NPU_API
 const gchar *npu_llm_session_get_template_name (NpuLlmSession * session);
 NPU_API
 guint npu_llm_session_get_n_embd (NpuLlmSession * session);
+/* The tokens an image's rows go between (none when the vocabulary has no
+ * image tokens); the arrays belong to the session */
+NPU_API
+void npu_llm_session_get_image_wrapping (NpuLlmSession * session,
+    const gint32 ** open, guint * n_open, const gint32 ** close,
+    guint * n_close);
 NPU_API
 void npu_llm_session_set_max_tokens (NpuLlmSession * session,
     guint max_tokens);

@@ -30,6 +30,12 @@ struct _NpuLlmSession
    * token, which the next turn's text writes itself) */
   gboolean in_conversation;
   gint32 unevaluated;
+  /* The tokens an image's rows go between (Idefics3's wrapping), none
+   * when the vocabulary lacks them */
+  gint32 image_open[3];
+  guint n_image_open;
+  gint32 image_close[1];
+  guint n_image_close;
 };
 
 GQuark
@@ -55,6 +61,51 @@ npu_llm_session_params_clear (NpuLlmSessionParams * params)
   g_free (params->chat_template);
   g_strfreev (params->stop);
   memset (params, 0, sizeof (*params));
+}
+
+/* The token whose text, special tokens included, is @piece: the first in
+ * the vocabulary, as llama.cpp's mtmd looks its image tokens up, so that
+ * a token stored in another form (GPT-2 byte characters, U+2581) is found
+ * by what it stands for. */
+static gint32
+lookup_piece (const NpuTokenizer * tok, const gchar * piece)
+{
+  gsize want = strlen (piece);
+  guint i, n = npu_tokenizer_n_vocab (tok);
+
+  for (i = 0; i < n; i++) {
+    gsize len;
+    const gchar *p = npu_tokenizer_token_piece (tok, i, &len);
+
+    if (p && len == want && !memcmp (p, piece, len))
+      return i;
+  }
+  return NPU_TOKEN_NULL;
+}
+
+/* Idefics3 (SmolVLM) text models carry <fake_token_around_image> and
+ * <global-img>: an image's rows then go between
+ * "\n\n<fake_token_around_image><global-img>" and
+ * "<fake_token_around_image>", which is how HF's Idefics3 processor and
+ * llama.cpp's mtmd present the overview image.  The model was trained to
+ * see its image that way; without the wrapping it reads rows it never saw
+ * in that place. */
+static void
+find_image_wrapping (NpuLlmSession * s)
+{
+  gint32 nl = lookup_piece (s->tokenizer, "\n\n");
+  gint32 around = lookup_piece (s->tokenizer, "<fake_token_around_image>");
+  gint32 global = lookup_piece (s->tokenizer, "<global-img>");
+
+  if (nl == NPU_TOKEN_NULL || around == NPU_TOKEN_NULL ||
+      global == NPU_TOKEN_NULL)
+    return;
+  s->image_open[0] = nl;
+  s->image_open[1] = around;
+  s->image_open[2] = global;
+  s->n_image_open = 3;
+  s->image_close[0] = around;
+  s->n_image_close = 1;
 }
 
 static NpuChatTemplate *
@@ -98,6 +149,7 @@ npu_llm_session_new (const NpuGguf * gguf, NpuLlmModel * model,
   s->tmpl = make_template (gguf, s->tokenizer, params->chat_template, error);
   if (!s->tmpl)
     goto failed;
+  find_image_wrapping (s);
 
   npu_llm_context_params_init (&cp);
   cp.n_ctx = params->n_ctx ? params->n_ctx : MIN (hp->n_ctx_train ?
@@ -200,27 +252,23 @@ typedef struct
   gsize n_tokens[2];
   const NpuLlmMedia *media;
   guint n_media;
-  const NpuTokenizer *tok;
+  const NpuLlmSession *session;
 } EvalJob;
 
 static gboolean
-eval_marker (NpuLlmContext * ctx, NpuTask * task, const NpuTokenizer * tok,
-    const gchar * marker, GError ** error)
+eval_wrapping (NpuLlmContext * ctx, NpuTask * task, const NpuLlmMedia * m,
+    const gint32 * ids, guint n_ids, GError ** error)
 {
-  gint32 id;
-
-  if (!marker)
+  if (!m->image || !n_ids)
     return TRUE;
-  id = npu_tokenizer_find_token (tok, marker);
-  if (id == NPU_TOKEN_NULL)
-    return TRUE;
-  return npu_llm_eval_tokens (ctx, task, &id, 1, error);
+  return npu_llm_eval_tokens (ctx, task, ids, n_ids, error);
 }
 
 static gboolean
 eval_task (NpuTask * task, gpointer user_data, GError ** error)
 {
   EvalJob *job = user_data;
+  const NpuLlmSession *s = job->session;
   guint i;
 
   if (job->n_tokens[0] && !npu_llm_eval_tokens (job->ctx, task,
@@ -229,10 +277,14 @@ eval_task (NpuTask * task, gpointer user_data, GError ** error)
   for (i = 0; i < job->n_media; i++) {
     if (npu_task_is_cancelled (task))
       return TRUE;
-    if (!eval_marker (job->ctx, task, job->tok, job->media[i].marker, error))
+    if (!eval_wrapping (job->ctx, task, &job->media[i], s->image_open,
+            s->n_image_open, error))
       return FALSE;
     if (!npu_llm_eval_embeddings (job->ctx, task, job->media[i].rows,
             job->media[i].n_rows, error))
+      return FALSE;
+    if (!eval_wrapping (job->ctx, task, &job->media[i], s->image_close,
+            s->n_image_close, error))
       return FALSE;
   }
   if (job->n_tokens[1] && !npu_llm_eval_tokens (job->ctx, task,
@@ -342,7 +394,9 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
           "media %u has no data", i);
       goto out;
     }
-    n_media_rows += media[i].n_rows + (media[i].marker ? 1 : 0);
+    n_media_rows += media[i].n_rows;
+    if (media[i].image)
+      n_media_rows += s->n_image_open + s->n_image_close;
   }
 
   /* Format with a placeholder where media go, then tokenise the two sides:
@@ -426,7 +480,7 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
   }
 
   job.ctx = s->ctx;
-  job.tok = s->tokenizer;
+  job.session = s;
   job.tokens[0] = toks[0] + st.n_reused;
   job.n_tokens[0] = n_toks[0] - st.n_reused;
   job.tokens[1] = toks[1];

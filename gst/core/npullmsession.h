@@ -46,12 +46,16 @@ typedef struct
 } NpuLlmSessionParams;
 
 /* Embeddings of one image or audio clip, n_rows x n_embd F32, spliced into
- * the prompt in order, before the user's text. */
+ * the prompt in order, before the user's text.  An image's rows are
+ * wrapped in the tokens the vocabulary has for images (Idefics3/SmolVLM:
+ * "\n\n<fake_token_around_image><global-img>" ... "<fake_token_around_image>",
+ * as llama.cpp's mtmd wraps its overview image); a vocabulary without
+ * them gets the rows alone. */
 typedef struct
 {
   const float *rows;
   guint n_rows;
-  const gchar *marker;          /* e.g. "<image>": wraps the rows if known */
+  gboolean image;               /* from a vision encoder */
 } NpuLlmMedia;
 
 typedef struct

@@ -129,7 +129,8 @@ typedef struct
   GstMapInfo map;
   gboolean mapped;
   guint n_rows;
-  gchar *marker;
+  gboolean image;               /* an image's rows (wrapped if the model
+                                 * has image tokens) */
 } MediaItem;
 
 struct _GstNpuLlm
@@ -636,7 +637,6 @@ media_item_free (MediaItem * m)
     gst_buffer_unmap (m->tokens, &m->map);
   gst_clear_buffer (&m->tokens);
   gst_buffer_unref (m->buffer);
-  g_free (m->marker);
   g_free (m);
 }
 
@@ -1359,7 +1359,7 @@ gst_npu_llm_loop (GstNpuLlm * self)
     media[n_media].n_rows = m->n_rows;
     /* where the decoder reads the rows: the producer's memory */
     gst_npu_input_watch_notify (GST_OBJECT (self), m->map.data, m->map.size);
-    media[n_media].marker = m->marker;
+    media[n_media].image = m->image;
     n_media++;
   }
 
@@ -1482,6 +1482,13 @@ gst_npu_llm_media_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
    * waiting would stall the producer.  The answering thread maps them. */
   m->pad = pad;
   m->buffer = buf;
+  {
+    GstNpuTokensMeta *meta = gst_buffer_get_npu_tokens_meta (buf);
+
+    /* our tokenizers say what they encoded; other tensors, by their pad */
+    m->image = meta ? meta->modality == GST_NPU_MODALITY_VISION :
+        pad == self->visionpad;
+  }
   {
     GstCaps *caps = gst_pad_get_current_caps (pad);
 

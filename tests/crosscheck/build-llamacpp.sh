@@ -13,7 +13,8 @@
 # Environment: LLAMACPP_DIR (/tmp/llamacpp) is where everything goes:
 #   node-llama-cpp-$NODE_LLAMA_CPP_VERSION.tgz, src/ (the clone), build/
 #   (bin/llama-bench, llama-simple, llama-completion, llama-eval-callback,
-#   llama-tokenize and the shared libraries, libmtmd among them),
+#   llama-tokenize, llama-mtmd-cli (trained.sh) and the shared libraries,
+#   libmtmd among them),
 #   llama-greedy, llama-ttft, clip-encode, mtmd-audio-encode.
 # NODE_LLAMA_CPP_VERSION (3.22.1) picks the npm package, so the llama.cpp
 # revision: 3.22.1 carries llama.cpp 0.5.0-dev, commit de3ff81 (the bundle
@@ -64,7 +65,7 @@ if [ ! -f "$DIR/build/CMakeCache.txt" ]; then
       -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=ON >"$DIR/cmake.log"
 fi
 cmake --build "$DIR/build" -j"$JOBS" --target llama-bench llama-simple \
-    llama-completion llama-eval-callback llama-tokenize mtmd \
+    llama-completion llama-eval-callback llama-tokenize mtmd llama-mtmd-cli \
     >"$DIR/build.log"
 
 # 4. the reference side of the cross-checks

@@ -18,6 +18,15 @@
  * S x S, normalised by the mean and std.  The floats of every frame are
  * appended to out.f32 in host order, so training sees exactly what the
  * element gives the encoder (tests/train/train.py).
+ *
+ * With --ppm-dir DIR, each frame's encoder input is also written as
+ * DIR/frame-NNNN.ppm (S x S, 8-bit RGB: the normalisation undone and
+ * rounded), an image that other runtimes (llama.cpp's mtmd,
+ * tests/crosscheck/trained.sh) take at the encoder's size, so they encode
+ * what npuvisiontok encodes, to within the 8-bit rounding.  With --raw-dir
+ * DIR, the frame itself as videotestsrc drew it (its buffer's bytes, the
+ * default strides of its caps) goes to DIR/frame-NNNN.raw and its caps to
+ * DIR/frame-NNNN.cap, for "filesrc ! <caps> ! npuvisiontok" to read.
  */
 #include <gst/gst.h>
 #include <gst/app/gstappsink.h>
@@ -33,6 +42,9 @@ typedef struct
 {
   guint image_size, patch;
   gdouble mean, std;
+  const gchar *ppm_dir;         /* NULL: no images */
+  const gchar *raw_dir;         /* NULL: no raw frames */
+  guint index;                  /* of the frame, for the image's name */
 } Options;
 
 static GstSample *
@@ -81,6 +93,65 @@ failed:
         "could not render a frame of videotestsrc %s ! %s", props, caps);
     goto out;
   }
+}
+
+/* The patches (patch-major, each channel-major) as an S x S RGB image. */
+static gboolean
+write_ppm (const gfloat * patches, const Options * o, GError ** error)
+{
+  guint s = o->image_size, p = o->patch, g = s / p, x, y, c;
+  guint8 *rgb = g_new (guint8, s * s * 3);
+  gchar *name = g_strdup_printf ("frame-%04u.ppm", o->index);
+  gchar *path = g_build_filename (o->ppm_dir, name, NULL);
+  GString *file = g_string_new (NULL);
+  gboolean ok;
+
+  for (y = 0; y < s; y++)
+    for (x = 0; x < s; x++)
+      for (c = 0; c < 3; c++) {
+        gsize i = (((gsize) (y / p) * g + x / p) * 3 + c) * p * p +
+            (y % p) * p + x % p;
+        gdouble v = (patches[i] * o->std + o->mean) * 255.0;
+
+        rgb[(y * s + x) * 3 + c] = (guint8) CLAMP (v + 0.5, 0.0, 255.0);
+      }
+  g_string_printf (file, "P6\n%u %u\n255\n", s, s);
+  g_string_append_len (file, (const gchar *) rgb, s * s * 3);
+  ok = g_file_set_contents (path, file->str, file->len, error);
+  g_string_free (file, TRUE);
+  g_free (path);
+  g_free (name);
+  g_free (rgb);
+  return ok;
+}
+
+/* The frame's bytes, and its caps as text beside them (frame-NNNN.caps:
+ * colorimetry included, so a reader sees the frame as npuvisiontok did) */
+static gboolean
+write_raw (GstSample * sample, const Options * o, GError ** error)
+{
+  GstBuffer *buffer = gst_sample_get_buffer (sample);
+  gchar *base = g_strdup_printf ("%s/frame-%04u", o->raw_dir, o->index);
+  gchar *path = g_strconcat (base, ".cap", NULL);
+  gchar *caps = gst_caps_to_string (gst_sample_get_caps (sample));
+  GstMapInfo map;
+  gboolean ok = g_file_set_contents (path, caps, -1, error);
+
+  g_free (path);
+  path = g_strconcat (base, ".raw", NULL);
+  if (ok && !gst_buffer_map (buffer, &map, GST_MAP_READ)) {
+    g_set_error (error, GST_CORE_ERROR, GST_CORE_ERROR_FAILED,
+        "cannot map the frame");
+    ok = FALSE;
+  } else if (ok) {
+    ok = g_file_set_contents (path, (const gchar *) map.data, map.size,
+        error);
+    gst_buffer_unmap (buffer, &map);
+  }
+  g_free (caps);
+  g_free (path);
+  g_free (base);
+  return ok;
 }
 
 static gboolean
@@ -138,9 +209,13 @@ prepare (GstSample * sample, const Options * o, FILE * out, GError ** error)
   gst_video_frame_unmap (&frame);
   npu_vision_prep_plan_free (plan);
   ok = fwrite (patches, sizeof (gfloat), n, out) == n;
-  g_free (patches);
   if (!ok)
     g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_IO, "write failed");
+  else if (o->ppm_dir)
+    ok = write_ppm (patches, o, error);
+  if (ok && o->raw_dir)
+    ok = write_raw (sample, o, error);
+  g_free (patches);
   return ok;
 }
 
@@ -170,8 +245,8 @@ out:
 int
 main (int argc, char **argv)
 {
-  Options o = { 64, 8, 0.5, 0.5 };
-  gchar *output = NULL, line[4096];
+  Options o = { 64, 8, 0.5, 0.5, NULL, NULL, 0 };
+  gchar *output = NULL, *ppm_dir = NULL, *raw_dir = NULL, line[4096];
   gint image_size = 64, patch = 8;
   GOptionEntry entries[] = {
     {"image-size", 0, 0, G_OPTION_ARG_INT, &image_size, "encoder input side",
@@ -181,6 +256,10 @@ main (int argc, char **argv)
     {"std", 0, 0, G_OPTION_ARG_DOUBLE, &o.std, "normalisation std", "D"},
     {"output", 'o', 0, G_OPTION_ARG_FILENAME, &output, "float32 output",
         "FILE"},
+    {"ppm-dir", 0, 0, G_OPTION_ARG_FILENAME, &ppm_dir,
+        "also write each encoder input as DIR/frame-NNNN.ppm", "DIR"},
+    {"raw-dir", 0, 0, G_OPTION_ARG_FILENAME, &raw_dir,
+        "also write each frame as DIR/frame-NNNN.raw", "DIR"},
     {NULL}
   };
   GOptionContext *ctx = g_option_context_new ("< specs");
@@ -198,6 +277,8 @@ main (int argc, char **argv)
   g_option_context_free (ctx);
   o.image_size = image_size;
   o.patch = patch;
+  o.ppm_dir = ppm_dir;
+  o.raw_dir = raw_dir;
   out = fopen (output, "wb");
   if (!out) {
     g_printerr ("cannot create %s\n", output);
@@ -207,6 +288,7 @@ main (int argc, char **argv)
     g_strstrip (line);
     if (!*line || *line == '#')
       continue;
+    o.index = n;
     if (!run_line (line, &o, out, &error)) {
       g_printerr ("frame %u: %s\n", n, error->message);
       fclose (out);
@@ -220,5 +302,7 @@ main (int argc, char **argv)
   }
   g_print ("%u frames\n", n);
   g_free (output);
+  g_free (ppm_dir);
+  g_free (raw_dir);
   return 0;
 }

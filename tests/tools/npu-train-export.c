@@ -10,6 +10,11 @@
  *
  *   str, u32, i32, f32, bool ("true"/"false")   one value
  *   strv                                        items separated by "\n"
+ *   strve                                       the same, each item with C
+ *                                               escapes (g_strcompress: a
+ *                                               backslash and n for a
+ *                                               newline), so an item can
+ *                                               hold a newline
  *   f32v, i32v                                  numbers separated by spaces
  *
  * Tensors must be F32.  Every 2-D "*.weight" whose rows are whole MXFP4
@@ -101,8 +106,16 @@ add_kv (NpuGgufWriter * w, const gchar * spec, const gchar * value,
     ok = npu_gguf_writer_add_f32 (w, key, g_ascii_strtod (value, NULL), error);
   else if (!strcmp (t, "bool"))
     ok = npu_gguf_writer_add_bool (w, key, !strcmp (value, "true"), error);
-  else if (!strcmp (t, "strv")) {
+  else if (!strcmp (t, "strv") || !strcmp (t, "strve")) {
     gchar **items = g_strsplit (value, "\n", -1);
+    guint i;
+
+    for (i = 0; t[4] == 'e' && items[i]; i++) {
+      gchar *plain = g_strcompress (items[i]);
+
+      g_free (items[i]);
+      items[i] = plain;
+    }
     ok = npu_gguf_writer_add_string_array (w, key,
         (const gchar * const *) items, -1, error);
     g_strfreev (items);

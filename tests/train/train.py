@@ -128,16 +128,37 @@ def argb(rgb):
     return "0xff%02x%02x%02x" % rgb
 
 
-def random_size(rng, fmt, lo=24, hi_w=400, hi_h=300):
-    w, h = rng.randint(lo, hi_w), rng.randint(lo, hi_h)
+# What users' cameras give.  npuvisiontok shrinks such a frame to 64 x 64
+# by area averaging (docs/visionprep.md), which thins spokes' 2-pixel
+# lines and a fine zone plate to a faint texture: training renders frames
+# at these sizes (and others as large) through the same path.
+CAMERA_SIZES = [(640, 480), (1280, 720), (1920, 1080)]
+# videotestsrc draws every frame up to the one wanted (npu-render-frames):
+# a large frame is drawn from the stream's first frames, the ball (whose
+# place is the frame number) from its first 200 (it has crossed the
+# frame both ways by then), and fewer of them are balls
+LARGE_FRAMES = {"ball": 200, None: 10}
+LARGE_BALLS = 0.2
+
+
+def random_size(rng, fmt, lo=24, hi_w=400, hi_h=300, large=0.0):
+    """A small size; with probability large, a camera size or one as
+    large (half each)."""
+    if large and rng.random() < large:
+        if rng.random() < 0.5:
+            w, h = rng.choice(CAMERA_SIZES)
+        else:
+            w, h = rng.randint(401, 1920), rng.randint(301, 1080)
+    else:
+        w, h = rng.randint(lo, hi_w), rng.randint(lo, hi_h)
     if fmt == "YUY2":
         w += w & 1
     return w, h
 
 
-def make_spec(rng, kind, fmt, size, jitter, margin):
+def make_spec(rng, kind, fmt, size, jitter, margin, frames=600):
     """One frame: (videotestsrc properties, position ns, caption, words)."""
-    pos = rng.randint(0, 600) * 1000000000 // 30
+    pos = rng.randint(0, frames) * 1000000000 // 30
     if kind == "ball":
         name, rgb = random_colour(rng, jitter, margin, exclude=("black",))
         return ("pattern=ball foreground-color=" + argb(rgb), pos,
@@ -195,21 +216,30 @@ def ball_quarter(patches, margin):
 
 
 def build_set(tools, rng, n_per_kind, factors, formats, jitter, margin,
-              qmargin, avoid_sizes=(), odd=False):
-    """n_per_kind frames of each kind, times factors[kind] when given."""
+              qmargin, avoid_sizes=(), odd=False, large=0.0, sizes=None,
+              frames=600):
+    """n_per_kind frames of each kind, times factors[kind] when given;
+    sizes(i) -> (fmt, size) picks the frame's format and size instead."""
     specs, meta = [], []
     for kind in KINDS:
         n = n_per_kind * factors.get(kind, 1)
         for i in range(n):
             fmt = formats[(i + len(specs)) % len(formats)]
-            while True:
-                size = random_size(rng, fmt)
+            while sizes is None:
+                size = random_size(rng, fmt, large=large *
+                                   (LARGE_BALLS if kind == "ball" else 1))
                 if odd and fmt in ("NV12", "I420", "RGB"):
                     size = (size[0] | 1, size[1] | 1)
-                if size not in avoid_sizes:
+                # a camera's size is no secret: the held-out set has them
+                if size not in avoid_sizes or size in CAMERA_SIZES:
                     break
+            if sizes is not None:
+                fmt, size = sizes(rng, i)
+            f = frames
+            if size[0] * size[1] > 400 * 300:
+                f = min(frames, LARGE_FRAMES.get(kind, LARGE_FRAMES[None]))
             props, pos, caption, words = make_spec(rng, kind, fmt, size,
-                                                   jitter, margin)
+                                                   jitter, margin, f)
             specs.append((props, caps(fmt, size), pos))
             meta.append((kind, caption, words))
     x = render(tools, specs)
@@ -272,7 +302,37 @@ def build_vocab():
         tokens.append(c)
         types.append(3)
         scores.append(0.0)
+    # Idefics3's image tokens, as SmolVLM's vocabulary has them: npullm and
+    # llama.cpp's mtmd wrap an image's rows in them (IMAGE_LAYOUTS)
+    tokens.append("\n\n")
+    types.append(1)
+    scores.append(2.0)
+    for c in IDEFICS3_TOKENS:
+        tokens.append(c)
+        types.append(3)
+        scores.append(0.0)
     return tokens, types, scores
+
+
+IDEFICS3_TOKENS = ["<fake_token_around_image>", "<global-img>",
+                   "<row_1_col_1>"]
+
+
+def image_layouts(tokens):
+    """Where an image's rows go between the prompt's two sides, -1 for a
+    row of the image, for the two ways the files are run:
+    npullm: "\n\n<fake_token_around_image><global-img>" rows
+            "<fake_token_around_image>" (the overview image alone: what
+            npuvisiontok encodes);
+    mtmd:   llama.cpp's mtmd, for an image of the encoder's size: a 1 x 1
+            grid of tiles, "<fake_token_around_image><row_1_col_1>" rows,
+            then the same overview as npullm's (tile and overview are the
+            same image at that size)."""
+    t = {c: tokens.index(c) for c in IDEFICS3_TOKENS + ["\n\n"]}
+    fake, glob, tile = (t[c] for c in IDEFICS3_TOKENS)
+    overview = [t["\n\n"], fake, glob] + [-1] * N_TOKENS + [fake]
+    return {"npullm": overview,
+            "mtmd": [fake, tile] + [-1] * N_TOKENS + overview}
 
 
 def encode_answer(tokens, caption):
@@ -317,11 +377,22 @@ def mxfp4_round(w):
 
 class QLinear(nn.Linear):
     """A linear layer whose weight is used rounded to MXFP4 (straight-
-    through gradient), as the runtime stores it."""
+    through gradient), as the runtime stores it; with quant False (the
+    audio encoder's first steps, below) the weight is used as it is."""
+
+    quant = True
 
     def forward(self, x):
+        if not self.quant:
+            return F.linear(x, self.weight, self.bias)
         w = self.weight + (mxfp4_round(self.weight) - self.weight).detach()
         return F.linear(x, w, self.bias)
+
+
+def set_quant(module, on):
+    for m in module.modules():
+        if isinstance(m, QLinear):
+            m.quant = on
 
 
 def gelu(x):      # ggml_gelu, tanh form
@@ -476,12 +547,13 @@ class Llama(nn.Module):
 
 
 # --- sequences: [before] [image rows] [after] [answer] ------------------------
-def sequences(prompt_ids, answers, prompts, n_media):
-    """Token ids with -1 where the media's rows go, and the loss mask."""
+def sequences(prompt_ids, answers, prompts, layout):
+    """Token ids with -1 where the media's rows go (layout: the media's
+    tokens, rows -1), and the loss mask."""
     seqs, targets = [], []
     for ans, p in zip(answers, prompts):
         before, after = prompt_ids[p]
-        seq = before + [-1] * n_media + after + ans
+        seq = before + layout + after + ans
         # aligned with seq: position i's logits are scored on tgt[i + 1]
         tgt = [-100] * (len(seq) - len(ans)) + ans
         seqs.append(seq)
@@ -501,25 +573,31 @@ def sequences(prompt_ids, answers, prompts, n_media):
 def loss_of(enc, llm, media, ids, tg, img):
     """Cross-entropy of the answer tokens (logits only where needed)."""
     x = llm.embed(ids).clone()
-    x[img] = enc(media).reshape(-1, T_DIM)
+    rows = enc(media)
+    # the same media's rows in each of their places (an image's tile and
+    # overview)
+    x[img] = rows.repeat(1, int(img[0].sum()) // rows.shape[1],
+                         1).reshape(-1, T_DIM)
     h = llm.hidden(x)[:, :-1]
     want = tg[:, 1:]
     sel = want >= 0
     return F.cross_entropy(llm.logits(h[sel]), want[sel])
 
 
-def greedy(enc, llm, media, prompt_ids, prompt, eog, max_new=16):
+def greedy(enc, llm, media, prompt_ids, prompt, eog, layout, max_new=16):
     before, after = prompt_ids[prompt]
+    seq = torch.tensor(before + layout + after)
+    img = seq < 0
     with torch.no_grad():
         rows = enc(media)
         out = []
         b = media.shape[0]
         done = torch.zeros(b, dtype=torch.bool)
         gen = torch.empty((b, 0), dtype=torch.long)
+        prompt_x = llm.embed(seq.clamp_min(0)).expand(b, -1, -1).clone()
+        prompt_x[:, img] = rows.repeat(1, int(img.sum()) // rows.shape[1], 1)
         for _ in range(max_new):
-            pre = llm.embed(torch.tensor(before)).expand(b, -1, -1)
-            post = llm.embed(torch.tensor(after)).expand(b, -1, -1)
-            x = torch.cat([pre, rows, post, llm.embed(gen)], 1)
+            x = torch.cat([prompt_x, llm.embed(gen)], 1)
             nxt = llm.logits(llm.hidden(x)[:, -1]).argmax(-1)
             gen = torch.cat([gen, nxt[:, None]], 1)
             done |= nxt == eog
@@ -593,7 +671,8 @@ def text_metadata(tokens, types, scores, n_vocab):
         "gguf:u32:llama.rope.dimension_count": str(hd),
         "gguf:u32:llama.vocab_size": str(n_vocab),
         "gguf:str:tokenizer.ggml.model": "llama",
-        "gguf:strv:tokenizer.ggml.tokens": "\n".join(tokens),
+        "gguf:strve:tokenizer.ggml.tokens": "\n".join(
+            t.replace("\\", "\\\\").replace("\n", "\\n") for t in tokens),
         "gguf:f32v:tokenizer.ggml.scores": " ".join(repr(s) for s in scores),
         "gguf:i32v:tokenizer.ggml.token_type": " ".join(map(str, types)),
         "gguf:u32:tokenizer.ggml.bos_token_id": "1",
@@ -724,11 +803,11 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def evaluate(enc, llm, x, metas, prompt_ids, tokens, eog, prompt):
+def evaluate(enc, llm, x, metas, prompt_ids, tokens, eog, prompt, layout):
     ok, wrong = 0, []
     for s in range(0, len(x), 256):
         outs = greedy(enc, llm, torch.from_numpy(x[s:s + 256]), prompt_ids,
-                      prompt, eog)
+                      prompt, eog, layout)
         for o, m in zip(outs, metas[s:s + 256]):
             a = decode(tokens, o)
             if answer_ok(a, m[2]):
@@ -808,6 +887,19 @@ def main():
     # one thread: on a loaded machine OpenMP's spinning threads make two
     # threads several times slower than one
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--large", type=float, default=0.25,
+                    help="share of training frames at camera sizes")
+    ap.add_argument("--mtmd-every", type=int, default=3,
+                    help="every Nth step uses llama.cpp mtmd's layout")
+    # With MXFP4 rounding from the first step, the audio encoder learnt
+    # next to nothing in 350 steps (its answers' loss stayed at what the
+    # captions' priors give) and, as a plain classifier without gradient
+    # clipping, diverged to NaN by step 75; with F32 weights the same
+    # classifier learnt at once.  So it learns in F32 first, then adapts
+    # to the rounding its file will hold (quantisation-aware fine-tuning).
+    ap.add_argument("--audio-quant-from", type=float, default=0.5,
+                    help="share of the steps after which the audio "
+                    "encoder's matrices are rounded to MXFP4")
     args = ap.parse_args()
     tools = os.path.join(args.build, "tests", "tools")
     t0 = time.time()
@@ -820,11 +912,24 @@ def main():
         hx, hspecs, hmeta = build_set(tools, random.Random(SEED + 1),
                                       args.heldout_per_kind, HELDOUT_FACTORS,
                                       HELDOUT_FORMATS, 50, 60, 0.1, odd=True)
+        # and large frames: one 1280 x 720 NV12 frame of each kind and one
+        # of an odd size between 641 x 481 and 1919 x 1079 (I420 or RGB)
+        def large_size(r, i):
+            if i % 2 == 0:
+                return "NV12", (1280, 720)
+            return (r.choice(["I420", "RGB"]),
+                    (r.randint(320, 959) * 2 + 1, r.randint(240, 539) * 2 + 1))
+        lx, lspecs, lmeta = build_set(tools, random.Random(SEED + 3), 2,
+                                      {"ball": 2}, HELDOUT_FORMATS, 50, 60,
+                                      0.1, sizes=large_size, frames=90)
+        hx = np.concatenate([hx, lx])
+        hspecs, hmeta = hspecs + lspecs, hmeta + lmeta
         held_sizes = {tuple(map(int, re.findall(
             r"width=(\d+),height=(\d+)", s[1])[0])) for s in hspecs}
         x, specs, meta = build_set(tools, random.Random(SEED), args.per_kind,
                                    TRAIN_FACTORS, TRAIN_FORMATS,
-                                   80, 20, 0.03, avoid_sizes=held_sizes)
+                                   80, 20, 0.03, avoid_sizes=held_sizes,
+                                   large=args.large)
         return {"x": x, "hx": hx, "meta": np.array(meta, dtype=object),
                 "hspecs": np.array(hspecs, dtype=object),
                 "hmeta": np.array(hmeta, dtype=object)}
@@ -835,7 +940,8 @@ def main():
                 "hspecs": np.array(haspecs, dtype=object)}
 
     key = json.dumps([args.per_kind, args.heldout_per_kind, TRAIN_FACTORS,
-                      HELDOUT_FACTORS, KINDS, TRAIN_FORMATS, HELDOUT_FORMATS])
+                      HELDOUT_FACTORS, KINDS, TRAIN_FORMATS, HELDOUT_FORMATS,
+                      args.large, CAMERA_SIZES])
     v = load_or_render(args, tools, "vision", key, make_vision)
     x, hx = v["x"], v["hx"]
     meta, hspecs, hmeta = (v["meta"].tolist(), v["hspecs"].tolist(),
@@ -862,6 +968,10 @@ def main():
 
     answers = [encode_answer(tokens, m[1]) for m in meta]
     aanswers = [encode_answer(tokens, s[1]) for s in aspecs]
+    layouts = image_layouts(tokens)
+    # npullm splices an audio chunk's rows alone, as llama.cpp's mtmd does
+    # for qwen2a
+    audio_layout = [-1] * A_TOKENS
     params = (list(vis.parameters()) + list(aud.parameters()) +
               list(llm.parameters()))
     opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01)
@@ -870,16 +980,21 @@ def main():
     xt, axt = torch.from_numpy(x), torch.from_numpy(ax)
     vb = batches(len(x), args.batch)
     ab = batches(len(ax), args.audio_batch)
+    set_quant(aud, False)
     for step in range(args.steps):
+        if step == int(args.audio_quant_from * args.steps):
+            set_quant(aud, True)
         idx, aidx = next(vb), next(ab)
         prompts = [PROMPTS[prng.randrange(len(PROMPTS))] for _ in idx]
+        # the layout for the whole batch: no padding between the two
+        layout = layouts["mtmd" if step % args.mtmd_every == 1 else "npullm"]
         ids, tg, img = sequences(prompt_ids, [answers[i] for i in idx],
-                                 prompts, N_TOKENS)
+                                 prompts, layout)
         loss_v = loss_of(vis, llm, xt[idx], ids, tg, img)
         prompts = [AUDIO_PROMPTS[prng.randrange(len(AUDIO_PROMPTS))]
                    for _ in aidx]
         ids, tg, img = sequences(prompt_ids, [aanswers[i] for i in aidx],
-                                 prompts, A_TOKENS)
+                                 prompts, audio_layout)
         loss_a = loss_of(aud, llm, axt[aidx], ids, tg, img)
         loss = loss_v + loss_a
         opt.zero_grad()
@@ -897,30 +1012,35 @@ def main():
     llm.eval()
     report = {}
     for p in PROMPTS:
-        acc, wrong = evaluate(vis, llm, hx, hmeta, prompt_ids, tokens, eog, p)
-        report[p] = acc
-        print("held-out accuracy (%s): %.4f (%d cases)" % (p, acc, len(hx)))
-        for w in wrong:
-            print("   want %r, got %r" % w)
+        for lname, layout in layouts.items():
+            acc, wrong = evaluate(vis, llm, hx, hmeta, prompt_ids, tokens,
+                                  eog, p, layout)
+            name = p if lname == "npullm" else "%s (%s layout)" % (p, lname)
+            report[name] = acc
+            print("held-out accuracy (%s): %.4f (%d cases)" %
+                  (name, acc, len(hx)))
+            for w in wrong:
+                print("   want %r, got %r" % w)
     # a gap between these two says the quarter is learnt by heart
     for name, xs, ms in (("training", x, meta), ("held-out", hx, hmeta)):
         bi = [i for i, m in enumerate(ms) if m[0] == "ball"][:256]
         acc, _ = evaluate(vis, llm, xs[bi], [ms[i] for i in bi], prompt_ids,
-                          tokens, eog, PROMPTS[0])
+                          tokens, eog, PROMPTS[0], layouts["npullm"])
         report["balls, " + name] = acc
         print("%s balls: %.4f (%d)" % (name, acc, len(bi)))
     # sounds: (source, caption, words) as metas' (kind, caption, words)
     hameta = [(None, s[1], s[2]) for s in haspecs]
     for p in AUDIO_PROMPTS:
         acc, wrong = evaluate(aud, llm, hax, hameta, prompt_ids, tokens, eog,
-                              p)
+                              p, audio_layout)
         report[p] = acc
         print("held-out accuracy (%s): %.4f (%d cases)" % (p, acc, len(hax)))
         for w in wrong:
             print("   want %r, got %r" % w)
     acc, _ = evaluate(aud, llm, ax[:512], [(None, s[1], s[2])
                                             for s in aspecs[:512]],
-                      prompt_ids, tokens, eog, AUDIO_PROMPTS[0])
+                      prompt_ids, tokens, eog, AUDIO_PROMPTS[0],
+                      audio_layout)
     report["sounds, training"] = acc
     print("training sounds: %.4f" % acc)
     export(tools, args.out, vis, aud, llm, vocab)
@@ -947,7 +1067,9 @@ def main():
     rec = {"seed": SEED, "command": " ".join(sys.argv),
            "torch": torch.__version__, "threads": args.threads,
            "steps": args.steps, "batch": args.batch,
-           "audio_batch": args.audio_batch,
+           "audio_batch": args.audio_batch, "large": args.large,
+           "audio_quant_from": args.audio_quant_from,
+           "mtmd_every": args.mtmd_every,
            "training_frames": len(x), "heldout_frames": len(hx),
            "training_sounds": len(ax), "heldout_sounds": len(hax),
            "heldout_accuracy_pytorch": report,

@@ -1,0 +1,107 @@
+#!/bin/bash
+# SPDX-License-Identifier: LGPL-2.1-or-later
+# The trained models of tests/models/ beside llama.cpp: every held-out
+# frame of vision-heldout.txt through
+#
+#   filesrc ! <the frame's caps> ! npuvisiontok ! npullm     (ours)
+#   llama-mtmd-cli --image <the encoder's input> --temp 0    (llama.cpp)
+#
+# with the same files and the prompt "What do you see?", and how often the
+# two answers agree, word for word.  A developer tool, not part of the
+# test suite: it needs the llama.cpp build of build-llamacpp.sh (run here;
+# ~5 minutes on two cores the first time, and npm).
+#
+#   tests/crosscheck/trained.sh [BUILD_DIR]
+#
+# BUILD_DIR is a meson build of this tree (default: build/).  Environment:
+# LLAMACPP_DIR (/tmp/llamacpp), WORK (/tmp/npu-crosscheck-trained) for the
+# frames and the answers, MODELS (tests/models), LIMIT (all) the number of
+# cases.
+#
+# The frames: npu-render-frames draws each case as the end-to-end test
+# does (videotestsrc, seeked to the case's frame) and writes the frame's
+# bytes with its caps, which our pipeline reads back, and the 64 x 64
+# encoder input npuvisiontok makes of it (the frame stretched by area
+# averaging or bilinear, as docs/visionprep.md says) as a PPM, which
+# llama.cpp gets: at the encoder's size its own resize changes nothing, so
+# both encode the same image (to within the PPM's 8-bit rounding).
+#
+# The wrapping: for an image of the encoder's size mtmd makes a 1 x 1 grid
+# of tiles, "<fake_token_around_image><row_1_col_1>" tile, then the
+# overview "\n\n<fake_token_around_image><global-img>" overview
+# "<fake_token_around_image>", tile and overview being the same image;
+# npullm gives npuvisiontok's one image as that overview alone.  The model
+# was trained on both (tests/train/train.py), so the answers, not the
+# prompts, are what is compared.  An answer is right when it has every
+# word the case lists, as in the test.
+set -euo pipefail
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+BUILD=${1:-$SRC/build}
+export LLAMACPP_DIR=${LLAMACPP_DIR:-/tmp/llamacpp}
+WORK=${WORK:-/tmp/npu-crosscheck-trained}
+MODELS=${MODELS:-$SRC/tests/models}
+LIMIT=${LIMIT:-0}
+PROMPT="What do you see?"
+mkdir -p "$WORK/frames"
+. "$HERE/lib.sh"
+build_llamacpp
+build_tools "$BUILD" "$SRC" "$WORK" tests/tools/npu-render-frames \
+    gst/elements/libgstnpu.so
+CLI=$LLAMACPP_DIR/build/bin/llama-mtmd-cli
+TEXT=$MODELS/videotestsrc-text.gguf
+MMPROJ=$MODELS/videotestsrc-mmproj.gguf
+export GST_PLUGIN_PATH=$BUILD/gst/elements${GST_PLUGIN_PATH:+:$GST_PLUGIN_PATH}
+
+# the cases: "props | caps | position | words"
+grep -v '^#' "$MODELS/vision-heldout.txt" | sed '/^$/d' >"$WORK/cases.txt"
+if [ "$LIMIT" -gt 0 ]; then
+  head -n "$LIMIT" "$WORK/cases.txt" >"$WORK/cases.tmp"
+  mv "$WORK/cases.tmp" "$WORK/cases.txt"
+fi
+echo "== rendering $(wc -l <"$WORK/cases.txt") held-out frames"
+cut -d'|' -f1-3 "$WORK/cases.txt" |
+  "$BUILD/tests/tools/npu-render-frames" --image-size 64 --patch 8 \
+      --mean 0.5 --std 0.5 -o "$WORK/frames.f32" \
+      --ppm-dir "$WORK/frames" --raw-dir "$WORK/frames" >/dev/null
+
+# trim: the text on one line, without spaces at its ends
+trim () {
+  tr '\n' ' ' | sed 's/^ *//; s/ *$//'
+}
+
+# has_words ANSWER WORDS: every comma-separated word, whole, any case
+has_words () {
+  local answer=${1,,} w
+  IFS=, read -ra ws <<<"$2"
+  for w in "${ws[@]}"; do
+    [[ " $answer " =~ [^a-z]${w,,}[^a-z] ]] || return 1
+  done
+}
+
+n=0 agree=0 ours_ok=0 theirs_ok=0
+while IFS='|' read -r props caps pos words; do
+  f=$(printf '%s/frames/frame-%04u' "$WORK" "$n")
+  words=$(echo "$words" | trim)
+  size=$(stat -c %s "$f.raw")
+  ours=$(gst-launch-1.0 -q filesrc location="$f.raw" blocksize="$size" ! \
+      "$(tr -d ' ' <"$f.cap")" ! \
+      npuvisiontok model="$MMPROJ" ! llm.vision \
+      npullm name=llm model="$TEXT" prompt="$PROMPT" ! fdsink 2>"$WORK/gst.log" |
+      trim || true)
+  theirs=$("$CLI" -m "$TEXT" --mmproj "$MMPROJ" --image "$f.ppm" \
+      -p "$PROMPT" --temp 0 -n 32 2>"$WORK/mtmd.log" | trim || true)
+  verdict=differ
+  if [ "$ours" = "$theirs" ]; then
+    verdict=agree
+    agree=$((agree + 1))
+  fi
+  has_words "$ours" "$words" && ours_ok=$((ours_ok + 1)) || true
+  has_words "$theirs" "$words" && theirs_ok=$((theirs_ok + 1)) || true
+  printf '%-6s %-44s | %-32s | %-32s | %s\n' "$verdict" \
+      "$(echo "$props" | trim) $(echo "$caps" | sed 's/.*format=//' | trim)" \
+      "$ours" "$theirs" "$words"
+  n=$((n + 1))
+done <"$WORK/cases.txt"
+echo "agree: $agree of $n; right: ours $ours_ok, llama.cpp $theirs_ok"
+[ "$agree" -eq "$n" ]

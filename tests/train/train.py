@@ -897,6 +897,9 @@ def main():
     # clipping, diverged to NaN by step 75; with F32 weights the same
     # classifier learnt at once.  So it learns in F32 first, then adapts
     # to the rounding its file will hold (quantisation-aware fine-tuning).
+    ap.add_argument("--audio-aux", type=float, default=1.0,
+                    help="weight of the training-only caption classifier "
+                    "on the audio rows")
     ap.add_argument("--audio-quant-from", type=float, default=0.5,
                     help="share of the steps after which the audio "
                     "encoder's matrices are rounded to MXFP4")
@@ -936,8 +939,12 @@ def main():
 
     def make_audio():
         ax, aspecs, hax, haspecs = render_sounds(tools, args, args.out)
+        hdir = os.path.join(args.out, "audio-heldout")
+        wavs = {f: open(os.path.join(hdir, f), "rb").read()
+                for f in sorted(os.listdir(hdir))}
         return {"x": ax, "hx": hax, "specs": np.array(aspecs, dtype=object),
-                "hspecs": np.array(haspecs, dtype=object)}
+                "hspecs": np.array(haspecs, dtype=object),
+                "wavs": np.array(wavs, dtype=object)}
 
     key = json.dumps([args.per_kind, args.heldout_per_kind, TRAIN_FACTORS,
                       HELDOUT_FACTORS, KINDS, TRAIN_FORMATS, HELDOUT_FORMATS,
@@ -952,6 +959,13 @@ def main():
                        sounds.WORDS, sounds.SINE_LADDER])
     a = load_or_render(args, tools, "audio", akey, make_audio)
     ax, hax = a["x"], a["hx"]
+    # the held-out WAV files, written again when the sounds come from the
+    # cache
+    hdir = os.path.join(args.out, "audio-heldout")
+    os.makedirs(hdir, exist_ok=True)
+    for name, data in (a["wavs"].item() if "wavs" in a else {}).items():
+        with open(os.path.join(hdir, name), "wb") as f:
+            f.write(data)
     aspecs, haspecs = a["specs"].tolist(), a["hspecs"].tolist()
     print("rendered %d training and %d held-out frames, %d training and %d "
           "held-out sounds in %.0f s" % (len(x), len(hx), len(ax), len(hax),
@@ -972,8 +986,17 @@ def main():
     # npullm splices an audio chunk's rows alone, as llama.cpp's mtmd does
     # for qwen2a
     audio_layout = [-1] * A_TOKENS
+    # A training-only classifier of the sound's caption on the mean of its
+    # rows (not exported): through the text model alone the audio encoder
+    # got no useful gradient (the answers' loss stayed where the
+    # captions' priors put it for 350 steps while the vision answers were
+    # learnt); this gives it a direct one, and the text model learns to
+    # read the rows it makes.
+    classes = sorted(set(s[1] for s in aspecs))
+    aclass = torch.tensor([classes.index(s[1]) for s in aspecs])
+    aux = nn.Linear(T_DIM, len(classes))
     params = (list(vis.parameters()) + list(aud.parameters()) +
-              list(llm.parameters()))
+              list(llm.parameters()) + list(aux.parameters()))
     opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, args.steps,
                                                 pct_start=0.1)
@@ -995,17 +1018,20 @@ def main():
                    for _ in aidx]
         ids, tg, img = sequences(prompt_ids, [aanswers[i] for i in aidx],
                                  prompts, audio_layout)
-        loss_a = loss_of(aud, llm, axt[aidx], ids, tg, img)
-        loss = loss_v + loss_a
+        rows = aud(axt[aidx])
+        loss_a = loss_of(lambda m: rows, llm, None, ids, tg, img)
+        loss_c = F.cross_entropy(aux(rows.mean(1)), aclass[aidx])
+        loss = loss_v + loss_a + args.audio_aux * loss_c
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
         if step % 50 == 0 or step == args.steps - 1:
-            print("step %d loss %.4f vision %.4f audio %.4f (%.0f s)" %
-                  (step, loss.item(), loss_v.item(), loss_a.item(),
-                   time.time() - t0), flush=True)
+            print("step %d loss %.4f vision %.4f audio %.4f (classifier "
+                  "%.4f) (%.0f s)" % (step, loss.item(), loss_v.item(),
+                                      loss_a.item(), loss_c.item(),
+                                      time.time() - t0), flush=True)
 
     vis.eval()
     aud.eval()
@@ -1069,6 +1095,7 @@ def main():
            "steps": args.steps, "batch": args.batch,
            "audio_batch": args.audio_batch, "large": args.large,
            "audio_quant_from": args.audio_quant_from,
+           "audio_aux": args.audio_aux,
            "mtmd_every": args.mtmd_every,
            "training_frames": len(x), "heldout_frames": len(hx),
            "training_sounds": len(ax), "heldout_sounds": len(hax),

@@ -400,6 +400,12 @@ def gelu(x):      # ggml_gelu, tanh form
                                      (x + 0.044715 * x ** 3)))
 
 
+def gelu_erf(x):  # ggml_gelu_erf, Whisper's; written out: this torch's
+    # F.gelu gave zero or inf gradients on CPU, so the audio encoder
+    # learnt nothing through it
+    return 0.5 * x * (1 + torch.erf(x * (1 / math.sqrt(2))))
+
+
 class VitBlock(nn.Module):
     """The encoders' pre-norm block (gst/core/npuencoder.c): the ViT's with
     key bias and ggml's tanh GELU, Whisper's without key bias and with
@@ -464,14 +470,23 @@ class Audio(nn.Module):
         self.conv2 = nn.Conv1d(A_DIM, A_DIM, 3, stride=2, padding=1)
         self.pos = nn.Parameter(torch.randn(A_POS, A_DIM) * 0.02)
         self.blocks = nn.ModuleList(
-            VitBlock(A_DIM, A_FF, A_HEADS, A_EPS, k_bias=False, act=F.gelu)
+            VitBlock(A_DIM, A_FF, A_HEADS, A_EPS, k_bias=False, act=gelu_erf)
             for _ in range(A_LAYERS))
         self.post_ln = nn.LayerNorm(A_DIM, eps=A_EPS)
         self.fc = QLinear(A_DIM, T_DIM)
 
+    @staticmethod
+    def conv(x, conv, stride):
+        """conv1d (kernel 3, padding 1) as the element computes it: im2col
+        rows of input channel major, then tap, times the kernel as a
+        matrix (within 2e-7 of nn.Conv1d's forward)."""
+        cols = F.pad(x, (1, 1)).unfold(2, 3, stride)   # [b, in, n, 3]
+        cols = cols.permute(0, 2, 1, 3).flatten(2)      # [b, n, in * 3]
+        return F.linear(cols, conv.weight.flatten(1), conv.bias)
+
     def forward(self, mel):
-        x = F.gelu(self.conv1(mel))
-        x = F.gelu(self.conv2(x)).transpose(1, 2) + self.pos
+        x = gelu_erf(self.conv(mel, self.conv1, 1)).transpose(1, 2)
+        x = gelu_erf(self.conv(x, self.conv2, 2)) + self.pos
         for blk in self.blocks:
             x = blk(x)
         b = x.shape[0]
@@ -891,12 +906,11 @@ def main():
                     help="share of training frames at camera sizes")
     ap.add_argument("--mtmd-every", type=int, default=3,
                     help="every Nth step uses llama.cpp mtmd's layout")
-    # With MXFP4 rounding from the first step, the audio encoder learnt
-    # next to nothing in 350 steps (its answers' loss stayed at what the
-    # captions' priors give) and, as a plain classifier without gradient
-    # clipping, diverged to NaN by step 75; with F32 weights the same
-    # classifier learnt at once.  So it learns in F32 first, then adapts
-    # to the rounding its file will hold (quantisation-aware fine-tuning).
+    # The audio encoder learns with F32 weights first, then adapts to the
+    # rounding its file will hold (quantisation-aware fine-tuning).  Chosen
+    # while its gradients were still broken by torch's F.gelu (gelu_erf);
+    # the committed run used it, the rounding from the first step may do
+    # as well now (not tried).
     ap.add_argument("--audio-aux", type=float, default=1.0,
                     help="weight of the training-only caption classifier "
                     "on the audio rows")
@@ -987,11 +1001,10 @@ def main():
     # for qwen2a
     audio_layout = [-1] * A_TOKENS
     # A training-only classifier of the sound's caption on the mean of its
-    # rows (not exported): through the text model alone the audio encoder
-    # got no useful gradient (the answers' loss stayed where the
-    # captions' priors put it for 350 steps while the vision answers were
-    # learnt); this gives it a direct one, and the text model learns to
-    # read the rows it makes.
+    # rows (not exported) gives the audio encoder a direct gradient beside
+    # the one through the text model, which has to learn to read its rows
+    # first.  Added while the encoder's gradients were still broken by
+    # torch's F.gelu (gelu_erf); the committed run used it.
     classes = sorted(set(s[1] for s in aspecs))
     aclass = torch.tensor([classes.index(s[1]) for s in aspecs])
     aux = nn.Linear(T_DIM, len(classes))

@@ -209,6 +209,16 @@ npu_llm_session_get_n_embd (NpuLlmSession * s)
   return s->n_embd;
 }
 
+void
+npu_llm_session_get_image_wrapping (NpuLlmSession * s, const gint32 ** open,
+    guint * n_open, const gint32 ** close, guint * n_close)
+{
+  *open = s->image_open;
+  *n_open = s->n_image_open;
+  *close = s->image_close;
+  *n_close = s->n_image_close;
+}
+
 /**
  * npu_llm_session_set_max_tokens:
  *

@@ -97,6 +97,12 @@ NPU_API
 const gchar *npu_llm_session_get_template_name (NpuLlmSession * session);
 NPU_API
 guint npu_llm_session_get_n_embd (NpuLlmSession * session);
+/* The tokens an image's rows go between (none when the vocabulary has no
+ * image tokens); the arrays belong to the session */
+NPU_API
+void npu_llm_session_get_image_wrapping (NpuLlmSession * session,
+    const gint32 ** open, guint * n_open, const gint32 ** close,
+    guint * n_close);
 NPU_API
 void npu_llm_session_set_max_tokens (NpuLlmSession * session,
     guint max_tokens);

@@ -8,8 +8,10 @@
  * default properties (the file's chat template, no system prompt, media
  * in front of the user's text, BOS only on the first side), with the same
  * core calls, so tests/train/train.py trains on the prompts the element
- * will feed the model.  The end-to-end test (tests/check/
- * test-trained-models.c) fails if the two ever part.
+ * will feed the model.  The tokens an image is wrapped in (Idefics3's,
+ * when the vocabulary has them) are not printed: they belong to the image,
+ * and train.py puts them around it as the session does.  The end-to-end
+ * test (tests/check/test-trained-models.c) fails if the two ever part.
  */
 #include <glib.h>
 #include <stdio.h>

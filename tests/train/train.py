@@ -893,7 +893,7 @@ def main():
     ap.add_argument("--speech-per-word", type=int, default=60)
     ap.add_argument("--audio-heldout-per-kind", type=int, default=3)
     ap.add_argument("--speech-heldout-per-word", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=1500)
+    ap.add_argument("--steps", type=int, default=900)
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--audio-batch", type=int, default=16)
     ap.add_argument("--cache", help="keep the rendered frames and sounds in "

@@ -13,6 +13,7 @@
 #include "tests/tools/npumodelgen.h"
 
 #include <malloc.h>
+#include <math.h>
 #include <string.h>
 #include <glib/gstdio.h>
 
@@ -132,33 +133,24 @@ answer (NpuLlmSession * s, Fixture * f, const gchar * prompt,
   return g_string_free (out, FALSE);
 }
 
-/* Evaluates @seq in one call from an empty context, then draws up to
- * MAX_TOKENS with @sampler; the tokens drawn (no end-of-generation) are
- * appended to @gen, their text returned */
+/* Draws up to MAX_TOKENS with @sampler after what @ctx holds; the tokens
+ * drawn (no end-of-generation) are appended to @gen, their text
+ * returned */
 static gchar *
-core_run (Fixture * f, NpuLlmModel * m, guint n_ctx, NpuLlmSampler * sampler,
-    GArray * seq, GArray * gen)
+draw (const NpuTokenizer * tok, NpuLlmContext * ctx, NpuLlmSampler * sampler,
+    GArray * gen)
 {
-  NpuLlmContextParams cp;
-  NpuLlmContext *ctx;
-  NpuTokenDecoder *dec = npu_token_decoder_new (f->tok, NPU_DECODE_NONE);
+  NpuTokenDecoder *dec = npu_token_decoder_new (tok, NPU_DECODE_NONE);
   GString *text = g_string_new (NULL);
   GError *error = NULL;
   guint i;
   gchar *piece;
   gsize len;
 
-  npu_llm_context_params_init (&cp);
-  cp.n_ctx = n_ctx;
-  cp.n_batch = MAX (seq->len, 1);
-  ctx = npu_llm_context_new (m, &cp, &error);
-  g_assert_no_error (error);
-  g_assert_true (npu_llm_eval_tokens (ctx, NULL, (const gint32 *) seq->data,
-          seq->len, &error));
   for (i = 0; i < MAX_TOKENS; i++) {
     gint32 t = npu_llm_sampler_sample (sampler, npu_llm_get_logits (ctx));
 
-    if (npu_tokenizer_is_eog (f->tok, t))
+    if (npu_tokenizer_is_eog (tok, t))
       break;
     npu_llm_sampler_accept (sampler, t);
     g_array_append_val (gen, t);
@@ -172,8 +164,29 @@ core_run (Fixture * f, NpuLlmModel * m, guint n_ctx, NpuLlmSampler * sampler,
   g_string_append_len (text, piece, len);
   g_free (piece);
   npu_token_decoder_free (dec);
-  npu_llm_context_free (ctx);
   return g_string_free (text, FALSE);
+}
+
+/* Evaluates @seq in one call from an empty context, then draws */
+static gchar *
+core_run (Fixture * f, NpuLlmModel * m, guint n_ctx, NpuLlmSampler * sampler,
+    GArray * seq, GArray * gen)
+{
+  NpuLlmContextParams cp;
+  NpuLlmContext *ctx;
+  GError *error = NULL;
+  gchar *text;
+
+  npu_llm_context_params_init (&cp);
+  cp.n_ctx = n_ctx;
+  cp.n_batch = MAX (seq->len, 1);
+  ctx = npu_llm_context_new (m, &cp, &error);
+  g_assert_no_error (error);
+  g_assert_true (npu_llm_eval_tokens (ctx, NULL, (const gint32 *) seq->data,
+          seq->len, &error));
+  text = draw (f->tok, ctx, sampler, gen);
+  npu_llm_context_free (ctx);
+  return text;
 }
 
 /* Tokenizes @text onto @seq; the sampler's history takes it too */
@@ -345,6 +358,139 @@ test_long_conversation_bounded (void)
   fixture_close (&f);
 }
 
+/* Idefics3's image tokens.  The trained text model of tests/models/ has
+ * them: an image's rows must go between
+ * "\n\n<fake_token_around_image><global-img>" and
+ * "<fake_token_around_image>" (llama.cpp's mtmd's overview), other media's
+ * rows bare.  The reference is that sequence written out here (ids looked
+ * up by their text in the file), evaluated by the bare core, then draws
+ * with the same sampler (temperature 1: any change in the logits shows). */
+#define TRAINED_TEXT NPU_MODELS_DIR "/videotestsrc-text.gguf"
+#define N_ROWS 16
+
+static void
+test_image_wrapping (gconstpointer data)
+{
+  gboolean image = GPOINTER_TO_INT (data);
+  NpuGguf *gguf;
+  NpuTokenizer *tok;
+  NpuLlmModel *m;
+  NpuLlmSession *s;
+  NpuLlmSessionParams p;
+  NpuLlmContextParams cp;
+  NpuLlmContext *ctx;
+  NpuLlmSampler *sampler;
+  NpuLlmAnswerStats st;
+  NpuLlmMedia media;
+  NpuQueue *queue = npu_queue_new (npu_device_get_cpu (0), "wrapping");
+  GArray *before = g_array_new (FALSE, FALSE, sizeof (gint32));
+  GArray *after = g_array_new (FALSE, FALSE, sizeof (gint32));
+  GArray *gen = g_array_new (FALSE, FALSE, sizeof (gint32));
+  GString *out = g_string_new (NULL);
+  GError *error = NULL;
+  gint32 nl, around, global;
+  gfloat *rows;
+  guint n_embd, i;
+  gchar *want;
+
+  npu_device_unref (npu_queue_get_device (queue));
+  gguf = npu_gguf_open (TRAINED_TEXT, &error);
+  g_assert_no_error (error);
+  tok = npu_tokenizer_new_from_gguf (gguf, &error);
+  g_assert_no_error (error);
+  nl = npu_tokenizer_find_token (tok, "\n\n");
+  around = npu_tokenizer_find_token (tok, "<fake_token_around_image>");
+  global = npu_tokenizer_find_token (tok, "<global-img>");
+  g_assert_cmpint (nl, !=, NPU_TOKEN_NULL);
+  g_assert_cmpint (around, !=, NPU_TOKEN_NULL);
+  g_assert_cmpint (global, !=, NPU_TOKEN_NULL);
+
+  m = npu_llm_model_new_from_file (TRAINED_TEXT, NPU_LLM_LOAD_IN_PLACE,
+      &error);
+  g_assert_no_error (error);
+  n_embd = npu_llm_model_get_hparams (m)->n_embd;
+  rows = g_new (gfloat, n_embd * N_ROWS);
+  for (i = 0; i < n_embd * N_ROWS; i++)
+    rows[i] = 0.5 * sin (0.37 * i) + 0.25 * cos (0.011 * i * i);
+  media.rows = rows;
+  media.n_rows = N_ROWS;
+  media.image = image;
+
+  npu_llm_session_params_init (&p);
+  p.max_tokens = MAX_TOKENS;
+  sampler_params (&p.sampler);
+  s = npu_llm_session_new (gguf, m, &p, &error);
+  g_assert_no_error (error);
+  npu_llm_session_params_clear (&p);
+  g_assert_true (npu_llm_session_answer (s, queue, "What do you see?",
+          &media, 1, collect, out, &st, &error));
+  g_assert_no_error (error);
+  {
+    const gint32 *open, *close;
+    guint n_open, n_close;
+
+    npu_llm_session_get_image_wrapping (s, &open, &n_open, &close,
+        &n_close);
+    g_assert_cmpuint (n_open, ==, 3);
+    g_assert_cmpint (open[0], ==, nl);
+    g_assert_cmpint (open[1], ==, around);
+    g_assert_cmpint (open[2], ==, global);
+    g_assert_cmpuint (n_close, ==, 1);
+    g_assert_cmpint (close[0], ==, around);
+  }
+
+  /* the reference: the file's ChatML, no system prompt, media first */
+  m = npu_llm_model_new_from_file (TRAINED_TEXT, NPU_LLM_LOAD_IN_PLACE,
+      &error);
+  g_assert_no_error (error);
+  sampler_params (&p.sampler);
+  sampler = npu_llm_sampler_new (&p.sampler,
+      npu_llm_model_get_hparams (m)->n_vocab, &error);
+  g_assert_no_error (error);
+  {
+    Fixture f = {.tok = tok };
+
+    append_text (&f, before, sampler, "<|im_start|>user\n", TRUE);
+    append_text (&f, after, sampler,
+        "What do you see?<|im_end|>\n<|im_start|>assistant\n", FALSE);
+  }
+  if (image) {
+    g_array_append_val (before, nl);
+    g_array_append_val (before, around);
+    g_array_append_val (before, global);
+    g_array_prepend_val (after, around);
+  }
+  g_assert_cmpuint (st.n_prompt, ==, before->len + N_ROWS + after->len);
+  npu_llm_context_params_init (&cp);
+  cp.n_ctx = 128;
+  ctx = npu_llm_context_new (m, &cp, &error);
+  g_assert_no_error (error);
+  g_assert_true (npu_llm_eval_tokens (ctx, NULL,
+          (const gint32 *) before->data, before->len, &error));
+  g_assert_true (npu_llm_eval_embeddings (ctx, NULL, rows, N_ROWS, &error));
+  g_assert_true (npu_llm_eval_tokens (ctx, NULL,
+          (const gint32 *) after->data, after->len, &error));
+  g_assert_no_error (error);
+  want = draw (tok, ctx, sampler, gen);
+  g_test_message ("%s: \"%s\"", image ? "image" : "other media", out->str);
+  g_assert_cmpuint (gen->len, >, 0);
+  g_assert_cmpstr (out->str, ==, want);
+
+  g_free (want);
+  g_free (rows);
+  g_string_free (out, TRUE);
+  g_array_unref (before);
+  g_array_unref (after);
+  g_array_unref (gen);
+  npu_llm_context_free (ctx);
+  npu_llm_sampler_free (sampler);
+  npu_llm_model_free (m);
+  npu_llm_session_free (s);
+  npu_tokenizer_free (tok);
+  npu_gguf_free (gguf);
+  npu_queue_free (queue);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -356,5 +502,9 @@ main (int argc, char **argv)
   g_test_add_func ("/llm-session/keep-context/off", test_keep_context_off);
   g_test_add_func ("/llm-session/keep-context/bounded",
       test_long_conversation_bounded);
+  g_test_add_data_func ("/llm-session/image-wrapping/image",
+      GINT_TO_POINTER (TRUE), test_image_wrapping);
+  g_test_add_data_func ("/llm-session/image-wrapping/other",
+      GINT_TO_POINTER (FALSE), test_image_wrapping);
   return g_test_run ();
 }

@@ -3,8 +3,11 @@
 # Checks that every C file under gst/ and ext/ is in GStreamer's gst-indent
 # style (GNU indent with the flags of gstreamer/scripts/gst-indent, applied
 # twice as that script's users do, since one pass of indent is not always
-# stable) and that every source file carries an SPDX licence line.
-# Prints the files that differ and exits 1; run from anywhere.
+# stable), that every source file carries an SPDX licence line, that no
+# function in gst/ or ext/ is longer than 120 lines (tests/function-lengths.sh:
+# a longer one is split along its own phases), and that gst/'s include graph
+# keeps its layers and has no circle (tests/check-includes.sh).
+# Prints what is wrong and exits 1; run from anywhere.
 set -u
 cd "$(dirname "$0")/.."
 command -v indent >/dev/null || { echo "check-style: indent is not installed"; exit 1; }
@@ -33,5 +36,12 @@ for f in $(git ls-files '*.c' '*.h' '*.cpp' '*.sh' '*.py' 'meson.build' '*/meson
     bad=1
   }
 done
-[ "$bad" = 0 ] && echo "check-style: gst-indent style and SPDX lines: ok"
+MAX=120 ./tests/function-lengths.sh > "$tmp/long" || {
+  while read -r lines where name; do
+    echo "check-style: $name ($where) is $lines lines long, more than 120"
+  done < "$tmp/long"
+  bad=1
+}
+./tests/check-includes.sh || bad=1
+[ "$bad" = 0 ] && echo "check-style: gst-indent style, SPDX lines, function lengths: ok"
 exit "$bad"

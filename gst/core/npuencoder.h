@@ -18,7 +18,7 @@
 #include "npubackend.h"
 #include "npugguf.h"
 #include "npumatmul.h"
-#include "npuvit.h"
+#include "npuviterror.h"
 
 G_BEGIN_DECLS
 

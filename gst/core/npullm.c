@@ -186,17 +186,12 @@ get_f32_opt (const NpuGguf * gguf, const gchar * arch, const gchar * key,
   return ok;
 }
 
-gboolean
-npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
-    GError ** error)
+/* general.architecture, which sets @h's arch and RoPE type.  Returns: the
+ * architecture's name (the prefix of its keys), or %NULL with @error set */
+static const gchar *
+get_arch (const NpuGguf * gguf, NpuLlmHParams * h, GError ** error)
 {
   const gchar *arch;
-  gchar *key;
-  const gchar *scaling = NULL;
-  gfloat factor = 0.0f;
-  gboolean have_factor = FALSE;
-  NpuLlmHParams h = { 0, };
-  guint value_length = 0;
   GError *err = NULL;
 
   arch = npu_gguf_get_string (gguf, "general.architecture", NULL, &err);
@@ -204,19 +199,110 @@ npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_MISSING,
         "general.architecture: %s", err->message);
     g_error_free (err);
-    return FALSE;
+    return NULL;
   }
   if (strcmp (arch, "llama") == 0) {
-    h.arch = NPU_LLM_ARCH_LLAMA;
-    h.rope_type = NPU_LLM_ROPE_NORM;
+    h->arch = NPU_LLM_ARCH_LLAMA;
+    h->rope_type = NPU_LLM_ROPE_NORM;
   } else if (strcmp (arch, "qwen2") == 0) {
-    h.arch = NPU_LLM_ARCH_QWEN2;
-    h.rope_type = NPU_LLM_ROPE_NEOX;
+    h->arch = NPU_LLM_ARCH_QWEN2;
+    h->rope_type = NPU_LLM_ROPE_NEOX;
   } else {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
         "unsupported architecture '%s' (supported: llama, qwen2)", arch);
+    return NULL;
+  }
+  return arch;
+}
+
+static gboolean
+get_rope_scaling (const NpuGguf * gguf, const gchar * arch,
+    NpuLlmHParams * h, GError ** error)
+{
+  gchar *key;
+  const gchar *scaling = NULL;
+  gfloat factor = 0.0f;
+  gboolean have_factor = FALSE;
+  GError *err = NULL;
+
+  /* RoPE scaling, as llama.cpp reads it: the type defaults to linear, the
+   * factor comes from rope.scaling.factor or the older rope.scale_linear;
+   * a factor of 0 or none means no scaling. */
+  key = g_strdup_printf ("%s.rope.scaling.type", arch);
+  if (npu_gguf_find (gguf, key)) {
+    scaling = npu_gguf_get_string (gguf, key, NULL, &err);
+    if (!scaling) {
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+          "metadata key '%s': %s", key, err->message);
+      g_error_free (err);
+      g_free (key);
+      return FALSE;
+    }
+  }
+  g_free (key);
+  if (!get_f32_opt (gguf, arch, "rope.scaling.factor", FALSE, &factor,
+          &have_factor, error))
+    return FALSE;
+  if (!have_factor && !get_f32_opt (gguf, arch, "rope.scale_linear", FALSE,
+          &factor, &have_factor, error))
+    return FALSE;
+  h->rope_freq_scale = 1.0f;
+  if (scaling && strcmp (scaling, "none") == 0) {
+    /* nothing */
+  } else if (scaling && strcmp (scaling, "linear") != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+        "unsupported %s.rope.scaling.type '%s' (supported: none, linear)",
+        arch, scaling);
+    return FALSE;
+  } else if (have_factor && factor != 0.0f) {
+    if (factor < 0.0f) {
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+          "%s.rope.scaling.factor %g is negative", arch, factor);
+      return FALSE;
+    }
+    h->rope_freq_scale = 1.0f / factor;
+  }
+  return TRUE;
+}
+
+/* The checks between the heads, RoPE and norm keys, once all are read */
+static gboolean
+check_head_and_rope (const gchar * arch, const NpuLlmHParams * h,
+    GError ** error)
+{
+  if (h->n_head_kv == 0 || h->n_head % h->n_head_kv != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "%s.attention.head_count %u is not a multiple of head_count_kv %u",
+        arch, h->n_head, h->n_head_kv);
     return FALSE;
   }
+  if (h->n_rot == 0 || h->n_rot > h->head_dim || h->n_rot % 2 != 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "%s.rope.dimension_count %u is not an even number <= the head size "
+        "%u", arch, h->n_rot, h->head_dim);
+    return FALSE;
+  }
+  if (!(h->rms_eps >= 0.0f) || !(h->rope_freq_base > 0.0f)) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "%s: rms epsilon %g or rope.freq_base %g out of range", arch,
+        h->rms_eps, h->rope_freq_base);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
+    GError ** error)
+{
+  const gchar *arch;
+  NpuLlmHParams h = { 0, };
+  guint value_length = 0;
+
+  arch = get_arch (gguf, &h, error);
+  if (!arch)
+    return FALSE;
+
 
   if (!get_u32_req (gguf, arch, "embedding_length", &h.n_embd, error) ||
       !get_u32_req (gguf, arch, "block_count", &h.n_layer, error) ||
@@ -257,62 +343,11 @@ npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
           NULL, error))
     return FALSE;
 
-  /* RoPE scaling, as llama.cpp reads it: the type defaults to linear, the
-   * factor comes from rope.scaling.factor or the older rope.scale_linear;
-   * a factor of 0 or none means no scaling. */
-  key = g_strdup_printf ("%s.rope.scaling.type", arch);
-  if (npu_gguf_find (gguf, key)) {
-    scaling = npu_gguf_get_string (gguf, key, NULL, &err);
-    if (!scaling) {
-      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-          "metadata key '%s': %s", key, err->message);
-      g_error_free (err);
-      g_free (key);
-      return FALSE;
-    }
-  }
-  g_free (key);
-  if (!get_f32_opt (gguf, arch, "rope.scaling.factor", FALSE, &factor,
-          &have_factor, error))
+  if (!get_rope_scaling (gguf, arch, &h, error))
     return FALSE;
-  if (!have_factor && !get_f32_opt (gguf, arch, "rope.scale_linear", FALSE,
-          &factor, &have_factor, error))
-    return FALSE;
-  h.rope_freq_scale = 1.0f;
-  if (scaling && strcmp (scaling, "none") == 0) {
-    /* nothing */
-  } else if (scaling && strcmp (scaling, "linear") != 0) {
-    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
-        "unsupported %s.rope.scaling.type '%s' (supported: none, linear)",
-        arch, scaling);
-    return FALSE;
-  } else if (have_factor && factor != 0.0f) {
-    if (factor < 0.0f) {
-      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-          "%s.rope.scaling.factor %g is negative", arch, factor);
-      return FALSE;
-    }
-    h.rope_freq_scale = 1.0f / factor;
-  }
 
-  if (h.n_head_kv == 0 || h.n_head % h.n_head_kv != 0) {
-    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-        "%s.attention.head_count %u is not a multiple of head_count_kv %u",
-        arch, h.n_head, h.n_head_kv);
+  if (!check_head_and_rope (arch, &h, error))
     return FALSE;
-  }
-  if (h.n_rot == 0 || h.n_rot > h.head_dim || h.n_rot % 2 != 0) {
-    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-        "%s.rope.dimension_count %u is not an even number <= the head size "
-        "%u", arch, h.n_rot, h.head_dim);
-    return FALSE;
-  }
-  if (!(h.rms_eps >= 0.0f) || !(h.rope_freq_base > 0.0f)) {
-    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-        "%s: rms epsilon %g or rope.freq_base %g out of range", arch,
-        h.rms_eps, h.rope_freq_base);
-    return FALSE;
-  }
   *hp = h;
   return TRUE;
 }

@@ -357,6 +357,219 @@ find_stop (const gchar * text, gsize len, gchar ** stop)
   return first;
 }
 
+/* Every media item must carry its rows; counts them with an image's
+ * wrapping tokens. */
+static gboolean
+count_media_rows (const NpuLlmSession * s, const NpuLlmMedia * media,
+    guint n_media, gsize * n_rows, GError ** error)
+{
+  guint i;
+
+  *n_rows = 0;
+  for (i = 0; i < n_media; i++) {
+    if (!media[i].rows && media[i].n_rows) {
+      g_set_error (error, NPU_LLM_SESSION_ERROR, NPU_LLM_SESSION_ERROR_MEDIA,
+          "media %u has no data", i);
+      return FALSE;
+    }
+    *n_rows += media[i].n_rows;
+    if (media[i].image)
+      *n_rows += s->n_image_open + s->n_image_close;
+  }
+  return TRUE;
+}
+
+/* Formats the prompt with a placeholder where media go, then tokenises the
+ * two sides (@toks[0] before the media, @toks[1] after): only the first
+ * side gets BOS.  A conversation's next turn starts with the last answer's
+ * last token when it was generated but not evaluated. */
+static void
+tokenize_prompt (NpuLlmSession * s, const gchar * user, gboolean with_media,
+    gboolean next_turn, gint32 * toks[2], gsize n_toks[2])
+{
+  gchar *formatted, **parts;
+  gboolean add_special;
+  guint i;
+
+  {
+    gchar *u = with_media ? g_strconcat (MEDIA_PLACEHOLDER, user, NULL) :
+        g_strdup (user);
+
+    if (next_turn)
+      formatted = npu_chat_format_next (s->tmpl, u, TRUE);
+    else if (npu_chat_template_get_family (s->tmpl) == NPU_CHAT_NONE)
+      formatted = s->params.system_prompt && *s->params.system_prompt ?
+          g_strconcat (s->params.system_prompt, "\n\n", u, NULL) : g_strdup (u);
+    else
+      formatted = npu_chat_format (s->tmpl, s->params.system_prompt, u, TRUE);
+    g_free (u);
+  }
+  add_special = !next_turn && !npu_chat_template_has_bos (s->tmpl);
+  parts = g_strsplit (formatted, MEDIA_PLACEHOLDER, 2);
+  for (i = 0; i < 2 && parts[i]; i++)
+    toks[i] = npu_tokenizer_encode (s->tokenizer, parts[i], -1,
+        i == 0 && add_special, TRUE, &n_toks[i]);
+  g_strfreev (parts);
+  g_free (formatted);
+  if (next_turn && s->unevaluated != NPU_TOKEN_NULL) {
+    /* the last answer's last token goes in first */
+    gint32 *t = g_new (gint32, n_toks[0] + 1);
+
+    t[0] = s->unevaluated;
+    if (n_toks[0])
+      memcpy (t + 1, toks[0], n_toks[0] * sizeof (gint32));
+    g_free (toks[0]);
+    toks[0] = t;
+    n_toks[0]++;
+  }
+}
+
+/* Sets the context and the sampler up for the prompt @toks: the cache rows
+ * of the prefix shared with the last prompt are kept (@st's n_reused), or,
+ * in a conversation, everything the context holds (@st's n_context). */
+static void
+prepare_context (NpuLlmSession * s, gint32 * toks[2], const gsize n_toks[2],
+    gboolean with_media, gboolean next_turn, NpuLlmAnswerStats * st)
+{
+  guint i;
+
+  /* Reuse the longest prefix the last prompt shares with this one, less
+   * one token when nothing follows it (its logits are needed); a
+   * conversation goes on from everything the context holds */
+  if (next_turn) {
+    st->n_context = npu_llm_context_get_n_cached (s->ctx);
+  } else {
+    gsize common = 0, limit = n_toks[0];
+
+    if (!with_media && !n_toks[1] && limit > 0)
+      limit--;
+    while (common < MIN (limit, s->n_prefix) &&
+        s->prefix[common] == toks[0][common])
+      common++;
+    if (common == 0 || !npu_llm_context_truncate (s->ctx, common)) {
+      npu_llm_context_reset (s->ctx);
+      common = 0;
+    }
+    st->n_reused = common;
+    g_free (s->prefix);
+    s->prefix = g_memdup2 (toks[0], n_toks[0] * sizeof (gint32));
+    s->n_prefix = 0;            /* valid once the prompt is evaluated */
+  }
+  /* in a conversation the penalty history and the random draws go on */
+  if (!next_turn)
+    npu_llm_sampler_reset (s->sampler);
+  for (i = 0; i < 2; i++) {
+    /* the last answer's last token is in the history already */
+    gsize j = i == 0 && next_turn && s->unevaluated != NPU_TOKEN_NULL;
+
+    for (; j < n_toks[i]; j++)
+      npu_llm_sampler_accept (s->sampler, toks[i][j]);
+  }
+}
+
+/* Evaluates the prompt past its reused prefix, the media in between its
+ * two sides. */
+static gboolean
+eval_prompt (NpuLlmSession * s, NpuQueue * queue, gint32 * toks[2],
+    const gsize n_toks[2], const NpuLlmMedia * media, guint n_media,
+    gboolean next_turn, gsize n_reused, GError ** error)
+{
+  EvalJob job = { 0, };
+
+  job.ctx = s->ctx;
+  job.session = s;
+  job.tokens[0] = toks[0] + n_reused;
+  job.n_tokens[0] = n_toks[0] - n_reused;
+  job.tokens[1] = toks[1];
+  job.n_tokens[1] = n_toks[1];
+  job.media = media;
+  job.n_media = n_media;
+  if (!run_eval (queue, &job, error))
+    return FALSE;
+  if (!next_turn)
+    s->n_prefix = n_toks[0];
+  s->unevaluated = NPU_TOKEN_NULL;
+  return TRUE;
+}
+
+/* Samples and evaluates token after token, handing the text to @emit, until
+ * an end of generation, a stop string, max-tokens or @emit asks to stop.
+ * @t1 is when the prompt was evaluated: @st's decode_us counts from it. */
+static gboolean
+generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
+    gpointer user_data, gint64 t1, NpuLlmAnswerStats * st, GError ** error)
+{
+  NpuTokenDecoder *dec = npu_token_decoder_new (s->tokenizer,
+      NPU_DECODE_NONE);
+  GString *pending = g_string_new (NULL);
+  EvalJob job = { 0, };
+  gboolean ok = FALSE, go_on = TRUE;
+
+  job.ctx = s->ctx;
+  while (go_on) {
+    gint32 tok = npu_llm_sampler_sample (s->sampler,
+        npu_llm_get_logits (s->ctx));
+    gchar *piece;
+    gsize len = 0, hold;
+    const gchar *stop;
+
+    if (npu_tokenizer_is_eog (s->tokenizer, tok)) {
+      st->hit_eog = TRUE;
+      break;
+    }
+    npu_llm_sampler_accept (s->sampler, tok);
+    st->n_generated++;
+    s->unevaluated = tok;
+
+    piece = npu_token_decoder_push (dec, tok, &len);
+    if (piece)
+      g_string_append_len (pending, piece, len);
+    g_free (piece);
+
+    stop = find_stop (pending->str, pending->len, s->params.stop);
+    if (stop) {
+      g_string_truncate (pending, stop - pending->str);
+      st->hit_stop = TRUE;
+      break;
+    }
+    hold = stop_prefix_hold (pending->str, pending->len, s->params.stop);
+    if (pending->len > hold) {
+      go_on = emit (pending->str, pending->len - hold, user_data);
+      g_string_erase (pending, 0, pending->len - hold);
+    }
+    if (st->n_generated >= s->params.max_tokens) {
+      st->hit_max = TRUE;
+      break;
+    }
+    if (!go_on)
+      break;
+
+    job.tokens[0] = &tok;
+    job.n_tokens[0] = 1;
+    if (!run_eval (queue, &job, error))
+      goto out;
+    s->unevaluated = NPU_TOKEN_NULL;
+  }
+  st->decode_us = g_get_monotonic_time () - t1;
+
+  if (!st->hit_stop && go_on) {
+    gsize len = 0;
+    gchar *rest = npu_token_decoder_flush (dec, &len);
+
+    if (rest)
+      g_string_append_len (pending, rest, len);
+    g_free (rest);
+  }
+  if (go_on && pending->len)
+    emit (pending->str, pending->len, user_data);
+  ok = TRUE;
+
+out:
+  npu_token_decoder_free (dec);
+  g_string_free (pending, TRUE);
+  return ok;
+}
+
 /**
  * npu_llm_session_answer:
  * @user: the user's text (the prompt)
@@ -387,61 +600,15 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
     GError ** error)
 {
   NpuLlmAnswerStats st = { 0, };
-  gchar *formatted, **parts;
   gint32 *toks[2] = { NULL, NULL };
   gsize n_toks[2] = { 0, 0 }, n_media_rows = 0;
-  gboolean add_special, ok = FALSE, go_on = TRUE;
+  gboolean ok = FALSE;
   gboolean next_turn = s->params.keep_context && s->in_conversation;
-  NpuTokenDecoder *dec = NULL;
-  GString *pending = g_string_new (NULL);
-  EvalJob job = { 0, };
   gint64 t0, t1;
-  guint i;
 
-  for (i = 0; i < n_media; i++) {
-    if (!media[i].rows && media[i].n_rows) {
-      g_set_error (error, NPU_LLM_SESSION_ERROR, NPU_LLM_SESSION_ERROR_MEDIA,
-          "media %u has no data", i);
-      goto out;
-    }
-    n_media_rows += media[i].n_rows;
-    if (media[i].image)
-      n_media_rows += s->n_image_open + s->n_image_close;
-  }
-
-  /* Format with a placeholder where media go, then tokenise the two sides:
-   * only the first side gets BOS. */
-  {
-    gchar *u = n_media ? g_strconcat (MEDIA_PLACEHOLDER, user, NULL) :
-        g_strdup (user);
-
-    if (next_turn)
-      formatted = npu_chat_format_next (s->tmpl, u, TRUE);
-    else if (npu_chat_template_get_family (s->tmpl) == NPU_CHAT_NONE)
-      formatted = s->params.system_prompt && *s->params.system_prompt ?
-          g_strconcat (s->params.system_prompt, "\n\n", u, NULL) : g_strdup (u);
-    else
-      formatted = npu_chat_format (s->tmpl, s->params.system_prompt, u, TRUE);
-    g_free (u);
-  }
-  add_special = !next_turn && !npu_chat_template_has_bos (s->tmpl);
-  parts = g_strsplit (formatted, MEDIA_PLACEHOLDER, 2);
-  for (i = 0; i < 2 && parts[i]; i++)
-    toks[i] = npu_tokenizer_encode (s->tokenizer, parts[i], -1,
-        i == 0 && add_special, TRUE, &n_toks[i]);
-  g_strfreev (parts);
-  g_free (formatted);
-  if (next_turn && s->unevaluated != NPU_TOKEN_NULL) {
-    /* the last answer's last token goes in first */
-    gint32 *t = g_new (gint32, n_toks[0] + 1);
-
-    t[0] = s->unevaluated;
-    if (n_toks[0])
-      memcpy (t + 1, toks[0], n_toks[0] * sizeof (gint32));
-    g_free (toks[0]);
-    toks[0] = t;
-    n_toks[0]++;
-  }
+  if (!count_media_rows (s, media, n_media, &n_media_rows, error))
+    goto out;
+  tokenize_prompt (s, user, n_media > 0, next_turn, toks, n_toks);
 
   st.n_prompt = n_toks[0] + n_toks[1] + n_media_rows;
   if (st.n_prompt + 1 > s->params.n_ctx) {
@@ -456,123 +623,18 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
     goto out;
   }
 
-  /* Reuse the longest prefix the last prompt shares with this one, less
-   * one token when nothing follows it (its logits are needed); a
-   * conversation goes on from everything the context holds */
-  if (next_turn) {
-    st.n_context = npu_llm_context_get_n_cached (s->ctx);
-  } else {
-    gsize common = 0, limit = n_toks[0];
-
-    if (!n_media && !n_toks[1] && limit > 0)
-      limit--;
-    while (common < MIN (limit, s->n_prefix) &&
-        s->prefix[common] == toks[0][common])
-      common++;
-    if (common == 0 || !npu_llm_context_truncate (s->ctx, common)) {
-      npu_llm_context_reset (s->ctx);
-      common = 0;
-    }
-    st.n_reused = common;
-    g_free (s->prefix);
-    s->prefix = g_memdup2 (toks[0], n_toks[0] * sizeof (gint32));
-    s->n_prefix = 0;            /* valid once the prompt is evaluated */
-  }
-  /* in a conversation the penalty history and the random draws go on */
-  if (!next_turn)
-    npu_llm_sampler_reset (s->sampler);
-  for (i = 0; i < 2; i++) {
-    /* the last answer's last token is in the history already */
-    gsize j = i == 0 && next_turn && s->unevaluated != NPU_TOKEN_NULL;
-
-    for (; j < n_toks[i]; j++)
-      npu_llm_sampler_accept (s->sampler, toks[i][j]);
-  }
-
-  job.ctx = s->ctx;
-  job.session = s;
-  job.tokens[0] = toks[0] + st.n_reused;
-  job.n_tokens[0] = n_toks[0] - st.n_reused;
-  job.tokens[1] = toks[1];
-  job.n_tokens[1] = n_toks[1];
-  job.media = media;
-  job.n_media = n_media;
+  prepare_context (s, toks, n_toks, n_media > 0, next_turn, &st);
   t0 = g_get_monotonic_time ();
-  if (!run_eval (queue, &job, error))
+  if (!eval_prompt (s, queue, toks, n_toks, media, n_media, next_turn,
+          st.n_reused, error))
     goto out;
-  if (!next_turn)
-    s->n_prefix = n_toks[0];
-  s->unevaluated = NPU_TOKEN_NULL;
   t1 = g_get_monotonic_time ();
   st.prompt_us = t1 - t0;
-
-  dec = npu_token_decoder_new (s->tokenizer, NPU_DECODE_NONE);
-  memset (&job, 0, sizeof (job));
-  job.ctx = s->ctx;
-  while (go_on) {
-    gint32 tok = npu_llm_sampler_sample (s->sampler,
-        npu_llm_get_logits (s->ctx));
-    gchar *piece;
-    gsize len = 0, hold;
-    const gchar *stop;
-
-    if (npu_tokenizer_is_eog (s->tokenizer, tok)) {
-      st.hit_eog = TRUE;
-      break;
-    }
-    npu_llm_sampler_accept (s->sampler, tok);
-    st.n_generated++;
-    s->unevaluated = tok;
-
-    piece = npu_token_decoder_push (dec, tok, &len);
-    if (piece)
-      g_string_append_len (pending, piece, len);
-    g_free (piece);
-
-    stop = find_stop (pending->str, pending->len, s->params.stop);
-    if (stop) {
-      g_string_truncate (pending, stop - pending->str);
-      st.hit_stop = TRUE;
-      break;
-    }
-    hold = stop_prefix_hold (pending->str, pending->len, s->params.stop);
-    if (pending->len > hold) {
-      go_on = emit (pending->str, pending->len - hold, user_data);
-      g_string_erase (pending, 0, pending->len - hold);
-    }
-    if (st.n_generated >= s->params.max_tokens) {
-      st.hit_max = TRUE;
-      break;
-    }
-    if (!go_on)
-      break;
-
-    job.tokens[0] = &tok;
-    job.n_tokens[0] = 1;
-    if (!run_eval (queue, &job, error))
-      goto out;
-    s->unevaluated = NPU_TOKEN_NULL;
-  }
-  st.decode_us = g_get_monotonic_time () - t1;
-
-  if (!st.hit_stop && go_on) {
-    gsize len = 0;
-    gchar *rest = npu_token_decoder_flush (dec, &len);
-
-    if (rest)
-      g_string_append_len (pending, rest, len);
-    g_free (rest);
-  }
-  if (go_on && pending->len)
-    emit (pending->str, pending->len, user_data);
-  ok = TRUE;
+  ok = generate (s, queue, emit, user_data, t1, &st, error);
 
 out:
   /* an answer that failed half-way leaves the context in no known turn */
   s->in_conversation = ok && s->params.keep_context;
-  if (dec)
-    npu_token_decoder_free (dec);
-  g_string_free (pending, TRUE);
   g_free (toks[0]);
   g_free (toks[1]);
   if (stats)

@@ -311,61 +311,109 @@ npu_q8_0_tile_avx2 (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
 /* ------------------------------------------------------------------------
  * Accurate GEMM: exact F32 activations, MXFP4 weights decoded to F32, as
  * npumatmul-avx512.c's (which explains the panel, the chunks and the
- * division by 4), with 16 rows (2 ymm) x 6 activation rows: 12 of the 16
- * registers accumulate, 12 FMAs for 2 loads and 6 broadcasts per k.  The
- * panel of 16 rows x 128 k (8 KiB) is decoded by table, one weight at a
- * time: each decoded weight then serves up to 192 activation rows.
+ * division by 4), with 16 rows (2 ymm) x 5 activation rows: 10 of the 16
+ * registers accumulate, 10 FMAs for 2 loads and 5 broadcasts per k (see
+ * f32_micro() for why not 6).  Per chunk of 128 k, each panel of 16 rows
+ * x 128 k (8 KiB) is decoded 8 rows at a time: vpgatherdd of 4 nibble
+ * bytes per row, vpermps looks up the magnitude (it reads the low 3 bits
+ * of each index), and the nibble's bit 3 is shifted into the sign.  Each
+ * decoded weight then serves up to 240 activation rows (a column tile,
+ * npumatmul.c).
  */
 #define F32_PANEL_ROWS 16
 #define F32_PANEL_BLOCKS 4
-#define F32_NR 6
+#define F32_KC (32 * F32_PANEL_BLOCKS)
+#define F32_NR 5
 #define F32_PANEL_SCALE 0.25f
 
-static const float e2m1_f32[16] = {
+static const float e2m1_mag_f32[8] __attribute__((aligned (32))) = {
   0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f,
-  -0.0f, -0.5f, -1.0f, -1.5f, -2.0f, -3.0f, -4.0f, -6.0f,
 };
 
+/* Weights of rows [r, r + valid) and blocks [b0, b0 + nbc) into
+ * panel[kk * 16 + row], divided by 4; rows past @valid are zero. */
 static void
 f32_decode_panel (const NpuMxfp4Matrix * w, gsize r, gsize valid, gsize b0,
     gsize nbc, float *panel)
 {
+  const __m256 lut = _mm256_load_ps (e2m1_mag_f32);
+  const __m256i sign = _mm256_set1_epi32 ((int) 0x80000000u);
   const gboolean split = w->layout == NPU_MXFP4_LAYOUT_SPLIT;
-  gsize i, b, j;
+  const gsize row_bytes = split ? w->stride * 16 : w->n_blocks * 17;
+  const __m256i offs = _mm256_mullo_epi32 (_mm256_set_epi32 (7, 6, 5, 4, 3,
+          2, 1, 0), _mm256_set1_epi32 ((int) row_bytes));
+  gsize v, b, i;
 
-  for (i = 0; i < F32_PANEL_ROWS; i++) {
+  for (v = 0; v < F32_PANEL_ROWS / 8; v++) {
+    const gsize rv = r + 8 * v;
+    const gsize nv = valid > 8 * v ? MIN (8, valid - 8 * v) : 0;
+    gint32 lanes[8];
+    __m256i m;
+
+    for (i = 0; i < 8; i++)
+      lanes[i] = i < nv ? -1 : 0;
+    m = _mm256_loadu_si256 ((const __m256i *) lanes);
     for (b = 0; b < nbc; b++) {
       const guint8 *qs;
-      float s;
+      float sc[8] __attribute__((aligned (32)));
+      __m256 s;
+      int t, u;
 
-      if (i >= valid) {
-        for (j = 0; j < 32; j++)
-          panel[(b * 32 + j) * F32_PANEL_ROWS + i] = 0.0f;
+      if (nv == 0) {
+        for (i = 0; i < 32; i++)
+          _mm256_store_ps (panel + ((b * 32 + i) * F32_PANEL_ROWS + 8 * v),
+              _mm256_setzero_ps ());
         continue;
       }
-      if (split) {
-        qs = w->nibbles + ((r + i) * w->stride + b0 + b) * 16;
-        s = npu_matmul_e8m0_table[w->scales[(r + i) * w->stride + b0 + b]];
-      } else {
-        const NpuBlockMxfp4 *blk = &w->blocks[(r + i) * w->n_blocks + b0 + b];
+      /* NaN scales stay NaN (the table's entry 255), so their rows are */
+      for (i = 0; i < 8; i++) {
+        guint8 e = 0;
 
-        qs = blk->qs;
-        s = npu_matmul_e8m0_table[blk->e];
+        if (i < nv)
+          e = split ? w->scales[(rv + i) * w->stride + b0 + b] :
+              w->blocks[(rv + i) * w->n_blocks + b0 + b].e;
+        sc[i] = i < nv ? npu_matmul_e8m0_table[e] * F32_PANEL_SCALE : 0.0f;
       }
-      /* NaN scales stay NaN, so their rows are */
-      s *= F32_PANEL_SCALE;
-      for (j = 0; j < 16; j++) {
-        panel[(b * 32 + j) * F32_PANEL_ROWS + i] = e2m1_f32[qs[j] & 0xF] * s;
-        panel[(b * 32 + 16 + j) * F32_PANEL_ROWS + i] =
-            e2m1_f32[qs[j] >> 4] * s;
+      s = _mm256_load_ps (sc);
+      qs = split ? w->nibbles + (rv * w->stride + b0 + b) * 16 :
+          (const guint8 *) (w->blocks + rv * w->n_blocks + b0 + b) + 1;
+      for (t = 0; t < 4; t++) {
+        /* bytes 4t..4t+3 of each row's 16: elements 4t + u (low nibbles)
+         * and 16 + 4t + u (high nibbles) */
+        const __m256i g = _mm256_mask_i32gather_epi32 (_mm256_setzero_si256 (),
+            (const int *) (qs + 4 * t), offs, m, 1);
+
+        for (u = 0; u < 4; u++) {
+          const gsize j = 4 * t + u;
+          __m256 lo = _mm256_permutevar8x32_ps (lut, _mm256_srli_epi32 (g,
+                  8 * u));
+          __m256 hi = _mm256_permutevar8x32_ps (lut, _mm256_srli_epi32 (g,
+                  8 * u + 4));
+
+          lo = _mm256_xor_ps (lo, _mm256_castsi256_ps (_mm256_and_si256
+                  (_mm256_slli_epi32 (g, 28 - 8 * u), sign)));
+          hi = _mm256_xor_ps (hi, _mm256_castsi256_ps (_mm256_and_si256
+                  (_mm256_slli_epi32 (g, 24 - 8 * u), sign)));
+          _mm256_store_ps (panel + ((b * 32 + j) * F32_PANEL_ROWS + 8 * v),
+              _mm256_mul_ps (lo, s));
+          _mm256_store_ps (panel + ((b * 32 + 16 + j) * F32_PANEL_ROWS +
+                  8 * v), _mm256_mul_ps (hi, s));
+        }
       }
     }
   }
 }
 
+/* y[j * ldy + 0..15] (+)= sum over kk < kc of panel[kk][..] x[j * ldx + kk]
+ * for j < C; @lanes (16 of -1 or 0) masks the rows.  The masks are loaded
+ * after the loop, not held in registers through it: 10 accumulators, 2
+ * weight vectors and a broadcast leave 3 of the 16 ymm free, so no
+ * accumulator goes to the stack (with 6 activation rows, 12 accumulators
+ * and the masks, GCC spilled two, and every k waited on their store and
+ * reload: 45 % of the FMA peak instead of 75-80 %). */
 static ALWAYS_INLINE void
 f32_micro (const float *panel, gsize kc, const float *x, gsize ldx,
-    float *y, gsize ldy, const __m256i * m, gboolean first, const int C)
+    float *y, gsize ldy, const gint32 * lanes, gboolean first, const int C)
 {
   __m256 acc[2][F32_NR];
   gsize kk;
@@ -386,15 +434,17 @@ f32_micro (const float *panel, gsize kc, const float *x, gsize ldx,
       acc[1][j] = _mm256_fmadd_ps (w1, xb, acc[1][j]);
     }
   }
-  for (j = 0; j < C; j++) {
-    for (v = 0; v < 2; v++) {
+  for (v = 0; v < 2; v++) {
+    const __m256i m = _mm256_loadu_si256 ((const __m256i *) (lanes + 8 * v));
+
+    for (j = 0; j < C; j++) {
       float *yp = y + j * ldy + 8 * v;
       __m256 r = _mm256_mul_ps (acc[v][j],
           _mm256_set1_ps (1.0f / F32_PANEL_SCALE));
 
       if (!first)
-        r = _mm256_add_ps (_mm256_maskload_ps (yp, m[v]), r);
-      _mm256_maskstore_ps (yp, m[v], r);
+        r = _mm256_add_ps (_mm256_maskload_ps (yp, m), r);
+      _mm256_maskstore_ps (yp, m, r);
     }
   }
 }
@@ -403,31 +453,25 @@ void
 npu_mxfp4_tile_f32_avx2 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const float *x, gsize c0, gsize c1, float *y, gsize ldy)
 {
-  float panel[F32_PANEL_BLOCKS * 32 * F32_PANEL_ROWS]
-      __attribute__((aligned (32)));
+  float panel[F32_KC * F32_PANEL_ROWS] __attribute__((aligned (32)));
   const gsize k = w->k, nb = w->n_blocks;
   gsize r, b0, c;
 
-  for (r = r0; r < r1; r += F32_PANEL_ROWS) {
-    const gsize valid = MIN (F32_PANEL_ROWS, r1 - r);
-    __m256i m[2];
-    int v, i;
+  for (b0 = 0; b0 < nb; b0 += F32_PANEL_BLOCKS) {
+    const gsize nbc = MIN (F32_PANEL_BLOCKS, nb - b0), kc = 32 * nbc;
+    const gboolean first = b0 == 0;
 
-    for (v = 0; v < 2; v++) {
-      gint32 lanes[8];
+    for (r = r0; r < r1; r += F32_PANEL_ROWS) {
+      const gsize valid = MIN (F32_PANEL_ROWS, r1 - r);
+      gint32 m[F32_PANEL_ROWS];
+      gsize i;
 
-      for (i = 0; i < 8; i++)
-        lanes[i] = 8u * v + i < valid ? -1 : 0;
-      m[v] = _mm256_loadu_si256 ((const __m256i *) lanes);
-    }
-    for (b0 = 0; b0 < nb; b0 += F32_PANEL_BLOCKS) {
-      const gsize nbc = MIN (F32_PANEL_BLOCKS, nb - b0), kc = 32 * nbc;
-
+      for (i = 0; i < F32_PANEL_ROWS; i++)
+        m[i] = i < valid ? -1 : 0;
       f32_decode_panel (w, r, valid, b0, nbc, panel);
       for (c = c0; c < c1; c += F32_NR) {
         const float *xc = x + c * k + b0 * 32;
         float *yc = y + c * ldy + r;
-        const gboolean first = b0 == 0;
 
         switch (MIN (F32_NR, c1 - c)) {
           case 1:
@@ -442,11 +486,8 @@ npu_mxfp4_tile_f32_avx2 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
           case 4:
             f32_micro (panel, kc, xc, k, yc, ldy, m, first, 4);
             break;
-          case 5:
-            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 5);
-            break;
           default:
-            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 6);
+            f32_micro (panel, kc, xc, k, yc, ldy, m, first, 5);
             break;
         }
       }

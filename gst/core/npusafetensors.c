@@ -451,6 +451,109 @@ lookup_dtype (const gchar * s, NpuSafetensorsDtype * out)
   return FALSE;
 }
 
+/* The value of a tensor's "dtype" key: one of dtypes[] */
+static gboolean
+parse_tensor_dtype (Json * j, const gchar * desc, NpuSafetensorsTensor * t,
+    GError ** error)
+{
+  NpuSafetensors *st = j->st;
+
+  if (peek (j) != '"')
+    return jerr (j, error, "tensor %s: dtype must be a string", desc);
+  if (!parse_string (j, error))
+    return FALSE;
+  if (!lookup_dtype (j->buf->str, &t->dtype)) {
+    gchar *dt = describe (j->buf->str);
+
+    g_set_error (error, NPU_SAFETENSORS_ERROR,
+        NPU_SAFETENSORS_ERROR_UNSUPPORTED,
+        "%s: tensor %s: unsupported dtype %s", st->name, desc, dt);
+    g_free (dt);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+/* The value of a tensor's "shape" key: an array of at most
+ * NPU_SAFETENSORS_MAX_DIMS unsigned integers */
+static gboolean
+parse_tensor_shape (Json * j, const gchar * desc, NpuSafetensorsTensor * t,
+    GError ** error)
+{
+  gint c;
+
+  if (!expect (j, '[', "the shape array", error))
+    return FALSE;
+  if (peek (j) == ']') {
+    j->pos++;
+    return TRUE;
+  }
+  for (;;) {
+    if (t->n_dims == NPU_SAFETENSORS_MAX_DIMS)
+      return jerr (j, error, "tensor %s: more than %d dimensions", desc,
+          NPU_SAFETENSORS_MAX_DIMS);
+    if (!parse_uint (j, &t->shape[t->n_dims], "a shape dimension", error))
+      return FALSE;
+    t->n_dims++;
+    c = peek (j);
+    if (c == ',') {
+      j->pos++;
+      continue;
+    }
+    if (c == ']') {
+      j->pos++;
+      return TRUE;
+    }
+    return jerr (j, error, "tensor %s: expected ',' or ']' in shape", desc);
+  }
+}
+
+/* Checks that the data_offsets [@begin, @end) lie in the data section and
+ * hold exactly the elements of @t's shape, then places @t there */
+static gboolean
+place_tensor (NpuSafetensors * st, const gchar * desc,
+    NpuSafetensorsTensor * t, guint64 begin, guint64 end, GError ** error)
+{
+  guint64 n = 1, n_bytes;
+  gsize data_size = st->size - st->data_offset;
+  guint d;
+
+  for (d = 0; d < t->n_dims; d++) {
+    if (!g_uint64_checked_mul (&n, n, t->shape[d])) {
+      g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_FORMAT,
+          "%s: tensor %s: element count overflows", st->name, desc);
+      return FALSE;
+    }
+  }
+  if (!g_uint64_checked_mul (&n_bytes, n, dtypes[t->dtype].size)
+      || n_bytes > G_MAXSIZE) {
+    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_FORMAT,
+        "%s: tensor %s: byte size overflows", st->name, desc);
+    return FALSE;
+  }
+  if (begin > end || end > data_size) {
+    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_FORMAT,
+        "%s: tensor %s: data_offsets [%" G_GUINT64_FORMAT ", %"
+        G_GUINT64_FORMAT ") %s (the data section has %" G_GSIZE_FORMAT
+        " bytes)", st->name, desc, begin, end, begin > end ?
+        "are reversed" : "run past the end of the file", data_size);
+    return FALSE;
+  }
+  if (end - begin != n_bytes) {
+    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_FORMAT,
+        "%s: tensor %s: data_offsets [%" G_GUINT64_FORMAT ", %"
+        G_GUINT64_FORMAT ") span %" G_GUINT64_FORMAT " bytes but %"
+        G_GUINT64_FORMAT " %s elements need %" G_GUINT64_FORMAT, st->name,
+        desc, begin, end, end - begin, n, dtypes[t->dtype].name, n_bytes);
+    return FALSE;
+  }
+  t->n_elements = n;
+  t->n_bytes = n_bytes;
+  t->offset = st->data_offset + begin;
+  t->data = st->base + t->offset;
+  return TRUE;
+}
+
 /* Parses one tensor object and checks it against the data section */
 static gboolean
 parse_tensor (Json * j, const gchar * name, GError ** error)
@@ -458,11 +561,9 @@ parse_tensor (Json * j, const gchar * name, GError ** error)
   NpuSafetensors *st = j->st;
   NpuSafetensorsTensor t = { 0, };
   gboolean have_dtype = FALSE, have_shape = FALSE, have_offsets = FALSE;
-  guint64 begin = 0, end = 0, n = 1, n_bytes;
-  gsize data_size = st->size - st->data_offset;
+  guint64 begin = 0, end = 0;
   gchar *desc = describe (name);
   gboolean ok = FALSE;
-  guint d;
   gint c;
 
   t.name = name;
@@ -481,54 +582,16 @@ parse_tensor (Json * j, const gchar * name, GError ** error)
         goto out;
       }
       have_dtype = TRUE;
-      if (peek (j) != '"') {
-        jerr (j, error, "tensor %s: dtype must be a string", desc);
+      if (!parse_tensor_dtype (j, desc, &t, error))
         goto out;
-      }
-      if (!parse_string (j, error))
-        goto out;
-      if (!lookup_dtype (j->buf->str, &t.dtype)) {
-        gchar *dt = describe (j->buf->str);
-
-        g_set_error (error, NPU_SAFETENSORS_ERROR,
-            NPU_SAFETENSORS_ERROR_UNSUPPORTED,
-            "%s: tensor %s: unsupported dtype %s", st->name, desc, dt);
-        g_free (dt);
-        goto out;
-      }
     } else if (strcmp (j->buf->str, "shape") == 0) {
       if (have_shape) {
         jerr (j, error, "tensor %s: duplicate shape", desc);
         goto out;
       }
       have_shape = TRUE;
-      if (!expect (j, '[', "the shape array", error))
+      if (!parse_tensor_shape (j, desc, &t, error))
         goto out;
-      if (peek (j) == ']')
-        j->pos++;
-      else {
-        for (;;) {
-          if (t.n_dims == NPU_SAFETENSORS_MAX_DIMS) {
-            jerr (j, error, "tensor %s: more than %d dimensions", desc,
-                NPU_SAFETENSORS_MAX_DIMS);
-            goto out;
-          }
-          if (!parse_uint (j, &t.shape[t.n_dims], "a shape dimension", error))
-            goto out;
-          t.n_dims++;
-          c = peek (j);
-          if (c == ',') {
-            j->pos++;
-            continue;
-          }
-          if (c == ']') {
-            j->pos++;
-            break;
-          }
-          jerr (j, error, "tensor %s: expected ',' or ']' in shape", desc);
-          goto out;
-        }
-      }
     } else if (strcmp (j->buf->str, "data_offsets") == 0) {
       if (have_offsets) {
         jerr (j, error, "tensor %s: duplicate data_offsets", desc);
@@ -562,40 +625,8 @@ parse_tensor (Json * j, const gchar * name, GError ** error)
         !have_shape ? "shape" : "data_offsets");
     goto out;
   }
-
-  for (d = 0; d < t.n_dims; d++) {
-    if (!g_uint64_checked_mul (&n, n, t.shape[d])) {
-      g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_FORMAT,
-          "%s: tensor %s: element count overflows", st->name, desc);
-      goto out;
-    }
-  }
-  if (!g_uint64_checked_mul (&n_bytes, n, dtypes[t.dtype].size)
-      || n_bytes > G_MAXSIZE) {
-    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_FORMAT,
-        "%s: tensor %s: byte size overflows", st->name, desc);
+  if (!place_tensor (st, desc, &t, begin, end, error))
     goto out;
-  }
-  if (begin > end || end > data_size) {
-    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_FORMAT,
-        "%s: tensor %s: data_offsets [%" G_GUINT64_FORMAT ", %"
-        G_GUINT64_FORMAT ") %s (the data section has %" G_GSIZE_FORMAT
-        " bytes)", st->name, desc, begin, end, begin > end ?
-        "are reversed" : "run past the end of the file", data_size);
-    goto out;
-  }
-  if (end - begin != n_bytes) {
-    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_FORMAT,
-        "%s: tensor %s: data_offsets [%" G_GUINT64_FORMAT ", %"
-        G_GUINT64_FORMAT ") span %" G_GUINT64_FORMAT " bytes but %"
-        G_GUINT64_FORMAT " %s elements need %" G_GUINT64_FORMAT, st->name,
-        desc, begin, end, end - begin, n, dtypes[t.dtype].name, n_bytes);
-    goto out;
-  }
-  t.n_elements = n;
-  t.n_bytes = n_bytes;
-  t.offset = st->data_offset + begin;
-  t.data = st->base + t.offset;
   g_array_append_val (st->tensors, t);
   g_hash_table_insert (st->tensor_index, (gpointer) name,
       GUINT_TO_POINTER (st->tensors->len));

@@ -14,8 +14,6 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK (npu - vit - error - quark, npu_vit_error);
-
 /* Anything larger than this many floats in one buffer is a broken file,
  * not a model: refuse it before allocating. */
 #define MAX_BUFFER_ELEMENTS ((guint64) 1 << 31)
@@ -89,16 +87,13 @@ get_rgb_key (Loader * ld, const gchar * key, gfloat * rgb, GError ** error)
   return TRUE;
 }
 
-/* Hyper-parameters and the checks that need no tensor */
+/* An mmproj file with a vision encoder, and its projector's kind */
 static gboolean
-load_hparams (Loader * ld, GError ** error)
+load_kind (Loader * ld, GError ** error)
 {
   NpuVit *vit = ld->vit;
   const gchar *arch, *proj;
-  gboolean has_vision, use_gelu, use_silu;
-  guint32 image_size, patch, dim, ff, n_heads, n_layers;
-  guint64 sizes[4];
-  guint i;
+  gboolean has_vision;
 
   arch = npu_gguf_get_string (ld->e.gguf, "general.architecture", NULL, NULL);
   if (g_strcmp0 (arch, "clip") != 0) {
@@ -134,19 +129,16 @@ load_hparams (Loader * ld, GError ** error)
         ld->e.name, proj);
     return FALSE;
   }
+  return TRUE;
+}
 
-  if (!npu_enc_get_u32_key (&ld->e, "clip.vision.image_size", &image_size,
-          error)
-      || !npu_enc_get_u32_key (&ld->e, "clip.vision.patch_size", &patch, error)
-      || !npu_enc_get_u32_key (&ld->e, "clip.vision.embedding_length", &dim,
-          error)
-      || !npu_enc_get_u32_key (&ld->e, "clip.vision.feed_forward_length", &ff,
-          error)
-      || !npu_enc_get_u32_key (&ld->e, "clip.vision.block_count", &n_layers,
-          error)
-      || !npu_enc_get_u32_key (&ld->e, "clip.vision.attention.head_count",
-          &n_heads, error))
-    return FALSE;
+/* The layer norms' epsilon and the pixel normalisation */
+static gboolean
+load_normalisation (Loader * ld, GError ** error)
+{
+  NpuVit *vit = ld->vit;
+  guint i;
+
   if (!npu_gguf_find (ld->e.gguf, "clip.vision.attention.layer_norm_epsilon")) {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_MISSING,
         "%s: key clip.vision.attention.layer_norm_epsilon is missing",
@@ -171,6 +163,15 @@ load_hparams (Loader * ld, GError ** error)
       return FALSE;
     }
   }
+  return TRUE;
+}
+
+/* The feed-forward activation; stacked feature layers are refused */
+static gboolean
+load_activation (Loader * ld, GError ** error)
+{
+  NpuVit *vit = ld->vit;
+  gboolean use_gelu, use_silu;
 
   use_gelu = npu_gguf_get_bool_default (ld->e.gguf, "clip.use_gelu", FALSE);
   use_silu = npu_gguf_get_bool_default (ld->e.gguf, "clip.use_silu", FALSE);
@@ -190,6 +191,37 @@ load_hparams (Loader * ld, GError ** error)
         "supported", ld->e.name);
     return FALSE;
   }
+  return TRUE;
+}
+
+/* Hyper-parameters and the checks that need no tensor */
+static gboolean
+load_hparams (Loader * ld, GError ** error)
+{
+  NpuVit *vit = ld->vit;
+  guint32 image_size, patch, dim, ff, n_heads, n_layers;
+  guint64 sizes[4];
+  guint i;
+
+  if (!load_kind (ld, error))
+    return FALSE;
+
+
+  if (!npu_enc_get_u32_key (&ld->e, "clip.vision.image_size", &image_size,
+          error)
+      || !npu_enc_get_u32_key (&ld->e, "clip.vision.patch_size", &patch, error)
+      || !npu_enc_get_u32_key (&ld->e, "clip.vision.embedding_length", &dim,
+          error)
+      || !npu_enc_get_u32_key (&ld->e, "clip.vision.feed_forward_length", &ff,
+          error)
+      || !npu_enc_get_u32_key (&ld->e, "clip.vision.block_count", &n_layers,
+          error)
+      || !npu_enc_get_u32_key (&ld->e, "clip.vision.attention.head_count",
+          &n_heads, error))
+    return FALSE;
+  if (!load_normalisation (ld, error) || !load_activation (ld, error))
+    return FALSE;
+
 
   if (!patch || !image_size || image_size % patch != 0) {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,

@@ -47,33 +47,9 @@
 #include "npugguf.h"
 #include "nputensorview.h"
 #include "npumatmul.h"
+#include "npuviterror.h"
 
 G_BEGIN_DECLS
-
-#define NPU_VIT_ERROR (npu_vit_error_quark ())
-NPU_API
-GQuark npu_vit_error_quark (void);
-
-/**
- * NpuVitError:
- * @NPU_VIT_ERROR_NOT_MMPROJ: general.architecture is not "clip", or the
- *   file has no vision encoder
- * @NPU_VIT_ERROR_MISSING: a required key or tensor is absent
- * @NPU_VIT_ERROR_SHAPE: a tensor's dimensions or a hyper-parameter do not
- *   fit the others
- * @NPU_VIT_ERROR_UNSUPPORTED: well-formed but not handled here: projector
- *   type, tensor type, feature layers
- *
- * A task cancelled during npu_vit_encode() or npu_audio_enc_encode() fails
- * with NPU_FENCE_ERROR_CANCELLED, the backend's one code for cancellation.
- */
-typedef enum
-{
-  NPU_VIT_ERROR_NOT_MMPROJ,
-  NPU_VIT_ERROR_MISSING,
-  NPU_VIT_ERROR_SHAPE,
-  NPU_VIT_ERROR_UNSUPPORTED,
-} NpuVitError;
 
 typedef enum
 {

@@ -430,17 +430,8 @@ no_location:
   }
 open_failed:
   {
-    if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT))
-      GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
-          ("Model file \"%s\" not found.", location), ("%s", error->message));
-    else if (error->domain == G_FILE_ERROR)
-      GST_ELEMENT_ERROR (self, RESOURCE, OPEN_READ,
-          ("Could not open model file \"%s\": %s", location, error->message),
-          ("%s", error->message));
-    else
-      GST_ELEMENT_ERROR (self, STREAM, DECODE,
-          ("Model file \"%s\" is malformed: %s", location, error->message),
-          ("%s", error->message));
+    gst_npu_element_post_model_open_error (GST_ELEMENT (self), location,
+        "GGUF or safetensors", error);
     g_error_free (error);
     g_free (location);
     g_free (convert);

@@ -238,17 +238,11 @@ static gboolean gst_npu_audio_tok_sink_query (GstPad * pad,
 static gboolean gst_npu_audio_tok_src_query (GstPad * pad,
     GstObject * parent, GstQuery * query);
 
+/* The model and the compute: fixed once the element is READY. */
 static void
-gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
+install_model_properties (GObjectClass * gobject_class)
 {
-  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
-  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
   const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
-  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
-
-  gobject_class->set_property = gst_npu_audio_tok_set_property;
-  gobject_class->get_property = gst_npu_audio_tok_get_property;
-  gobject_class->finalize = gst_npu_audio_tok_finalize;
 
   /**
    * GstNpuAudioTok:model:
@@ -262,6 +256,37 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
           "Audio mmproj GGUF (Whisper-style encoder + qwen2a/ultravox "
           "projector); unset: weights come on the weights pad", DEFAULT_MODEL,
           rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:n-threads:
+   *
+   * Threads of the CPU backend (0: one per CPU).
+   */
+  g_object_class_install_property (gobject_class, PROP_N_THREADS,
+      g_param_spec_uint ("n-threads", "Threads",
+          "CPU backend threads (0 = one per CPU)", 0, 1024,
+          DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:precision:
+   *
+   * Activations of the encoder's matrix products, as npuvisiontok's:
+   * `accurate` (default) keeps at least about 16 bits (F32 activations in
+   * AVX2 and AVX-512 GEMMs, elsewhere int8 and their int8 residual); `fast` uses
+   * int8 activations as llama.cpp does.
+   * docs/npuaudiotok.md gives both and the measured encode times.
+   */
+  g_object_class_install_property (gobject_class, PROP_PRECISION,
+      g_param_spec_enum ("precision", "Precision",
+          "Activations of the matrix products: accurate (~16 bits) or fast "
+          "(int8)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION,
+          rw | GST_PARAM_MUTABLE_READY));
+}
+
+/* How the audio is cut into chunks, and the voice gate. */
+static void
+install_chunk_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+
   /**
    * GstNpuAudioTok:chunk-duration:
    *
@@ -335,6 +360,14 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
           "Cut chunks at voice onsets and after vad-hangover of silence "
           "(lower latency; chunks no longer llama.cpp's clips)",
           DEFAULT_VAD_SPLIT, rw | GST_PARAM_MUTABLE_READY));
+}
+
+/* What happens when chunks come faster than they are encoded. */
+static void
+install_queue_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+
   /**
    * GstNpuAudioTok:max-inflight:
    *
@@ -353,29 +386,14 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
       g_param_spec_enum ("policy", "Policy",
           "What to do with a chunk when max-inflight are being encoded",
           GST_TYPE_NPU_AUDIO_TOK_POLICY, DEFAULT_POLICY, rw));
-  /**
-   * GstNpuAudioTok:n-threads:
-   *
-   * Threads of the CPU backend (0: one per CPU).
-   */
-  g_object_class_install_property (gobject_class, PROP_N_THREADS,
-      g_param_spec_uint ("n-threads", "Threads",
-          "CPU backend threads (0 = one per CPU)", 0, 1024,
-          DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
-  /**
-   * GstNpuAudioTok:precision:
-   *
-   * Activations of the encoder's matrix products, as npuvisiontok's:
-   * `accurate` (default) keeps at least about 16 bits (F32 activations in
-   * AVX2 and AVX-512 GEMMs, elsewhere int8 and their int8 residual); `fast` uses
-   * int8 activations as llama.cpp does.
-   * docs/npuaudiotok.md gives both and the measured encode times.
-   */
-  g_object_class_install_property (gobject_class, PROP_PRECISION,
-      g_param_spec_enum ("precision", "Precision",
-          "Activations of the matrix products: accurate (~16 bits) or fast "
-          "(int8)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION,
-          rw | GST_PARAM_MUTABLE_READY));
+}
+
+/* Read-only counters. */
+static void
+install_statistics_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
   /**
    * GstNpuAudioTok:bytes-copied:
    *
@@ -420,6 +438,22 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
   g_object_class_install_property (gobject_class, PROP_CHUNKS_SILENT,
       g_param_spec_uint64 ("chunks-silent", "Chunks silent",
           "Chunks with no voice, sent no tokens", 0, G_MAXUINT64, 0, ro));
+}
+
+static void
+gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+
+  gobject_class->set_property = gst_npu_audio_tok_set_property;
+  gobject_class->get_property = gst_npu_audio_tok_get_property;
+  gobject_class->finalize = gst_npu_audio_tok_finalize;
+
+  install_model_properties (gobject_class);
+  install_chunk_properties (gobject_class);
+  install_queue_properties (gobject_class);
+  install_statistics_properties (gobject_class);
 
   gst_element_class_add_static_pad_template (element_class, &sink_template);
   gst_element_class_add_static_pad_template (element_class, &src_template);
@@ -632,7 +666,7 @@ load_model (GstElement * element, const gchar * path, GstNpuWeights * weights)
   /* ERRORS */
 open_failed:
   {
-    gst_npu_element_post_model_open_error (element, path, error);
+    gst_npu_element_post_model_open_error (element, path, "GGUF", error);
     g_error_free (error);
     return FALSE;
   }
@@ -883,35 +917,6 @@ post_qos_drop (GstNpuAudioTok * self, GstClockTime ts, GstClockTime dur)
   gst_element_post_message (GST_ELEMENT (self), msg);
 }
 
-/* Cancels the oldest chunk that is not being encoded yet.  Called with
- * the lock held; returns TRUE if one was cancelled. */
-static gboolean
-cancel_oldest_locked (GstNpuAudioTok * self)
-{
-  GList *l;
-
-  for (l = self->pending.head; l;) {
-    NpuFence *fence = l->data;
-    GList *next = l->next;
-    gboolean done = npu_fence_is_signalled (fence), cancelled = FALSE;
-
-    if (!done) {
-      /* The job's destroy takes the lock: let go while cancelling. */
-      g_mutex_unlock (&self->lock);
-      cancelled = npu_queue_cancel (self->queue, fence);
-      g_mutex_lock (&self->lock);
-    }
-    if (done || cancelled) {
-      g_queue_delete_link (&self->pending, l);
-      npu_fence_unref (fence);
-      if (cancelled)
-        return TRUE;
-    }
-    l = next;
-  }
-  return FALSE;
-}
-
 /* Hands @chunk (taken) to the encoder and pushes its tokens. */
 static GstFlowReturn
 submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
@@ -949,7 +954,8 @@ submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
   }
   if (self->inflight >= max_inflight &&
       policy == GST_NPU_AUDIO_TOK_POLICY_DROP_OLDEST &&
-      cancel_oldest_locked (self)) {
+      gst_npu_element_cancel_oldest_locked (&self->pending,
+          &self->lock, self->queue)) {
     g_mutex_unlock (&self->lock);
     post_qos_drop (self, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
     g_mutex_lock (&self->lock);
@@ -989,10 +995,7 @@ submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
       NULL, 0);
   gst_buffer_add_npu_fence_meta (outbuf, fence);
   g_mutex_lock (&self->lock);
-  while (!g_queue_is_empty (&self->pending) &&
-      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
-    npu_fence_unref (g_queue_pop_head (&self->pending));
-  g_queue_push_tail (&self->pending, fence);
+  gst_npu_element_push_fence_locked (&self->pending, fence);
   g_mutex_unlock (&self->lock);
   GST_DEBUG_OBJECT (self, "chunk %" GST_TIME_FORMAT " + %" GST_TIME_FORMAT,
       GST_TIME_ARGS (pts), GST_TIME_ARGS (dur));

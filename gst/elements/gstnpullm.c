@@ -298,12 +298,12 @@ static GstIterator *gst_npu_llm_iterate_links (GstPad * pad,
     GstObject * parent);
 #endif
 
+/* The model file and what is asked of it. */
 static void
-install_properties (GObjectClass * gobject_class)
+install_prompt_properties (GObjectClass * gobject_class)
 {
   const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
   const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
-  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
 
   /**
    * GstNpuLlm:model:
@@ -346,6 +346,15 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_string ("chat-template", "Chat template",
           "auto, none, chatml, llama3, llama2, or a format with {system} "
           "and {prompt}", DEFAULT_CHAT_TEMPLATE, rw_ready));
+}
+
+/* How each next token is drawn. */
+static void
+install_sampling_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+  const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
+
   /**
    * GstNpuLlm:max-tokens:
    *
@@ -413,6 +422,15 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_uint64 ("seed", "Seed",
           "Sampler seed (same seed, same text)", 0, G_MAXUINT64,
           DEFAULT_SEED, rw_ready));
+}
+
+/* The KV cache and the compute: fixed once the element is READY. */
+static void
+install_engine_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+  const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
+
   /**
    * GstNpuLlm:context-length:
    *
@@ -433,33 +451,6 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw_ready));
-  /**
-   * GstNpuLlm:output:
-   *
-   * How an answer is cut into buffers: a buffer per token as it comes,
-   * per sentence (cut at . ! ? or a newline), or the whole response.
-   */
-  g_object_class_install_property (gobject_class, PROP_OUTPUT,
-      g_param_spec_enum ("output", "Output",
-          "How the answer is cut into buffers", GST_TYPE_NPU_LLM_OUTPUT,
-          DEFAULT_OUTPUT, rw));
-  /**
-   * GstNpuLlm:caption-duration:
-   *
-   * With output=caption, how long each answer stays valid (its buffer
-   * duration), in nanoseconds, from the PTS of the media it answers.  0:
-   * until the next answer.  Not live, that is the next answer's PTS
-   * (subtitle style: an answer is pushed when the next one is ready, the
-   * last one at the end of the stream, when it stays to the end).  Live,
-   * where the frames are drawn before the answer about them is ready, it
-   * is pushed at once and stays twice as long as it took to come (at least
-   * a second), about when the next one is due.
-   */
-  g_object_class_install_property (gobject_class, PROP_CAPTION_DURATION,
-      g_param_spec_uint64 ("caption-duration", "Caption duration",
-          "With output=caption, how long each answer stays valid, in ns "
-          "(0 = until the next answer)", 0, G_MAXINT64,
-          DEFAULT_CAPTION_DURATION, rw));
   /**
    * GstNpuLlm:kv-type:
    *
@@ -488,6 +479,42 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_enum ("precision", "Precision",
           "Activations of the matrix products: fast (int8) or accurate "
           "(~16 bits)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION, rw_ready));
+}
+
+/* How answers end, are cut into buffers and follow each other. */
+static void
+install_answer_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+  const GParamFlags rw_ready = rw | GST_PARAM_MUTABLE_READY;
+
+  /**
+   * GstNpuLlm:output:
+   *
+   * How an answer is cut into buffers: a buffer per token as it comes,
+   * per sentence (cut at . ! ? or a newline), or the whole response.
+   */
+  g_object_class_install_property (gobject_class, PROP_OUTPUT,
+      g_param_spec_enum ("output", "Output",
+          "How the answer is cut into buffers", GST_TYPE_NPU_LLM_OUTPUT,
+          DEFAULT_OUTPUT, rw));
+  /**
+   * GstNpuLlm:caption-duration:
+   *
+   * With output=caption, how long each answer stays valid (its buffer
+   * duration), in nanoseconds, from the PTS of the media it answers.  0:
+   * until the next answer.  Not live, that is the next answer's PTS
+   * (subtitle style: an answer is pushed when the next one is ready, the
+   * last one at the end of the stream, when it stays to the end).  Live,
+   * where the frames are drawn before the answer about them is ready, it
+   * is pushed at once and stays twice as long as it took to come (at least
+   * a second), about when the next one is due.
+   */
+  g_object_class_install_property (gobject_class, PROP_CAPTION_DURATION,
+      g_param_spec_uint64 ("caption-duration", "Caption duration",
+          "With output=caption, how long each answer stays valid, in ns "
+          "(0 = until the next answer)", 0, G_MAXINT64,
+          DEFAULT_CAPTION_DURATION, rw));
   /**
    * GstNpuLlm:stop:
    *
@@ -515,6 +542,14 @@ install_properties (GObjectClass * gobject_class)
           "One conversation across answers (each answer goes on from the "
           "last, within the attention-sink window)", DEFAULT_KEEP_CONTEXT,
           rw | GST_PARAM_MUTABLE_PLAYING));
+}
+
+/* Read-only figures of the last answers. */
+static void
+install_statistics_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
   /**
    * GstNpuLlm:ttft-ms:
    *
@@ -559,6 +594,16 @@ install_properties (GObjectClass * gobject_class)
       g_param_spec_uint64 ("media-replaced", "Media replaced",
           "Media buffers replaced by newer ones before being answered", 0,
           G_MAXUINT64, 0, ro));
+}
+
+static void
+install_properties (GObjectClass * gobject_class)
+{
+  install_prompt_properties (gobject_class);
+  install_sampling_properties (gobject_class);
+  install_engine_properties (gobject_class);
+  install_answer_properties (gobject_class);
+  install_statistics_properties (gobject_class);
 }
 
 static void
@@ -913,7 +958,8 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
   /* ERRORS */
 open_failed:
   {
-    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, error);
+    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, "GGUF",
+        error);
     g_error_free (error);
     return FALSE;
   }

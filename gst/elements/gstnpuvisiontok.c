@@ -170,18 +170,11 @@ static gboolean gst_npu_vision_tok_sink_query (GstPad * pad,
 static gboolean gst_npu_vision_tok_src_query (GstPad * pad,
     GstObject * parent, GstQuery * query);
 
+/* The model, how a frame is fitted to its input, and the compute. */
 static void
-gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
+install_model_properties (GObjectClass * gobject_class)
 {
-  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
-  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
   const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
-  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
-  GstCaps *sink_caps;
-
-  gobject_class->set_property = gst_npu_vision_tok_set_property;
-  gobject_class->get_property = gst_npu_vision_tok_get_property;
-  gobject_class->finalize = gst_npu_vision_tok_finalize;
 
   /**
    * GstNpuVisionTok:model:
@@ -194,26 +187,6 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
           "mmproj GGUF (CLIP/SigLIP vision encoder + projector); unset: "
           "weights come on the weights pad", DEFAULT_MODEL,
           rw | GST_PARAM_MUTABLE_READY));
-  /**
-   * GstNpuVisionTok:max-inflight:
-   *
-   * Frames being encoded at once; past that, #GstNpuVisionTok:policy.
-   */
-  g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
-      g_param_spec_uint ("max-inflight", "Max in flight",
-          "Frames being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT, rw));
-  /**
-   * GstNpuVisionTok:policy:
-   *
-   * What happens to a frame that arrives while #GstNpuVisionTok:max-inflight
-   * frames are being encoded: block (wait, back-pressuring upstream),
-   * drop-newest (drop it) or drop-oldest (cancel the oldest frame not yet
-   * being encoded).  Drops are counted and posted as QoS messages.
-   */
-  g_object_class_install_property (gobject_class, PROP_POLICY,
-      g_param_spec_enum ("policy", "Policy",
-          "What to do with a frame when max-inflight are being encoded",
-          GST_TYPE_NPU_VISION_TOK_POLICY, DEFAULT_POLICY, rw));
   /**
    * GstNpuVisionTok:letterbox:
    *
@@ -250,6 +223,42 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
           "Activations of the matrix products: accurate (~16 bits) or fast "
           "(int8)", GST_TYPE_NPU_PRECISION, DEFAULT_PRECISION,
           rw | GST_PARAM_MUTABLE_READY));
+}
+
+/* What happens when frames come faster than they are encoded. */
+static void
+install_queue_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags rw = G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS;
+
+  /**
+   * GstNpuVisionTok:max-inflight:
+   *
+   * Frames being encoded at once; past that, #GstNpuVisionTok:policy.
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
+      g_param_spec_uint ("max-inflight", "Max in flight",
+          "Frames being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT, rw));
+  /**
+   * GstNpuVisionTok:policy:
+   *
+   * What happens to a frame that arrives while #GstNpuVisionTok:max-inflight
+   * frames are being encoded: block (wait, back-pressuring upstream),
+   * drop-newest (drop it) or drop-oldest (cancel the oldest frame not yet
+   * being encoded).  Drops are counted and posted as QoS messages.
+   */
+  g_object_class_install_property (gobject_class, PROP_POLICY,
+      g_param_spec_enum ("policy", "Policy",
+          "What to do with a frame when max-inflight are being encoded",
+          GST_TYPE_NPU_VISION_TOK_POLICY, DEFAULT_POLICY, rw));
+}
+
+/* Read-only counters. */
+static void
+install_statistics_properties (GObjectClass * gobject_class)
+{
+  const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
   /**
    * GstNpuVisionTok:bytes-copied:
    *
@@ -287,6 +296,22 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
   g_object_class_install_property (gobject_class, PROP_FRAMES_DMABUF,
       g_param_spec_uint64 ("frames-dmabuf", "Frames in dma-bufs",
           "Frames whose memory was a dma-buf", 0, G_MAXUINT64, 0, ro));
+}
+
+static void
+gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
+{
+  GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
+  GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstCaps *sink_caps;
+
+  gobject_class->set_property = gst_npu_vision_tok_set_property;
+  gobject_class->get_property = gst_npu_vision_tok_get_property;
+  gobject_class->finalize = gst_npu_vision_tok_finalize;
+
+  install_model_properties (gobject_class);
+  install_queue_properties (gobject_class);
+  install_statistics_properties (gobject_class);
 
   sink_caps = gst_npu_video_formats_sink_caps ();
   gst_element_class_add_pad_template (element_class,
@@ -467,7 +492,7 @@ load_model (GstElement * element, const gchar * path, GstNpuWeights * weights)
   /* ERRORS */
 open_failed:
   {
-    gst_npu_element_post_model_open_error (element, path, error);
+    gst_npu_element_post_model_open_error (element, path, "GGUF", error);
     g_error_free (error);
     return FALSE;
   }
@@ -679,35 +704,6 @@ post_qos_drop (GstNpuVisionTok * self, GstBuffer * buf)
     gst_event_unref (ev);
 }
 
-/* Cancels the oldest frame that is not being encoded yet.  Called with
- * the lock held; returns TRUE if one was cancelled. */
-static gboolean
-cancel_oldest_locked (GstNpuVisionTok * self)
-{
-  GList *l;
-
-  for (l = self->pending.head; l;) {
-    NpuFence *fence = l->data;
-    GList *next = l->next;
-    gboolean done = npu_fence_is_signalled (fence), cancelled = FALSE;
-
-    if (!done) {
-      /* The job's destroy takes the lock: let go while cancelling. */
-      g_mutex_unlock (&self->lock);
-      cancelled = npu_queue_cancel (self->queue, fence);
-      g_mutex_lock (&self->lock);
-    }
-    if (done || cancelled) {
-      g_queue_delete_link (&self->pending, l);
-      npu_fence_unref (fence);
-      if (cancelled)
-        return TRUE;
-    }
-    l = next;
-  }
-  return FALSE;
-}
-
 static void
 count_drop (GstNpuVisionTok * self, GstBuffer * buf)
 {
@@ -743,7 +739,8 @@ take_slot (GstNpuVisionTok * self, GstBuffer * buf, gboolean * dropped)
   }
   if (self->inflight >= max_inflight &&
       policy == GST_NPU_VISION_TOK_POLICY_DROP_OLDEST &&
-      cancel_oldest_locked (self)) {
+      gst_npu_element_cancel_oldest_locked (&self->pending,
+          &self->lock, self->queue)) {
     g_mutex_unlock (&self->lock);
     count_drop (self, buf);
     g_mutex_lock (&self->lock);
@@ -793,10 +790,7 @@ submit_job (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * outbuf)
 
   gst_buffer_add_npu_fence_meta (outbuf, fence);
   g_mutex_lock (&self->lock);
-  while (!g_queue_is_empty (&self->pending) &&
-      npu_fence_is_signalled (g_queue_peek_head (&self->pending)))
-    npu_fence_unref (g_queue_pop_head (&self->pending));
-  g_queue_push_tail (&self->pending, fence);
+  gst_npu_element_push_fence_locked (&self->pending, fence);
   g_mutex_unlock (&self->lock);
 }
 

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: what npuvisiontok, npuaudiotok and npullm each did alike */
+/* gst-npu: what the elements each did alike */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
@@ -31,22 +31,87 @@ gst_npu_element_new_queue (GstElement * element, guint n_threads)
  * gst_npu_element_post_model_open_error:
  * @element: the element that could not open its model
  * @path: the model file
- * @error: why npu_gguf_open() failed
+ * @format: the formats the element reads, for the message ("GGUF")
+ * @error: why the file could not be opened (npu_gguf_open(),
+ *   npu_model_file_open())
  *
  * Posts RESOURCE/NOT_FOUND ("Model file ... not found.") if @path does not
- * exist, else STREAM/DECODE ("Model file ... is not a usable GGUF file: "
- * and the reason).
+ * exist, RESOURCE/OPEN_READ ("Could not open model file ...: " and the
+ * reason) if it cannot be read (a directory, no permission), else
+ * STREAM/DECODE ("Model file ... is not a usable @format file: " and the
+ * reason).
  */
 void
 gst_npu_element_post_model_open_error (GstElement * element,
-    const gchar * path, const GError * error)
+    const gchar * path, const gchar * format, const GError * error)
 {
   if (g_error_matches (error, G_FILE_ERROR, G_FILE_ERROR_NOENT) ||
       !g_file_test (path, G_FILE_TEST_EXISTS))
     GST_ELEMENT_ERROR (element, RESOURCE, NOT_FOUND,
         ("Model file \"%s\" not found.", path), ("%s", error->message));
+  else if (error->domain == G_FILE_ERROR)
+    GST_ELEMENT_ERROR (element, RESOURCE, OPEN_READ,
+        ("Could not open model file \"%s\": %s", path, error->message),
+        ("%s", error->message));
   else
     GST_ELEMENT_ERROR (element, STREAM, DECODE,
-        ("Model file \"%s\" is not a usable GGUF file: %s", path,
+        ("Model file \"%s\" is not a usable %s file: %s", path, format,
             error->message), ("%s", error->message));
+}
+
+/**
+ * gst_npu_element_push_fence_locked:
+ * @pending: the fences of the submitted tasks, oldest first
+ * @fence: (transfer full): the fence of the task just submitted
+ *
+ * Appends @fence to @pending, first letting go of the signalled fences at
+ * its head.  Called with the lock that guards @pending held.
+ */
+void
+gst_npu_element_push_fence_locked (GQueue * pending, NpuFence * fence)
+{
+  while (!g_queue_is_empty (pending) &&
+      npu_fence_is_signalled (g_queue_peek_head (pending)))
+    npu_fence_unref (g_queue_pop_head (pending));
+  g_queue_push_tail (pending, fence);
+}
+
+/**
+ * gst_npu_element_cancel_oldest_locked:
+ * @pending: the fences of the tasks submitted to @queue, oldest first
+ * @lock: the lock that guards @pending, held by the caller
+ * @queue: the queue the tasks run on
+ *
+ * Cancels the oldest task of @pending that is not running yet, and lets go
+ * of the signalled ones before it.  @lock is released around each
+ * npu_queue_cancel(): a cancelled task's destroy function may take it.
+ *
+ * Returns: %TRUE if a task was cancelled
+ */
+gboolean
+gst_npu_element_cancel_oldest_locked (GQueue * pending, GMutex * lock,
+    NpuQueue * queue)
+{
+  GList *l;
+
+  for (l = pending->head; l;) {
+    NpuFence *fence = l->data;
+    GList *next = l->next;
+    gboolean done = npu_fence_is_signalled (fence), cancelled = FALSE;
+
+    if (!done) {
+      /* The job's destroy takes the lock: let go while cancelling. */
+      g_mutex_unlock (lock);
+      cancelled = npu_queue_cancel (queue, fence);
+      g_mutex_lock (lock);
+    }
+    if (done || cancelled) {
+      g_queue_delete_link (pending, l);
+      npu_fence_unref (fence);
+      if (cancelled)
+        return TRUE;
+    }
+    l = next;
+  }
+  return FALSE;
 }

@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: what npuvisiontok, npuaudiotok and npullm each did alike
+/* gst-npu: what the elements each did alike
  *
- * The compute queue every element runs its tasks on, and the element error
- * for a model file that is missing or not a GGUF file, so that the three
- * say it in the same words.
+ * The compute queue every element runs its tasks on, the element error
+ * for a model file that is missing, unreadable or malformed, so that every
+ * element (mxfp4weights too) says it in the same words, and the list of
+ * fences of the encodes npuvisiontok and npuaudiotok have submitted, which
+ * their drop-oldest policy cancels from.
  */
 #ifndef __GST_NPU_ELEMENT_UTILS_H__
 #define __GST_NPU_ELEMENT_UTILS_H__
@@ -19,7 +21,14 @@ NpuQueue *gst_npu_element_new_queue (GstElement * element, guint n_threads);
 
 GST_NPU_API
 void gst_npu_element_post_model_open_error (GstElement * element,
-    const gchar * path, const GError * error);
+    const gchar * path, const gchar * format, const GError * error);
+
+GST_NPU_API
+void gst_npu_element_push_fence_locked (GQueue * pending, NpuFence * fence);
+
+GST_NPU_API
+gboolean gst_npu_element_cancel_oldest_locked (GQueue * pending,
+    GMutex * lock, NpuQueue * queue);
 
 G_END_DECLS
 

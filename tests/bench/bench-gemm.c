@@ -4,7 +4,9 @@
  * Prints, on one thread and on every online CPU:
  *  - the CPU's int8 peak (a loop of independent vpdpbusd, 64 multiply-adds
  *    each, on x86 with AVX-512 VNNI) and F32 FMA peak (independent
- *    vfmadd231ps), in GOPS (2 operations per multiply-add);
+ *    vfmadd231ps on zmm) and int16 peak (vpdpwssd, 32 multiply-adds), in
+ *    GOPS (2 operations per multiply-add), and on
+ *    x86 with AVX2 + FMA the F32 peak on ymm, the avx2 path's limit;
  *  - the GEMM of each precision (fast: int8 activations; accurate) on the
  *    shapes of a SigLIP-B encoder (196 patches x 768 -> 768, -> 3072, and
  *    3072 -> 768) and of a 1.1 B llama's prefill (512 tokens x 2048 ->
@@ -13,7 +15,17 @@
  *    (npu_matmul_set_gemm_panels (FALSE), what came before them).  The
  *    four and a peak measurement alternate within each pass, so a noisy
  *    machine hurts them alike; each figure is the best of the passes, and
- *    the share of the peak is that of the best pass's own peak.
+ *    the share of the peak is that of the best pass's own peak;
+ *  - on one thread, the fast product of the 1.1 B gate/up matrix for the
+ *    chunk sizes a prefill of 196 image tokens and a short prompt meets
+ *    (4, 26, 49, 64 rows; npullm prefills in chunks of at most 64), in
+ *    process CPU time, which other processes on a shared machine disturb
+ *    least, and per row.
+ *
+ * Times on one thread are the process's CPU time (the task's thread does
+ * the work, the main thread waits): on a shared machine other processes
+ * take turns on the CPUs, which stretches wall-clock time but not CPU time.
+ * On more threads they are wall-clock times.
  *
  * Usage: bench-gemm [passes (5)]
  *   NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
@@ -22,6 +34,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -54,6 +67,28 @@ peak_int8_slice (gsize start, gsize end, guint worker, gpointer user_data)
   peak_sink += (float) _mm512_reduce_add_epi32 (a[0]);
 }
 
+/* The same with vpdpwssd (32 int16 multiply-adds each): what an int16
+ * activation path could reach */
+__attribute__ ((target ("avx512f,avx512vnni")))
+static void
+peak_int16_slice (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  __m512i a[12], w = _mm512_set1_epi16 (3), x = _mm512_set1_epi16 (-2);
+  gsize i;
+  int j;
+
+  for (j = 0; j < 12; j++)
+    a[j] = _mm512_set1_epi32 (j);
+  for (i = start; i < end; i++) {
+    for (j = 0; j < 12; j++)
+      a[j] = _mm512_dpwssd_epi32 (a[j], w, x);
+    __asm__ volatile ("":"+v" (w));
+  }
+  for (j = 1; j < 12; j++)
+    a[0] = _mm512_add_epi32 (a[0], a[j]);
+  peak_sink += (float) _mm512_reduce_add_epi32 (a[0]);
+}
+
 __attribute__ ((target ("avx512f,fma")))
 static void
 peak_f32_slice (gsize start, gsize end, guint worker, gpointer user_data)
@@ -72,6 +107,46 @@ peak_f32_slice (gsize start, gsize end, guint worker, gpointer user_data)
   for (j = 1; j < 12; j++)
     a[0] = _mm512_add_ps (a[0], a[j]);
   peak_sink += _mm512_reduce_add_ps (a[0]);
+}
+
+/* The same on ymm (8 lanes), what the avx2 path's F32 GEMM can reach.
+ * Written out so that the accumulators stay in registers. */
+__attribute__ ((target ("avx2,fma")))
+static void
+peak_f32_ymm_slice (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  __m256 w = _mm256_set1_ps (1.0f), x = _mm256_set1_ps (1e-9f);
+  __m256 a0 = _mm256_set1_ps (0.0f), a1 = _mm256_set1_ps (1.0f);
+  __m256 a2 = _mm256_set1_ps (2.0f), a3 = _mm256_set1_ps (3.0f);
+  __m256 a4 = _mm256_set1_ps (4.0f), a5 = _mm256_set1_ps (5.0f);
+  __m256 a6 = _mm256_set1_ps (6.0f), a7 = _mm256_set1_ps (7.0f);
+  __m256 a8 = _mm256_set1_ps (8.0f), a9 = _mm256_set1_ps (9.0f);
+  __m256 a10 = _mm256_set1_ps (10.0f), a11 = _mm256_set1_ps (11.0f);
+  float out[8];
+  gsize i;
+
+  for (i = start; i < end; i++) {
+    a0 = _mm256_fmadd_ps (a0, w, x);
+    a1 = _mm256_fmadd_ps (a1, w, x);
+    a2 = _mm256_fmadd_ps (a2, w, x);
+    a3 = _mm256_fmadd_ps (a3, w, x);
+    a4 = _mm256_fmadd_ps (a4, w, x);
+    a5 = _mm256_fmadd_ps (a5, w, x);
+    a6 = _mm256_fmadd_ps (a6, w, x);
+    a7 = _mm256_fmadd_ps (a7, w, x);
+    a8 = _mm256_fmadd_ps (a8, w, x);
+    a9 = _mm256_fmadd_ps (a9, w, x);
+    a10 = _mm256_fmadd_ps (a10, w, x);
+    a11 = _mm256_fmadd_ps (a11, w, x);
+    __asm__ volatile ("":"+x" (w));
+  }
+  a0 = _mm256_add_ps (_mm256_add_ps (_mm256_add_ps (a0, a1),
+          _mm256_add_ps (a2, a3)), _mm256_add_ps (_mm256_add_ps (a4, a5),
+          _mm256_add_ps (a6, a7)));
+  a0 = _mm256_add_ps (a0, _mm256_add_ps (_mm256_add_ps (a8, a9),
+          _mm256_add_ps (a10, a11)));
+  _mm256_storeu_ps (out, a0);
+  peak_sink += out[0];
 }
 #endif
 
@@ -101,16 +176,60 @@ work_task (NpuTask * task, gpointer user_data, GError ** error)
   return TRUE;
 }
 
+static double process_cpu_seconds (void);
+
+/* Seconds: process CPU time for a one-thread @work, else wall-clock */
 static double
 time_work (NpuQueue * queue, Work * work)
 {
   gint64 t0 = g_get_monotonic_time ();
+  double c0 = process_cpu_seconds ();
   NpuFence *fence = npu_queue_submit (queue, work_task, work, NULL, NULL, 0);
 
   if (!npu_fence_wait (fence, -1, NULL))
     g_error ("benchmark task failed");
   npu_fence_unref (fence);
+  if (work->n_threads == 1)
+    return process_cpu_seconds () - c0;
   return (g_get_monotonic_time () - t0) / 1e6;
+}
+
+static double
+process_cpu_seconds (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* One thread: the fast product of @m for several chunk sizes, alternating,
+ * best process CPU time of @passes */
+static void
+bench_chunks (NpuQueue * queue, const NpuMxfp4Matrix * m, const float *x,
+    float *y, guint passes)
+{
+  static const gsize sizes[] = { 4, 26, 49, 64 };
+  double best[G_N_ELEMENTS (sizes)];
+  guint p, i;
+
+  for (i = 0; i < G_N_ELEMENTS (sizes); i++)
+    best[i] = G_MAXDOUBLE;
+  for (p = 0; p <= passes; p++) {
+    for (i = 0; i < G_N_ELEMENTS (sizes); i++) {
+      Work w = { NULL, m, x, sizes[i], y, NPU_MATMUL_PRECISION_FAST, 1 };
+      double secs = time_work (queue, &w);
+
+      /* pass 0 warms up */
+      if (p > 0 && secs < best[i])
+        best[i] = secs;
+    }
+  }
+  printf ("prefill chunks, fast, %" G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT
+      " (CPU time, best of %u):\n", m->rows, m->k, passes);
+  for (i = 0; i < G_N_ELEMENTS (sizes); i++)
+    printf ("  %2" G_GSIZE_FORMAT " rows: %7.3f ms, %.4f ms a row\n",
+        sizes[i], best[i] * 1e3, best[i] * 1e3 / sizes[i]);
 }
 
 static guint64 rng_state = 0x9E3779B97F4A7C15ULL;
@@ -178,23 +297,41 @@ main (int argc, char **argv)
     NpuQueue *queue = npu_queue_new (device, "bench");
     double peak_int8 = 0.0;
 
-    printf ("\n%u thread(s)\n", thread_counts[t]);
+    printf ("\n%u thread(s), %s\n", thread_counts[t],
+        thread_counts[t] == 1 ? "process CPU time" : "wall-clock time");
 #if defined(__x86_64__)
     if (__builtin_cpu_supports ("avx512f")
         && __builtin_cpu_supports ("avx512vnni")) {
       Work w8 = { peak_int8_slice, NULL, NULL, 0, NULL, 0, thread_counts[t] };
       Work wf = { peak_f32_slice, NULL, NULL, 0, NULL, 0, thread_counts[t] };
-      double pf = 0.0;
+      Work w16 = { peak_int16_slice, NULL, NULL, 0, NULL, 0,
+        thread_counts[t]
+      };
+      double pf = 0.0, p16 = 0.0;
 
       for (p = 0; p < passes; p++) {
         peak_int8 = MAX (peak_int8, 2.0 * 64 * 12 * PEAK_ITERS *
             thread_counts[t] / time_work (queue, &w8) / 1e9);
+        p16 = MAX (p16, 2.0 * 32 * 12 * PEAK_ITERS * thread_counts[t] /
+            time_work (queue, &w16) / 1e9);
         pf = MAX (pf, 2.0 * 16 * 12 * PEAK_ITERS * thread_counts[t] /
             time_work (queue, &wf) / 1e9);
       }
       printf ("int8 peak (vpdpbusd)                     %8.1f GOPS\n",
           peak_int8);
+      printf ("int16 peak (vpdpwssd)                    %8.1f GOPS\n", p16);
       printf ("F32 peak (vfmadd231ps)                   %8.1f GOPS\n", pf);
+    }
+    if (__builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma")) {
+      Work wy = { peak_f32_ymm_slice, NULL, NULL, 0, NULL, 0,
+        thread_counts[t]
+      };
+      double py = 0.0;
+
+      for (p = 0; p < passes; p++)
+        py = MAX (py, 2.0 * 8 * 12 * PEAK_ITERS * thread_counts[t] /
+            time_work (queue, &wy) / 1e9);
+      printf ("F32 peak on ymm (vfmadd231ps, avx2)      %8.1f GOPS\n", py);
     }
 #endif
     for (s = 0; s < G_N_ELEMENTS (shapes); s++) {
@@ -244,6 +381,14 @@ main (int argc, char **argv)
       printf ("  tiles:  fast %6.1f GOPS, accurate %6.1f GOPS; "
           "panels / tiles speed: fast %.2f, accurate %.2f\n", best[2],
           best[3], best[0] / best[2], best[1] / best[3]);
+      npu_mxfp4_matrix_clear (&m);
+    }
+    if (thread_counts[t] == 1) {
+      NpuMxfp4Matrix m;
+
+      /* gate/up, repacked (npullm's NPU_LLM_LOAD_REPACK layout) */
+      npu_mxfp4_matrix_repack (&m, blocks, 5632, 2048);
+      bench_chunks (queue, &m, x, y, passes);
       npu_mxfp4_matrix_clear (&m);
     }
     npu_queue_free (queue);

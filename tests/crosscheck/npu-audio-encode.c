@@ -23,12 +23,12 @@
 #include "config.h"
 #endif
 
-#include <errno.h>
 #include <stdio.h>
 
 #include "core/npuaudioenc.h"
 #include "core/npumatmul.h"
 #include <npu/npu.h>
+#include "npuencodetool.h"
 
 typedef struct
 {
@@ -39,17 +39,9 @@ typedef struct
   gint64 us;                    /* npu_audio_enc_encode()'s time */
 } Job;
 
-static gchar *opt_audio = NULL, *opt_out = NULL, *opt_precision = NULL;
-static gint opt_threads = 1, opt_repeat = 1;
+static gchar *opt_precision = NULL;
 
-static GOptionEntry entries[] = {
-  {"audio", 0, 0, G_OPTION_ARG_FILENAME, &opt_audio,
-      "16 kHz mono F32 samples, up to 30 s", "FILE"},
-  {"output", 'o', 0, G_OPTION_ARG_FILENAME, &opt_out,
-      "Write the embeddings (n_tokens x out_dim F32) to FILE", "FILE"},
-  {"threads", 't', 0, G_OPTION_ARG_INT, &opt_threads, "Threads (1)", "T"},
-  {"repeat", 0, 0, G_OPTION_ARG_INT, &opt_repeat,
-      "Encodes; the best time is printed (1)", "N"},
+static const GOptionEntry entries[] = {
   {"precision", 0, 0, G_OPTION_ARG_STRING, &opt_precision,
       "Activations: accurate (default) or fast (int8)", "P"},
   {NULL}
@@ -71,54 +63,42 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
 int
 main (int argc, char **argv)
 {
-  GOptionContext *octx;
+  NpuEncodeToolOptions opts;
   GError *error = NULL;
   NpuAudioEnc *enc = NULL;
-  NpuDevice *device = NULL;
-  NpuQueue *queue = NULL;
   GstNpuLogMel *lm = NULL;
   gchar *pcm = NULL;
   float *mel = NULL, *out = NULL;
   gsize len, n_out;
   guint n_frames, n_tokens, out_dim;
   gint64 best = -1;
-  gint i;
+  Job job = { 0, };
   int ret = 1;
 
-  octx = g_option_context_new ("MMPROJ.gguf - encode one clip with "
-      "npuaudiotok's log-mel and the core's audio encoder");
-  g_option_context_add_main_entries (octx, entries, NULL);
-  if (!g_option_context_parse (octx, &argc, &argv, &error) || argc != 2
-      || !opt_audio) {
-    g_printerr ("%s\n", error ? error->message :
-        "give one MMPROJ.gguf and --audio");
-    g_clear_error (&error);
-    g_option_context_free (octx);
+  if (!npu_encode_tool_parse (&opts, &argc, &argv, "MMPROJ.gguf - encode "
+          "one clip with npuaudiotok's log-mel and the core's audio encoder",
+          "audio", "16 kHz mono F32 samples, up to 30 s", entries))
     return 2;
-  }
-  g_option_context_free (octx);
-  if (opt_threads < 1 || opt_repeat < 1) {
-    g_printerr ("--threads and --repeat must be positive\n");
-    return 2;
-  }
   if (opt_precision && g_strcmp0 (opt_precision, "fast") != 0
       && g_strcmp0 (opt_precision, "accurate") != 0) {
     g_printerr ("--precision is accurate or fast\n");
+    npu_encode_tool_options_clear (&opts);
+    g_free (opt_precision);
     return 2;
   }
 
-  enc = npu_audio_enc_new_from_file (argv[1], &error);
+  enc = npu_audio_enc_new_from_file (opts.model, &error);
   if (!enc)
     goto out;
   npu_audio_enc_set_precision (enc, g_strcmp0 (opt_precision, "fast") == 0 ?
       NPU_MATMUL_PRECISION_FAST : NPU_MATMUL_PRECISION_ACCURATE);
   n_frames = npu_audio_enc_get_max_frames (enc);
-  if (!g_file_get_contents (opt_audio, &pcm, &len, &error))
+  if (!g_file_get_contents (opts.input, &pcm, &len, &error))
     goto out;
   if (len % sizeof (float) != 0
       || len / sizeof (float) > (gsize) n_frames * GST_NPU_LOG_MEL_HOP) {
     g_set_error (&error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
-        "'%s' is not up to %u 16 kHz float samples", opt_audio,
+        "'%s' is not up to %u 16 kHz float samples", opts.input,
         n_frames * GST_NPU_LOG_MEL_HOP);
     goto out;
   }
@@ -132,41 +112,20 @@ main (int argc, char **argv)
   n_out = (gsize) n_tokens * out_dim;
   out = g_new (float, n_out);
 
-  device = npu_device_new_cpu (opt_threads);
-  queue = npu_queue_new (device, "npu-audio-encode");
-  for (i = 0; i < opt_repeat; i++) {
-    Job job = { enc, mel, n_frames, out, 0 };
-    NpuFence *fence = npu_queue_submit (queue, job_task, &job, NULL, NULL, 0);
-    gboolean ok = npu_fence_wait (fence, -1, &error);
-
-    npu_fence_unref (fence);
-    if (!ok)
-      goto out;
-    if (best < 0 || job.us < best)
-      best = job.us;
-  }
-  printf ("model: %s (%u blocks, dim %u, %s), %s, kernels %s\n", argv[1],
+  job.enc = enc;
+  job.mel = mel;
+  job.n_frames = n_frames;
+  job.out = out;
+  if (!npu_encode_tool_run (&opts, "npu-audio-encode", job_task, &job,
+          &job.us, &best, &error))
+    goto out;
+  printf ("model: %s (%u blocks, dim %u, %s), %s, kernels %s\n", opts.model,
       npu_audio_enc_get_n_layers (enc), npu_audio_enc_get_dim (enc),
       npu_audio_enc_get_projector (enc) == NPU_AUDIO_PROJECTOR_QWEN2A ?
       "qwen2a" : "ultravox", npu_audio_enc_get_precision (enc) ==
       NPU_MATMUL_PRECISION_FAST ? "fast" : "accurate", npu_matmul_get_isa ());
-  printf ("tokens: %u\n", n_tokens);
-  printf ("embd: %u\n", out_dim);
-  printf ("encode: %.1f ms (best of %d, %d thread%s)\n", best / 1000.0,
-      opt_repeat, opt_threads, opt_threads > 1 ? "s" : "");
-
-  if (opt_out) {
-    FILE *f = fopen (opt_out, "wb");
-    gboolean ok = f && fwrite (out, sizeof (float), n_out, f) == n_out;
-
-    if (f && fclose (f) != 0)
-      ok = FALSE;
-    if (!ok) {
-      g_set_error (&error, G_FILE_ERROR, g_file_error_from_errno (errno),
-          "cannot write '%s'", opt_out);
-      goto out;
-    }
-  }
+  if (!npu_encode_tool_report (&opts, out, n_tokens, out_dim, best, &error))
+    goto out;
   ret = 0;
 
 out:
@@ -175,10 +134,6 @@ out:
     g_error_free (error);
     ret = 1;
   }
-  if (queue)
-    npu_queue_free (queue);
-  if (device)
-    npu_device_unref (device);
   if (enc)
     npu_audio_enc_free (enc);
   if (lm)
@@ -187,5 +142,6 @@ out:
   g_free (mel);
   g_free (out);
   g_free (opt_precision);
+  npu_encode_tool_options_clear (&opts);
   return ret;
 }

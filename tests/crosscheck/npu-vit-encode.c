@@ -20,6 +20,11 @@
  * their ratio ("rel", the figure judged) and max |diff| over the
  * reference's rms.  With --tol the last line is "PASS" or "FAIL" (rel
  * above REL), and the exit status 1 on FAIL.
+ * --f64 also evaluates the test suite's double-precision reference of
+ * the encoder (tests/reference/npurefvit.h, exact F32 weights in double,
+ * no int8 activations) on the same patches, and prints both sides against
+ * it, "f64 ours:" and, with --reference, "f64 ref:" (the same figures as
+ * "compare:"): when the two runtimes differ, this says which one is off.
  * NPU_CPU_ISA=scalar gives exact F32 products (no int8 activations).
  * Compute core only: GLib, no GStreamer types.
  */
@@ -27,7 +32,6 @@
 #include "config.h"
 #endif
 
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -35,6 +39,8 @@
 #include "core/npuvit.h"
 #include "core/npumatmul.h"
 #include "tests/npucompare.h"
+#include "tests/reference/npurefvit.h"
+#include "npuencodetool.h"
 
 typedef struct
 {
@@ -44,22 +50,17 @@ typedef struct
   gint64 us;                    /* npu_vit_encode()'s time */
 } Job;
 
-static gchar *opt_image = NULL, *opt_out = NULL, *opt_reference = NULL;
-static gint opt_threads = 1, opt_repeat = 1;
+static gchar *opt_reference = NULL;
 static gdouble opt_tol = -1.0;
+static gboolean opt_f64 = FALSE;
 
-static GOptionEntry entries[] = {
-  {"image", 0, 0, G_OPTION_ARG_FILENAME, &opt_image,
-      "Normalised S x S x 3 F32 image (S = the file's image size)", "FILE"},
-  {"output", 'o', 0, G_OPTION_ARG_FILENAME, &opt_out,
-      "Write the embeddings (n_tokens x out_dim F32) to FILE", "FILE"},
-  {"threads", 't', 0, G_OPTION_ARG_INT, &opt_threads, "Threads (1)", "T"},
-  {"repeat", 0, 0, G_OPTION_ARG_INT, &opt_repeat,
-      "Encodes; the best time is printed (1)", "N"},
+static const GOptionEntry entries[] = {
   {"reference", 0, 0, G_OPTION_ARG_FILENAME, &opt_reference,
       "Compare with another runtime's embeddings", "FILE"},
   {"tol", 0, 0, G_OPTION_ARG_DOUBLE, &opt_tol,
       "Relative tolerance (max |diff| / range) for PASS/FAIL", "REL"},
+  {"f64", 0, 0, G_OPTION_ARG_NONE, &opt_f64,
+      "Compare ours (and the reference) with a float64 evaluation", NULL},
   {NULL}
 };
 
@@ -104,6 +105,53 @@ compare (const float *a, const float *b, gsize n, gdouble tol)
   return TRUE;
 }
 
+/* "f64 WHO:" max |a - ref| / range (ref) against the float64 evaluation */
+static void
+compare_f64 (const gchar * who, const float *a, const double *ref, gsize n)
+{
+  gdouble d = 0, lo = ref[0], hi = ref[0];
+  gsize i, worst = 0;
+
+  for (i = 0; i < n; i++) {
+    gdouble e = fabs (a[i] - ref[i]);
+
+    /* !(e <= d): a NaN is the worst difference */
+    if (!(e <= d)) {
+      d = e;
+      worst = i;
+    }
+    lo = MIN (lo, ref[i]);
+    hi = MAX (hi, ref[i]);
+  }
+  printf ("f64 %s: max|diff| %.3e (at %" G_GSIZE_FORMAT ": %.6g, f64 %.6g), "
+      "rel %.3e\n", who, d, worst, a[worst], ref[worst],
+      hi > lo ? d / (hi - lo) : d);
+}
+
+/* The test suite's double-precision encoder on @patches (float64 inputs,
+ * exact weights), into a new array of n_tokens x out_dim */
+static double *
+encode_f64 (const gchar * path, const float *patches, gsize n_in,
+    gsize n_out, GError ** error)
+{
+  NpuGguf *g = npu_gguf_open (path, error);
+  NpuRefLookup lk = { 0, };
+  double *pd, *ref;
+  gsize i;
+
+  if (!g)
+    return NULL;
+  lk.gguf = g;
+  pd = g_new (double, n_in);
+  for (i = 0; i < n_in; i++)
+    pd[i] = patches[i];
+  ref = g_new (double, n_out);
+  npu_ref_vit_encode (&lk, pd, FALSE, ref);
+  g_free (pd);
+  npu_gguf_free (g);
+  return ref;
+}
+
 /* HWC pixels to n_patches rows of c * p * p + y * p + x */
 static float *
 patchify (const float *img, guint side, guint p)
@@ -124,46 +172,33 @@ patchify (const float *img, guint side, guint p)
 int
 main (int argc, char **argv)
 {
-  GOptionContext *octx;
+  NpuEncodeToolOptions opts;
   GError *error = NULL;
   NpuVit *vit = NULL;
-  NpuDevice *device = NULL;
-  NpuQueue *queue = NULL;
   gchar *img = NULL;
   float *patches = NULL, *out = NULL;
   gsize len, n_out;
   guint side, n_tokens, out_dim;
   gint64 best = -1;
-  gint i;
+  Job job = { 0, };
   int ret = 1;
 
-  octx = g_option_context_new ("MMPROJ.gguf - encode one image with the "
-      "core's vision encoder");
-  g_option_context_add_main_entries (octx, entries, NULL);
-  if (!g_option_context_parse (octx, &argc, &argv, &error) || argc != 2
-      || !opt_image) {
-    g_printerr ("%s\n", error ? error->message :
-        "give one MMPROJ.gguf and --image");
-    g_clear_error (&error);
-    g_option_context_free (octx);
+  if (!npu_encode_tool_parse (&opts, &argc, &argv, "MMPROJ.gguf - encode "
+          "one image with the core's vision encoder", "image",
+          "Normalised S x S x 3 F32 image (S = the file's image size)",
+          entries))
     return 2;
-  }
-  g_option_context_free (octx);
-  if (opt_threads < 1 || opt_repeat < 1) {
-    g_printerr ("--threads and --repeat must be positive\n");
-    return 2;
-  }
 
-  vit = npu_vit_new_from_file (argv[1], &error);
+  vit = npu_vit_new_from_file (opts.model, &error);
   if (!vit)
     goto out;
   side = npu_vit_get_image_size (vit);
-  if (!g_file_get_contents (opt_image, &img, &len, &error))
+  if (!g_file_get_contents (opts.input, &img, &len, &error))
     goto out;
   if (len != (gsize) side * side * 3 * sizeof (float)) {
     g_set_error (&error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
         "'%s' has %" G_GSIZE_FORMAT " bytes, not %u x %u x 3 floats",
-        opt_image, len, side, side);
+        opts.input, len, side, side);
     goto out;
   }
   /* floats as stored: the machine is little-endian (x86-64, aarch64) */
@@ -174,56 +209,49 @@ main (int argc, char **argv)
   n_out = (gsize) n_tokens * out_dim;
   out = g_new (float, n_out);
 
-  device = npu_device_new_cpu (opt_threads);
-  queue = npu_queue_new (device, "npu-vit-encode");
-  for (i = 0; i < opt_repeat; i++) {
-    Job job = { vit, patches, out, 0 };
-    NpuFence *fence = npu_queue_submit (queue, job_task, &job, NULL, NULL, 0);
-    gboolean ok = npu_fence_wait (fence, -1, &error);
-
-    npu_fence_unref (fence);
-    if (!ok)
-      goto out;
-    if (best < 0 || job.us < best)
-      best = job.us;
-  }
-  printf ("model: %s (%u blocks, dim %u, %s), kernels %s\n", argv[1],
+  job.vit = vit;
+  job.patches = patches;
+  job.out = out;
+  if (!npu_encode_tool_run (&opts, "npu-vit-encode", job_task, &job, &job.us,
+          &best, &error))
+    goto out;
+  printf ("model: %s (%u blocks, dim %u, %s), kernels %s\n", opts.model,
       npu_vit_get_n_layers (vit), npu_vit_get_dim (vit),
       npu_vit_get_projector (vit) == NPU_VIT_PROJECTOR_MLP ? "mlp" :
       "idefics3", npu_matmul_get_isa ());
-  printf ("tokens: %u\n", n_tokens);
-  printf ("embd: %u\n", out_dim);
-  printf ("encode: %.1f ms (best of %d, %d thread%s)\n", best / 1000.0,
-      opt_repeat, opt_threads, opt_threads > 1 ? "s" : "");
-
-  if (opt_out) {
-    FILE *f = fopen (opt_out, "wb");
-    gboolean ok = f && fwrite (out, sizeof (float), n_out, f) == n_out;
-
-    if (f && fclose (f) != 0)
-      ok = FALSE;
-    if (!ok) {
-      g_set_error (&error, G_FILE_ERROR, g_file_error_from_errno (errno),
-          "cannot write '%s'", opt_out);
-      goto out;
-    }
-  }
+  if (!npu_encode_tool_report (&opts, out, n_tokens, out_dim, best, &error))
+    goto out;
   ret = 0;
 
-  if (opt_reference) {
-    gchar *ref;
+  if (opt_reference || opt_f64) {
+    gchar *ref = NULL;
     gsize ref_len;
 
-    if (!g_file_get_contents (opt_reference, &ref, &ref_len, &error))
+    double *f64 = NULL;
+
+    if (opt_reference &&
+        !g_file_get_contents (opt_reference, &ref, &ref_len, &error))
       goto out;
-    if (ref_len != n_out * sizeof (float)) {
+    if (ref && ref_len != n_out * sizeof (float)) {
       g_set_error (&error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
           "'%s' has %" G_GSIZE_FORMAT " bytes, not %u x %u floats",
           opt_reference, ref_len, n_tokens, out_dim);
       g_free (ref);
       goto out;
     }
-    if (!compare (out, (const float *) ref, n_out, opt_tol))
+    if (opt_f64) {
+      f64 = encode_f64 (opts.model, patches, (gsize) side * side * 3, n_out,
+          &error);
+      if (!f64) {
+        g_free (ref);
+        goto out;
+      }
+      compare_f64 ("ours", out, f64, n_out);
+      if (ref)
+        compare_f64 ("ref", (const float *) ref, f64, n_out);
+      g_free (f64);
+    }
+    if (ref && !compare (out, (const float *) ref, n_out, opt_tol))
       ret = 1;
     g_free (ref);
   }
@@ -234,14 +262,12 @@ out:
     g_error_free (error);
     ret = 1;
   }
-  if (queue)
-    npu_queue_free (queue);
-  if (device)
-    npu_device_unref (device);
   if (vit)
     npu_vit_free (vit);
   g_free (img);
   g_free (patches);
   g_free (out);
+  g_free (opt_reference);
+  npu_encode_tool_options_clear (&opts);
   return ret;
 }

@@ -195,7 +195,9 @@ ref_params (const NpuGguf * g, const NpuRefLookup * lk, RefParams * p)
   g_assert_true (npu_gguf_get_f32 (g,
           "clip.vision.attention.layer_norm_epsilon", &eps, NULL));
   p->eps = eps;
-  p->act = npu_gguf_get_bool_default (g, "clip.use_gelu", FALSE) ? 0 : 1;
+  /* as npuvit.c reads them: GELU, SiLU, or else quick GELU */
+  p->act = npu_gguf_get_bool_default (g, "clip.use_gelu", FALSE) ? 0 :
+      npu_gguf_get_bool_default (g, "clip.use_silu", FALSE) ? 2 : 1;
   p->side = p->image / p->patch;
   p->np = p->side * p->side;
   p->first = get_view (lk, "v.class_embd", &v) ? 1 : 0;

@@ -1022,6 +1022,20 @@ check_ne0 (guint64 ne0, guint32 type, const gchar * what, GError ** error)
   return TRUE;
 }
 
+/* MXFP4 values are stored exactly in F32, F16 or BF16 only */
+static gboolean
+check_mxfp4_values (gboolean mxfp4_values, guint32 wt, GError ** error)
+{
+  if (mxfp4_values && wt != NPU_GGML_TYPE_F32 && wt != NPU_GGML_TYPE_F16
+      && wt != NPU_GGML_TYPE_BF16) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "MXFP4 values need type f32, f16 or bf16 (%s cannot hold them "
+        "exactly)", npu_ggml_type_name (wt));
+    return FALSE;
+  }
+  return TRUE;
+}
+
 static gboolean
 check_text (const NpuTextModelParams * p, GError ** error)
 {
@@ -1053,13 +1067,8 @@ check_text (const NpuTextModelParams * p, GError ** error)
         "all-MXFP4 needs type mxfp4");
     return FALSE;
   }
-  if (p->mxfp4_values && p->wtype != NPU_GGML_TYPE_F32
-      && p->wtype != NPU_GGML_TYPE_F16 && p->wtype != NPU_GGML_TYPE_BF16) {
-    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
-        "MXFP4 values need type f32, f16 or bf16 (%s cannot hold them "
-        "exactly)", npu_ggml_type_name (p->wtype));
+  if (!check_mxfp4_values (p->mxfp4_values, p->wtype, error))
     return FALSE;
-  }
   if (p->mxfp4_values)
     big = NPU_GGML_TYPE_MXFP4;  /* rows are whole MXFP4 blocks */
   return check_ne0 (p->dim, p->wtype, "dim", error)
@@ -1079,6 +1088,37 @@ finish (NpuGgufWriter * w, const gchar * path, NpuModelGenStats * stats,
     return FALSE;
   stats->file_size = npu_gguf_writer_get_file_size (w);
   return TRUE;
+}
+
+/* general.architecture, .name, .description (the seed) and .file_type:
+ * the keys every generated file starts with */
+static gboolean
+add_general (NpuGgufWriter * w, const gchar * arch, const gchar * name,
+    guint64 seed, guint32 wtype, GError ** error)
+{
+  gchar *desc = g_strdup_printf ("deterministic random weights (seed %"
+      G_GUINT64_FORMAT "), not a trained model", seed);
+  gboolean ok;
+
+  ok = npu_gguf_writer_add_string (w, "general.architecture", arch, -1, error)
+      && npu_gguf_writer_add_string (w, "general.name", name, -1, error)
+      && npu_gguf_writer_add_string (w, "general.description", desc, -1, error)
+      && npu_gguf_writer_add_u32 (w, "general.file_type",
+      npu_model_gen_file_type (wtype), error);
+  g_free (desc);
+  return ok;
+}
+
+/* Writes the file and frees @w; the stats go to @out_stats on success */
+static gboolean
+finish_and_free (NpuGgufWriter * w, gboolean ok, const gchar * path,
+    NpuModelGenStats * stats, NpuModelGenStats * out_stats, GError ** error)
+{
+  ok = ok && finish (w, path, stats, error);
+  npu_gguf_writer_free (w);
+  if (ok && out_stats)
+    *out_stats = *stats;
+  return ok;
 }
 
 /* --tokenizer: every tokenizer.* key of @src as it is */
@@ -1169,7 +1209,7 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
       NPU_GGML_TYPE_Q8_0 : wt;
   NpuModelGenStats stats = { 0 };
   NpuGgufWriter *w;
-  gchar *key = NULL, *name, *desc;
+  gchar *key = NULL, *name;
   gboolean ok;
   gdouble s_dim, s_ff, s_res, s_emb;
 
@@ -1199,14 +1239,8 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
   w = npu_gguf_writer_new ();
   name = g_strdup_printf ("gst-npu random %s %uL-%u", arch, p->n_layers,
       p->dim);
-  desc = g_strdup_printf ("deterministic random weights (seed %"
-      G_GUINT64_FORMAT "), not a trained model", p->seed);
 #define KEY(suffix) (g_free (key), key = g_strconcat (arch, suffix, NULL))
-  ok = npu_gguf_writer_add_string (w, "general.architecture", arch, -1, error)
-      && npu_gguf_writer_add_string (w, "general.name", name, -1, error)
-      && npu_gguf_writer_add_string (w, "general.description", desc, -1, error)
-      && npu_gguf_writer_add_u32 (w, "general.file_type",
-      npu_model_gen_file_type (wt), error)
+  ok = add_general (w, arch, name, p->seed, wt, error)
       && npu_gguf_writer_add_u32 (w, "general.quantization_version", 2, error)
       && npu_gguf_writer_add_u32 (w, KEY (".context_length"), p->ctx, error)
       && npu_gguf_writer_add_u32 (w, KEY (".embedding_length"), p->dim, error)
@@ -1227,7 +1261,6 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
 #undef KEY
   g_free (key);
   g_free (name);
-  g_free (desc);
   if (ok && src)
     ok = copy_tokenizer (w, src, error);
   else if (ok)
@@ -1291,11 +1324,7 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
 #undef T1
 #undef T2
 
-  ok = ok && finish (w, path, &stats, error);
-  npu_gguf_writer_free (w);
-  if (ok && out_stats)
-    *out_stats = stats;
-  return ok;
+  return finish_and_free (w, ok, path, &stats, out_stats, error);
 }
 
 static gboolean
@@ -1320,6 +1349,118 @@ read_text_dim (const gchar * text_path, guint * dim, GError ** error)
   return ok;
 }
 
+/* The projector's output size: @text_path's embedding_length (--for), or
+ * *@text_dim as given when @text_path is NULL */
+static gboolean
+get_text_dim (const gchar * text_path, guint * text_dim, GError ** error)
+{
+  GError *err = NULL;
+
+  if (text_path == NULL || read_text_dim (text_path, text_dim, &err))
+    return TRUE;
+  g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_FOR,
+      "--for %s: %s", text_path, err->message);
+  g_error_free (err);
+  return FALSE;
+}
+
+/* The sizes and scales of an encoder's pre-norm blocks */
+typedef struct
+{
+  const gchar *prefix;          /* "v" or "a" */
+  gboolean k_bias;              /* FALSE: Whisper's k_proj has none */
+  guint64 seed;
+  guint32 wt;                   /* the matrices' type */
+  guint grid;                   /* add_random()'s grid_rows for matrices */
+  guint dim, ff;
+  gdouble s_dim, s_ff, s_res;
+} EncoderBlocks;
+
+/* Matrices 1/sqrt(fan_in); the two that write into the residual stream a
+ * further 1/sqrt(2 * layers), as the text model's (see docs/models.md) */
+static void
+encoder_blocks_init (EncoderBlocks * e, const gchar * prefix,
+    gboolean k_bias, guint64 seed, guint32 wt, guint grid, guint dim,
+    guint ff, guint n_layers)
+{
+  e->prefix = prefix;
+  e->k_bias = k_bias;
+  e->seed = seed;
+  e->wt = wt;
+  e->grid = grid;
+  e->dim = dim;
+  e->ff = ff;
+  e->s_dim = 1.0 / sqrt ((gdouble) dim);
+  e->s_ff = 1.0 / sqrt ((gdouble) ff);
+  e->s_res = 1.0 / sqrt (2.0 * n_layers);
+}
+
+/* Block @i of @e: the layer norms, attention and FFN of clip.cpp's
+ * build_vit, with llama.cpp's mmproj tensor names */
+static gboolean
+add_encoder_block (NpuGgufWriter * w, const EncoderBlocks * e, guint i,
+    NpuModelGenStats * stats, GError ** error)
+{
+  static const gchar *const parts[] = {
+    "ln1.weight", "ln1.bias", "attn_q.weight", "attn_q.bias",
+    "attn_k.weight", "attn_k.bias", "attn_v.weight", "attn_v.bias",
+    "attn_out.weight", "attn_out.bias", "ln2.weight", "ln2.bias",
+    "ffn_up.weight", "ffn_up.bias", "ffn_down.weight", "ffn_down.bias",
+  };
+  gchar *n[G_N_ELEMENTS (parts)];
+  guint dim = e->dim, ff = e->ff, k;
+  gboolean ok;
+
+  for (k = 0; k < G_N_ELEMENTS (parts); k++)
+    n[k] = g_strdup_printf ("%s.blk.%u.%s", e->prefix, i, parts[k]);
+#define T(n, std, a, b) \
+  add_random (w, e->seed, stats, n, e->wt, e->grid, FALSE, 0.0, std, 2, a, \
+      b, 1, 1, error)
+#define T1(n, mean, std, a) \
+  add_random (w, e->seed, stats, n, NPU_GGML_TYPE_F32, 0, FALSE, mean, \
+      std, 1, a, 1, 1, 1, error)
+  ok = T1 (n[0], 1.0, 0.05, dim) && T1 (n[1], 0.0, 0.02, dim)
+      && T (n[2], e->s_dim, dim, dim)
+      && T1 (n[3], 0.0, 0.02, dim)
+      && T (n[4], e->s_dim, dim, dim)
+      && (!e->k_bias || T1 (n[5], 0.0, 0.02, dim))
+      && T (n[6], e->s_dim, dim, dim)
+      && T1 (n[7], 0.0, 0.02, dim)
+      && T (n[8], e->s_dim * e->s_res, dim, dim)
+      && T1 (n[9], 0.0, 0.02, dim)
+      && T1 (n[10], 1.0, 0.05, dim) && T1 (n[11], 0.0, 0.02, dim)
+      && T (n[12], e->s_dim, dim, ff)
+      && T1 (n[13], 0.0, 0.02, ff)
+      && T (n[14], e->s_ff * e->s_res, ff, dim)
+      && T1 (n[15], 0.0, 0.02, dim);
+#undef T
+#undef T1
+  for (k = 0; k < G_N_ELEMENTS (parts); k++)
+    g_free (n[k]);
+  return ok;
+}
+
+/* @n_blocks blocks of @e, then the post layer norm */
+static gboolean
+add_encoder_blocks (NpuGgufWriter * w, const EncoderBlocks * e,
+    guint n_blocks, NpuModelGenStats * stats, GError ** error)
+{
+  gchar *post_w = g_strconcat (e->prefix, ".post_ln.weight", NULL);
+  gchar *post_b = g_strconcat (e->prefix, ".post_ln.bias", NULL);
+  gboolean ok = TRUE;
+  guint i;
+
+  for (i = 0; ok && i < n_blocks; i++)
+    ok = add_encoder_block (w, e, i, stats, error);
+  ok = ok && add_random (w, e->seed, stats, post_w, NPU_GGML_TYPE_F32, 0,
+      FALSE, 1.0, 0.05, 1, e->dim, 1, 1, 1, error)
+      && add_random (w, e->seed, stats, post_b, NPU_GGML_TYPE_F32, 0, FALSE,
+      0.0, 0.02, 1, e->dim, 1, 1, 1, error);
+  g_free (post_w);
+  g_free (post_b);
+  return ok;
+}
+
 gboolean
 npu_model_gen_write_mmproj (const NpuMmprojParams * p,
     const gchar * text_path, const gchar * path,
@@ -1337,23 +1478,15 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
       NPU_GGML_TYPE_F16;
   NpuModelGenStats stats = { 0 };
   guint32 grid_t;
-  guint text_dim = p->text_dim, side, n_patches, i, n_blocks;
+  guint text_dim = p->text_dim, side, n_patches, n_blocks;
   guint grid = p->mxfp4_values ? 1 : 0, conv_grid = 0;
+  EncoderBlocks blocks = { 0, };
   NpuGgufWriter *w;
-  gchar *name, *desc;
+  gchar *name;
   gboolean ok;
-  gdouble s_dim, s_ff, s_res;
 
-  if (text_path != NULL) {
-    GError *err = NULL;
-
-    if (!read_text_dim (text_path, &text_dim, &err)) {
-      g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_FOR,
-          "--for %s: %s", text_path, err->message);
-      g_error_free (err);
-      return FALSE;
-    }
-  }
+  if (!get_text_dim (text_path, &text_dim, error))
+    return FALSE;
   if (!p->n_layers || !p->dim || !p->ff || !p->n_heads || !p->patch
       || !p->image_size || !text_dim || !p->scale_factor) {
     g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
@@ -1375,13 +1508,8 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
         "factor %u", side, p->scale_factor);
     return FALSE;
   }
-  if (p->mxfp4_values && wt != NPU_GGML_TYPE_F32 && wt != NPU_GGML_TYPE_F16
-      && wt != NPU_GGML_TYPE_BF16) {
-    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
-        "MXFP4 values need type f32, f16 or bf16 (%s cannot hold them "
-        "exactly)", npu_ggml_type_name (wt));
+  if (!check_mxfp4_values (p->mxfp4_values, wt, error))
     return FALSE;
-  }
   /* with MXFP4 values every matrix row is whole MXFP4 blocks */
   grid_t = p->mxfp4_values ? NPU_GGML_TYPE_MXFP4 : wt;
   if (!check_ne0 (p->dim, wt, "vision dim", error)
@@ -1405,14 +1533,7 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
   w = npu_gguf_writer_new ();
   name = g_strdup_printf ("gst-npu random mmproj %s %uL-%u",
       mlp ? "mlp" : "idefics3", p->n_layers, p->dim);
-  desc = g_strdup_printf ("deterministic random weights (seed %"
-      G_GUINT64_FORMAT "), not a trained model", p->seed);
-  ok = npu_gguf_writer_add_string (w, "general.architecture", "clip", -1,
-      error)
-      && npu_gguf_writer_add_string (w, "general.name", name, -1, error)
-      && npu_gguf_writer_add_string (w, "general.description", desc, -1, error)
-      && npu_gguf_writer_add_u32 (w, "general.file_type",
-      npu_model_gen_file_type (wt), error)
+  ok = add_general (w, "clip", name, p->seed, wt, error)
       && npu_gguf_writer_add_bool (w, "clip.has_vision_encoder", TRUE, error)
       && npu_gguf_writer_add_string (w, "clip.projector_type",
       mlp ? "mlp" : "idefics3", -1, error)
@@ -1443,11 +1564,9 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
     ok = npu_gguf_writer_add_u32 (w, "clip.vision.projector.scale_factor",
         p->scale_factor, error);
   g_free (name);
-  g_free (desc);
 
-  s_dim = 1.0 / sqrt ((gdouble) p->dim);
-  s_ff = 1.0 / sqrt ((gdouble) p->ff);
-  s_res = 1.0 / sqrt (2.0 * p->n_layers);
+  encoder_blocks_init (&blocks, "v", TRUE, p->seed, wt, grid, p->dim, p->ff,
+      p->n_layers);
 #define T(n, t, std, nd, a, b, c, d) \
   add_random (w, p->seed, &stats, n, t, grid, FALSE, 0.0, std, nd, a, b, \
       c, d, error)
@@ -1466,39 +1585,9 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
       error);
   /* the scales stay those of n_layers blocks with extra_block: the other
    * blocks' weights are those of the file without it */
-  for (i = 0; ok && i < n_blocks; i++) {
-    static const gchar *const parts[] = {
-      "ln1.weight", "ln1.bias", "attn_q.weight", "attn_q.bias",
-      "attn_k.weight", "attn_k.bias", "attn_v.weight", "attn_v.bias",
-      "attn_out.weight", "attn_out.bias", "ln2.weight", "ln2.bias",
-      "ffn_up.weight", "ffn_up.bias", "ffn_down.weight", "ffn_down.bias",
-    };
-    gchar *n[G_N_ELEMENTS (parts)];
-    guint k;
-
-    for (k = 0; k < G_N_ELEMENTS (parts); k++)
-      n[k] = g_strdup_printf ("v.blk.%u.%s", i, parts[k]);
-    ok = T1 (n[0], 1.0, 0.05, p->dim) && T1 (n[1], 0.0, 0.02, p->dim)
-        && T (n[2], wt, s_dim, 2, p->dim, p->dim, 1, 1)
-        && T1 (n[3], 0.0, 0.02, p->dim)
-        && T (n[4], wt, s_dim, 2, p->dim, p->dim, 1, 1)
-        && T1 (n[5], 0.0, 0.02, p->dim)
-        && T (n[6], wt, s_dim, 2, p->dim, p->dim, 1, 1)
-        && T1 (n[7], 0.0, 0.02, p->dim)
-        && T (n[8], wt, s_dim * s_res, 2, p->dim, p->dim, 1, 1)
-        && T1 (n[9], 0.0, 0.02, p->dim)
-        && T1 (n[10], 1.0, 0.05, p->dim) && T1 (n[11], 0.0, 0.02, p->dim)
-        && T (n[12], wt, s_dim, 2, p->dim, p->ff, 1, 1)
-        && T1 (n[13], 0.0, 0.02, p->ff)
-        && T (n[14], wt, s_ff * s_res, 2, p->ff, p->dim, 1, 1)
-        && T1 (n[15], 0.0, 0.02, p->dim);
-    for (k = 0; k < G_N_ELEMENTS (parts); k++)
-      g_free (n[k]);
-  }
-  ok = ok && T1 ("v.post_ln.weight", 1.0, 0.05, p->dim)
-      && T1 ("v.post_ln.bias", 0.0, 0.02, p->dim);
+  ok = ok && add_encoder_blocks (w, &blocks, n_blocks, &stats, error);
   if (ok && mlp) {
-    ok = T ("mm.0.weight", wt, s_dim, 2, p->dim, text_dim, 1, 1)
+    ok = T ("mm.0.weight", wt, blocks.s_dim, 2, p->dim, text_dim, 1, 1)
         && T1 ("mm.0.bias", 0.0, 0.02, text_dim)
         && T ("mm.2.weight", wt, 1.0 / sqrt ((gdouble) text_dim), 2, text_dim,
         text_dim, 1, 1)
@@ -1512,11 +1601,7 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
 #undef T
 #undef T1
 
-  ok = ok && finish (w, path, &stats, error);
-  npu_gguf_writer_free (w);
-  if (ok && out_stats)
-    *out_stats = stats;
-  return ok;
+  return finish_and_free (w, ok, path, &stats, out_stats, error);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1570,21 +1655,13 @@ npu_model_gen_write_audio_mmproj (const NpuAudioMmprojParams * p,
   NpuModelGenStats stats = { 0 };
   guint text_dim = p->text_dim, grid = p->mxfp4_values ? 1 : 0, i;
   guint64 stacked = (guint64) p->dim * p->stack_factor;
+  EncoderBlocks blocks = { 0, };
   NpuGgufWriter *w;
-  gchar *name, *desc;
+  gchar *name;
   gboolean ok;
-  gdouble s_dim, s_ff, s_res;
 
-  if (text_path != NULL) {
-    GError *err = NULL;
-
-    if (!read_text_dim (text_path, &text_dim, &err)) {
-      g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_FOR,
-          "--for %s: %s", text_path, err->message);
-      g_error_free (err);
-      return FALSE;
-    }
-  }
+  if (!get_text_dim (text_path, &text_dim, error))
+    return FALSE;
   if (!p->n_layers || !p->dim || !p->ff || !p->n_heads || !p->n_mels
       || !p->n_ctx || !text_dim || (!qwen && (!p->stack_factor
               || !p->hidden || p->hidden % 2))) {
@@ -1598,13 +1675,8 @@ npu_model_gen_write_audio_mmproj (const NpuAudioMmprojParams * p,
         "heads %u must divide the audio dim %u", p->n_heads, p->dim);
     return FALSE;
   }
-  if (p->mxfp4_values && wt != NPU_GGML_TYPE_F32 && wt != NPU_GGML_TYPE_F16
-      && wt != NPU_GGML_TYPE_BF16) {
-    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
-        "MXFP4 values need type f32, f16 or bf16 (%s cannot hold them "
-        "exactly)", npu_ggml_type_name (wt));
+  if (!check_mxfp4_values (p->mxfp4_values, wt, error))
     return FALSE;
-  }
   grid_t = p->mxfp4_values ? NPU_GGML_TYPE_MXFP4 : wt;
   for (i = 0; i < 2; i++) {
     guint32 t = i ? grid_t : wt;
@@ -1620,14 +1692,7 @@ npu_model_gen_write_audio_mmproj (const NpuAudioMmprojParams * p,
   w = npu_gguf_writer_new ();
   name = g_strdup_printf ("gst-npu random audio mmproj %s %uL-%u", proj,
       p->n_layers, p->dim);
-  desc = g_strdup_printf ("deterministic random weights (seed %"
-      G_GUINT64_FORMAT "), not a trained model", p->seed);
-  ok = npu_gguf_writer_add_string (w, "general.architecture", "clip", -1,
-      error)
-      && npu_gguf_writer_add_string (w, "general.name", name, -1, error)
-      && npu_gguf_writer_add_string (w, "general.description", desc, -1, error)
-      && npu_gguf_writer_add_u32 (w, "general.file_type",
-      npu_model_gen_file_type (wt), error)
+  ok = add_general (w, "clip", name, p->seed, wt, error)
       && npu_gguf_writer_add_bool (w, "clip.has_vision_encoder", FALSE, error)
       && npu_gguf_writer_add_bool (w, "clip.has_audio_encoder", TRUE, error)
       && npu_gguf_writer_add_string (w, "clip.projector_type", proj, -1,
@@ -1650,11 +1715,9 @@ npu_model_gen_write_audio_mmproj (const NpuAudioMmprojParams * p,
     ok = npu_gguf_writer_add_u32 (w, "clip.audio.projector.stack_factor",
         p->stack_factor, error);
   g_free (name);
-  g_free (desc);
 
-  s_dim = 1.0 / sqrt ((gdouble) p->dim);
-  s_ff = 1.0 / sqrt ((gdouble) p->ff);
-  s_res = 1.0 / sqrt (2.0 * p->n_layers);
+  encoder_blocks_init (&blocks, "a", FALSE, p->seed, wt, grid, p->dim,
+      p->ff, p->n_layers);
 #define T(n, t, std, nd, a, b, c, d) \
   add_random (w, p->seed, &stats, n, t, grid, FALSE, 0.0, std, nd, a, b, \
       c, d, error)
@@ -1678,39 +1741,9 @@ npu_model_gen_write_audio_mmproj (const NpuAudioMmprojParams * p,
       && add_random (w, p->seed, &stats, "a.position_embd.weight",
       NPU_GGML_TYPE_F32, 0, FALSE, 0.0, 0.02, 2, p->dim, p->n_ctx, 1, 1,
       error);
-  for (i = 0; ok && i < p->n_layers; i++) {
-    /* Whisper's k_proj has no bias */
-    static const gchar *const parts[] = {
-      "ln1.weight", "ln1.bias", "attn_q.weight", "attn_q.bias",
-      "attn_k.weight", "attn_v.weight", "attn_v.bias",
-      "attn_out.weight", "attn_out.bias", "ln2.weight", "ln2.bias",
-      "ffn_up.weight", "ffn_up.bias", "ffn_down.weight", "ffn_down.bias",
-    };
-    gchar *n[G_N_ELEMENTS (parts)];
-    guint k;
-
-    for (k = 0; k < G_N_ELEMENTS (parts); k++)
-      n[k] = g_strdup_printf ("a.blk.%u.%s", i, parts[k]);
-    ok = T1 (n[0], 1.0, 0.05, p->dim) && T1 (n[1], 0.0, 0.02, p->dim)
-        && T (n[2], wt, s_dim, 2, p->dim, p->dim, 1, 1)
-        && T1 (n[3], 0.0, 0.02, p->dim)
-        && T (n[4], wt, s_dim, 2, p->dim, p->dim, 1, 1)
-        && T (n[5], wt, s_dim, 2, p->dim, p->dim, 1, 1)
-        && T1 (n[6], 0.0, 0.02, p->dim)
-        && T (n[7], wt, s_dim * s_res, 2, p->dim, p->dim, 1, 1)
-        && T1 (n[8], 0.0, 0.02, p->dim)
-        && T1 (n[9], 1.0, 0.05, p->dim) && T1 (n[10], 0.0, 0.02, p->dim)
-        && T (n[11], wt, s_dim, 2, p->dim, p->ff, 1, 1)
-        && T1 (n[12], 0.0, 0.02, p->ff)
-        && T (n[13], wt, s_ff * s_res, 2, p->ff, p->dim, 1, 1)
-        && T1 (n[14], 0.0, 0.02, p->dim);
-    for (k = 0; k < G_N_ELEMENTS (parts); k++)
-      g_free (n[k]);
-  }
-  ok = ok && T1 ("a.post_ln.weight", 1.0, 0.05, p->dim)
-      && T1 ("a.post_ln.bias", 0.0, 0.02, p->dim);
+  ok = ok && add_encoder_blocks (w, &blocks, p->n_layers, &stats, error);
   if (ok && qwen) {
-    ok = T ("mm.a.fc.weight", wt, s_dim, 2, p->dim, text_dim, 1, 1)
+    ok = T ("mm.a.fc.weight", wt, blocks.s_dim, 2, p->dim, text_dim, 1, 1)
         && T1 ("mm.a.fc.bias", 0.0, 0.02, text_dim);
   } else if (ok) {
     ok = T1 ("mm.a.norm_pre.weight", 1.0, 0.05, stacked)
@@ -1723,9 +1756,5 @@ npu_model_gen_write_audio_mmproj (const NpuAudioMmprojParams * p,
 #undef T
 #undef T1
 
-  ok = ok && finish (w, path, &stats, error);
-  npu_gguf_writer_free (w);
-  if (ok && out_stats)
-    *out_stats = stats;
-  return ok;
+  return finish_and_free (w, ok, path, &stats, out_stats, error);
 }

@@ -34,48 +34,13 @@
 #include "core/npugguf.h"
 #include "tests/tools/npumodelgen.h"
 #include "tests/reference/npurefaudio.h"
+#include "npuencodertest.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
 #include <string.h>
 
 static gchar *tmp_dir;
-
-/* ------------------------------------------------------------------------
- * Lookup wrapper: the file's tensors, with one hidden, one reshaped or one
- * retyped
- */
-typedef struct
-{
-  const NpuGguf *gguf;
-  const gchar *hide;
-  const gchar *reshape;
-  const gchar *retype;
-} Lookup;
-
-static gboolean
-lookup_func (const gchar * name, NpuTensorView * out, gpointer user_data)
-{
-  Lookup *lk = user_data;
-  const NpuGgufTensor *t;
-  guint i;
-
-  if (lk->hide && strcmp (name, lk->hide) == 0)
-    return FALSE;
-  t = npu_gguf_find_tensor (lk->gguf, name);
-  if (!t)
-    return FALSE;
-  out->type = t->type;
-  out->n_dims = t->n_dims;
-  for (i = 0; i < NPU_GGUF_MAX_DIMS; i++)
-    out->ne[i] = t->ne[i];
-  out->data = t->data;
-  if (lk->reshape && strcmp (name, lk->reshape) == 0)
-    out->ne[1] /= 2;
-  if (lk->retype && strcmp (name, lk->retype) == 0)
-    out->type = NPU_GGML_TYPE_Q4_0;
-  return TRUE;
-}
 
 /* ------------------------------------------------------------------------
  * Models and input
@@ -147,7 +112,7 @@ check_model (const gchar * path, guint n_frames, const gchar * what)
 {
   GError *error = NULL;
   NpuGguf *g = npu_gguf_open (path, &error);
-  Lookup lk = { 0, };
+  NpuTestLookup lk = { 0, };
   NpuAudioEnc *enc;
   GRand *rand = g_rand_new_with_seed (4321);
   NpuRefLookup ref_lk;
@@ -161,7 +126,7 @@ check_model (const gchar * path, guint n_frames, const gchar * what)
 
   g_assert_no_error (error);
   lk.gguf = g;
-  enc = npu_audio_enc_new (g, lookup_func, &lk, &error);
+  enc = npu_audio_enc_new (g, npu_test_lookup, &lk, &error);
   g_assert_no_error (error);
   g_assert_nonnull (enc);
 
@@ -171,7 +136,7 @@ check_model (const gchar * path, guint n_frames, const gchar * what)
   n_in = (gsize) npu_audio_enc_get_n_mels (enc) * n_frames;
   mel = random_mel (rand, npu_audio_enc_get_n_mels (enc), n_frames);
   ref_lk.gguf = g;
-  ref_lk.func = lookup_func;
+  ref_lk.func = npu_test_lookup;
   ref_lk.user_data = &lk;
   y = g_new (float, n_out);
   ref = g_new (double, n_out);
@@ -339,19 +304,19 @@ test_reference (gconstpointer data)
   g_free (text);
 }
 
-static void
-expect_error (const NpuGguf * g, Lookup * lk, gint code, const gchar * text)
+static gpointer
+new_audio_enc (const NpuGguf * gguf, NpuTensorLookup lookup,
+    gpointer user_data, GError ** error)
 {
-  GError *error = NULL;
-  NpuAudioEnc *enc = npu_audio_enc_new (g, lk ? lookup_func : NULL, lk,
-      &error);
+  return npu_audio_enc_new (gguf, lookup, user_data, error);
+}
 
-  g_assert_null (enc);
-  g_assert_error (error, NPU_VIT_ERROR, code);
-  g_test_message ("%s", error->message);
-  if (!strstr (error->message, text))
-    g_error ("\"%s\" does not contain \"%s\"", error->message, text);
-  g_error_free (error);
+static void
+expect_error (const NpuGguf * g, NpuTestLookup * lk, gint code,
+    const gchar * text)
+{
+  npu_test_expect_encoder_error (new_audio_enc, g,
+      lk ? npu_test_lookup : NULL, lk, code, text);
 }
 
 static void
@@ -373,40 +338,12 @@ expect_file_error (const gchar * path, gint domain_is_gguf, gint code,
   g_error_free (error);
 }
 
-/* Replace occurrence @nth (0 = first) of @from by @to (same length) in a
- * copy of the file: edits a metadata key or string in place */
-static guint8 *
-patched_copy (const gchar * path, const gchar * from, const gchar * to,
-    guint nth, gsize * size)
-{
-  gchar *data;
-  gsize len = strlen (from), i;
-
-  g_assert_cmpuint (strlen (to), ==, len);
-  g_assert_true (g_file_get_contents (path, &data, size, NULL));
-  for (i = 0; i + len <= *size; i++) {
-    if (memcmp (data + i, from, len) == 0 && nth-- == 0) {
-      memcpy (data + i, to, len);
-      return (guint8 *) data;
-    }
-  }
-  g_assert_not_reached ();
-  return NULL;
-}
-
 static void
 expect_patched (const gchar * path, const gchar * from, const gchar * to,
     guint nth, gint code, const gchar * text)
 {
-  GError *error = NULL;
-  gsize size;
-  guint8 *bytes = patched_copy (path, from, to, nth, &size);
-  NpuGguf *pg = npu_gguf_open_bytes (bytes, size, &error);
-
-  g_assert_no_error (error);
-  expect_error (pg, NULL, code, text);
-  npu_gguf_free (pg);
-  g_free (bytes);
+  npu_test_expect_patched_error (new_audio_enc, path, from, to, nth, code,
+      text);
 }
 
 static void
@@ -421,7 +358,7 @@ test_bad_models (void)
   gchar *trunc = g_build_filename (tmp_dir, "truncated.gguf", NULL);
   GError *error = NULL;
   NpuGguf *g = npu_gguf_open (path, &error);
-  Lookup lk = { 0, };
+  NpuTestLookup lk = { 0, };
   gchar *data;
   gsize size;
 

@@ -326,8 +326,8 @@ test_long_conversation_bounded (void)
   NpuLlmSession *s;
   NpuLlmAnswerStats st;
   NpuLlmStats c0, c1;
-  struct mallinfo2 m0, m1;
-  glong growth;
+  struct mallinfo2 m0, mh = { 0 }, m1;
+  glong growth1, growth2;
   guint i, n = g_getenv ("NPU_UNDER_VALGRIND") ? 20 : 60;
 
   fixture_open (&f);
@@ -342,18 +342,25 @@ test_long_conversation_bounded (void)
     g_free (answer (s, &f, "Anything new?", &st));
     /* the window is full: every earlier token it can hold */
     g_assert_cmpuint (st.n_context, ==, 159);
+    if (i + 1 == n / 2)
+      mh = mallinfo2 ();
   }
   m1 = mallinfo2 ();
   npu_llm_session_get_context_stats (s, &c1);
-  growth = (glong) m1.uordblks - (glong) m0.uordblks;
-  g_test_message ("%u answers: heap in use %zu -> %zu bytes, %" G_GUINT64_FORMAT
-      " tokens evicted, KV cache %zu bytes", n, m0.uordblks, m1.uordblks,
-      c1.n_evicted, c1.kv_bytes);
+  growth1 = (glong) mh.uordblks - (glong) m0.uordblks;
+  growth2 = (glong) m1.uordblks - (glong) mh.uordblks;
+  g_test_message ("%u answers: heap in use %zu -> %zu -> %zu bytes, %"
+      G_GUINT64_FORMAT " tokens evicted, KV cache %zu bytes", n, m0.uordblks,
+      mh.uordblks, m1.uordblks, c1.n_evicted, c1.kv_bytes);
   g_assert_cmpuint (c1.n_allocs, ==, c0.n_allocs);
   g_assert_cmpuint (c1.kv_bytes, ==, c0.kv_bytes);
   /* each answer adds its turn (> 10 tokens) and evicts as many */
   g_assert_cmpuint (c1.n_evicted - c0.n_evicted, >=, 10 * n);
-  g_assert_cmpint (ABS (growth), <=, 256);
+  /* A leak grows the heap in both halves; a one-time allocation by GLib
+   * or the C library (seen once under load: +304 bytes) in one only.
+   * The smallest leak, one 32-byte chunk an answer, is 320 bytes in a
+   * half of 10 answers (valgrind) and 960 in a half of 30. */
+  g_assert_cmpint (MIN (ABS (growth1), ABS (growth2)), <=, 256);
   npu_llm_session_free (s);
   fixture_close (&f);
 }

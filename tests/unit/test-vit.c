@@ -51,6 +51,7 @@
 #include "core/npugguf.h"
 #include "tests/tools/npumodelgen.h"
 #include "tests/reference/npurefvit.h"
+#include "npuencodertest.h"
 
 #include <glib/gstdio.h>
 #include <math.h>
@@ -64,10 +65,7 @@ static gchar *tmp_dir;
  */
 typedef struct
 {
-  const NpuGguf *gguf;
-  const gchar *hide;
-  const gchar *reshape;
-  const gchar *retype;
+  NpuTestLookup base;           /* hide, reshape, retype */
   gboolean add_class;
   gboolean swap_ffn;            /* ffn_up <-> ffn_down, as llama.cpp's
                                  * legacy converter names them */
@@ -80,12 +78,11 @@ lookup_func (const gchar * name, NpuTensorView * out, gpointer user_data)
 {
   Lookup *lk = user_data;
   const NpuGgufTensor *t;
-  guint i;
 
-  if (lk->hide && strcmp (name, lk->hide) == 0)
+  if (lk->base.hide && strcmp (name, lk->base.hide) == 0)
     return FALSE;
   if (lk->add_class && strcmp (name, "v.class_embd") == 0) {
-    t = npu_gguf_find_tensor (lk->gguf, "v.patch_embd.bias");
+    t = npu_gguf_find_tensor (lk->base.gguf, "v.patch_embd.bias");
     memset (out, 0, sizeof (*out));
     out->type = NPU_GGML_TYPE_F32;
     out->n_dims = 1;
@@ -100,27 +97,19 @@ lookup_func (const gchar * name, NpuTensorView * out, gpointer user_data)
     gchar *other = g_strconcat (parts[0], g_str_has_prefix (parts[1], "up.") ?
         ".ffn_down." : ".ffn_up.", strchr (parts[1], '.') + 1, NULL);
 
-    t = npu_gguf_find_tensor (lk->gguf, other);
+    t = npu_gguf_find_tensor (lk->base.gguf, other);
     g_free (other);
     g_strfreev (parts);
   } else {
-    t = npu_gguf_find_tensor (lk->gguf, name);
+    t = npu_gguf_find_tensor (lk->base.gguf, name);
   }
   if (!t)
     return FALSE;
-  out->type = t->type;
-  out->n_dims = t->n_dims;
-  for (i = 0; i < NPU_GGUF_MAX_DIMS; i++)
-    out->ne[i] = t->ne[i];
-  out->data = t->data;
+  npu_test_lookup_fill (&lk->base, name, t, out);
   if (lk->add_class && strcmp (name, "v.position_embd.weight") == 0) {
     out->ne[1] += 1;
     out->data = lk->pos;
   }
-  if (lk->reshape && strcmp (name, lk->reshape) == 0)
-    out->ne[1] /= 2;
-  if (lk->retype && strcmp (name, lk->retype) == 0)
-    out->type = NPU_GGML_TYPE_Q4_0;
   return TRUE;
 }
 
@@ -197,10 +186,10 @@ check_model (const gchar * path, Lookup * lk, const gchar * what)
 
   g_assert_no_error (error);
   if (!lk) {
-    plain.gguf = g;
+    plain.base.gguf = g;
     lk = &plain;
   }
-  lk->gguf = g;
+  lk->base.gguf = g;
   vit = npu_vit_new (g, lookup_func, lk, &error);
   g_assert_no_error (error);
   g_assert_nonnull (vit);
@@ -422,39 +411,18 @@ test_class_token (void)
   g_free (text);
 }
 
+static gpointer
+new_vit (const NpuGguf * gguf, NpuTensorLookup lookup, gpointer user_data,
+    GError ** error)
+{
+  return npu_vit_new (gguf, lookup, user_data, error);
+}
+
 static void
 expect_error (const NpuGguf * g, Lookup * lk, gint code, const gchar * text)
 {
-  GError *error = NULL;
-  NpuVit *vit = npu_vit_new (g, lk ? lookup_func : NULL, lk, &error);
-
-  g_assert_null (vit);
-  g_assert_error (error, NPU_VIT_ERROR, code);
-  g_test_message ("%s", error->message);
-  if (!strstr (error->message, text))
-    g_error ("\"%s\" does not contain \"%s\"", error->message, text);
-  g_error_free (error);
-}
-
-/* Replace occurrence @nth (0 = first) of @from by @to (same length) in a
- * copy of the file: edits a metadata key or string in place */
-static guint8 *
-patched_copy (const gchar * path, const gchar * from, const gchar * to,
-    guint nth, gsize * size)
-{
-  gchar *data;
-  gsize len = strlen (from), i;
-
-  g_assert_cmpuint (strlen (to), ==, len);
-  g_assert_true (g_file_get_contents (path, &data, size, NULL));
-  for (i = 0; i + len <= *size; i++) {
-    if (memcmp (data + i, from, len) == 0 && nth-- == 0) {
-      memcpy (data + i, to, len);
-      return (guint8 *) data;
-    }
-  }
-  g_assert_not_reached ();
-  return NULL;
+  npu_test_expect_encoder_error (new_vit, g, lk ? lookup_func : NULL, lk,
+      code, text);
 }
 
 static void
@@ -464,13 +432,11 @@ test_bad_models (void)
   gchar *path = write_mmproj (NPU_MODEL_PROJECTOR_IDEFICS3, 56, 14,
       NPU_GGML_TYPE_F32, text, "bad");
   GError *error = NULL;
-  NpuGguf *g = npu_gguf_open (path, &error), *tg, *pg;
+  NpuGguf *g = npu_gguf_open (path, &error), *tg;
   Lookup lk = { 0, };
-  guint8 *bytes;
-  gsize size;
 
   g_assert_no_error (error);
-  lk.gguf = g;
+  lk.base.gguf = g;
 
   /* a text model is not an mmproj */
   tg = npu_gguf_open (text, &error);
@@ -491,61 +457,47 @@ test_bad_models (void)
   }
 
   /* missing tensors */
-  lk.hide = "v.blk.1.attn_k.weight";
+  lk.base.hide = "v.blk.1.attn_k.weight";
   expect_error (g, &lk, NPU_VIT_ERROR_MISSING,
       "mmproj: tensor v.blk.1.attn_k.weight is missing");
-  lk.hide = "mm.model.fc.weight";
+  lk.base.hide = "mm.model.fc.weight";
   expect_error (g, &lk, NPU_VIT_ERROR_MISSING,
       "tensor mm.model.fc.weight is missing");
-  lk.hide = "v.post_ln.bias";
+  lk.base.hide = "v.post_ln.bias";
   expect_error (g, &lk, NPU_VIT_ERROR_MISSING,
       "tensor v.post_ln.bias is missing");
-  lk.hide = NULL;
+  lk.base.hide = NULL;
 
   /* wrong dimensions */
-  lk.reshape = "v.blk.0.ffn_up.weight";
+  lk.base.reshape = "v.blk.0.ffn_up.weight";
   expect_error (g, &lk, NPU_VIT_ERROR_SHAPE,
       "tensor v.blk.0.ffn_up.weight has ne [64, 128], expected [64, 256]");
-  lk.reshape = "v.position_embd.weight";
+  lk.base.reshape = "v.position_embd.weight";
   expect_error (g, &lk, NPU_VIT_ERROR_SHAPE,
       "tensor v.position_embd.weight has ne [64, 8], expected [64, 16]");
-  lk.reshape = NULL;
+  lk.base.reshape = NULL;
 
   /* a type the encoder does not take */
-  lk.retype = "v.blk.0.attn_q.weight";
+  lk.base.retype = "v.blk.0.attn_q.weight";
   expect_error (g, &lk, NPU_VIT_ERROR_UNSUPPORTED,
       "tensor v.blk.0.attn_q.weight has type q4_0, not one of f32, f16, "
       "bf16, q8_0, mxfp4");
-  lk.retype = NULL;
+  lk.base.retype = NULL;
 
   /* an unknown projector type (the first "idefics3" is in general.name) */
-  bytes = patched_copy (path, "idefics3", "resampl3", 1, &size);
-  pg = npu_gguf_open_bytes (bytes, size, &error);
-  g_assert_no_error (error);
-  expect_error (pg, NULL, NPU_VIT_ERROR_UNSUPPORTED,
+  npu_test_expect_patched_error (new_vit, path, "idefics3", "resampl3", 1,
+      NPU_VIT_ERROR_UNSUPPORTED,
       "projector type \"resampl3\" is not supported (mlp, idefics3)");
-  npu_gguf_free (pg);
-  g_free (bytes);
 
   /* no vision encoder: clip.has_vision_encoder absent means false */
-  bytes = patched_copy (path, "clip.has_vision_encoder",
-      "clip.has_vision_encodeX", 0, &size);
-  pg = npu_gguf_open_bytes (bytes, size, &error);
-  g_assert_no_error (error);
-  expect_error (pg, NULL, NPU_VIT_ERROR_NOT_MMPROJ,
+  npu_test_expect_patched_error (new_vit, path, "clip.has_vision_encoder",
+      "clip.has_vision_encodeX", 0, NPU_VIT_ERROR_NOT_MMPROJ,
       "not a vision mmproj: clip.has_vision_encoder is not true");
-  npu_gguf_free (pg);
-  g_free (bytes);
 
   /* a required key is absent */
-  bytes = patched_copy (path, "clip.vision.embedding_length",
-      "clip.vision.embedding_lengtX", 0, &size);
-  pg = npu_gguf_open_bytes (bytes, size, &error);
-  g_assert_no_error (error);
-  expect_error (pg, NULL, NPU_VIT_ERROR_MISSING,
-      "clip.vision.embedding_length");
-  npu_gguf_free (pg);
-  g_free (bytes);
+  npu_test_expect_patched_error (new_vit, path,
+      "clip.vision.embedding_length", "clip.vision.embedding_lengtX", 0,
+      NPU_VIT_ERROR_MISSING, "clip.vision.embedding_length");
 
   npu_gguf_free (g);
   g_unlink (path);
@@ -588,7 +540,7 @@ test_swapped_ffn (void)
   g_assert_no_error (error);
   plain = npu_vit_new (g, NULL, NULL, &error);
   g_assert_no_error (error);
-  lk.gguf = g;
+  lk.base.gguf = g;
   lk.swap_ffn = TRUE;
   swapped = npu_vit_new (g, lookup_func, &lk, &error);
   g_assert_no_error (error);

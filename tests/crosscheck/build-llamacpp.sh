@@ -3,8 +3,9 @@
 # Builds llama.cpp (CPU only) for the cross-check, from the source that the
 # node-llama-cpp npm package carries (package/llama/gitRelease.bundle, a git
 # bundle of llama.cpp), and the reference programs against it: llama-greedy
-# (text models, run.sh), clip-encode (mmproj vision encoders, vision.sh)
-# and mtmd-audio-encode (audio mmproj files through libmtmd, audio.sh).
+# (text models, run.sh), clip-encode (mmproj vision encoders, vision.sh),
+# mtmd-audio-encode (audio mmproj files through libmtmd, audio.sh) and
+# mtmd-caption (an image and a prompt through libmtmd, greedy, trained.sh).
 #
 #   tests/crosscheck/build-llamacpp.sh        (needs npm, git, cmake, a C/C++
 #                                             compiler; Debian 12: apt-get
@@ -13,9 +14,8 @@
 # Environment: LLAMACPP_DIR (/tmp/llamacpp) is where everything goes:
 #   node-llama-cpp-$NODE_LLAMA_CPP_VERSION.tgz, src/ (the clone), build/
 #   (bin/llama-bench, llama-simple, llama-completion, llama-eval-callback,
-#   llama-tokenize, llama-mtmd-cli (trained.sh) and the shared libraries,
-#   libmtmd among them),
-#   llama-greedy, llama-ttft, clip-encode, mtmd-audio-encode.
+#   llama-tokenize and the shared libraries, libmtmd among them),
+#   llama-greedy, llama-ttft, clip-encode, mtmd-audio-encode, mtmd-caption.
 # NODE_LLAMA_CPP_VERSION (3.22.1) picks the npm package, so the llama.cpp
 # revision: 3.22.1 carries llama.cpp 0.5.0-dev, commit de3ff81 (the bundle
 # is one squashed commit, so `git describe` and the build number say
@@ -65,7 +65,7 @@ if [ ! -f "$DIR/build/CMakeCache.txt" ]; then
       -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=ON >"$DIR/cmake.log"
 fi
 cmake --build "$DIR/build" -j"$JOBS" --target llama-bench llama-simple \
-    llama-completion llama-eval-callback llama-tokenize mtmd llama-mtmd-cli \
+    llama-completion llama-eval-callback llama-tokenize mtmd \
     >"$DIR/build.log"
 
 # 4. the reference side of the cross-checks
@@ -82,9 +82,11 @@ c++ -O2 -Wall -Wno-unused-function -std=c++17 -o "$DIR/clip-encode" \
     -I"$DIR/src/ggml/include" -L"$DIR/build/bin" -lmtmd -lllama -lggml \
     -lggml-base -Wl,-rpath,"$DIR/build/bin"
 # mtmd's public C API (mtmd.h, mtmd-helper.h)
-cc -O2 -Wall -o "$DIR/mtmd-audio-encode" "$HERE/mtmd-audio-encode.c" \
-    -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" -I"$DIR/src/ggml/include" \
-    -L"$DIR/build/bin" -lmtmd -lllama -lggml -lggml-base \
-    -Wl,-rpath,"$DIR/build/bin"
+for p in mtmd-audio-encode mtmd-caption; do
+  cc -O2 -Wall -o "$DIR/$p" "$HERE/$p.c" \
+      -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" -I"$DIR/src/ggml/include" \
+      -L"$DIR/build/bin" -lmtmd -lllama -lggml -lggml-base \
+      -Wl,-rpath,"$DIR/build/bin"
+done
 
 "$DIR/build/bin/llama-bench" --version 2>&1 | head -n 1

@@ -14,7 +14,9 @@
  * to mono and resamples it to the encoder's 16 kHz.  `propose_allocation`
  * offers NPU memory, so audiotestsrc, alsasrc and pulsesrc write into it.
  * #GstNpuAudioTok:bytes-copied counts the PCM bytes copied: only the bytes
- * of a sample frame split between two memories are.
+ * of a sample frame split between two memories are.  Under
+ * `audio/x-raw(memory:DMABuf)` caps the dma-bufs are read in place through
+ * their fd (counted in #GstNpuAudioTok:buffers-dmabuf).
  *
  * The 16 kHz signal is cut into chunks of #GstNpuAudioTok:chunk-duration
  * (30 s by default, what llama.cpp encodes at once), consecutive chunks
@@ -100,13 +102,16 @@ enum
   PROP_CHUNKS_PROCESSED,
   PROP_CHUNKS_DROPPED,
   PROP_CHUNKS_SILENT,
+  PROP_BUFFERS_DMABUF,
 };
 
+#define AUDIO_FIELDS "format=(string){ S16LE, S32LE, F32LE }, " \
+  "layout=(string)interleaved, rate=(int)[ 8000, 48000 ], " \
+  "channels=(int)[ 1, 8 ]"
 static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
     GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS ("audio/x-raw, format=(string){ S16LE, S32LE, F32LE }, "
-        "layout=(string)interleaved, rate=(int)[ 8000, 48000 ], "
-        "channels=(int)[ 1, 8 ]"));
+    GST_STATIC_CAPS ("audio/x-raw, " AUDIO_FIELDS "; "
+        "audio/x-raw(" GST_CAPS_FEATURE_MEMORY_DMABUF "), " AUDIO_FIELDS));
 static GstStaticPadTemplate weights_template =
 GST_STATIC_PAD_TEMPLATE ("weights", GST_PAD_SINK, GST_PAD_REQUEST,
     GST_STATIC_CAPS ("other/npu-weights"));
@@ -140,6 +145,8 @@ struct _GstNpuAudioTok
   guint n_threads;
   GstNpuPrecision precision;
   guint64 chunks_processed, chunks_dropped, chunks_silent, bytes_copied;
+  guint64 buffers_dmabuf;
+  GstNpuImporter *importer;     /* reads dma-bufs in place */
 
   /* the model */
   GMutex lock;
@@ -399,6 +406,15 @@ install_statistics_properties (GObjectClass * gobject_class)
           "PCM bytes copied (only frames split between memories)", 0,
           G_MAXUINT64, 0, ro));
   /**
+   * GstNpuAudioTok:buffers-dmabuf:
+   *
+   * Buffers with dma-buf memory (`audio/x-raw(memory:DMABuf)`), read in
+   * place through the dma-buf's fd, bracketed by DMA_BUF_IOCTL_SYNC.
+   */
+  g_object_class_install_property (gobject_class, PROP_BUFFERS_DMABUF,
+      g_param_spec_uint64 ("buffers-dmabuf", "Buffers in dma-bufs",
+          "Buffers read in place from dma-buf memory", 0, G_MAXUINT64, 0, ro));
+  /**
    * GstNpuAudioTok:chunks-processed:
    *
    * Chunks encoded into tokens.
@@ -590,6 +606,9 @@ gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
       break;
     case PROP_BYTES_COPIED:
       g_value_set_uint64 (value, self->bytes_copied);
+      break;
+    case PROP_BUFFERS_DMABUF:
+      g_value_set_uint64 (value, self->buffers_dmabuf);
       break;
     case PROP_CHUNKS_PROCESSED:
       g_value_set_uint64 (value, self->chunks_processed);
@@ -1216,6 +1235,7 @@ gst_npu_audio_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
   GstFlowReturn ret = GST_FLOW_OK;
   GstClockTime pts = GST_BUFFER_PTS (buf);
+  gboolean dmabuf = FALSE;
   guint i, n;
 
   if (!self->have_info || !self->enc)
@@ -1239,19 +1259,27 @@ gst_npu_audio_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   if (!GST_CLOCK_TIME_IS_VALID (self->base_ts))
     self->base_ts = GST_CLOCK_TIME_IS_VALID (pts) ? pts : 0;
 
-  /* memory by memory, so that a buffer of several is not merged */
+  /* memory by memory, so that a buffer of several is not merged; a
+   * dma-buf through its fd, synced for the CPU's read */
   n = gst_buffer_n_memory (buf);
   for (i = 0; i < n && ret == GST_FLOW_OK; i++) {
     GstMemory *mem = gst_buffer_peek_memory (buf, i);
-    GstMapInfo map;
+    GstNpuImportMap map;
 
-    if (!gst_memory_map (mem, &map, GST_MAP_READ))
+    if (!gst_npu_importer_map (self->importer, mem, GST_MAP_READ, &map))
       goto map_failed;
+    if (map.kind == GST_NPU_IMPORT_DMABUF)
+      dmabuf = TRUE;
     /* the address is logged so that a test can see it is upstream's */
     GST_LOG_OBJECT (self, "reading %" G_GSIZE_FORMAT " bytes in place at %p",
         map.size, map.data);
     ret = convert_memory (self, map.data, map.size);
-    gst_memory_unmap (mem, &map);
+    gst_npu_importer_unmap (self->importer, &map);
+  }
+  if (dmabuf) {
+    GST_OBJECT_LOCK (self);
+    self->buffers_dmabuf++;
+    GST_OBJECT_UNLOCK (self);
   }
 
 done:
@@ -1419,13 +1447,14 @@ start (GstNpuAudioTok * self)
   model = g_strdup (self->model);
   n_threads = self->n_threads;
   self->chunks_processed = self->chunks_dropped = self->chunks_silent = 0;
-  self->bytes_copied = 0;
+  self->bytes_copied = self->buffers_dmabuf = 0;
   GST_OBJECT_UNLOCK (self);
 
   self->flushing = FALSE;
   self->inflight = 0;
   self->have_info = FALSE;
   self->allocator = gst_npu_allocator_get_default ();
+  self->importer = gst_npu_importer_new (0);
   self->queue = gst_npu_element_new_queue (GST_ELEMENT (self), n_threads);
   stream_reset (self);
 
@@ -1452,6 +1481,7 @@ stop (GstNpuAudioTok * self)
   g_clear_pointer (&self->conv, g_free);
   self->conv_len = 0;
   gst_clear_object (&self->allocator);
+  g_clear_pointer (&self->importer, gst_npu_importer_free);
   self->have_info = FALSE;
 }
 

@@ -110,7 +110,7 @@ npu_log_capture_dump (NpuLogCapture * cap)
 }
 
 /* ------------------------------------------------------------------------
- * Elements from gst-plugins-base and core
+ * Elements from gst-plugins-base, -good (wavparse) and core
  *
  * The test environment restricts the plugin path to the project's own
  * elements; the few stock elements these tests use are loaded by file from
@@ -127,6 +127,7 @@ npu_check_load_plugins (void)
     {"videoconvert", "libgstvideoconvertscale.so"},
     {"audioconvert", "libgstaudioconvert.so"},
     {"audiotestsrc", "libgstaudiotestsrc.so"},
+    {"wavparse", "libgstwavparse.so"},
     {"textoverlay", "libgstpango.so"},
     {"pngenc", "libgstpng.so"},
     {"multifilesink", "libgstmultifile.so"},

@@ -19,9 +19,10 @@
  *
  * Tensors must be F32.  Every 2-D "*.weight" whose rows are whole MXFP4
  * blocks (ne[0] a multiple of 32) is written as MXFP4 by the core's codec,
- * except the ViT's position embeddings, which the encoder reads as F32;
- * everything else (norms, biases, the convolution kernel of the patch
- * embedding) stays F32.  The training script rounds the same matrices to
+ * except the encoders' position tables (v.position_embd.weight,
+ * a.position_embd.weight), which the encoders read as F32 (they refuse
+ * them in MXFP4); everything else (norms, biases, the convolution kernels
+ * of the patch embedding and of the audio encoder's two conv1d) stays F32.  The training script rounds the same matrices to
  * MXFP4 in its forward pass, so the file holds the weights it was trained
  * with.
  */
@@ -38,7 +39,8 @@ is_mxfp4 (const NpuSafetensorsTensor * t)
 {
   return t->n_dims == 2 && g_str_has_suffix (t->name, ".weight")
       && t->shape[1] % NPU_MXFP4_BLOCK_SIZE == 0
-      && strcmp (t->name, "v.position_embd.weight") != 0;
+      && strcmp (t->name, "v.position_embd.weight") != 0
+      && strcmp (t->name, "a.position_embd.weight") != 0;
 }
 
 static gboolean

@@ -5,7 +5,7 @@
 # makes torch's CPU matrix products about 8x faster than the reference BLAS.
 # Developer-only: the test suite uses the committed models, not these.
 set -eu
-PACKAGES="python3 python3-torch python3-numpy libopenblas0-pthread"
+PACKAGES="python3 python3-torch python3-numpy libopenblas0-pthread espeak-ng"
 SUDO=
 if [ "$(id -u)" != 0 ]; then
   SUDO=sudo

@@ -1,13 +1,16 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: LGPL-2.1-or-later
-"""Trains the vision models of tests/models/ (docs/trained-models.md).
+"""Trains the models of tests/models/ (docs/trained-models.md).
 
-A SigLIP-style ViT with the Idefics3 projector (llama.cpp's mmproj layout)
-and a small llama text model with a SentencePiece vocabulary and a ChatML
-template, trained together to answer "What do you see?" about frames that
-GStreamer's videotestsrc renders.  Frames are preprocessed by the project's
-own code (npu-render-frames runs npuvisiontok's caps parsing and
-npu_vision_prep_run()), the prompt's token ids come from the project's own
+One small llama text model with a SentencePiece vocabulary and a ChatML
+template, a SigLIP-style ViT with the Idefics3 projector and a
+Whisper-style audio encoder with the qwen2a projector (llama.cpp's mmproj
+layouts), trained together to answer "What do you see?" about frames that
+GStreamer's videotestsrc renders and "What do you hear?" about sounds of
+audiotestsrc and words spoken by espeak-ng.  Frames are preprocessed by the
+project's own code (npu-render-frames runs npuvisiontok's caps parsing and
+npu_vision_prep_run()), sounds by npuaudiotok's own front end and log-mel
+(npu-render-audio), the prompt's token ids come from the project's own
 tokenizer and chat template (npu-prompt-tokens), and the files are written
 by the project's own GGUF writer (npu-train-export), so training sees what
 the elements see.  Every matrix is rounded to MXFP4 in the forward pass
@@ -16,12 +19,13 @@ the elements see.  Every matrix is rounded to MXFP4 in the forward pass
     tests/train/setup.sh
     nice -n 10 tests/train/train.py --build build --out tests/models
 
-CPU only, seed 14, one thread: 35 minutes (8 to render, 27 to train
-1200 steps and evaluate) on two cores shared with other jobs at a load
-average of 8 to 17.  The held-out
-cases (colours, ball positions, sizes and formats that training never saw)
-are written to vision-heldout.txt, which tests/check/test-trained-models.c
-runs through videotestsrc ! npuvisiontok ! npullm; this script reports the
+CPU only, seed 14, one thread; docs/trained-models.md gives the time.
+The held-out cases (colours, ball positions, sizes and formats that
+training never saw; sine frequencies, levels, rates, voices, speeds,
+pitches and noise levels it never heard) are written to vision-heldout.txt
+and audio-heldout.txt (with the spoken ones as WAV files in
+audio-heldout/), which tests/check/test-trained-models.c and
+test-trained-audio.c run through the elements; this script reports the
 PyTorch model's own accuracy on the same cases.
 """
 
@@ -43,6 +47,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import sounds
+
 SEED = 14
 
 # --- shapes ----------------------------------------------------------------
@@ -57,6 +63,17 @@ N_PATCHES = (IMAGE // PATCH) ** 2
 N_TOKENS = N_PATCHES // (SCALE * SCALE)
 
 PROMPTS = ["What do you see?", "Describe what you see."]
+AUDIO_PROMPTS = ["What do you hear?", "Describe what you hear."]
+
+# --- the audio encoder: Whisper-style, qwen2a projector ----------------------
+# One window of sounds.FRAMES (100) mel frames of sounds.MELS (80) bins:
+# conv1d (stride 1), conv1d (stride 2): 50 positions, 2 blocks of width 64,
+# average pool 2, projector: 25 tokens.  npuaudiotok clamps its chunks to
+# the 50 rows of the position table: 1 s windows whatever chunk-duration.
+A_DIM, A_FF, A_HEADS, A_LAYERS = 64, 256, 4, 2
+A_EPS = 1e-5
+A_POS = sounds.FRAMES // 2
+A_TOKENS = A_POS // 2
 
 # --- what videotestsrc draws, and the words for it --------------------------
 COLOURS = {
@@ -240,20 +257,27 @@ def build_set(tools, rng, n_per_kind, factors, formats, jitter, margin,
 
 
 # --- vocabulary: SentencePiece ("llama") with byte fallback ----------------
+WORD = r"[A-Za-z0-9]+"
+
+
 def build_vocab():
     """<unk> <s> </s>, the 256 byte tokens, every caption and prompt word
     with the U+2581 word marker (and capitalised without it, for the first
     word), each with all its prefixes so SentencePiece's pairwise merges
     reach it, single characters, and ChatML's two control tokens."""
     words = set()
-    for text in PROMPTS + ["user assistant system"]:
-        words.update(re.findall(r"[A-Za-z]+", text))
+    for text in PROMPTS + AUDIO_PROMPTS + ["user assistant system"]:
+        words.update(re.findall(WORD, text))
     captions = [c for c, _ in PATTERNS.values()]
     captions += ["Solid %s." % c for c in COLOURS]
     captions += ["A %s ball in the %s." % (c, q) for c in COLOURS
                  for q in QUARTERS.values()]
+    captions += ["A sine tone of about %d hertz." % n
+                 for n in sounds.SINE_LADDER]
+    captions += [c for c, _ in sounds.FIXED.values()]
+    captions += ["The word %s." % w for w in sounds.WORDS]
     for c in captions:
-        words.update(re.findall(r"[A-Za-z]+", c))
+        words.update(re.findall(WORD, c))
     pieces = set()
     for w in sorted(words):
         for form in ("\u2581" + w.lower(), "\u2581" + w, w.capitalize()):
@@ -316,7 +340,7 @@ def encode_answer(tokens, caption):
     with it, the full stop alone, then <|im_end|>."""
     index = {t: i for i, t in enumerate(tokens)}
     ids = []
-    for i, w in enumerate(re.findall(r"[A-Za-z]+|\.", caption)):
+    for i, w in enumerate(re.findall(WORD + r"|\.", caption)):
         ids.append(index[w if i == 0 or w == "." else "\u2581" + w])
     return ids + [index["<|im_end|>"]]
 
@@ -353,11 +377,22 @@ def mxfp4_round(w):
 
 class QLinear(nn.Linear):
     """A linear layer whose weight is used rounded to MXFP4 (straight-
-    through gradient), as the runtime stores it."""
+    through gradient), as the runtime stores it; with quant False (the
+    audio encoder's first steps, below) the weight is used as it is."""
+
+    quant = True
 
     def forward(self, x):
+        if not self.quant:
+            return F.linear(x, self.weight, self.bias)
         w = self.weight + (mxfp4_round(self.weight) - self.weight).detach()
         return F.linear(x, w, self.bias)
+
+
+def set_quant(module, on):
+    for m in module.modules():
+        if isinstance(m, QLinear):
+            m.quant = on
 
 
 def gelu(x):      # ggml_gelu, tanh form
@@ -365,27 +400,39 @@ def gelu(x):      # ggml_gelu, tanh form
                                      (x + 0.044715 * x ** 3)))
 
 
+def gelu_erf(x):  # ggml_gelu_erf, Whisper's; written out: this torch's
+    # F.gelu gave zero or inf gradients on CPU, so the audio encoder
+    # learnt nothing through it
+    return 0.5 * x * (1 + torch.erf(x * (1 / math.sqrt(2))))
+
+
 class VitBlock(nn.Module):
-    def __init__(self):
+    """The encoders' pre-norm block (gst/core/npuencoder.c): the ViT's with
+    key bias and ggml's tanh GELU, Whisper's without key bias and with
+    the erf GELU."""
+
+    def __init__(self, dim=V_DIM, ff=V_FF, heads=V_HEADS, eps=LN_EPS,
+                 k_bias=True, act=gelu):
         super().__init__()
-        self.ln1 = nn.LayerNorm(V_DIM, eps=LN_EPS)
-        self.q, self.k, self.v, self.o = (QLinear(V_DIM, V_DIM)
-                                          for _ in range(4))
-        self.ln2 = nn.LayerNorm(V_DIM, eps=LN_EPS)
-        self.up = QLinear(V_DIM, V_FF)
-        self.down = QLinear(V_FF, V_DIM)
+        self.n_heads, self.act = heads, act
+        self.ln1 = nn.LayerNorm(dim, eps=eps)
+        self.q, self.v, self.o = (QLinear(dim, dim) for _ in range(3))
+        self.k = QLinear(dim, dim, bias=k_bias)
+        self.ln2 = nn.LayerNorm(dim, eps=eps)
+        self.up = QLinear(dim, ff)
+        self.down = QLinear(ff, dim)
 
     def forward(self, x):
         b, n, d = x.shape
         h = self.ln1(x)
-        hd = d // V_HEADS
+        hd = d // self.n_heads
 
         def heads(t):
-            return t.view(b, n, V_HEADS, hd).transpose(1, 2)
+            return t.view(b, n, self.n_heads, hd).transpose(1, 2)
         a = F.softmax(heads(self.q(h)) @ heads(self.k(h)).transpose(-1, -2)
                       / math.sqrt(hd), -1) @ heads(self.v(h))
         x = x + self.o(a.transpose(1, 2).reshape(b, n, d))
-        return x + self.down(gelu(self.up(self.ln2(x))))
+        return x + self.down(self.act(self.up(self.ln2(x))))
 
 
 class Vision(nn.Module):
@@ -408,6 +455,43 @@ class Vision(nn.Module):
         x = x.view(b, g // SCALE, SCALE, g // SCALE, SCALE, V_DIM)
         x = x.permute(0, 1, 3, 2, 4, 5).reshape(b, N_TOKENS, -1)
         return self.fc(x)
+
+
+class Audio(nn.Module):
+    """llama.cpp's whisper-enc graph with the qwen2a projector, as
+    gst/core/npuaudioenc.c runs it: conv1d (pad 1) + GELU, conv1d (stride
+    2, pad 1) + GELU, + positions, blocks, average pool 2, post norm, fc.
+    The conv kernels stay F32 in the file (3 taps: no MXFP4 block fits),
+    the blocks' matrices and the projector are MXFP4."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv1d(sounds.MELS, A_DIM, 3, padding=1)
+        self.conv2 = nn.Conv1d(A_DIM, A_DIM, 3, stride=2, padding=1)
+        self.pos = nn.Parameter(torch.randn(A_POS, A_DIM) * 0.02)
+        self.blocks = nn.ModuleList(
+            VitBlock(A_DIM, A_FF, A_HEADS, A_EPS, k_bias=False, act=gelu_erf)
+            for _ in range(A_LAYERS))
+        self.post_ln = nn.LayerNorm(A_DIM, eps=A_EPS)
+        self.fc = QLinear(A_DIM, T_DIM)
+
+    @staticmethod
+    def conv(x, conv, stride):
+        """conv1d (kernel 3, padding 1) as the element computes it: im2col
+        rows of input channel major, then tap, times the kernel as a
+        matrix (within 2e-7 of nn.Conv1d's forward)."""
+        cols = F.pad(x, (1, 1)).unfold(2, 3, stride)   # [b, in, n, 3]
+        cols = cols.permute(0, 2, 1, 3).flatten(2)      # [b, n, in * 3]
+        return F.linear(cols, conv.weight.flatten(1), conv.bias)
+
+    def forward(self, mel):
+        x = gelu_erf(self.conv(mel, self.conv1, 1)).transpose(1, 2)
+        x = gelu_erf(self.conv(x, self.conv2, 2)) + self.pos
+        for blk in self.blocks:
+            x = blk(x)
+        b = x.shape[0]
+        x = x.view(b, A_TOKENS, 2, A_DIM).mean(2)
+        return self.fc(self.post_ln(x))
 
 
 def rms_norm(x, w):
@@ -479,7 +563,8 @@ class Llama(nn.Module):
 
 # --- sequences: [before] [image rows] [after] [answer] ------------------------
 def sequences(prompt_ids, answers, prompts, layout):
-    """Token ids with -1 where the image rows go, and the loss mask."""
+    """Token ids with -1 where the media's rows go (layout: the media's
+    tokens, rows -1), and the loss mask."""
     seqs, targets = [], []
     for ans, p in zip(answers, prompts):
         before, after = prompt_ids[p]
@@ -500,30 +585,32 @@ def sequences(prompt_ids, answers, prompts, layout):
     return ids, tg, img
 
 
-def loss_of(vis, llm, patches, ids, tg, img):
+def loss_of(enc, llm, media, ids, tg, img):
     """Cross-entropy of the answer tokens (logits only where needed)."""
     x = llm.embed(ids).clone()
-    rows = vis(patches)
-    # the same image's rows in each of its places (tile and overview)
-    x[img] = rows.repeat(1, int(img[0].sum()) // N_TOKENS, 1).reshape(-1, T_DIM)
+    rows = enc(media)
+    # the same media's rows in each of their places (an image's tile and
+    # overview)
+    x[img] = rows.repeat(1, int(img[0].sum()) // rows.shape[1],
+                         1).reshape(-1, T_DIM)
     h = llm.hidden(x)[:, :-1]
     want = tg[:, 1:]
     sel = want >= 0
     return F.cross_entropy(llm.logits(h[sel]), want[sel])
 
 
-def greedy(vis, llm, patches, prompt_ids, prompt, eog, layout, max_new=16):
+def greedy(enc, llm, media, prompt_ids, prompt, eog, layout, max_new=16):
     before, after = prompt_ids[prompt]
     seq = torch.tensor(before + layout + after)
     img = seq < 0
     with torch.no_grad():
-        rows = vis(patches)
+        rows = enc(media)
         out = []
-        b = patches.shape[0]
+        b = media.shape[0]
         done = torch.zeros(b, dtype=torch.bool)
         gen = torch.empty((b, 0), dtype=torch.long)
         prompt_x = llm.embed(seq.clamp_min(0)).expand(b, -1, -1).clone()
-        prompt_x[:, img] = rows.repeat(1, int(img.sum()) // N_TOKENS, 1)
+        prompt_x[:, img] = rows.repeat(1, int(img.sum()) // rows.shape[1], 1)
         for _ in range(max_new):
             x = torch.cat([prompt_x, llm.embed(gen)], 1)
             nxt = llm.logits(llm.hidden(x)[:, -1]).argmax(-1)
@@ -582,7 +669,8 @@ def text_metadata(tokens, types, scores, n_vocab):
     hd = T_DIM // T_HEADS
     m = {
         "gguf:str:general.architecture": "llama",
-        "gguf:str:general.name": "gst-npu videotestsrc captioner",
+        "gguf:str:general.name":
+            "gst-npu videotestsrc and audiotestsrc captioner",
         "gguf:str:general.description":
             "trained by tests/train/train.py (seed %d)" % SEED,
         "gguf:u32:general.file_type": "38",
@@ -655,7 +743,49 @@ def vision_metadata():
     }
 
 
-def export(tools, out, vis, llm, vocab):
+def audio_tensors(aud):
+    t = [("a.conv1d.1.weight", aud.conv1.weight),
+         ("a.conv1d.1.bias", aud.conv1.bias),
+         ("a.conv1d.2.weight", aud.conv2.weight),
+         ("a.conv1d.2.bias", aud.conv2.bias),
+         ("a.position_embd.weight", aud.pos)]
+    for i, b in enumerate(aud.blocks):
+        p = "a.blk.%d." % i
+        t += [(p + "ln1.weight", b.ln1.weight), (p + "ln1.bias", b.ln1.bias)]
+        for n, l in (("attn_q", b.q), ("attn_k", b.k), ("attn_v", b.v),
+                     ("attn_out", b.o), ("ffn_up", b.up),
+                     ("ffn_down", b.down)):
+            t += [(p + n + ".weight", q(l.weight))]
+            if l.bias is not None:
+                t += [(p + n + ".bias", l.bias)]
+        t += [(p + "ln2.weight", b.ln2.weight), (p + "ln2.bias", b.ln2.bias)]
+    return t + [("a.post_ln.weight", aud.post_ln.weight),
+                ("a.post_ln.bias", aud.post_ln.bias),
+                ("mm.a.fc.weight", q(aud.fc.weight)),
+                ("mm.a.fc.bias", aud.fc.bias)]
+
+
+def audio_metadata():
+    return {
+        "gguf:str:general.architecture": "clip",
+        "gguf:str:general.name": "gst-npu audiotestsrc audio encoder",
+        "gguf:str:general.description":
+            "trained by tests/train/train.py (seed %d)" % SEED,
+        "gguf:u32:general.file_type": "38",
+        "gguf:bool:clip.has_vision_encoder": "false",
+        "gguf:bool:clip.has_audio_encoder": "true",
+        "gguf:str:clip.projector_type": "qwen2a",
+        "gguf:u32:clip.audio.num_mel_bins": str(sounds.MELS),
+        "gguf:u32:clip.audio.embedding_length": str(A_DIM),
+        "gguf:u32:clip.audio.feed_forward_length": str(A_FF),
+        "gguf:u32:clip.audio.block_count": str(A_LAYERS),
+        "gguf:u32:clip.audio.attention.head_count": str(A_HEADS),
+        "gguf:f32:clip.audio.attention.layer_norm_epsilon": repr(A_EPS),
+        "gguf:u32:clip.audio.projection_dim": str(T_DIM),
+    }
+
+
+def export(tools, out, vis, aud, llm, vocab):
     tokens, types, scores = vocab
     os.makedirs(out, exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
@@ -663,7 +793,9 @@ def export(tools, out, vis, llm, vocab):
                 ("videotestsrc-text.gguf", text_tensors(llm),
                  text_metadata(tokens, types, scores, len(tokens))),
                 ("videotestsrc-mmproj.gguf", vision_tensors(vis),
-                 vision_metadata())):
+                 vision_metadata()),
+                ("audiotestsrc-mmproj.gguf", audio_tensors(aud),
+                 audio_metadata())):
             st = os.path.join(d, name + ".safetensors")
             safetensors(st, tensors, meta)
             subprocess.run([os.path.join(tools, "npu-train-export"), st, "-o",
@@ -672,7 +804,7 @@ def export(tools, out, vis, llm, vocab):
 
 def prompt_tokens(tools, text_gguf):
     ids = {}
-    for p in PROMPTS:
+    for p in PROMPTS + AUDIO_PROMPTS:
         r = subprocess.run([os.path.join(tools, "npu-prompt-tokens"),
                             text_gguf, p], check=True, capture_output=True,
                            text=True).stdout.split("\n")
@@ -686,10 +818,10 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-def evaluate(vis, llm, x, metas, prompt_ids, tokens, eog, prompt, layout):
+def evaluate(enc, llm, x, metas, prompt_ids, tokens, eog, prompt, layout):
     ok, wrong = 0, []
     for s in range(0, len(x), 256):
-        outs = greedy(vis, llm, torch.from_numpy(x[s:s + 256]), prompt_ids,
+        outs = greedy(enc, llm, torch.from_numpy(x[s:s + 256]), prompt_ids,
                       prompt, eog, layout)
         for o, m in zip(outs, metas[s:s + 256]):
             a = decode(tokens, o)
@@ -700,47 +832,99 @@ def evaluate(vis, llm, x, metas, prompt_ids, tokens, eog, prompt, layout):
     return ok / len(x), wrong
 
 
+def render_sounds(tools, args, out):
+    """The training and held-out sounds.  The held-out speech is written
+    as WAV files into out/audio-heldout/ (the test reads them there)."""
+    hdir = os.path.join(out, "audio-heldout")
+    if os.path.isdir(hdir):
+        for f in os.listdir(hdir):
+            if f.endswith(".wav"):
+                os.unlink(os.path.join(hdir, f))
+    hspecs = sounds.build_specs(random.Random(SEED + 3),
+                                args.audio_heldout_per_kind,
+                                args.speech_heldout_per_word, True, hdir,
+                                "audio-heldout")
+    # the sources name the committed files relative to out/
+    hx = sounds.render(tools, [(t[0].replace("location=audio-heldout/",
+                                             "location=" + hdir + "/"),)
+                               for t in hspecs])
+    with tempfile.TemporaryDirectory() as d:
+        specs = sounds.build_specs(random.Random(SEED + 4),
+                                   args.audio_per_kind,
+                                   args.speech_per_word, False, d)
+        x = sounds.render(tools, specs)
+    return x, specs, hx, hspecs
+
+
+def load_or_render(args, tools, name, key, make):
+    """make() -> dict of arrays, kept in args.cache + name when asked."""
+    path = args.cache + "." + name + ".npz" if args.cache else None
+    if path and os.path.exists(path):
+        with open(path, "rb") as f:
+            c = dict(np.load(f, allow_pickle=True))
+        if str(c.get("key")) == key:
+            return c
+        print("cache %s: other sets, rendering again" % path)
+    c = make()
+    if path:
+        with open(path, "wb") as f:
+            np.savez(f, key=key, **c)
+    return c
+
+
+def batches(n, batch):
+    """An endless shuffled walk over n items, batch at a time."""
+    order = []
+    while True:
+        if len(order) < batch:
+            order += torch.randperm(n).tolist()
+        idx, order = order[:batch], order[batch:]
+        yield idx
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default="build")
     ap.add_argument("--out", default="tests/models")
     ap.add_argument("--per-kind", type=int, default=120)
     ap.add_argument("--heldout-per-kind", type=int, default=4)
-    ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--audio-per-kind", type=int, default=60,
+                    help="audiotestsrc sounds of each kind (sine: 4 x)")
+    ap.add_argument("--speech-per-word", type=int, default=60)
+    ap.add_argument("--audio-heldout-per-kind", type=int, default=3)
+    ap.add_argument("--speech-heldout-per-word", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=900)
     ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--audio-batch", type=int, default=16)
+    ap.add_argument("--cache", help="keep the rendered frames and sounds in "
+                    "CACHE.vision.npz and CACHE.audio.npz (same seed and "
+                    "sizes: same data)")
     # one thread: on a loaded machine OpenMP's spinning threads make two
     # threads several times slower than one
-    ap.add_argument("--cache", help="keep the rendered frames in this .npz "
-                    "(same seed and sizes: same frames)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--large", type=float, default=0.25,
                     help="share of training frames at camera sizes")
     ap.add_argument("--mtmd-every", type=int, default=3,
                     help="every Nth step uses llama.cpp mtmd's layout")
+    # The audio encoder learns with F32 weights first, then adapts to the
+    # rounding its file will hold (quantisation-aware fine-tuning).  Chosen
+    # while its gradients were still broken by torch's F.gelu (gelu_erf);
+    # the committed run used it, the rounding from the first step may do
+    # as well now (not tried).
+    ap.add_argument("--audio-aux", type=float, default=1.0,
+                    help="weight of the training-only caption classifier "
+                    "on the audio rows")
+    ap.add_argument("--audio-quant-from", type=float, default=0.5,
+                    help="share of the steps after which the audio "
+                    "encoder's matrices are rounded to MXFP4")
     args = ap.parse_args()
     tools = os.path.join(args.build, "tests", "tools")
     t0 = time.time()
     torch.manual_seed(SEED)
     torch.set_num_threads(args.threads)
-    rng = random.Random(SEED)
     prng = random.Random(SEED + 2)   # prompts, apart from the frames
 
-    # the cache is only used for the same sets
-    key = json.dumps([args.per_kind, args.heldout_per_kind, TRAIN_FACTORS,
-                      HELDOUT_FACTORS, KINDS, TRAIN_FORMATS, HELDOUT_FORMATS,
-                      args.large, CAMERA_SIZES])
-    c = None
-    if args.cache and os.path.exists(args.cache):
-        with open(args.cache, "rb") as f:
-            c = dict(np.load(f, allow_pickle=True))
-        if str(c.get("key")) != key:
-            print("cache %s: other sets, rendering again" % args.cache)
-            c = None
-    if c is not None:
-        x, hx = c["x"], c["hx"]
-        meta, hspecs, hmeta = (c["meta"].tolist(), c["hspecs"].tolist(),
-                               c["hmeta"].tolist())
-    else:
+    def make_vision():
         # held-out first, so training can avoid its sizes
         hx, hspecs, hmeta = build_set(tools, random.Random(SEED + 1),
                                       args.heldout_per_kind, HELDOUT_FACTORS,
@@ -759,56 +943,111 @@ def main():
         hspecs, hmeta = hspecs + lspecs, hmeta + lmeta
         held_sizes = {tuple(map(int, re.findall(
             r"width=(\d+),height=(\d+)", s[1])[0])) for s in hspecs}
-        x, specs, meta = build_set(tools, rng, args.per_kind, TRAIN_FACTORS,
-                                   TRAIN_FORMATS,
+        x, specs, meta = build_set(tools, random.Random(SEED), args.per_kind,
+                                   TRAIN_FACTORS, TRAIN_FORMATS,
                                    80, 20, 0.03, avoid_sizes=held_sizes,
                                    large=args.large)
-        if args.cache:
-            with open(args.cache, "wb") as f:
-                np.savez(f, key=key, x=x, hx=hx,
-                         meta=np.array(meta, dtype=object),
-                         hspecs=np.array(hspecs, dtype=object),
-                         hmeta=np.array(hmeta, dtype=object))
-    print("rendered %d training and %d held-out frames in %.0f s" %
-          (len(x), len(hx), time.time() - t0), flush=True)
+        return {"x": x, "hx": hx, "meta": np.array(meta, dtype=object),
+                "hspecs": np.array(hspecs, dtype=object),
+                "hmeta": np.array(hmeta, dtype=object)}
+
+    def make_audio():
+        ax, aspecs, hax, haspecs = render_sounds(tools, args, args.out)
+        hdir = os.path.join(args.out, "audio-heldout")
+        wavs = {f: open(os.path.join(hdir, f), "rb").read()
+                for f in sorted(os.listdir(hdir))}
+        return {"x": ax, "hx": hax, "specs": np.array(aspecs, dtype=object),
+                "hspecs": np.array(haspecs, dtype=object),
+                "wavs": np.array(wavs, dtype=object)}
+
+    key = json.dumps([args.per_kind, args.heldout_per_kind, TRAIN_FACTORS,
+                      HELDOUT_FACTORS, KINDS, TRAIN_FORMATS, HELDOUT_FORMATS,
+                      args.large, CAMERA_SIZES])
+    v = load_or_render(args, tools, "vision", key, make_vision)
+    x, hx = v["x"], v["hx"]
+    meta, hspecs, hmeta = (v["meta"].tolist(), v["hspecs"].tolist(),
+                           v["hmeta"].tolist())
+    akey = json.dumps([args.audio_per_kind, args.speech_per_word,
+                       args.audio_heldout_per_kind,
+                       args.speech_heldout_per_word, sounds.KINDS,
+                       sounds.WORDS, sounds.SINE_LADDER])
+    a = load_or_render(args, tools, "audio", akey, make_audio)
+    ax, hax = a["x"], a["hx"]
+    # the held-out WAV files, written again when the sounds come from the
+    # cache
+    hdir = os.path.join(args.out, "audio-heldout")
+    os.makedirs(hdir, exist_ok=True)
+    for name, data in (a["wavs"].item() if "wavs" in a else {}).items():
+        with open(os.path.join(hdir, name), "wb") as f:
+            f.write(data)
+    aspecs, haspecs = a["specs"].tolist(), a["hspecs"].tolist()
+    print("rendered %d training and %d held-out frames, %d training and %d "
+          "held-out sounds in %.0f s" % (len(x), len(hx), len(ax), len(hax),
+                                         time.time() - t0), flush=True)
 
     vocab = build_vocab()
     tokens = vocab[0]
     eog = tokens.index("<|im_end|>")
-    vis, llm = Vision(), Llama(len(tokens))
-    export(tools, args.out, vis, llm, vocab)      # untrained: for the ids
+    vis, aud, llm = Vision(), Audio(), Llama(len(tokens))
+    export(tools, args.out, vis, aud, llm, vocab)      # untrained: for the ids
     prompt_ids = prompt_tokens(tools, os.path.join(
         args.out, "videotestsrc-text.gguf"))
     print("prompt ids:", prompt_ids, flush=True)
 
     answers = [encode_answer(tokens, m[1]) for m in meta]
+    aanswers = [encode_answer(tokens, s[1]) for s in aspecs]
     layouts = image_layouts(tokens)
-    params = list(vis.parameters()) + list(llm.parameters())
+    # npullm splices an audio chunk's rows alone, as llama.cpp's mtmd does
+    # for qwen2a
+    audio_layout = [-1] * A_TOKENS
+    # A training-only classifier of the sound's caption on the mean of its
+    # rows (not exported) gives the audio encoder a direct gradient beside
+    # the one through the text model, which has to learn to read its rows
+    # first.  Added while the encoder's gradients were still broken by
+    # torch's F.gelu (gelu_erf); the committed run used it.
+    classes = sorted(set(s[1] for s in aspecs))
+    aclass = torch.tensor([classes.index(s[1]) for s in aspecs])
+    aux = nn.Linear(T_DIM, len(classes))
+    params = (list(vis.parameters()) + list(aud.parameters()) +
+              list(llm.parameters()) + list(aux.parameters()))
     opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01)
     sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, args.steps,
                                                 pct_start=0.1)
-    xt = torch.from_numpy(x)
-    order = []
+    xt, axt = torch.from_numpy(x), torch.from_numpy(ax)
+    vb = batches(len(x), args.batch)
+    ab = batches(len(ax), args.audio_batch)
+    set_quant(aud, False)
     for step in range(args.steps):
-        if len(order) < args.batch:
-            order += torch.randperm(len(x)).tolist()
-        idx, order = order[:args.batch], order[args.batch:]
+        if step == int(args.audio_quant_from * args.steps):
+            set_quant(aud, True)
+        idx, aidx = next(vb), next(ab)
         prompts = [PROMPTS[prng.randrange(len(PROMPTS))] for _ in idx]
         # the layout for the whole batch: no padding between the two
         layout = layouts["mtmd" if step % args.mtmd_every == 1 else "npullm"]
         ids, tg, img = sequences(prompt_ids, [answers[i] for i in idx],
                                  prompts, layout)
-        loss = loss_of(vis, llm, xt[idx], ids, tg, img)
+        loss_v = loss_of(vis, llm, xt[idx], ids, tg, img)
+        prompts = [AUDIO_PROMPTS[prng.randrange(len(AUDIO_PROMPTS))]
+                   for _ in aidx]
+        ids, tg, img = sequences(prompt_ids, [aanswers[i] for i in aidx],
+                                 prompts, audio_layout)
+        rows = aud(axt[aidx])
+        loss_a = loss_of(lambda m: rows, llm, None, ids, tg, img)
+        loss_c = F.cross_entropy(aux(rows.mean(1)), aclass[aidx])
+        loss = loss_v + loss_a + args.audio_aux * loss_c
         opt.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         sched.step()
         if step % 50 == 0 or step == args.steps - 1:
-            print("step %d loss %.4f (%.0f s)" % (step, loss.item(),
-                                                 time.time() - t0), flush=True)
+            print("step %d loss %.4f vision %.4f audio %.4f (classifier "
+                  "%.4f) (%.0f s)" % (step, loss.item(), loss_v.item(),
+                                      loss_a.item(), loss_c.item(),
+                                      time.time() - t0), flush=True)
 
     vis.eval()
+    aud.eval()
     llm.eval()
     report = {}
     for p in PROMPTS:
@@ -828,7 +1067,22 @@ def main():
                           tokens, eog, PROMPTS[0], layouts["npullm"])
         report["balls, " + name] = acc
         print("%s balls: %.4f (%d)" % (name, acc, len(bi)))
-    export(tools, args.out, vis, llm, vocab)
+    # sounds: (source, caption, words) as metas' (kind, caption, words)
+    hameta = [(None, s[1], s[2]) for s in haspecs]
+    for p in AUDIO_PROMPTS:
+        acc, wrong = evaluate(aud, llm, hax, hameta, prompt_ids, tokens, eog,
+                              p, audio_layout)
+        report[p] = acc
+        print("held-out accuracy (%s): %.4f (%d cases)" % (p, acc, len(hax)))
+        for w in wrong:
+            print("   want %r, got %r" % w)
+    acc, _ = evaluate(aud, llm, ax[:512], [(None, s[1], s[2])
+                                            for s in aspecs[:512]],
+                      prompt_ids, tokens, eog, AUDIO_PROMPTS[0],
+                      audio_layout)
+    report["sounds, training"] = acc
+    print("training sounds: %.4f" % acc)
+    export(tools, args.out, vis, aud, llm, vocab)
     with open(os.path.join(args.out, "vision-heldout.txt"), "w") as f:
         f.write("# Held-out frames for tests/check/test-trained-models.c, "
                 "written by tests/train/train.py\n"
@@ -837,16 +1091,32 @@ def main():
         for s, m in zip(hspecs, hmeta):
             f.write("%s | %s | %d | %s\n" % (s[0], s[1], s[2],
                                               ",".join(m[2])))
+    with open(os.path.join(args.out, "audio-heldout.txt"), "w") as f:
+        f.write("# Held-out sounds for tests/check/test-trained-audio.c, "
+                "written by tests/train/train.py\n"
+                "# source (WAV files relative to this file) | "
+                "words the answer must contain\n")
+        for s in haspecs:
+            f.write("%s | %s\n" % (s[0], ",".join(s[2])))
+    files = ["videotestsrc-text.gguf", "videotestsrc-mmproj.gguf",
+             "audiotestsrc-mmproj.gguf", "vision-heldout.txt",
+             "audio-heldout.txt"]
+    files += sorted("audio-heldout/" + f for f in
+                    os.listdir(os.path.join(args.out, "audio-heldout")))
     rec = {"seed": SEED, "command": " ".join(sys.argv),
            "torch": torch.__version__, "threads": args.threads,
            "steps": args.steps, "batch": args.batch,
+           "audio_batch": args.audio_batch, "large": args.large,
+           "audio_quant_from": args.audio_quant_from,
+           "audio_aux": args.audio_aux,
+           "mtmd_every": args.mtmd_every,
            "training_frames": len(x), "heldout_frames": len(hx),
+           "training_sounds": len(ax), "heldout_sounds": len(hax),
            "heldout_accuracy_pytorch": report,
            "seconds": round(time.time() - t0),
-           "sha256": {n: sha256(os.path.join(args.out, n)) for n in
-                      ("videotestsrc-text.gguf", "videotestsrc-mmproj.gguf",
-                       "vision-heldout.txt")}}
-    with open(os.path.join(args.out, "vision-training.json"), "w") as f:
+           "load_average": os.getloadavg(),
+           "sha256": {n: sha256(os.path.join(args.out, n)) for n in files}}
+    with open(os.path.join(args.out, "training.json"), "w") as f:
         json.dump(rec, f, indent=2)
         f.write("\n")
     print(json.dumps(rec, indent=2))

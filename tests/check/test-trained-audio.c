@@ -1,0 +1,326 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: the trained audio model of tests/models/ through the elements
+ *
+ * Held-out sounds (sine frequencies, levels, rates and channel counts
+ * training never heard, and words spoken by espeak-ng voices, speeds,
+ * pitches and noise levels it never heard: tests/models/audio-heldout.txt,
+ * written by tests/train/train.py with the words each answer must contain)
+ * go through "audiotestsrc ! npuaudiotok ! npullm" and "filesrc ! wavparse
+ * ! npuaudiotok ! npullm" (one leg), and again from memfds under
+ * audio/x-raw(memory:DMABuf) caps through appsrc.  At least 95 % of the
+ * answers in each leg must name the
+ * sound (the tone's frequency on the ladder, the noise's colour, the
+ * word) and end with the end-of-generation token.  A bug that keeps the
+ * numbers finite but wrong (mel bins in the wrong order, a resampler off
+ * by a rate, tokens spliced at the wrong place) costs answers here.
+ */
+#include <gst/check/gstcheck.h>
+#include <gst/allocators/allocators.h>
+#include <gst/base/gstadapter.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "npucheck.h"
+
+#define TEXT_MODEL NPU_MODELS_DIR "/videotestsrc-text.gguf"
+#define AUDIO_MODEL NPU_MODELS_DIR "/audiotestsrc-mmproj.gguf"
+#define HELDOUT NPU_MODELS_DIR "/audio-heldout.txt"
+#define PROMPT "What do you hear?"
+
+typedef struct
+{
+  gchar *source;
+  gchar **words;
+} Case;
+
+static GPtrArray *cases;
+
+static void
+case_free (Case * c)
+{
+  g_free (c->source);
+  g_strfreev (c->words);
+  g_free (c);
+}
+
+static void
+setup (void)
+{
+  gchar *text = NULL, **lines;
+  GError *error = NULL;
+  guint i;
+
+  npu_check_load_plugins ();
+  fail_unless (g_file_get_contents (HELDOUT, &text, NULL, &error),
+      "%s", error ? error->message : "");
+  cases = g_ptr_array_new_with_free_func ((GDestroyNotify) case_free);
+  lines = g_strsplit (text, "\n", -1);
+  for (i = 0; lines[i]; i++) {
+    gchar **f, **parts;
+    Case *c;
+
+    if (!*lines[i] || lines[i][0] == '#')
+      continue;
+    f = g_strsplit (lines[i], "|", 2);
+    fail_unless_equals_int (g_strv_length (f), 2);
+    c = g_new0 (Case, 1);
+    /* the WAV files are named relative to the list */
+    parts = g_strsplit (g_strstrip (f[0]), "location=", 2);
+    c->source = parts[1] ? g_strdup_printf ("%slocation=%s/%s", parts[0],
+        NPU_MODELS_DIR, parts[1]) : g_strdup (parts[0]);
+    c->words = g_strsplit (g_strstrip (f[1]), ",", -1);
+    g_ptr_array_add (cases, c);
+    g_strfreev (parts);
+    g_strfreev (f);
+  }
+  g_strfreev (lines);
+  g_free (text);
+  fail_unless (cases->len >= 60, "only %u held-out cases", cases->len);
+}
+
+static void
+teardown (void)
+{
+  g_ptr_array_free (cases, TRUE);
+}
+
+/* Under valgrind three cases, tones and words (each must be right), show
+ * leaks and memory errors on the same code; the accuracy is measured on
+ * all of them otherwise. */
+static gboolean
+under_valgrind (void)
+{
+  return g_getenv ("NPU_UNDER_VALGRIND") != NULL;
+}
+
+static gboolean
+has_word (const gchar * answer, const gchar * word)
+{
+  gchar *re = g_strdup_printf ("\\b%s\\b", word);
+  gboolean found = g_regex_match_simple (re, answer, G_REGEX_CASELESS, 0);
+
+  g_free (re);
+  return found;
+}
+
+static gboolean
+answer_ok (const Case * c, const gchar * answer)
+{
+  guint i;
+
+  for (i = 0; c->words[i]; i++)
+    if (!has_word (answer, c->words[i]))
+      return FALSE;
+  return TRUE;
+}
+
+static GstSample *
+pull_sample (GstElement * sink)
+{
+  GstSample *sample = NULL;
+
+  g_signal_emit_by_name (sink, "pull-sample", &sample);
+  return sample;
+}
+
+/* The case's audio as its source gives it: one buffer of all its samples
+ * in a memfd wrapped as dma-buf memory (as a capture device's dma-buf
+ * arrives), and its caps under the memory:DMABuf feature. */
+static GstBuffer *
+render_to_dmabuf (const Case * c, gchar ** caps_str)
+{
+  gchar *desc = g_strdup_printf ("%s ! appsink name=sink sync=false",
+      c->source);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstElement *sink;
+  GstAllocator *dmabuf_alloc = gst_dmabuf_allocator_new ();
+  GstAdapter *adapter = gst_adapter_new ();
+  GstCaps *caps = NULL;
+  GstSample *sample;
+  GstBuffer *buf;
+  GstMapInfo map;
+  gsize size;
+  int fd;
+
+  fail_unless (pipeline != NULL, "%s", desc);
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  while ((sample = pull_sample (sink))) {
+    if (!caps)
+      caps = gst_caps_copy (gst_sample_get_caps (sample));
+    gst_adapter_push (adapter, gst_buffer_ref (gst_sample_get_buffer (sample)));
+    gst_sample_unref (sample);
+  }
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  fail_unless (caps != NULL, "%s gave no audio", c->source);
+  size = gst_adapter_available (adapter);
+  fd = memfd_create ("audio", MFD_CLOEXEC);
+  fail_unless (fd >= 0 && ftruncate (fd, size) == 0);
+  buf = gst_buffer_new ();
+  gst_buffer_append_memory (buf, gst_dmabuf_allocator_alloc (dmabuf_alloc,
+          fd, size));
+  fail_unless (gst_buffer_map (buf, &map, GST_MAP_WRITE));
+  gst_adapter_copy (adapter, map.data, 0, size);
+  gst_buffer_unmap (buf, &map);
+  gst_caps_set_features (caps, 0,
+      gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_DMABUF, NULL));
+  *caps_str = gst_caps_to_string (caps);
+  gst_caps_unref (caps);
+  g_object_unref (adapter);
+  gst_object_unref (dmabuf_alloc);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (desc);
+  return buf;
+}
+
+/* Plays the case's source (or, with @dmabuf, its audio as one dma-buf
+ * through appsrc) into npuaudiotok and npullm; returns the answer, and
+ * whether it ended with the end-of-generation token (npullm-stats'
+ * "end").  vad=false: silence is a sound to name too.  One chunk: every
+ * clip is shorter than the model's 1 s window. */
+static gchar *
+answer_of (const Case * c, gboolean dmabuf, gboolean * eog)
+{
+  GstBuffer *buf = NULL;
+  gchar *caps_str = NULL, *source, *desc;
+  GstElement *pipeline, *sink, *tok;
+  GString *text = g_string_new (NULL);
+  GstSample *sample;
+  GstMessage *msg;
+  GstBus *bus;
+  guint64 chunks = 0, dmabufs = 0, copied = 1;
+
+  if (dmabuf) {
+    buf = render_to_dmabuf (c, &caps_str);
+    source = g_strdup_printf ("appsrc name=src format=time caps=\"%s\"",
+        caps_str);
+  } else {
+    source = g_strdup (c->source);
+  }
+  desc = g_strdup_printf ("%s ! npuaudiotok name=tok model=%s "
+      "vad=false chunk-duration=1000000000 ! llm.audio "
+      "npullm name=llm model=%s prompt=\"%s\" max-tokens=24 ! "
+      "appsink name=sink sync=false", source, AUDIO_MODEL, TEXT_MODEL, PROMPT);
+  pipeline = gst_parse_launch (desc, NULL);
+  fail_unless (pipeline != NULL, "%s", desc);
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
+  bus = gst_element_get_bus (pipeline);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  if (dmabuf) {
+    GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+    GstFlowReturn flow;
+
+    GST_BUFFER_PTS (buf) = 0;
+    g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+    fail_unless_equals_int (flow, GST_FLOW_OK);
+    gst_buffer_unref (buf);
+    g_signal_emit_by_name (src, "end-of-stream", &flow);
+    gst_object_unref (src);
+  }
+  while ((sample = pull_sample (sink))) {
+    GstMapInfo map;
+    GstBuffer *b = gst_sample_get_buffer (sample);
+
+    fail_unless (gst_buffer_map (b, &map, GST_MAP_READ));
+    g_string_append_len (text, (const gchar *) map.data, map.size);
+    gst_buffer_unmap (b, &map);
+    gst_sample_unref (sample);
+  }
+  *eog = FALSE;
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR |
+              GST_MESSAGE_ELEMENT))) {
+    const GstStructure *s = gst_message_get_structure (msg);
+
+    if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
+      GError *err = NULL;
+      gst_message_parse_error (msg, &err, NULL);
+      fail ("pipeline error: %s (%s)", err->message, desc);
+    }
+    if (gst_structure_has_name (s, "npullm-stats"))
+      *eog = !g_strcmp0 (gst_structure_get_string (s, "end"), "eog");
+    gst_message_unref (msg);
+  }
+  /* one chunk, one answer: a clip cut in two would be answered twice */
+  g_object_get (tok, "chunks-processed", &chunks, "buffers-dmabuf",
+      &dmabufs, "bytes-copied", &copied, NULL);
+  fail_unless_equals_uint64 (chunks, 1);
+  fail_unless_equals_uint64 (dmabufs, dmabuf ? 1 : 0);
+  fail_unless_equals_uint64 (copied, 0);
+  gst_object_unref (bus);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (sink);
+  gst_object_unref (tok);
+  gst_object_unref (pipeline);
+  g_free (desc);
+  g_free (source);
+  g_free (caps_str);
+  return g_string_free (text, FALSE);
+}
+
+static void
+check_accuracy (gboolean dmabuf)
+{
+  const gchar *what = dmabuf ? "dmabuf" : "sources";
+  guint n = 0, right = 0, i, n_tones = 0;
+
+  for (i = 0; i < cases->len; i++) {
+    const Case *c = g_ptr_array_index (cases, i);
+    gboolean eog;
+    gchar *answer, *words;
+
+    if (under_valgrind () && i % 25 != 0)
+      continue;
+    if (g_str_has_prefix (c->source, "audiotestsrc"))
+      n_tones++;
+    answer = answer_of (c, dmabuf, &eog);
+    words = g_strjoinv (", ", c->words);
+    if (eog && answer_ok (c, answer))
+      right++;
+    else
+      g_printerr ("%s: %s: \"%s\"%s, want %s\n", what, c->source, answer,
+          eog ? "" : " (no end-of-generation)", words);
+    n++;
+    g_free (words);
+    g_free (answer);
+  }
+  g_printerr ("%s: %u of %u answers right\n", what, right, n);
+  /* both kinds of sound are there */
+  fail_unless (n_tones > 0 && n_tones < n, "%u tones of %u cases", n_tones, n);
+  fail_unless (right * 100 >= n * 95, "%s: only %u of %u answers right",
+      what, right, n);
+}
+
+/* every held-out sound from its own source: audiotestsrc, or filesrc !
+ * wavparse for the spoken words */
+GST_START_TEST (test_sounds_named)
+{
+  check_accuracy (FALSE);
+}
+
+GST_END_TEST;
+
+/* every held-out sound, tones and words, as dma-buf memory */
+GST_START_TEST (test_dmabuf_named)
+{
+  check_accuracy (TRUE);
+}
+
+GST_END_TEST;
+
+static Suite *
+trained_audio_suite (void)
+{
+  Suite *s = suite_create ("trained-audio");
+  TCase *tc = tcase_create ("audio");
+
+  suite_add_tcase (s, tc);
+  tcase_set_timeout (tc, 300);
+  tcase_add_checked_fixture (tc, setup, teardown);
+  tcase_add_test (tc, test_sounds_named);
+  tcase_add_test (tc, test_dmabuf_named);
+  return s;
+}
+
+GST_CHECK_MAIN (trained_audio);

@@ -5,6 +5,7 @@
  * that this file runs on any CPU of the architecture.
  */
 #include "npumatmul.h"
+#include "npumatmul-testing.h"
 #include "npumatmul-private.h"
 #include "npuhugemem.h"
 #include "npucpu.h"

@@ -10,7 +10,7 @@
  * Two paths, chosen at run time from the CPU's features (docs/kernels.md):
  *
  *  - "scalar": exact.  Weights decoded to F32, activations used as F32;
- *    matches npu_matmul_mxfp4_ref() to float rounding.
+ *    matches the double-precision reference to float rounding.
  *  - "avx2", "avx512" (VNNI + VBMI), "neon" (dotprod): each activation block
  *    of 32 is quantised to int8 with its own scale d = max|x| / 127 (as
  *    llama.cpp's Q8_0 does, with an F32 scale), and the weight nibbles are
@@ -195,8 +195,6 @@ void npu_matmul_mxfp4_with_precision (NpuTask * task,
     const NpuMxfp4Matrix * w, const float *x, gsize n, float *y,
     NpuMatmulPrecision precision);
 
-/* Reference: plain loops, double accumulation, its own decoder.  @blocks in
- * ggml layout, rows x k. */
 #define NPU_MATMUL_MAX_MULTI 4
 NPU_API
 void npu_matmul_mxfp4_multi (NpuTask * task,
@@ -206,9 +204,6 @@ NPU_API
 void npu_matmul_mxfp4_multi_with_precision (NpuTask * task,
     const NpuMxfp4Matrix * const *w, guint n_w, const float *x, gsize n,
     float *const *y, NpuMatmulPrecision precision);
-NPU_API
-void npu_matmul_mxfp4_ref (const NpuBlockMxfp4 * blocks, gsize rows,
-    gsize k, const float *x, gsize n, float *y);
 
 /**
  * NpuBlockQ8_0:
@@ -249,22 +244,6 @@ const gchar *npu_matmul_get_isa (void);
  * Not thread-safe against concurrent multiplications. */
 NPU_API
 gboolean npu_matmul_set_isa (const gchar * name);
-
-/* For tests and benchmarks: with FALSE, GEMMs (n > 4) run on the kernels
- * that decode each weight group for 4 activation rows at a time (and the
- * accurate precision on int8 + residual) even where this path has the
- * panel kernels (avx512: a fast int8 GEMM over decoded 32-row panels, an
- * accurate F32 one).  Returns the previous setting.  Not thread-safe
- * against concurrent multiplications. */
-NPU_API
-gboolean npu_matmul_set_gemm_panels (gboolean panels);
-
-/* For tests and benchmarks: a one-token GEMV on a path with a GEMV kernel
- * (avx512) reads its rows as @streams (1, 2, 4 or 8) sequential runs side
- * by side; 8 by default.  Returns the previous count.  Not thread-safe
- * against concurrent multiplications. */
-NPU_API
-guint npu_matmul_set_gemv_streams (guint streams);
 
 G_END_DECLS
 

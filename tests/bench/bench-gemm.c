@@ -31,6 +31,7 @@
  *   NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
 #include "core/npumatmul.h"
+#include "core/npumatmul-testing.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -49,6 +49,7 @@
  */
 #include "core/npullm.h"
 #include "core/npumatmul.h"
+#include "core/npumatmul-testing.h"
 #include "tests/tools/npumodelgen.h"
 
 #include <glib/gstdio.h>

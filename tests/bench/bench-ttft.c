@@ -19,6 +19,7 @@
  */
 #include "core/npullm.h"
 #include "core/npumatmul.h"
+#include "core/npumatmul-testing.h"
 #include "core/npuvisionprep.h"
 #include "core/npuvit.h"
 

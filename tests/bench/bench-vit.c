@@ -20,6 +20,7 @@
  */
 #include "core/npuvit.h"
 #include "core/npumatmul.h"
+#include "core/npumatmul-testing.h"
 #include "tests/tools/npumodelgen.h"
 
 #include <glib/gstdio.h>

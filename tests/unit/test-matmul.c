@@ -28,6 +28,7 @@
  * leftover rows differ with it.
  */
 #include "core/npumatmul.h"
+#include "core/npumatmul-testing.h"
 #include "tests/npucompare.h"
 #include "core/npugguf.h"
 

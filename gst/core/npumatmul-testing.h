@@ -1,0 +1,37 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: the matrix products' hooks for tests and benchmarks
+ *
+ * Not installed and not exported from libgstnpu-1.0: the unit tests and
+ * benchmarks link the core statically.  A reference product to compare the
+ * kernels with, and switches between kernel variants that are tuning
+ * choices, not API.
+ */
+#ifndef __NPU_MATMUL_TESTING_H__
+#define __NPU_MATMUL_TESTING_H__
+
+#include "npumatmul.h"
+
+G_BEGIN_DECLS
+
+/* Reference: plain loops, double accumulation, its own decoder.  @blocks in
+ * ggml layout, rows x k. */
+void npu_matmul_mxfp4_ref (const NpuBlockMxfp4 * blocks, gsize rows,
+    gsize k, const float *x, gsize n, float *y);
+
+/* For tests and benchmarks: with FALSE, GEMMs (n > 4) run on the kernels
+ * that decode each weight group for 4 activation rows at a time (and the
+ * accurate precision on int8 + residual) even where this path has the
+ * panel kernels (avx512: a fast int8 GEMM over decoded 32-row panels, an
+ * accurate F32 one).  Returns the previous setting.  Not thread-safe
+ * against concurrent multiplications. */
+gboolean npu_matmul_set_gemm_panels (gboolean panels);
+
+/* For tests and benchmarks: a one-token GEMV on a path with a GEMV kernel
+ * (avx512) reads its rows as @streams (1, 2, 4 or 8) sequential runs side
+ * by side; 8 by default.  Returns the previous count.  Not thread-safe
+ * against concurrent multiplications. */
+guint npu_matmul_set_gemv_streams (guint streams);
+
+G_END_DECLS
+
+#endif /* __NPU_MATMUL_TESTING_H__ */

@@ -9,7 +9,8 @@
 #ifndef __NPU_MATMUL_TESTING_H__
 #define __NPU_MATMUL_TESTING_H__
 
-#include "npumatmul.h"
+#include <glib.h>
+#include "npumxfp4.h"
 
 G_BEGIN_DECLS
 

@@ -125,7 +125,10 @@ test_alloc (void)
         g_assert_cmpuint (sm.huge_kb, >=, 2048);
     }
     npu_huge_free (p, size);
-    g_assert_false (smaps_for (p, &sm));
+    /* gone from the map; valgrind (Debian 13's) may map its own memory
+     * at the freed address at once, so there the check cannot hold */
+    if (!g_getenv ("NPU_UNDER_VALGRIND"))
+      g_assert_false (smaps_for (p, &sm));
   }
   g_free (enabled);
   g_free (defrag);

@@ -6,7 +6,7 @@
 
 /* Marks where media rows go in the formatted prompt; a control character
  * no template or user text carries. */
-#define MEDIA_PLACEHOLDER "\x01media\x01"
+#define MEDIA_MARKER "\x01media\x01"
 
 struct _NpuLlmSession
 {
@@ -379,7 +379,7 @@ count_media_rows (const NpuLlmSession * s, const NpuLlmMedia * media,
   return TRUE;
 }
 
-/* Formats the prompt with a placeholder where media go, then tokenises the
+/* Formats the prompt with a marker where the media go, then tokenises the
  * two sides (@toks[0] before the media, @toks[1] after): only the first
  * side gets BOS.  A conversation's next turn starts with the last answer's
  * last token when it was generated but not evaluated. */
@@ -392,7 +392,7 @@ tokenize_prompt (NpuLlmSession * s, const gchar * user, gboolean with_media,
   guint i;
 
   {
-    gchar *u = with_media ? g_strconcat (MEDIA_PLACEHOLDER, user, NULL) :
+    gchar *u = with_media ? g_strconcat (MEDIA_MARKER, user, NULL) :
         g_strdup (user);
 
     if (next_turn)
@@ -405,7 +405,7 @@ tokenize_prompt (NpuLlmSession * s, const gchar * user, gboolean with_media,
     g_free (u);
   }
   add_special = !next_turn && !npu_chat_template_has_bos (s->tmpl);
-  parts = g_strsplit (formatted, MEDIA_PLACEHOLDER, 2);
+  parts = g_strsplit (formatted, MEDIA_MARKER, 2);
   for (i = 0; i < 2 && parts[i]; i++)
     toks[i] = npu_tokenizer_encode (s->tokenizer, parts[i], -1,
         i == 0 && add_special, TRUE, &n_toks[i]);

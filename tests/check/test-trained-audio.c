@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "npucheck.h"
+#include "npuanswercheck.h"
 
 #define TEXT_MODEL NPU_MODELS_DIR "/videotestsrc-text.gguf"
 #define AUDIO_MODEL NPU_MODELS_DIR "/audiotestsrc-mmproj.gguf"
@@ -93,36 +94,6 @@ under_valgrind (void)
   return g_getenv ("NPU_UNDER_VALGRIND") != NULL;
 }
 
-static gboolean
-has_word (const gchar * answer, const gchar * word)
-{
-  gchar *re = g_strdup_printf ("\\b%s\\b", word);
-  gboolean found = g_regex_match_simple (re, answer, G_REGEX_CASELESS, 0);
-
-  g_free (re);
-  return found;
-}
-
-static gboolean
-answer_ok (const Case * c, const gchar * answer)
-{
-  guint i;
-
-  for (i = 0; c->words[i]; i++)
-    if (!has_word (answer, c->words[i]))
-      return FALSE;
-  return TRUE;
-}
-
-static GstSample *
-pull_sample (GstElement * sink)
-{
-  GstSample *sample = NULL;
-
-  g_signal_emit_by_name (sink, "pull-sample", &sample);
-  return sample;
-}
-
 /* The case's audio as its source gives it: one buffer of all its samples
  * in a memfd wrapped as dma-buf memory (as a capture device's dma-buf
  * arrives), and its caps under the memory:DMABuf feature. */
@@ -145,7 +116,7 @@ render_to_dmabuf (const Case * c, gchar ** caps_str)
   fail_unless (pipeline != NULL, "%s", desc);
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  while ((sample = pull_sample (sink))) {
+  while ((sample = npu_answer_pull_sample (sink))) {
     if (!caps)
       caps = gst_caps_copy (gst_sample_get_caps (sample));
     gst_adapter_push (adapter, gst_buffer_ref (gst_sample_get_buffer (sample)));
@@ -183,12 +154,8 @@ static gchar *
 answer_of (const Case * c, gboolean dmabuf, gboolean * eog)
 {
   GstBuffer *buf = NULL;
-  gchar *caps_str = NULL, *source, *desc;
+  gchar *caps_str = NULL, *source, *desc, *answer;
   GstElement *pipeline, *sink, *tok;
-  GString *text = g_string_new (NULL);
-  GstSample *sample;
-  GstMessage *msg;
-  GstBus *bus;
   guint64 chunks = 0, dmabufs = 0, copied = 1;
 
   if (dmabuf) {
@@ -206,7 +173,6 @@ answer_of (const Case * c, gboolean dmabuf, gboolean * eog)
   fail_unless (pipeline != NULL, "%s", desc);
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
-  bus = gst_element_get_bus (pipeline);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   if (dmabuf) {
     GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
@@ -219,36 +185,13 @@ answer_of (const Case * c, gboolean dmabuf, gboolean * eog)
     g_signal_emit_by_name (src, "end-of-stream", &flow);
     gst_object_unref (src);
   }
-  while ((sample = pull_sample (sink))) {
-    GstMapInfo map;
-    GstBuffer *b = gst_sample_get_buffer (sample);
-
-    fail_unless (gst_buffer_map (b, &map, GST_MAP_READ));
-    g_string_append_len (text, (const gchar *) map.data, map.size);
-    gst_buffer_unmap (b, &map);
-    gst_sample_unref (sample);
-  }
-  *eog = FALSE;
-  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR |
-              GST_MESSAGE_ELEMENT))) {
-    const GstStructure *s = gst_message_get_structure (msg);
-
-    if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
-      GError *err = NULL;
-      gst_message_parse_error (msg, &err, NULL);
-      fail ("pipeline error: %s (%s)", err->message, desc);
-    }
-    if (gst_structure_has_name (s, "npullm-stats"))
-      *eog = !g_strcmp0 (gst_structure_get_string (s, "end"), "eog");
-    gst_message_unref (msg);
-  }
+  answer = npu_answer_collect (pipeline, sink, desc, eog);
   /* one chunk, one answer: a clip cut in two would be answered twice */
   g_object_get (tok, "chunks-processed", &chunks, "buffers-dmabuf",
       &dmabufs, "bytes-copied", &copied, NULL);
   fail_unless_equals_uint64 (chunks, 1);
   fail_unless_equals_uint64 (dmabufs, dmabuf ? 1 : 0);
   fail_unless_equals_uint64 (copied, 0);
-  gst_object_unref (bus);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (sink);
   gst_object_unref (tok);
@@ -256,7 +199,7 @@ answer_of (const Case * c, gboolean dmabuf, gboolean * eog)
   g_free (desc);
   g_free (source);
   g_free (caps_str);
-  return g_string_free (text, FALSE);
+  return answer;
 }
 
 static void
@@ -276,7 +219,7 @@ check_accuracy (gboolean dmabuf)
       n_tones++;
     answer = answer_of (c, dmabuf, &eog);
     words = g_strjoinv (", ", c->words);
-    if (eog && answer_ok (c, answer))
+    if (eog && npu_answer_has_words (answer, c->words))
       right++;
     else
       g_printerr ("%s: %s: \"%s\"%s, want %s\n", what, c->source, answer,

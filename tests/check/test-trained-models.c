@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "npucheck.h"
+#include "npuanswercheck.h"
 
 #define TEXT_MODEL NPU_MODELS_DIR "/videotestsrc-text.gguf"
 #define VISION_MODEL NPU_MODELS_DIR "/videotestsrc-mmproj.gguf"
@@ -90,75 +91,6 @@ n_cases (void)
   return g_getenv ("NPU_UNDER_VALGRIND") ? MIN (cases->len, 4) : cases->len;
 }
 
-static gboolean
-has_word (const gchar * answer, const gchar * word)
-{
-  gchar *re = g_strdup_printf ("\\b%s\\b", word);
-  gboolean found = g_regex_match_simple (re, answer, G_REGEX_CASELESS, 0);
-
-  g_free (re);
-  return found;
-}
-
-static gboolean
-answer_ok (const Case * c, const gchar * answer)
-{
-  guint i;
-
-  for (i = 0; c->words[i]; i++)
-    if (!has_word (answer, c->words[i]))
-      return FALSE;
-  return TRUE;
-}
-
-/* appsink's pull-sample action signal: no link to libgstapp needed */
-static GstSample *
-pull_sample (GstElement * sink)
-{
-  GstSample *sample = NULL;
-
-  g_signal_emit_by_name (sink, "pull-sample", &sample);
-  return sample;
-}
-
-/* Plays @pipeline to the end; returns the answer, and whether it ended
- * with the end-of-generation token (npullm-stats' "end"). */
-static gchar *
-collect (GstElement * pipeline, GstElement * sink, gboolean * eog)
-{
-  GString *text = g_string_new (NULL);
-  GstBus *bus = gst_element_get_bus (pipeline);
-  GstSample *sample;
-  GstMessage *msg;
-
-  while ((sample = pull_sample (sink))) {
-    GstMapInfo map;
-    GstBuffer *b = gst_sample_get_buffer (sample);
-
-    fail_unless (gst_buffer_map (b, &map, GST_MAP_READ));
-    g_string_append_len (text, (const gchar *) map.data, map.size);
-    gst_buffer_unmap (b, &map);
-    gst_sample_unref (sample);
-  }
-  *eog = FALSE;
-  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR |
-              GST_MESSAGE_ELEMENT))) {
-    const GstStructure *s = gst_message_get_structure (msg);
-
-    if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
-      GError *err = NULL;
-      gst_message_parse_error (msg, &err, NULL);
-      fail ("pipeline error: %s", err->message);
-    }
-    if (gst_structure_has_name (s, "npullm-stats"))
-      *eog = !g_strcmp0 (gst_structure_get_string (s, "end"), "eog");
-    gst_message_unref (msg);
-  }
-  gst_object_unref (bus);
-  gst_element_set_state (pipeline, GST_STATE_NULL);
-  return g_string_free (text, FALSE);
-}
-
 /* videotestsrc draws a frame from its frame count (the ball's place
  * depends on it), and a seek sent before the caps are known does not move
  * that count.  So the source runs from frame 0 to the case's frame
@@ -209,7 +141,8 @@ answer_from_videotestsrc (const Case * c, gboolean * eog)
   src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   start (pipeline, src, c);
-  answer = collect (pipeline, sink, eog);
+  answer = npu_answer_collect (pipeline, sink, desc, eog);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (src);
   gst_object_unref (sink);
   gst_object_unref (pipeline);
@@ -246,7 +179,7 @@ answer_from_dmabuf (const Case * c, gboolean * eog)
   src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   start (pipeline, src, c);
-  sample = pull_sample (sink);
+  sample = npu_answer_pull_sample (sink);
   fail_unless (sample != NULL);
   fail_unless (gst_video_info_from_caps (&info, gst_sample_get_caps (sample)));
   fail_unless (gst_video_frame_map (&in, &info, gst_sample_get_buffer (sample),
@@ -294,7 +227,8 @@ answer_from_dmabuf (const Case * c, gboolean * eog)
   fail_unless_equals_int (flow, GST_FLOW_OK);
   gst_buffer_unref (buf);
   g_signal_emit_by_name (src, "end-of-stream", &flow);
-  answer = collect (pipeline, sink, eog);
+  answer = npu_answer_collect (pipeline, sink, desc, eog);
+  gst_element_set_state (pipeline, GST_STATE_NULL);
   g_object_get (tok, "frames-dmabuf", &dmabuf_frames, "bytes-copied",
       &copied, NULL);
   fail_unless_equals_uint64 (dmabuf_frames, 1);
@@ -322,7 +256,7 @@ check_accuracy (AnswerFunc answer_of, const gchar * what)
     gchar *answer = answer_of (c, &eog);
     gchar *words = g_strjoinv (", ", c->words);
 
-    if (eog && answer_ok (c, answer))
+    if (eog && npu_answer_has_words (answer, c->words))
       right++;
     else
       g_printerr ("%s: videotestsrc %s ! %s (at %" G_GUINT64_FORMAT

@@ -80,4 +80,62 @@ npu_answer_collect (GstElement * pipeline, GstElement * sink,
   return g_string_free (text, FALSE);
 }
 
+/* The held-out list at @path: one case a line, @n_fields fields split by
+ * "|" (each stripped), "#" comments and empty lines skipped.  An array of
+ * string vectors (freed with the array). */
+static inline GPtrArray *
+npu_heldout_read (const gchar * path, guint n_fields)
+{
+  gchar *text = NULL, **lines;
+  GError *error = NULL;
+  GPtrArray *rows = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      g_strfreev);
+  guint i, j;
+
+  fail_unless (g_file_get_contents (path, &text, NULL, &error),
+      "%s", error ? error->message : "");
+  lines = g_strsplit (text, "\n", -1);
+  for (i = 0; lines[i]; i++) {
+    gchar **f;
+
+    if (!*lines[i] || lines[i][0] == '#')
+      continue;
+    f = g_strsplit (lines[i], "|", n_fields);
+    fail_unless_equals_int (g_strv_length (f), n_fields);
+    for (j = 0; f[j]; j++)
+      g_strstrip (f[j]);
+    g_ptr_array_add (rows, f);
+  }
+  g_strfreev (lines);
+  g_free (text);
+  return rows;
+}
+
+/* Whether @answer is right: it ended with the end-of-generation token and
+ * has every one of @words.  A wrong one is printed with @what (the leg)
+ * and @input (what was played). */
+static inline gboolean
+npu_answer_judge (const gchar * what, const gchar * input,
+    const gchar * answer, gboolean eog, gchar ** words)
+{
+  gchar *want;
+
+  if (eog && npu_answer_has_words (answer, words))
+    return TRUE;
+  want = g_strjoinv (", ", words);
+  g_printerr ("%s: %s: \"%s\"%s, want %s\n", what, input, answer,
+      eog ? "" : " (no end-of-generation)", want);
+  g_free (want);
+  return FALSE;
+}
+
+/* At least 95 % of a leg's answers must be right */
+static inline void
+npu_answer_check_rate (const gchar * what, guint right, guint n)
+{
+  g_printerr ("%s: %u of %u answers right\n", what, right, n);
+  fail_unless (right * 100 >= n * 95, "%s: only %u of %u answers right", what,
+      right, n);
+}
+
 #endif /* __NPU_ANSWER_CHECK_H__ */

@@ -106,6 +106,19 @@ prefetch_row (const guint8 * p, guint n, const NpuKvType T)
     __builtin_prefetch (p + c);
 }
 
+#if defined(__AVX__)
+/* Two 8-float halves as one 16-float vector (AVX2 and F16C paths) */
+static ALWAYS_INLINE v16sf
+v16sf_from_halves (__m256 lo, __m256 hi)
+{
+  v16sf r;
+
+  memcpy (&r, &lo, sizeof (lo));
+  memcpy ((guint8 *) & r + sizeof (lo), &hi, sizeof (hi));
+  return r;
+}
+#endif
+
 /* IEEE binary16 to F32 (as npu_f16_to_f32()): the exponent and mantissa
  * fields moved to F32's positions and rebiased by a multiplication by
  * 2^112, exact for normal and subnormal halves; Inf and NaN get F32's
@@ -118,11 +131,7 @@ half16 (const guint8 * p)
 #elif defined(__F16C__)
   __m256 lo = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) p));
   __m256 hi = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p + 16)));
-  v16sf r;
-
-  memcpy (&r, &lo, sizeof (lo));
-  memcpy ((guint8 *) & r + sizeof (lo), &hi, sizeof (hi));
-  return r;
+  return v16sf_from_halves (lo, hi);
 #else
   v16hu h;
   v16si x, em, special;
@@ -174,11 +183,7 @@ int8x16 (const guint8 * p)
                   __m128i *) p)));
   __m256 hi = _mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (_mm_loadl_epi64 ((const
                   __m128i *) (p + 8))));
-  v16sf r;
-
-  memcpy (&r, &lo, sizeof (lo));
-  memcpy ((guint8 *) & r + sizeof (lo), &hi, sizeof (hi));
-  return r;
+  return v16sf_from_halves (lo, hi);
 #else
   v16qi q;
 

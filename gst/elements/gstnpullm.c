@@ -1203,11 +1203,10 @@ push_sentence (GstNpuLlm * self, Job * job, GString * pending)
   while (end > start && g_ascii_isspace (pending->str[end - 1]))
     end--;
   if (end > start) {
-    GString *line = g_string_new_len (pending->str + start, end - start);
-
-    g_string_append_c (line, '\n');
-    flow = push_text (self, job, line->str, line->len);
-    g_string_free (line, TRUE);
+    g_string_truncate (pending, end);
+    g_string_erase (pending, 0, start);
+    g_string_append_c (pending, '\n');
+    flow = push_text (self, job, pending->str, pending->len);
   }
   g_string_truncate (pending, 0);
   return flow;

@@ -10,8 +10,8 @@
 #   examples/live-caption.sh [COLOUR]        # e.g. 0xffff0000 (red)
 #   SINK=fakesink RUN_SECONDS=5 examples/live-caption.sh    # no display
 #
-# The captions are printed too (fdsink), one per line: npullm ends each
-# with its full stop and no newline, so tr turns the stop into one.
+# The captions are printed too (fdsink), one per line: with
+# output=sentence npullm ends each sentence with a newline.
 set -eu
 cd "$(dirname "$0")/.."
 [ -f build/build.ninja ] || ./tests/setup.sh
@@ -35,4 +35,4 @@ gst-launch-1.0 -q \
   tt. ! queue ! ov.text_sink \
   tt. ! queue ! fdsink \
   t. ! queue ! textoverlay name=ov wait-text=false font-desc="Sans 16" ! \
-    videoconvert ! $SINK | stdbuf -oL tr . '\n'
+    videoconvert ! $SINK

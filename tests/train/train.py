@@ -957,7 +957,10 @@ def main():
     ap.add_argument("--small-ball-repeats", type=int, default=6,
                     help="the same for balls of at most SMALL_BALL_PIXELS "
                     "pixels at the encoder's input")
-    ap.add_argument("--mirror-balls", type=int, default=1,
+    # Tried once (1700 steps, the same sets): the model then learnt the
+    # quarter worse, 64 % of the training balls right against 86 %
+    # without, 136 of 144 held-out frames against 137; off by default.
+    ap.add_argument("--mirror-balls", type=int, default=0,
                     help="1: the batches' balls are mirrored (and their "
                     "quarter with them) at random")
     ap.add_argument("--mtmd-every", type=int, default=3,

@@ -45,6 +45,16 @@ static const float e2m1_values[16] = {
  * the threads' tiles interleave and every 32 rows each stream restarts.
  * 2 threads on the 1B llama: decode 81% -> 85-87% of the roofline. */
 #define GEMV_CLAIM_TILES 4
+/* A one-token GEMV (the paths with a GEMV kernel) claims larger runs: about
+ * a (1 / GEMV_CLAIMS_PER_THREAD) share of one thread's part of the
+ * product, at least GEMV_CLAIM_TILES.  Each run is read as 8 streams, and
+ * each stream starts cold (no prefetch has reached it yet): with runs of
+ * 4 tiles a stream was 16 rows, 16 KiB at k = 2048.  Two claims a thread
+ * leave the dynamic claiming room to even out a thread that falls
+ * behind.  With the kernel's scale prefetch and 2 KiB distance, 1B llama,
+ * one thread, in one run: decode 69 -> 79 % of bench-llm's read limit
+ * (docs/kernels.md). */
+#define GEMV_CLAIMS_PER_THREAD 2
 /* Runs of rows read side by side in a one-token GEMV where the path has a
  * GEMV kernel: one sequential stream per thread reads ~55 % of what
  * several give (bench-llm's read limit), docs/kernels.md */
@@ -815,6 +825,16 @@ gemv_slice (gsize start, gsize end, guint worker, gpointer data)
   gemv_rows (data, start, end);
 }
 
+/* Tiles a thread claims at once in a one-token GEMV of @n_tiles tiles */
+static gsize
+gemv_claim (NpuTask * task, gsize n_tiles)
+{
+  gsize parts = GEMV_CLAIMS_PER_THREAD * (task ?
+      npu_task_get_n_threads (task) : 1);
+
+  return MAX (GEMV_CLAIM_TILES, (n_tiles + parts - 1) / parts);
+}
+
 /* One token through the path's GEMV kernel: the activations quantised
  * once (with their residuals for the accurate precision), then runs of
  * GEMV_CLAIM_TILES tiles, each read as gemv_streams streams; the kernel
@@ -826,7 +846,8 @@ run_gemv_job (NpuTask * task, MatmulJob * job)
     accurate_scratch (task, job, 0);
   quantize_activations (task, job);
   job->n_row_tiles = (job->rows + GEMV_ROW_TILE - 1) / GEMV_ROW_TILE;
-  run_parallel (task, job->n_row_tiles, GEMV_CLAIM_TILES, gemv_slice, job);
+  run_parallel (task, job->n_row_tiles, gemv_claim (task, job->n_row_tiles),
+      gemv_slice, job);
 }
 
 /* y = x . w^T for a job whose weights, format and kernel are set */
@@ -1161,8 +1182,8 @@ npu_matmul_mxfp4_multi_with_precision (NpuTask * task,
     quantize_activations (task, &mj.jobs[0]);
     for (i = 0; i < n_w; i++)
       mj.jobs[i].xq = mj.jobs[0].xq;
-    run_parallel (task, mj.first_tile[n_w], GEMV_CLAIM_TILES,
-        multi_gemv_slice, &mj);
+    run_parallel (task, mj.first_tile[n_w], gemv_claim (task,
+            mj.first_tile[n_w]), multi_gemv_slice, &mj);
     return;
   }
   if (mj.jobs[0].accurate)

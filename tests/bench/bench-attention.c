@@ -17,7 +17,7 @@
  * larger than the L2, so the rows come from L3 or memory as in a decode.
  *
  * Usage: bench-attention [--depth D (2048)] [--reps N (20)]
- *          [--kv-type f32,f16,q8_0 (all three)]
+ *          [--kv-type f32,f16,q8_0 (all three)] [--layout rows,heads (both)]
  * Each figure is the best of N tokens' worth of calls, the types and
  * layouts alternating in each repetition.
  * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
@@ -69,7 +69,7 @@ cache_init (Cache * c, NpuKvType type, gboolean heads, guint depth,
   c->type = type;
   c->heads = heads;
   c->row = npu_kv_row_bytes (type, KV_DIM);
-  c->size = (gsize) N_LAYER * depth * c->row;
+  c->size = (gsize) N_LAYER *depth * c->row;
   c->k = heads ? npu_huge_alloc0 (c->size) : g_malloc (c->size);
   c->v = heads ? npu_huge_alloc0 (c->size) : g_malloc (c->size);
   /* random rows: which head a row belongs to does not matter here */
@@ -138,6 +138,7 @@ main (int argc, char **argv)
 {
   NpuKvType types[3] = { NPU_KV_F32, NPU_KV_F16, NPU_KV_Q8_0 };
   guint n_types = 3, depth = 2048, reps = 20, i, t, rep, n_c = 0;
+  guint layouts = 3;            /* bit 0: rows, bit 1: heads */
   Cache caches[6];
   float *q, *scores, *out;
   GRand *rand;
@@ -152,9 +153,17 @@ main (int argc, char **argv)
         fprintf (stderr, "bench-attention: bad --kv-type %s\n", argv[i]);
         return 1;
       }
+    } else if (!strcmp (argv[i], "--layout") && i + 1 < (guint) argc) {
+      i++;
+      layouts = (strstr (argv[i], "rows") ? 1 : 0) |
+          (strstr (argv[i], "heads") ? 2 : 0);
+      if (!layouts) {
+        fprintf (stderr, "bench-attention: bad --layout %s\n", argv[i]);
+        return 1;
+      }
     } else {
       fprintf (stderr, "usage: bench-attention [--depth D] [--reps N] "
-          "[--kv-type f32,f16,q8_0]\n");
+          "[--kv-type f32,f16,q8_0] [--layout rows,heads]\n");
       return 1;
     }
   }
@@ -171,7 +180,8 @@ main (int argc, char **argv)
     q[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
   for (t = 0; t < n_types; t++)
     for (i = 0; i < 2; i++)
-      cache_init (&caches[n_c++], types[t], i, depth, rand);
+      if (layouts & (1 << i))
+        cache_init (&caches[n_c++], types[t], i, depth, rand);
 
   printf ("attention of one token at depth %u: %d layers x %d KV heads x %d "
       "queries, head %d; kernels %s; best of %u\n", depth, N_LAYER, N_KV, GQA,

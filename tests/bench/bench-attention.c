@@ -16,8 +16,13 @@
  * less than the wall time (printed beside it); the cache (16 x D rows) is
  * larger than the L2, so the rows come from L3 or memory as in a decode.
  *
+ * --evict MiB reads that many MiB of other memory before each token (a
+ * decode streams its weights, 559 MiB for that llama, between two tokens'
+ * attention), so that the rows come from memory, not from a large L3.
+ *
  * Usage: bench-attention [--depth D (2048)] [--reps N (20)]
  *          [--kv-type f32,f16,q8_0 (all three)] [--layout rows,heads (both)]
+ *          [--evict MiB (0)]
  * Each figure is the best of N tokens' worth of calls, the types and
  * layouts alternating in each repetition.
  * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
@@ -117,6 +122,20 @@ token (Cache * c, guint depth, const float *q, float *scores, float *out)
   }
 }
 
+static volatile guint64 evict_sink;
+
+/* Reads @n bytes of @buf, a cache line at a time */
+static void
+evict (const guint8 * buf, gsize n)
+{
+  guint64 s = 0;
+  gsize i;
+
+  for (i = 0; i < n; i += 64)
+    s += buf[i];
+  evict_sink += s;
+}
+
 static gboolean
 parse_types (const gchar * arg, NpuKvType * types, guint * n)
 {
@@ -139,6 +158,8 @@ main (int argc, char **argv)
   NpuKvType types[3] = { NPU_KV_F32, NPU_KV_F16, NPU_KV_Q8_0 };
   guint n_types = 3, depth = 2048, reps = 20, i, t, rep, n_c = 0;
   guint layouts = 3;            /* bit 0: rows, bit 1: heads */
+  gsize evict_bytes = 0;
+  guint8 *evict_buf = NULL;
   Cache caches[6];
   float *q, *scores, *out;
   GRand *rand;
@@ -153,6 +174,8 @@ main (int argc, char **argv)
         fprintf (stderr, "bench-attention: bad --kv-type %s\n", argv[i]);
         return 1;
       }
+    } else if (!strcmp (argv[i], "--evict") && i + 1 < (guint) argc) {
+      evict_bytes = (gsize) atoi (argv[++i]) << 20;
     } else if (!strcmp (argv[i], "--layout") && i + 1 < (guint) argc) {
       i++;
       layouts = (strstr (argv[i], "rows") ? 1 : 0) |
@@ -163,7 +186,7 @@ main (int argc, char **argv)
       }
     } else {
       fprintf (stderr, "usage: bench-attention [--depth D] [--reps N] "
-          "[--kv-type f32,f16,q8_0] [--layout rows,heads]\n");
+          "[--kv-type f32,f16,q8_0] [--layout rows,heads] [--evict MiB]\n");
       return 1;
     }
   }
@@ -178,18 +201,28 @@ main (int argc, char **argv)
   scores = g_new (float, (gsize) GQA * depth);
   for (i = 0; i < N_KV * GQA * HD; i++)
     q[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
+  if (evict_bytes) {
+    evict_buf = npu_huge_alloc0 (evict_bytes);
+    memset (evict_buf, 1, evict_bytes);
+  }
   for (t = 0; t < n_types; t++)
     for (i = 0; i < 2; i++)
       if (layouts & (1 << i))
         cache_init (&caches[n_c++], types[t], i, depth, rand);
 
   printf ("attention of one token at depth %u: %d layers x %d KV heads x %d "
-      "queries, head %d; kernels %s; best of %u\n", depth, N_LAYER, N_KV, GQA,
-      HD, npu_cpu_isa_name (npu_cpu_get_isa ()), reps);
+      "queries, head %d; kernels %s; best of %u; %" G_GSIZE_FORMAT
+      " MiB read before each\n", depth, N_LAYER, N_KV, GQA, HD,
+      npu_cpu_isa_name (npu_cpu_get_isa ()), reps, evict_bytes >> 20);
   for (rep = 0; rep < reps; rep++) {
     for (t = 0; t < n_c; t++) {
       Cache *c = &caches[t];
-      double c0 = now (CLOCK_THREAD_CPUTIME_ID), w0 = now (CLOCK_MONOTONIC);
+      double c0, w0;
+
+      if (evict_buf)
+        evict (evict_buf, evict_bytes);
+      c0 = now (CLOCK_THREAD_CPUTIME_ID);
+      w0 = now (CLOCK_MONOTONIC);
 
       token (c, depth, q, scores, out);
       c->best_cpu = MIN (c->best_cpu, now (CLOCK_THREAD_CPUTIME_ID) - c0);
@@ -209,6 +242,7 @@ main (int argc, char **argv)
           caches[t - 1].best_cpu / c->best_cpu);
     cache_clear (c);
   }
+  npu_huge_free (evict_buf, evict_bytes);
   g_free (q);
   g_free (out);
   g_free (scores);

@@ -50,6 +50,20 @@
 #ifndef PF_DIST
 #define PF_DIST 4096
 #endif
+/* The one-token GEMV's distance, on each of its 8 streams: 8 x 2 KiB in
+ * flight is already more than the memory's bandwidth x latency, and at
+ * 4 KiB the prefetched lines of 8 streams (32 KiB) fill most of L1 and
+ * evict each other before use.  1B llama decode, one thread, in one run
+ * (alternating), share of bench-llm's read limit: 4 KiB 69 %, 2 KiB
+ * 73 %; with the scales prefetched (below) and npumatmul.c's longer
+ * claims, 4 KiB 69 %, 2 KiB 79 %.  1 KiB measured the same as 2 KiB. */
+#define GEMV_PF_DIST 2048
+/* Rows ahead of the current one whose scales a GEMV stream prefetches (a
+ * row's scales are a separate array in the split layout, and a stream's
+ * 8 .. 64 rows of them are too short a run for the hardware prefetcher
+ * to follow among 8 streams of nibbles): two rows, the time of about one
+ * memory latency at k = 2048 */
+#define GEMV_SCALES_AHEAD 2
 
 static const guint8 lut_bytes[16] = {
   12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0
@@ -339,6 +353,20 @@ has_nan_scale (const guint8 * e, gsize nb)
   return hit != 0;
 }
 
+/* The scales of split-layout row @row, if the matrix has it (a prefetch
+ * of any address is harmless, but past the array it is wasted) */
+static ALWAYS_INLINE void
+prefetch_scales (const NpuMxfp4Matrix * w, gsize row)
+{
+  const guint8 *e = w->scales + row * w->stride;
+  gsize o;
+
+  if (row >= w->rows)
+    return;
+  for (o = 0; o < w->stride; o += 64)
+    _mm_prefetch ((const char *) e + o, _MM_HINT_T0);
+}
+
 static ALWAYS_INLINE void
 gemv_micro (const NpuMxfp4Matrix * w, gsize r, gsize rs, const NpuQ8Act * xq,
     gsize c, float *y, const int S, const int C, const gboolean split)
@@ -355,6 +383,8 @@ gemv_micro (const NpuMxfp4Matrix * w, gsize r, gsize rs, const NpuQ8Act * xq,
   for (i = 0; i < S; i++) {
     emax[i] = _mm512_setzero_si512 ();
     acc[i] = _mm512_setzero_ps ();
+    if (split)
+      prefetch_scales (w, r + i * rs + GEMV_SCALES_AHEAD);
   }
 
   for (g = 0; g < n_full + (!split && n_full < xq->n_groups); g++) {
@@ -384,12 +414,12 @@ gemv_micro (const NpuMxfp4Matrix * w, gsize r, gsize rs, const NpuQ8Act * xq,
       } else if (split) {
         const guint8 *nib = w->nibbles + (row * w->stride + 4 * g) * 16;
 
-        _mm_prefetch ((const char *) nib + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch ((const char *) nib + GEMV_PF_DIST, _MM_HINT_T0);
         wd = load_split (nib, w->scales + row * w->stride + 4 * g);
       } else {
         const guint8 *p = (const guint8 *) (w->blocks + row * nb + 4 * g);
 
-        _mm_prefetch ((const char *) p + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch ((const char *) p + GEMV_PF_DIST, _MM_HINT_T0);
         wd = load_blocks (p);
       }
       if (!split)
@@ -746,7 +776,7 @@ q8_0_gemv_micro (const NpuBlockQ8_0 * w, gsize nb, gsize r, gsize rs,
         wd = q8_0_decode (_mm512_maskz_loadu_epi8 (Q8_0_ONE_BLOCK_MASK, wp),
             _mm512_setzero_si512 ());
       } else {
-        _mm_prefetch ((const char *) wp + PF_DIST, _MM_HINT_T0);
+        _mm_prefetch ((const char *) wp + GEMV_PF_DIST, _MM_HINT_T0);
         wd = q8_0_decode (_mm512_loadu_si512 (wp), _mm512_loadu_si512 (wp + 4));
       }
       if (C == 1) {

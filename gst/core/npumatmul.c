@@ -45,6 +45,19 @@ static const float e2m1_values[16] = {
  * the threads' tiles interleave and every 32 rows each stream restarts.
  * 2 threads on the 1B llama: decode 81% -> 85-87% of the roofline. */
 #define GEMV_CLAIM_TILES 4
+/* A one-token GEMV (the paths with a GEMV kernel) claims its runs guided:
+ * each claim takes 1 / (GEMV_GUIDED_SHARE x threads) of the tiles still
+ * left, at least GEMV_CLAIM_TILES, and one thread takes them all.  Each
+ * run is read as 8 streams, and each stream starts cold (no prefetch has
+ * reached it yet): with runs of 4 tiles a stream was 16 rows, 16 KiB at
+ * k = 2048.  Long first claims keep the streams long; the shrinking last
+ * ones let a helper that comes late to the loop (woken from sleep, or
+ * descheduled on a busy machine) take its share instead of waiting for
+ * one long claim of the other thread's.  1B llama decode, one run
+ * alternating (a busy machine), share of bench-llm's read limit on 1 / 2
+ * threads: claims of 4 tiles 77 / 55 %, of half a thread's share 78 /
+ * 53 %, guided 82 / 58 % (docs/kernels.md). */
+#define GEMV_GUIDED_SHARE 2
 /* Runs of rows read side by side in a one-token GEMV where the path has a
  * GEMV kernel: one sequential stream per thread reads ~55 % of what
  * several give (bench-llm's read limit), docs/kernels.md */
@@ -809,24 +822,80 @@ gemv_rows (MatmulJob * job, gsize start, gsize end)
       MIN (end * GEMV_ROW_TILE, job->rows));
 }
 
-static void
-gemv_slice (gsize start, gsize end, guint worker, gpointer data)
+/* The tiles of one or several GEMV jobs (npu_matmul_mxfp4_multi()), claimed
+ * guided (GEMV_GUIDED_SHARE) by the threads that take part */
+typedef struct
 {
-  gemv_rows (data, start, end);
+  MatmulJob *jobs;
+  const gsize *first_tile;      /* n_jobs + 1 entries: job i's tiles are
+                                 * [first_tile[i], first_tile[i + 1]) */
+  guint n_jobs;
+  guint n_threads;
+  gsize next;                   /* the first unclaimed tile (atomic) */
+} GemvClaims;
+
+/* GEMV tiles [start, end) of every job they cover */
+static void
+gemv_claim_rows (const GemvClaims * gc, gsize start, gsize end)
+{
+  guint i;
+
+  for (i = 0; i < gc->n_jobs; i++) {
+    gsize a = MAX (start, gc->first_tile[i]);
+    gsize b = MIN (end, gc->first_tile[i + 1]);
+
+    if (a < b)
+      gemv_rows (&gc->jobs[i], a - gc->first_tile[i], b - gc->first_tile[i]);
+  }
+}
+
+/* One slice per thread: claims runs of tiles until none is left */
+static void
+gemv_claims_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  GemvClaims *gc = data;
+  const gsize n = gc->first_tile[gc->n_jobs];
+  gsize a = __atomic_load_n (&gc->next, __ATOMIC_RELAXED);
+
+  while (a < n) {
+    gsize len = gc->n_threads == 1 ? n - a :
+        MAX (GEMV_CLAIM_TILES, (n - a) / (GEMV_GUIDED_SHARE * gc->n_threads));
+    gsize b = MIN (n, a + len);
+
+    /* on failure a is reloaded with the tile another thread left */
+    if (__atomic_compare_exchange_n (&gc->next, &a, b, FALSE,
+            __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      gemv_claim_rows (gc, a, b);
+      a = __atomic_load_n (&gc->next, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+static void
+run_gemv_claims (NpuTask * task, MatmulJob * jobs, const gsize * first_tile,
+    guint n_jobs)
+{
+  GemvClaims gc = { jobs, first_tile, n_jobs, 1, 0 };
+
+  gc.n_threads = task ? npu_task_get_n_threads (task) : 1;
+  run_parallel (task, gc.n_threads, 1, gemv_claims_slice, &gc);
 }
 
 /* One token through the path's GEMV kernel: the activations quantised
  * once (with their residuals for the accurate precision), then runs of
- * GEMV_CLAIM_TILES tiles, each read as gemv_streams streams; the kernel
+ * tiles claimed guided, each read as gemv_streams streams; the kernel
  * sums the accurate precision's two halves itself. */
 static void
 run_gemv_job (NpuTask * task, MatmulJob * job)
 {
+  gsize first_tile[2] = { 0, 0 };
+
   if (job->accurate)
     accurate_scratch (task, job, 0);
   quantize_activations (task, job);
   job->n_row_tiles = (job->rows + GEMV_ROW_TILE - 1) / GEMV_ROW_TILE;
-  run_parallel (task, job->n_row_tiles, GEMV_CLAIM_TILES, gemv_slice, job);
+  first_tile[1] = job->n_row_tiles;
+  run_gemv_claims (task, job, first_tile, 1);
 }
 
 /* y = x . w^T for a job whose weights, format and kernel are set */
@@ -1073,22 +1142,6 @@ multi_tile_slice (gsize start, gsize end, guint worker, gpointer data)
   }
 }
 
-/* GEMV tiles [start, end) of every job they cover */
-static void
-multi_gemv_slice (gsize start, gsize end, guint worker, gpointer data)
-{
-  MultiJob *mj = data;
-  guint i;
-
-  for (i = 0; i < mj->n_jobs; i++) {
-    gsize a = MAX (start, mj->first_tile[i]);
-    gsize b = MIN (end, mj->first_tile[i + 1]);
-
-    if (a < b)
-      gemv_rows (&mj->jobs[i], a - mj->first_tile[i], b - mj->first_tile[i]);
-  }
-}
-
 /**
  * npu_matmul_mxfp4_multi:
  * @w: (array length=n_w): matrices with the same k
@@ -1161,8 +1214,7 @@ npu_matmul_mxfp4_multi_with_precision (NpuTask * task,
     quantize_activations (task, &mj.jobs[0]);
     for (i = 0; i < n_w; i++)
       mj.jobs[i].xq = mj.jobs[0].xq;
-    run_parallel (task, mj.first_tile[n_w], GEMV_CLAIM_TILES,
-        multi_gemv_slice, &mj);
+    run_gemv_claims (task, mj.jobs, mj.first_tile, n_w);
     return;
   }
   if (mj.jobs[0].accurate)

@@ -60,9 +60,17 @@ typedef gint8 v16qi __attribute__((vector_size (16)));
  * column chunk are 16 zmm, half the AVX-512 register file. */
 #define MAX_NQ 4
 
-/* Rows ahead to prefetch.  KV cache rows of one head are a few hundred
- * bytes a few KiB apart (the other heads' columns between them), a stride
- * the hardware prefetchers follow poorly. */
+/* Rows ahead to prefetch: four 16-row blocks, 8 KiB of F16 keys and as
+ * much of values for a head of 64.  One block ahead (the distance before)
+ * left the loads of keys and values waiting on memory for a quarter of
+ * the kernel's cycles at depth 2048 (perf, AVX-512): a block computes in
+ * about the time one memory access takes. */
+#define PF_AHEAD 64
+
+/* The two passes (AVX2 and below) prefetch keys 8 rows ahead and leave the
+ * values to the hardware: prefetching both 64 rows ahead there measured
+ * slower at AVX2 (bench-attention, one run: F16 50.7 against 46.6 ms,
+ * Q8_0 74.9 against 59.3), a kernel bound by its arithmetic. */
 #define PF_ROWS 8
 
 static ALWAYS_INLINE v16sf
@@ -104,6 +112,38 @@ prefetch_row (const guint8 * p, guint n, const NpuKvType T)
 
   for (c = 0; c < b; c += 64)
     __builtin_prefetch (p + c);
+}
+
+/* Rows [r, r + n) of a span's keys, and of its values if @values: one run
+ * of cache lines where the rows are contiguous (npullm's head-major cache:
+ * stride = hd), else row by row */
+static ALWAYS_INLINE void
+prefetch_rows (const NpuAttnSpan * sp, guint r, guint n, guint hd,
+    const gboolean values, const NpuKvType T)
+{
+  const gsize rb = kv_bytes (sp->stride, T);
+  const guint8 *k = (const guint8 *) sp->k + r * rb;
+  const guint8 *v = (const guint8 *) sp->v + r * rb;
+  guint j;
+
+  if (sp->stride == hd) {
+    const guintptr k0 = (guintptr) k & ~(guintptr) 63;
+    const guintptr v0 = (guintptr) v & ~(guintptr) 63;
+    const gsize len = (guintptr) k + n * rb - k0;
+    gsize b;
+
+    for (b = 0; b < len; b += 64) {
+      __builtin_prefetch ((const void *) (k0 + b));
+      if (values)
+        __builtin_prefetch ((const void *) (v0 + b));
+    }
+    return;
+  }
+  for (j = 0; j < n; j++) {
+    prefetch_row (k + j * rb, hd, T);
+    if (values)
+      prefetch_row (v + j * rb, hd, T);
+  }
 }
 
 #if defined(__AVX__)
@@ -411,6 +451,7 @@ values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
         const guint8 *v = kv_row (sp->v, sp->stride, r, T);
         const v16sf v0 = load_kv16 (v, d0, T);
 
+
         if (w > 48) {
           const v16sf v1 = load_kv16 (v, d0 + 16, T);
           const v16sf v2 = load_kv16 (v, d0 + 32, T);
@@ -510,15 +551,29 @@ fold (v16sf a, v16sf b, const guint level)
       __builtin_shuffle (a, b, fold_hi[level]);
 }
 
+static ALWAYS_INLINE v16sf
+vmax16 (v16sf a, v16sf b)
+{
+  const v16si gt = a > b;
+
+  return (v16sf) (((v16si) a & gt) | ((v16si) b & ~gt));
+}
+
+/* The largest lane, by halving (the scalar chain of 15 compares was a
+ * tenth of the one-pass kernel's instructions) */
 static ALWAYS_INLINE float
 hmax16 (v16sf v)
 {
-  float m = v[0];
-  guint i;
+  const v16si h8 = { 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7 };
+  const v16si h4 = { 4, 5, 6, 7, 0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15 };
+  const v16si h2 = { 2, 3, 0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+  const v16si h1 = { 1, 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
 
-  for (i = 1; i < 16; i++)
-    m = v[i] > m ? v[i] : m;
-  return m;
+  v = vmax16 (v, __builtin_shuffle (v, h8));
+  v = vmax16 (v, __builtin_shuffle (v, h4));
+  v = vmax16 (v, __builtin_shuffle (v, h2));
+  v = vmax16 (v, __builtin_shuffle (v, h1));
+  return v[0];
 }
 
 /* Scores of one query (its NC vectors @q, already scaled) against the
@@ -580,21 +635,17 @@ attend_online (const NpuAttnSpan * spans, guint n_spans, gsize q_stride,
         for (c = 0; c < NC; c++)
           q[i][c] = load16 (sp->q + i * q_stride + 16 * c) * scale;
 
+    /* the span's first blocks (the later ones PF_AHEAD rows ahead) */
+    prefetch_rows (sp, 0, MIN (PF_AHEAD, sp->n), 16 * NC, TRUE, T);
     for (r = 0; r < sp->n; r += BLOCK) {
       const guint nr = MIN (BLOCK, sp->n - r);
       const guint8 *k = (const guint8 *) sp->k + r * rb;
       const guint8 *v = (const guint8 *) sp->v + r * rb;
       guint j;
 
-      /* the next block's rows, while this one computes */
-      if (r + BLOCK < sp->n) {
-        const guint np = MIN (BLOCK, sp->n - r - BLOCK);
-
-        for (j = 0; j < np; j++) {
-          prefetch_row (k + (BLOCK + j) * rb, 16 * NC, T);
-          prefetch_row (v + (BLOCK + j) * rb, 16 * NC, T);
-        }
-      }
+      if (r + PF_AHEAD < sp->n)
+        prefetch_rows (sp, r + PF_AHEAD, MIN (BLOCK, sp->n - r - PF_AHEAD),
+            16 * NC, TRUE, T);
       /* rows past the span's end repeat its first (their scores are
        * masked below) */
       for (j = 0; j < BLOCK; j++) {

@@ -23,6 +23,7 @@
  */
 #include "npullm.h"
 #include "npuattention.h"
+#include "npuhugemem.h"
 #include "npumatmul.h"
 #include "npumxfp4.h"
 
@@ -74,13 +75,18 @@ struct _NpuLlmContext
   NpuLlmContextParams p;
   guint window;                 /* n_ctx - n_sink */
   guint q_dim, kv_dim;
-  gsize kv_row;                 /* bytes of a cache row (kv_dim values) */
+  gsize kv_row;                 /* bytes of a batch row (kv_dim values) */
+  gsize head_row;               /* bytes of one KV head's part of a row */
+  gsize kv_bytes;               /* of k_cache, and of v_cache */
 
   guint64 n_past;
   guint64 n_past_max;           /* the most n_past reached since the reset */
   NpuLlmStats stats;
 
-  /* n_layer x n_ctx rows of kv_dim values in p.kv_type, each */
+  /* per layer, per KV head, n_ctx rows of head_dim values in p.kv_type
+   * (head-major: a head's rows are contiguous, so the attention of one
+   * head reads one sequential run, which the hardware prefetchers stream;
+   * on huge pages, so a walk over them does not miss the TLB) */
   guint8 *k_cache, *v_cache;
   /* the chunk's k and v rows in p.kv_type (ctx->k and ctx->v for F32) */
   guint8 *k_st, *v_st;
@@ -771,6 +777,15 @@ ctx_alloc_bytes (NpuLlmContext * ctx, gsize n_bytes, gsize * counter)
   return g_malloc0 (MAX (n_bytes, 1));
 }
 
+/* ctx_alloc_bytes() on transparent huge pages (free with npu_huge_free()) */
+static guint8 *
+ctx_alloc_huge (NpuLlmContext * ctx, gsize n_bytes, gsize * counter)
+{
+  ctx->stats.n_allocs++;
+  *counter += n_bytes;
+  return npu_huge_alloc0 (MAX (n_bytes, 1));
+}
+
 static float *
 ctx_alloc (NpuLlmContext * ctx, gsize n_floats, gsize * counter)
 {
@@ -833,12 +848,14 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   ctx->kv_dim = hp->n_head_kv * hp->head_dim;
   nb = p.n_batch;
   ctx->kv_row = npu_kv_row_bytes (p.kv_type, ctx->kv_dim);
+  ctx->head_row = npu_kv_row_bytes (p.kv_type, hp->head_dim);
   kv = (gsize) hp->n_layer * p.n_ctx * ctx->kv_row;
+  ctx->kv_bytes = kv;
   scratch = &ctx->stats.scratch_bytes;
 
   /* Everything the forward pass touches is allocated here, once */
-  ctx->k_cache = ctx_alloc_bytes (ctx, kv, &ctx->stats.kv_bytes);
-  ctx->v_cache = ctx_alloc_bytes (ctx, kv, &ctx->stats.kv_bytes);
+  ctx->k_cache = ctx_alloc_huge (ctx, kv, &ctx->stats.kv_bytes);
+  ctx->v_cache = ctx_alloc_huge (ctx, kv, &ctx->stats.kv_bytes);
   ctx->x = ctx_alloc (ctx, nb * hp->n_embd, scratch);
   ctx->xn = ctx_alloc (ctx, nb * hp->n_embd, scratch);
   ctx->tmp = ctx_alloc (ctx, nb * hp->n_embd, scratch);
@@ -868,8 +885,8 @@ npu_llm_context_free (NpuLlmContext * ctx)
 {
   if (!ctx)
     return;
-  g_free (ctx->k_cache);
-  g_free (ctx->v_cache);
+  npu_huge_free (ctx->k_cache, MAX (ctx->kv_bytes, 1));
+  npu_huge_free (ctx->v_cache, MAX (ctx->kv_bytes, 1));
   g_free (ctx->x);
   g_free (ctx->xn);
   g_free (ctx->tmp);
@@ -1058,26 +1075,31 @@ typedef struct
   gsize n;
 } AttnJob;
 
-/* Rows [r, r + n) of a K/V pair of buffers with rows of kv_dim values in
- * the cache's type */
+/* Rows [r, r + n) of a K/V pair of buffers in the cache's type: one
+ * head's rows in the cache (@stride head_dim values), or whole rows of
+ * the batch (@stride kv_dim) */
 static inline guint
 add_span (const NpuLlmContext * ctx, NpuAttnSpan * sp, const float *q,
-    const guint8 * k, const guint8 * v, gsize r, guint64 n)
+    const guint8 * k, const guint8 * v, guint stride, gsize r, guint64 n)
 {
+  gsize rb = npu_kv_row_bytes (ctx->p.kv_type, stride);
+
   sp->q = q;
-  sp->k = k + r * ctx->kv_row;
-  sp->v = v + r * ctx->kv_row;
-  sp->stride = ctx->kv_dim;
+  sp->k = k + r * rb;
+  sp->v = v + r * rb;
+  sp->stride = stride;
   sp->n = (guint) n;
   sp->type = ctx->p.kv_type;
   return 1;
 }
 
-/* The cache rows of positions [a0, a1), all in the window part of the
- * ring, as at most two runs of slots (the ring may wrap inside) */
+/* The cache rows of positions [a0, a1) of one head (rows of @hd values
+ * from @kc, @vc), all in the window part of the ring, as at most two runs
+ * of slots (the ring may wrap inside) */
 static guint
 window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
-    const float *q, const guint8 * kc, const guint8 * vc, NpuAttnSpan * out)
+    const float *q, const guint8 * kc, const guint8 * vc, guint hd,
+    NpuAttnSpan * out)
 {
   gsize s0, n, n1;
 
@@ -1086,10 +1108,10 @@ window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
   s0 = cache_slot (ctx, a0);
   n = (gsize) (a1 - a0);
   n1 = MIN (n, ctx->p.n_ctx - s0);
-  add_span (ctx, &out[0], q, kc, vc, s0, n1);
+  add_span (ctx, &out[0], q, kc, vc, hd, s0, n1);
   if (n1 == n)
     return 1;
-  return 1 + add_span (ctx, &out[1], q, kc, vc, ctx->p.n_sink, n - n1);
+  return 1 + add_span (ctx, &out[1], q, kc, vc, hd, ctx->p.n_sink, n - n1);
 }
 
 /* Query row @t of the chunk, for the @gqa query heads of KV head @g: they
@@ -1104,13 +1126,15 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
   const NpuLlmHParams *hp = &ctx->model->hp;
   guint hd = hp->head_dim, gqa = hp->n_head / hp->n_head_kv;
   guint64 n_sink = ctx->p.n_sink, n_ctx = ctx->p.n_ctx, p0 = job->p0;
-  /* bytes of the head's first column in a row (a Q8_0 head starts on a
-   * block: checked at creation) */
+  /* the head's rows in the cache, and its first column in a batch row (a
+   * Q8_0 head starts on a block: checked at creation) */
   gsize off = npu_kv_row_bytes (ctx->p.kv_type, (gsize) g * hd);
-  gsize layer_off = (gsize) job->layer * n_ctx * ctx->kv_row;
-  const guint8 *kc = ctx->k_cache + layer_off + off;
-  const guint8 *vc = ctx->v_cache + layer_off + off;
+  gsize head_off = ((gsize) job->layer * hp->n_head_kv + g) * n_ctx *
+      ctx->head_row;
+  const guint8 *kc = ctx->k_cache + head_off;
+  const guint8 *vc = ctx->v_cache + head_off;
   const guint8 *kb = ctx->k_st + off, *vb = ctx->v_st + off;
+  guint kv_dim = ctx->kv_dim;
   gsize q_off = t * ctx->q_dim + (gsize) g * gqa * hd;
   guint64 pt = p0 + t, lo, nsk, a;
   const float *qa = ctx->q + q_off;
@@ -1126,15 +1150,16 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
   /* sinks in the cache (slot = position), then in the chunk */
   a = MIN (nsk, p0);
   if (a > 0)
-    n_spans += add_span (ctx, &spans[n_spans], qs, kc, vc, 0, a);
+    n_spans += add_span (ctx, &spans[n_spans], qs, kc, vc, hd, 0, a);
   if (nsk > p0)
-    n_spans += add_span (ctx, &spans[n_spans], qs, kb, vb, 0, nsk - p0);
+    n_spans += add_span (ctx, &spans[n_spans], qs, kb, vb, kv_dim, 0, nsk - p0);
   /* the window: in the cache up to the chunk, then in the chunk */
-  n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc,
+  n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc, hd,
       &spans[n_spans]);
   a = MAX (lo, p0);
   if (pt + 1 > a)
-    n_spans += add_span (ctx, &spans[n_spans], qa, kb, vb, a - p0, pt + 1 - a);
+    n_spans += add_span (ctx, &spans[n_spans], qa, kb, vb, kv_dim, a - p0,
+        pt + 1 - a);
 
   /* the group's query heads are adjacent in the row: every key and value
    * row is read once for all of them */
@@ -1255,15 +1280,18 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
 
     run_attention (ctx, task, il, p0, n);
 
-    /* Into the ring, in place; the last write to a slot wins, as the
-     * newest token is the one to keep */
+    /* Into the ring, in place, each head's part into its rows; the last
+     * write to a slot wins, as the newest token is the one to keep */
     for (t = 0; t < n; t++) {
-      gsize s = cache_slot (ctx, p0 + t);
+      gsize s = cache_slot (ctx, p0 + t), hr = ctx->head_row;
+      guint g;
 
-      memcpy (ctx->k_cache + layer_off + s * ctx->kv_row,
-          ctx->k_st + t * ctx->kv_row, ctx->kv_row);
-      memcpy (ctx->v_cache + layer_off + s * ctx->kv_row,
-          ctx->v_st + t * ctx->kv_row, ctx->kv_row);
+      for (g = 0; g < hp->n_head_kv; g++) {
+        gsize dst = layer_off + ((gsize) g * ctx->p.n_ctx + s) * hr;
+
+        memcpy (ctx->k_cache + dst, ctx->k_st + t * ctx->kv_row + g * hr, hr);
+        memcpy (ctx->v_cache + dst, ctx->v_st + t * ctx->kv_row + g * hr, hr);
+      }
     }
 
     npu_matmul_mxfp4_with_precision (task, &l->wo.m, ctx->att, n, ctx->tmp,

@@ -116,6 +116,37 @@ void npu_q8_0_gemv_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize r0,
     gsize r1, const NpuQ8Act * xq, gsize c, gboolean accurate, float *y,
     guint streams);
 
+/* Activations quantised to int16 for the accurate int16 GEMM: per
+ * activation row (row_stride bytes, a multiple of 64), the int16 codes in
+ * their natural order (nb * 32 of them, one broadcast dword = 2
+ * consecutive k), then at dx_offset the F32 scale d of each block:
+ * d = max|x| / 32767, q = round (x / d). */
+typedef struct
+{
+  gsize n;
+  gsize row_stride;
+  gsize dx_offset;
+  guint8 *data;
+} NpuQ16Rows;
+
+/* One activation row @x of @nb blocks into @row (NpuQ16Rows' layout, its
+ * scales at @row + @dx_offset) */
+void npu_quantize_row_q16_avx512 (const float *x, gsize nb, guint8 * row,
+    gsize dx_offset);
+
+/* The accurate int16 GEMM: Y[c][r] for r in [r0, r1), c in [c0, c1):
+ * y[c * ldy + r]; @scratch: NPU_GEMM16_SCRATCH (n_blocks) bytes, 64-byte
+ * aligned, the calling worker's own (a panel of 32 rows: 2 KiB of int16
+ * weights and 32 scales per block) */
+#define NPU_GEMM16_SCRATCH(nb) ((nb) * (16 * 128 + 32 * 4))
+typedef void (*NpuMxfp4Gemm16TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuQ16Rows * xq, gsize c0, gsize c1, float *y, gsize ldy,
+    guint8 * scratch);
+
+void npu_mxfp4_tile_gemm16_avx512 (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuQ16Rows * xq, gsize c0, gsize c1, float *y, gsize ldy,
+    guint8 * scratch);
+
 /* The accurate GEMM: Y[c][r] for r in [r0, r1), c in [c0, c1) from F32
  * activations x[c * k ...] (not quantised) and the weights decoded to F32
  * (exact): y[c * ldy + r] */

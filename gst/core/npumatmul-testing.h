@@ -27,6 +27,12 @@ void npu_matmul_mxfp4_ref (const NpuBlockMxfp4 * blocks, gsize rows,
  * against concurrent multiplications. */
 gboolean npu_matmul_set_gemm_panels (gboolean panels);
 
+/* For tests and benchmarks: with FALSE, the accurate GEMM (n > 4) on
+ * avx512 is the one with F32 activations and weights decoded to F32, not
+ * the int16 one (vpdpwssd), which is the default there.  Returns the
+ * previous setting.  Not thread-safe against concurrent multiplications. */
+gboolean npu_matmul_set_accurate_gemm_int16 (gboolean int16);
+
 /* For tests and benchmarks: a one-token GEMV on a path with a GEMV kernel
  * (avx512) reads its rows as @streams (1, 2, 4 or 8) sequential runs side
  * by side; 8 by default.  Returns the previous count.  Not thread-safe

@@ -26,6 +26,10 @@ static Isa current_isa;
 /* FALSE: GEMMs on the tile kernels even where panel kernels exist
  * (npu_matmul_set_gemm_panels(), for tests and benchmarks) */
 static gboolean use_panels = TRUE;
+/* FALSE: the accurate GEMM on avx512 is the F32 one even though the int16
+ * one is faster (npu_matmul_set_accurate_gemm_int16(), for tests and
+ * benchmarks) */
+static gboolean use_int16_gemm = TRUE;
 float npu_matmul_e8m0_table[256];
 
 /* E2M1 codes 0..15 as floats */
@@ -76,6 +80,10 @@ static guint gemv_streams = GEMV_STREAMS;
  * by 128 activation rows (256 KiB of codes at k = 2048, in L2) */
 #define GEMM8_ROW_TILE 32
 #define GEMM8_COL_TILE 128
+/* The accurate int16 GEMM: 32 weight rows (one panel, 2 KiB a block) by
+ * 128 activation rows (8 KiB of codes a block; 768 KiB at k = 3072) */
+#define GEMM16_ROW_TILE 32
+#define GEMM16_COL_TILE 128
 
 /* The paths this build has, usable on this CPU within NPU_CPU_ISA's cap */
 static gboolean
@@ -469,6 +477,12 @@ struct _MatmulJob
    * has them */
   NpuMxfp4F32TileFunc mxfp4_f32_tile;
   NpuMxfp4Gemm8TileFunc mxfp4_gemm8_tile;
+  /* the accurate int16 GEMM and its activation quantiser, where this path
+   * has them (then chosen over the F32 one) */
+  NpuMxfp4Gemm16TileFunc mxfp4_gemm16_tile;
+  void (*quantize_row_q16) (const float *x, gsize nb, guint8 * row,
+      gsize dx_offset);
+  NpuQ16Rows x16;
   /* the one-token GEMV kernel, where this path has one */
   NpuMxfp4GemvFunc mxfp4_gemv;
   /* the path's own MXFP4 activation quantiser, where it has one */
@@ -793,6 +807,60 @@ run_gemm8_job (NpuTask * task, MatmulJob * job)
   run_parallel (task, job->n_row_tiles * n_col_tiles, 1, gemm8_tile_slice, job);
 }
 
+static void
+quantize_rows16_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  gsize c;
+
+  for (c = start; c < end; c++)
+    job->quantize_row_q16 (job->x + c * job->nb * 32, job->nb,
+        job->x16.data + c * job->x16.row_stride, job->x16.dx_offset);
+}
+
+static void
+gemm16_tile_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  MatmulJob *job = data;
+  guint8 *scratch = job->gemm8_scratch +
+      (gsize) worker * NPU_GEMM16_SCRATCH (job->nb);
+  gsize t;
+
+  for (t = start; t < end; t++) {
+    gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
+    gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
+
+    job->mxfp4_gemm16_tile (job->mxfp4, r0, MIN (r0 + job->row_tile,
+            job->rows), &job->x16, c0, MIN (c0 + job->col_tile, job->n),
+        job->y, job->rows, scratch);
+  }
+}
+
+/* The accurate GEMM where the path has an int16 kernel: activations
+ * quantised to int16 per block in their natural order, then tiles of 32
+ * rows x 128 activation rows, as the fast GEMM */
+static void
+run_gemm16_job (NpuTask * task, MatmulJob * job)
+{
+  guint workers = task ? npu_task_get_n_threads (task) : 1;
+  gsize n_col_tiles;
+
+  job->x16.n = job->n;
+  job->x16.dx_offset = job->nb * 64;
+  job->x16.row_stride = (job->nb * 68 + 63) & ~(gsize) 63;
+  job->x16.data = get_workspace (job->n * job->x16.row_stride);
+  job->gemm8_scratch = get_workspace2 ((gsize) workers *
+      NPU_GEMM16_SCRATCH (job->nb));
+  run_parallel (task, job->n, MAX (1, 16384 / (job->nb * 32)),
+      quantize_rows16_slice, job);
+  job->row_tile = GEMM16_ROW_TILE;
+  job->col_tile = GEMM16_COL_TILE;
+  job->n_row_tiles = (job->rows + job->row_tile - 1) / job->row_tile;
+  n_col_tiles = (job->n + job->col_tile - 1) / job->col_tile;
+  run_parallel (task, job->n_row_tiles * n_col_tiles, 1, gemm16_tile_slice,
+      job);
+}
+
 /* The accurate GEMM where the path has an F32 kernel: no quantisation,
  * tiles of decoded weights times F32 activations.  Every column tile
  * decodes every panel again, so the columns are shared out evenly over
@@ -915,6 +983,10 @@ run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
     run_parallel (task, job->rows, 16, scalar_slice, job);
     return;
   }
+  if (job->accurate && job->n > GEMV_MAX_N && job->mxfp4_gemm16_tile) {
+    run_gemm16_job (task, job);
+    return;
+  }
   if (job->accurate && job->n > GEMV_MAX_N && job->mxfp4_f32_tile) {
     run_f32_job (task, job);
     return;
@@ -994,6 +1066,30 @@ current_f32_tile_func (void)
       return npu_mxfp4_tile_f32_avx2;
     case ISA_AVX512:
       return npu_mxfp4_tile_f32_avx512;
+#endif
+    default:
+      return NULL;
+  }
+}
+
+gboolean
+npu_matmul_set_accurate_gemm_int16 (gboolean int16)
+{
+  gboolean old = use_int16_gemm;
+
+  use_int16_gemm = int16;
+  return old;
+}
+
+static NpuMxfp4Gemm16TileFunc
+current_gemm16_tile_func (void)
+{
+  if (!use_panels || !use_int16_gemm)
+    return NULL;
+  switch (current_isa) {
+#if defined(__x86_64__)
+    case ISA_AVX512:
+      return npu_mxfp4_tile_gemm16_avx512;
 #endif
     default:
       return NULL;
@@ -1082,10 +1178,13 @@ mxfp4_job_init (MatmulJob * job, const NpuMxfp4Matrix * w, const float *x,
   job->mxfp4_tile = current_tile_func ();
   job->mxfp4_f32_tile = current_f32_tile_func ();
   job->mxfp4_gemm8_tile = current_gemm8_tile_func ();
+  job->mxfp4_gemm16_tile = current_gemm16_tile_func ();
   job->mxfp4_gemv = current_gemv_func ();
 #if defined(__x86_64__)
-  if (current_isa == ISA_AVX512)
+  if (current_isa == ISA_AVX512) {
     job->quantize_row_simd = npu_quantize_row_avx512;
+    job->quantize_row_q16 = npu_quantize_row_q16_avx512;
+  }
 #endif
   job->rows = w->rows;
   job->nb = w->n_blocks;

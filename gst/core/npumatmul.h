@@ -49,12 +49,25 @@
  *    scaled by the weights' power of two into one accumulator), within
  *    the same bound.
  *
- *    On "avx512" and "avx2", an accurate product of n > 4 activation rows
- *    (a GEMM: encoders, prefill) does not quantise at all: the weights are
- *    decoded to F32 (exact: an E2M1 value times a power of two) into
- *    panels of 64 (avx2: 16) rows x 128 k, and multiplied with the F32
- *    activations by FMAs, each chunk of 128 k summed apart and then added
- *    to the output, so
+ *    On "avx512", an accurate product of n > 4 activation rows (a GEMM:
+ *    encoders, prefill) quantises each activation block to int16 instead,
+ *    d16 = max|x| / 32767, q = round (x / d16), and multiplies the codes
+ *    with the weights decoded to int16 2P (exact) by vpdpwssd; each
+ *    block's int32 sum is exact and its scales are applied in F32, so
+ *
+ *      |y - y_ref| <= sum_j |w_j| * d16_b(j) * (1/2 + 2^-9)
+ *                     + (k/32 + 4) * 2^-24 * sum_j |w_j| * (|x_j| + d16_b(j))
+ *
+ *    (x / d16 is correctly rounded and at most 32767 < 2^15; the second
+ *    term as for the int8 paths; d16 and its product with the weights'
+ *    scale must be normal floats), at most max|x| / 65534 per element
+ *    (15 bits and a sign), within the int8 + residual bound above.
+ *    On "avx2" (and on "avx512" through npumatmul-testing.h's switch) the
+ *    accurate GEMM does not quantise at all: the weights are decoded to
+ *    F32 (exact: an E2M1 value times a power of two) into panels of 16
+ *    (avx512: 64) rows x 128 k, and multiplied with the F32 activations by
+ *    FMAs, each chunk of 128 k summed apart and then added to the output,
+ *    so
  *
  *      |y - y_ref| <= (128 + ceil(k/128)) * 2^-24 * sum_j |w_j x_j|
  *
@@ -179,7 +192,8 @@ void npu_matmul_mxfp4 (NpuTask * task, const NpuMxfp4Matrix * w,
  *   element of a block), what llama.cpp does
  * @NPU_MATMUL_PRECISION_ACCURATE: int8 activations plus their int8
  *   residual, ~16 bits (error ~ max|x| / 64516 per element), twice the
- *   integer work; on avx512 a GEMM (n > 4) uses F32 activations instead
+ *   integer work; a GEMM (n > 4) uses int16 activations on avx512 (error
+ *   ~ max|x| / 65534 per element) and F32 ones on avx2
  *
  * Ignored by the scalar path, which is exact.
  */

@@ -269,8 +269,9 @@ install_model_properties (GObjectClass * gobject_class)
    * GstNpuAudioTok:precision:
    *
    * Activations of the encoder's matrix products, as npuvisiontok's:
-   * `accurate` (default) keeps at least about 16 bits (F32 activations in
-   * AVX2 and AVX-512 GEMMs, elsewhere int8 and their int8 residual); `fast` uses
+   * `accurate` (default) keeps at least about 16 bits (int16 activations
+   * in AVX-512 GEMMs, F32 in AVX2 ones, elsewhere int8 and their int8
+   * residual); `fast` uses
    * int8 activations as llama.cpp does.
    * docs/npuaudiotok.md gives both and the measured encode times.
    */

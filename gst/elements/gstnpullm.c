@@ -470,8 +470,9 @@ install_engine_properties (GObjectClass * gobject_class)
    *
    * Activations of the model's matrix products.  `fast` (default): int8,
    * as llama.cpp (logits ~1 % of their range from a float64 evaluation of
-   * the same weights); `accurate`: at least about 16-bit activations (F32
-   * in AVX2 and AVX-512 prefill, int8 plus the int8 residual elsewhere; ~4e-5 of
+   * the same weights); `accurate`: at least about 16-bit activations (int16
+   * in AVX-512 prefill, F32 in AVX2 prefill, int8 plus the int8 residual
+   * elsewhere; ~4e-5 of
    * the range).  docs/npullm.md gives both bounds and what
    * each costs in decode and prefill speed.
    */

@@ -210,9 +210,10 @@ install_model_properties (GObjectClass * gobject_class)
    * GstNpuVisionTok:precision:
    *
    * Activations of the encoder's matrix products.  `accurate` (default)
-   * keeps at least about 16 bits: on AVX2 and AVX-512 the products run on F32
-   * activations and exactly decoded weights; elsewhere each block of 32
-   * activations is quantised to int8 and then its residual to int8 again.
+   * keeps at least about 16 bits: on AVX-512 the products run on int16
+   * activations (per block of 32) and exactly decoded weights, on AVX2 on
+   * F32 activations; elsewhere each block of 32 activations is quantised
+   * to int8 and then its residual to int8 again.
    * Vision tokens are within 1e-3 (relative norm) of a float64 evaluation
    * of the same weights; `fast` uses int8 activations as llama.cpp does
    * (tokens ~1 % away).  docs/npuvisiontok.md gives both bounds and the

@@ -4,20 +4,32 @@
  * Decode at a depth D reads every layer's D cached key and value rows and
  * does the attention's arithmetic over them; this times that part alone,
  * shaped as the generated 1.1 B llama's (16 layers, 8 KV heads of 64, 4
- * query heads each, rows of 512 values as npullm stores them), for each
- * KV cache type.  The figure is the calling thread's CPU time
+ * query heads each), for each KV cache type, in two layouts:
+ *   rows   a cache row holds every KV head's values (512 a token), so one
+ *          head's rows are a strided walk (npullm's layout before the
+ *          head-major one), on 4 KiB pages (g_malloc);
+ *   heads  each head's rows contiguous (head-major, npullm's layout), on
+ *          transparent huge pages (npu_huge_alloc0(), as npullm).
+ * The two side by side show what the layout gives on this machine.  The
+ * figure is the calling thread's CPU time
  * (CLOCK_THREAD_CPUTIME_ID), which other jobs on a shared machine move far
  * less than the wall time (printed beside it); the cache (16 x D rows) is
  * larger than the L2, so the rows come from L3 or memory as in a decode.
  *
+ * --evict MiB reads that many MiB of other memory before each token (a
+ * decode streams its weights, 559 MiB for that llama, between two tokens'
+ * attention), so that the rows come from memory, not from a large L3.
+ *
  * Usage: bench-attention [--depth D (2048)] [--reps N (20)]
- *          [--kv-type f32,f16,q8_0 (all three)]
- * Each figure is the best of N tokens' worth of calls, the types
- * alternating in each repetition.
+ *          [--kv-type f32,f16,q8_0 (all three)] [--layout rows,heads (both)]
+ *          [--evict MiB (0)]
+ * Each figure is the best of N tokens' worth of calls, the types and
+ * layouts alternating in each repetition.
  * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
 #include "core/npuattention.h"
 #include "core/npucpu.h"
+#include "core/npuhugemem.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -34,8 +46,12 @@
 typedef struct
 {
   NpuKvType type;
-  guint8 *k, *v;                /* N_LAYER x depth rows of KV_DIM values */
-  gsize row;                    /* bytes of a row */
+  /* FALSE: N_LAYER x depth rows of KV_DIM values (g_malloc); TRUE:
+   * N_LAYER x N_KV x depth rows of HD values (npu_huge_alloc0()) */
+  gboolean heads;
+  guint8 *k, *v;
+  gsize row;                    /* bytes of KV_DIM values */
+  gsize size;                   /* of k, and of v */
   double best_cpu, best_wall;
 } Cache;
 
@@ -49,15 +65,19 @@ now (clockid_t clock)
 }
 
 static void
-cache_init (Cache * c, NpuKvType type, guint depth, GRand * rand)
+cache_init (Cache * c, NpuKvType type, gboolean heads, guint depth,
+    GRand * rand)
 {
   float x[KV_DIM];
   gsize r, i;
 
   c->type = type;
+  c->heads = heads;
   c->row = npu_kv_row_bytes (type, KV_DIM);
-  c->k = g_malloc ((gsize) N_LAYER * depth * c->row);
-  c->v = g_malloc ((gsize) N_LAYER * depth * c->row);
+  c->size = (gsize) N_LAYER *depth * c->row;
+  c->k = heads ? npu_huge_alloc0 (c->size) : g_malloc (c->size);
+  c->v = heads ? npu_huge_alloc0 (c->size) : g_malloc (c->size);
+  /* random rows: which head a row belongs to does not matter here */
   for (r = 0; r < (gsize) N_LAYER * depth; r++) {
     for (i = 0; i < KV_DIM; i++)
       x[i] = (float) g_rand_double_range (rand, -2.0, 2.0);
@@ -69,6 +89,18 @@ cache_init (Cache * c, NpuKvType type, guint depth, GRand * rand)
   c->best_cpu = c->best_wall = INFINITY;
 }
 
+static void
+cache_clear (Cache * c)
+{
+  if (c->heads) {
+    npu_huge_free (c->k, c->size);
+    npu_huge_free (c->v, c->size);
+  } else {
+    g_free (c->k);
+    g_free (c->v);
+  }
+}
+
 /* One token: every layer, every KV head with its GQA query heads */
 static void
 token (Cache * c, guint depth, const float *q, float *scores, float *out)
@@ -78,15 +110,30 @@ token (Cache * c, guint depth, const float *q, float *scores, float *out)
 
   for (l = 0; l < N_LAYER; l++) {
     for (g = 0; g < N_KV; g++) {
-      gsize base = (gsize) l * depth * c->row + g * off;
-      NpuAttnSpan sp = { q + g * GQA * HD, c->k + base, c->v + base, KV_DIM,
-        depth, c->type
+      gsize base = c->heads ? ((gsize) l * N_KV + g) * depth * off :
+          (gsize) l * depth * c->row + g * off;
+      NpuAttnSpan sp = { q + g * GQA * HD, c->k + base, c->v + base,
+        c->heads ? HD : KV_DIM, depth, c->type
       };
 
       npu_attention_rows (&sp, 1, HD, GQA, HD, 0.125f, scores, depth,
           out + g * GQA * HD, HD);
     }
   }
+}
+
+static volatile guint64 evict_sink;
+
+/* Reads @n bytes of @buf, a cache line at a time */
+static void
+evict (const guint8 * buf, gsize n)
+{
+  guint64 s = 0;
+  gsize i;
+
+  for (i = 0; i < n; i += 64)
+    s += buf[i];
+  evict_sink += s;
 }
 
 static gboolean
@@ -109,8 +156,11 @@ int
 main (int argc, char **argv)
 {
   NpuKvType types[3] = { NPU_KV_F32, NPU_KV_F16, NPU_KV_Q8_0 };
-  guint n_types = 3, depth = 2048, reps = 20, i, t, rep;
-  Cache caches[3];
+  guint n_types = 3, depth = 2048, reps = 20, i, t, rep, n_c = 0;
+  guint layouts = 3;            /* bit 0: rows, bit 1: heads */
+  gsize evict_bytes = 0;
+  guint8 *evict_buf = NULL;
+  Cache caches[6];
   float *q, *scores, *out;
   GRand *rand;
 
@@ -124,9 +174,19 @@ main (int argc, char **argv)
         fprintf (stderr, "bench-attention: bad --kv-type %s\n", argv[i]);
         return 1;
       }
+    } else if (!strcmp (argv[i], "--evict") && i + 1 < (guint) argc) {
+      evict_bytes = (gsize) atoi (argv[++i]) << 20;
+    } else if (!strcmp (argv[i], "--layout") && i + 1 < (guint) argc) {
+      i++;
+      layouts = (strstr (argv[i], "rows") ? 1 : 0) |
+          (strstr (argv[i], "heads") ? 2 : 0);
+      if (!layouts) {
+        fprintf (stderr, "bench-attention: bad --layout %s\n", argv[i]);
+        return 1;
+      }
     } else {
       fprintf (stderr, "usage: bench-attention [--depth D] [--reps N] "
-          "[--kv-type f32,f16,q8_0]\n");
+          "[--kv-type f32,f16,q8_0] [--layout rows,heads] [--evict MiB]\n");
       return 1;
     }
   }
@@ -141,32 +201,48 @@ main (int argc, char **argv)
   scores = g_new (float, (gsize) GQA * depth);
   for (i = 0; i < N_KV * GQA * HD; i++)
     q[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
+  if (evict_bytes) {
+    evict_buf = npu_huge_alloc0 (evict_bytes);
+    memset (evict_buf, 1, evict_bytes);
+  }
   for (t = 0; t < n_types; t++)
-    cache_init (&caches[t], types[t], depth, rand);
+    for (i = 0; i < 2; i++)
+      if (layouts & (1 << i))
+        cache_init (&caches[n_c++], types[t], i, depth, rand);
 
   printf ("attention of one token at depth %u: %d layers x %d KV heads x %d "
-      "queries, head %d; kernels %s; best of %u\n", depth, N_LAYER, N_KV, GQA,
-      HD, npu_cpu_isa_name (npu_cpu_get_isa ()), reps);
+      "queries, head %d; kernels %s; best of %u; %" G_GSIZE_FORMAT
+      " MiB read before each\n", depth, N_LAYER, N_KV, GQA, HD,
+      npu_cpu_isa_name (npu_cpu_get_isa ()), reps, evict_bytes >> 20);
   for (rep = 0; rep < reps; rep++) {
-    for (t = 0; t < n_types; t++) {
+    for (t = 0; t < n_c; t++) {
       Cache *c = &caches[t];
-      double c0 = now (CLOCK_THREAD_CPUTIME_ID), w0 = now (CLOCK_MONOTONIC);
+      double c0, w0;
+
+      if (evict_buf)
+        evict (evict_buf, evict_bytes);
+      c0 = now (CLOCK_THREAD_CPUTIME_ID);
+      w0 = now (CLOCK_MONOTONIC);
 
       token (c, depth, q, scores, out);
       c->best_cpu = MIN (c->best_cpu, now (CLOCK_THREAD_CPUTIME_ID) - c0);
       c->best_wall = MIN (c->best_wall, now (CLOCK_MONOTONIC) - w0);
     }
   }
-  for (t = 0; t < n_types; t++) {
+  for (t = 0; t < n_c; t++) {
     Cache *c = &caches[t];
     double mib = 2.0 * N_LAYER * depth * c->row / (1024.0 * 1024.0);
 
-    printf ("  %-5s %6.1f MiB read: %7.2f ms CPU (wall %7.2f ms), %5.2f GB/s"
-        "\n", npu_kv_type_name (c->type), mib, c->best_cpu * 1e3,
-        c->best_wall * 1e3, mib * 1048576.0 / c->best_cpu * 1e-9);
-    g_free (c->k);
-    g_free (c->v);
+    printf ("  %-5s %-5s %6.1f MiB read: %7.2f ms CPU (wall %7.2f ms), "
+        "%5.2f GB/s\n", npu_kv_type_name (c->type), c->heads ? "heads" :
+        "rows", mib, c->best_cpu * 1e3, c->best_wall * 1e3,
+        mib * 1048576.0 / c->best_cpu * 1e-9);
+    if (c->heads && t > 0 && caches[t - 1].type == c->type)
+      printf ("  %-5s heads / rows: %.2fx faster\n", npu_kv_type_name (c->type),
+          caches[t - 1].best_cpu / c->best_cpu);
+    cache_clear (c);
   }
+  npu_huge_free (evict_buf, evict_bytes);
   g_free (q);
   g_free (out);
   g_free (scores);

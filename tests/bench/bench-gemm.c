@@ -11,11 +11,14 @@
  *    shapes of a SigLIP-B encoder (196 patches x 768 -> 768, -> 3072, and
  *    3072 -> 768) and of a 1.1 B llama's prefill (512 tokens x 2048 ->
  *    2048, -> 5632, and 5632 -> 2048), in GOPS and as a share of the int8
- *    peak, each on the panel kernels (the default) and on the tile kernels
+ *    peak, each on the panel kernels (the default; on avx512 the accurate
+ *    one twice: int16 activations with vpdpwssd, the default, and F32
+ *    activations with FMAs, npu_matmul_set_accurate_gemm_int16 (FALSE),
+ *    each with its share of its own peak) and on the tile kernels
  *    (npu_matmul_set_gemm_panels (FALSE), what came before them).  The
- *    four and a peak measurement alternate within each pass, so a noisy
+ *    five and the peak measurements alternate within each pass, so a noisy
  *    machine hurts them alike; each figure is the best of the passes, and
- *    the share of the peak is that of the best pass's own peak;
+ *    the share of a peak is that of the best pass's own peak;
  *  - on one thread, the fast product of the 1.1 B gate/up matrix for the
  *    chunk sizes a prefill of 196 image tokens and a short prompt meets
  *    (4, 26, 49, 64 rows; npullm prefills in chunks of at most 64), in
@@ -296,7 +299,9 @@ main (int argc, char **argv)
   for (t = 0; t < (thread_counts[1] > 1 ? 2 : 1); t++) {
     NpuDevice *device = npu_device_new_cpu (thread_counts[t]);
     NpuQueue *queue = npu_queue_new (device, "bench");
-    double peak_int8 = 0.0;
+    double peak_int8 = 0.0, peak_int16 = 0.0;
+    /* the accurate GEMM is the int16 one on avx512 only */
+    const gboolean int16_path = g_str_equal (npu_matmul_get_isa (), "avx512");
 
     printf ("\n%u thread(s), %s\n", thread_counts[t],
         thread_counts[t] == 1 ? "process CPU time" : "wall-clock time");
@@ -321,6 +326,7 @@ main (int argc, char **argv)
       printf ("int8 peak (vpdpbusd)                     %8.1f GOPS\n",
           peak_int8);
       printf ("int16 peak (vpdpwssd)                    %8.1f GOPS\n", p16);
+      peak_int16 = p16;
       printf ("F32 peak (vfmadd231ps)                   %8.1f GOPS\n", pf);
     }
     if (__builtin_cpu_supports ("avx2") && __builtin_cpu_supports ("fma")) {
@@ -337,48 +343,74 @@ main (int argc, char **argv)
 #endif
     for (s = 0; s < G_N_ELEMENTS (shapes); s++) {
       NpuMxfp4Matrix m;
-      /* fast, accurate on panels; fast, accurate on tiles */
-      double best[4] = { 0.0, 0.0, 0.0, 0.0 }, share = 0.0;
+      /* fast, accurate on panels; fast, accurate on tiles; accurate on
+       * the F32 panels */
+      double best[5] = { 0.0, 0.0, 0.0, 0.0, 0.0 };
+      double share[5] = { 0.0, 0.0, 0.0, 0.0, 0.0 };
       double ops = 2.0 * shapes[s].rows * shapes[s].k * shapes[s].n;
 
       npu_mxfp4_matrix_init_view (&m, blocks, shapes[s].rows, shapes[s].k);
       for (p = 0; p <= passes; p++) {
-        double peak = 0.0;
+        double peak = 0.0, peak16 = 0.0, peakf = 0.0;
 
 #if defined(__x86_64__)
         if (peak_int8 > 0) {
           Work w8 = { peak_int8_slice, NULL, NULL, 0, NULL, 0,
             thread_counts[t]
           };
+          Work w16 = { peak_int16_slice, NULL, NULL, 0, NULL, 0,
+            thread_counts[t]
+          };
+          Work wf = { peak_f32_slice, NULL, NULL, 0, NULL, 0,
+            thread_counts[t]
+          };
 
           peak = 2.0 * 64 * 12 * PEAK_ITERS * thread_counts[t] /
               time_work (queue, &w8) / 1e9;
+          peak16 = 2.0 * 32 * 12 * PEAK_ITERS * thread_counts[t] /
+              time_work (queue, &w16) / 1e9;
+          peakf = 2.0 * 16 * 12 * PEAK_ITERS * thread_counts[t] /
+              time_work (queue, &wf) / 1e9;
         }
 #endif
-        for (q = 0; q < 4; q++) {
+        for (q = 0; q < 5; q++) {
           Work w = { NULL, &m, x, shapes[s].n, y, q % 2 ?
                 NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST,
             thread_counts[t]
           };
           double secs, gops;
 
-          npu_matmul_set_gemm_panels (q < 2);
+          if (q == 4)
+            w.precision = NPU_MATMUL_PRECISION_ACCURATE;
+          npu_matmul_set_gemm_panels (q < 2 || q == 4);
+          npu_matmul_set_accurate_gemm_int16 (q != 4);
           secs = time_work (queue, &w);
           gops = ops / secs / 1e9;
           /* pass 0 warms up */
           if (p > 0 && gops > best[q]) {
             best[q] = gops;
-            if (q == 0 && peak > 0)
-              share = gops / peak;
+            /* each against the peak of its own instruction: the accurate
+             * panels' int16 vpdpwssd (or F32 FMA where this path has no
+             * int16 GEMM, avx2) */
+            share[q] = q == 0 ? gops / peak : q == 1 ? gops / peak16 :
+                q == 4 ? gops / peakf : 0.0;
           }
         }
         npu_matmul_set_gemm_panels (TRUE);
+        npu_matmul_set_accurate_gemm_int16 (TRUE);
       }
       printf ("%s\n  panels: fast %6.1f GOPS", shapes[s].what, best[0]);
-      if (share > 0)
-        printf (" (%4.1f %% of int8 peak)", 100 * share);
-      printf (", accurate %6.1f GOPS (time x %.2f of fast)\n", best[1],
-          best[0] / best[1]);
+      if (peak_int8 > 0)
+        printf (" (%4.1f %% of int8 peak)", 100 * share[0]);
+      printf (", accurate %6.1f GOPS", best[1]);
+      if (peak_int16 > 0 && int16_path)
+        printf (" (%4.1f %% of int16 peak)", 100 * share[1]);
+      printf (" (time x %.2f of fast)\n", best[0] / best[1]);
+      if (peak_int16 > 0 && int16_path) {
+        printf ("  accurate on F32 panels %6.1f GOPS (%4.1f %% of F32 peak) "
+            "(time x %.2f of fast); int16 / F32 speed %.2f\n", best[4],
+            100 * share[4], best[0] / best[4], best[1] / best[4]);
+      }
       printf ("  tiles:  fast %6.1f GOPS, accurate %6.1f GOPS; "
           "panels / tiles speed: fast %.2f, accurate %.2f\n", best[2],
           best[3], best[0] / best[2], best[1] / best[3]);

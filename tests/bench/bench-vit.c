@@ -6,8 +6,10 @@
  * time over several runs inside a task on an N-thread CPU device, with the
  * matmul path in use, for each matmul precision (fast: int8 activations;
  * accurate, the default), each on the GEMM panel kernels (the default)
- * and on the tile kernels before them (npu_matmul_set_gemm_panels()), the
- * four alternating run by run so that a noisy machine hurts them alike.
+ * and on the tile kernels before them (npu_matmul_set_gemm_panels()), and
+ * on avx512 the accurate one also on the F32 panels that the int16 ones
+ * replaced (npu_matmul_set_accurate_gemm_int16 (FALSE)), the five
+ * alternating run by run so that a noisy machine hurts them alike.
  * Beside the wall-clock times it prints the process's CPU time per encode
  * (all threads' work): on a shared machine, where other processes take
  * turns on the CPUs, that is the steadier figure of the work an encode
@@ -28,16 +30,18 @@
 #include <stdlib.h>
 #include <time.h>
 
+#define N_VARIANTS 5
+
 typedef struct
 {
   NpuVit *vit;
   const float *patches;
   float *out;
   guint runs;
-  /* fast, accurate on the panel kernels; fast, accurate on the tiles:
-   * wall-clock and process CPU time, ms */
-  gdouble *times[4];
-  gdouble *cpu[4];
+  /* fast, accurate on the panel kernels; fast, accurate on the tiles;
+   * accurate on the F32 panels: wall-clock and process CPU time, ms */
+  gdouble *times[N_VARIANTS];
+  gdouble *cpu[N_VARIANTS];
 } Bench;
 
 static gdouble
@@ -61,13 +65,14 @@ bench_task (NpuTask * task, gpointer user_data, GError ** error)
   if (!npu_vit_encode (b->vit, task, b->patches, b->out, error))
     return FALSE;
   for (r = 0; r < b->runs; r++) {
-    for (p = 0; p < 4; p++) {
+    for (p = 0; p < N_VARIANTS; p++) {
       gint64 t0;
       gdouble c0;
 
-      npu_matmul_set_gemm_panels (p < 2);
-      npu_vit_set_precision (b->vit, p % 2 ? NPU_MATMUL_PRECISION_ACCURATE :
-          NPU_MATMUL_PRECISION_FAST);
+      npu_matmul_set_gemm_panels (p < 2 || p == 4);
+      npu_matmul_set_accurate_gemm_int16 (p != 4);
+      npu_vit_set_precision (b->vit, p % 2 || p == 4 ?
+          NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST);
       t0 = g_get_monotonic_time ();
       c0 = process_cpu_ms ();
       if (!npu_vit_encode (b->vit, task, b->patches, b->out, error))
@@ -77,6 +82,7 @@ bench_task (NpuTask * task, gpointer user_data, GError ** error)
     }
   }
   npu_matmul_set_gemm_panels (TRUE);
+  npu_matmul_set_accurate_gemm_int16 (TRUE);
   return TRUE;
 }
 
@@ -158,7 +164,7 @@ main (int argc, char **argv)
   b.out = g_new (float, (gsize) npu_vit_get_n_tokens (b.vit) *
       npu_vit_get_out_dim (b.vit));
   b.runs = runs;
-  for (i = 0; i < 4; i++) {
+  for (i = 0; i < N_VARIANTS; i++) {
     b.times[i] = g_new (gdouble, runs);
     b.cpu[i] = g_new (gdouble, runs);
   }
@@ -170,7 +176,7 @@ main (int argc, char **argv)
     fprintf (stderr, "%s\n", error->message);
     return 1;
   }
-  for (i = 0; i < 4; i++) {
+  for (i = 0; i < N_VARIANTS; i++) {
     qsort (b.times[i], runs, sizeof (gdouble), cmp_double);
     qsort (b.cpu[i], runs, sizeof (gdouble), cmp_double);
   }
@@ -184,11 +190,12 @@ main (int argc, char **argv)
   printf ("load %.1f ms; weights %.2f MiB converted + %.2f MiB in place, "
       "scratch %.2f MiB\n", load_ms, owned / 1048576.0, borrowed / 1048576.0,
       scratch / 1048576.0);
-  for (i = 0; i < 4; i++)
+  for (i = 0; i < N_VARIANTS; i++)
     printf ("encode, %u threads, matmul %s, %-8s (GEMM %s): best %.2f ms, "
         "median %.2f ms (%d runs); CPU time best %.2f ms, median %.2f ms\n",
         npu_device_get_n_threads (dev), npu_matmul_get_isa (),
-        i % 2 ? "accurate" : "fast", i < 2 ? "panels" : "tiles ",
+        i % 2 || i == 4 ? "accurate" : "fast",
+        i == 4 ? "F32 panels" : i < 2 ? "panels" : "tiles ",
         b.times[i][0], b.times[i][runs / 2], runs, b.cpu[i][0],
         b.cpu[i][runs / 2]);
   printf ("accurate / fast (panels): %.2f (best), %.2f (median)\n",
@@ -199,6 +206,9 @@ main (int argc, char **argv)
   printf ("accurate (panels) / fast (tiles): %.2f (best), %.2f (median)\n",
       b.times[1][0] / b.times[2][0], b.times[1][runs / 2] /
       b.times[2][runs / 2]);
+  printf ("accurate, F32 panels / fast (panels), CPU time: %.2f (best), "
+      "%.2f (median)\n", b.cpu[4][0] / b.cpu[0][0], b.cpu[4][runs / 2] /
+      b.cpu[0][runs / 2]);
   printf ("fast, tiles / panels: %.2f (best), %.2f (median)\n",
       b.times[2][0] / b.times[0][0], b.times[2][runs / 2] /
       b.times[0][runs / 2]);
@@ -209,7 +219,7 @@ main (int argc, char **argv)
   npu_vit_free (b.vit);
   g_free (patches);
   g_free (b.out);
-  for (i = 0; i < 4; i++) {
+  for (i = 0; i < N_VARIANTS; i++) {
     g_free (b.times[i]);
     g_free (b.cpu[i]);
   }

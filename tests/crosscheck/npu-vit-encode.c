@@ -25,6 +25,8 @@
  * no int8 activations) on the same patches, and prints both sides against
  * it, "f64 ours:" and, with --reference, "f64 ref:" (the same figures as
  * "compare:"): when the two runtimes differ, this says which one is off.
+ * Each is followed by a "f64 WHO norm:" line, |a - f64| / |f64| over all
+ * the embeddings (the relative norm the unit tests and the docs quote).
  * NPU_CPU_ISA=scalar gives exact F32 products (no int8 activations).
  * Compute core only: GLib, no GStreamer types.
  */
@@ -109,7 +111,7 @@ compare (const float *a, const float *b, gsize n, gdouble tol)
 static void
 compare_f64 (const gchar * who, const float *a, const double *ref, gsize n)
 {
-  gdouble d = 0, lo = ref[0], hi = ref[0];
+  gdouble d = 0, lo = ref[0], hi = ref[0], num = 0.0, den = 0.0;
   gsize i, worst = 0;
 
   for (i = 0; i < n; i++) {
@@ -126,6 +128,12 @@ compare_f64 (const gchar * who, const float *a, const double *ref, gsize n)
   printf ("f64 %s: max|diff| %.3e (at %" G_GSIZE_FORMAT ": %.6g, f64 %.6g), "
       "rel %.3e\n", who, d, worst, a[worst], ref[worst],
       hi > lo ? d / (hi - lo) : d);
+  /* a NaN on either side makes the sums NaN */
+  for (i = 0; i < n; i++) {
+    num += (a[i] - ref[i]) * (a[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  printf ("f64 %s norm: relative norm %.3e\n", who, sqrt (num / den));
 }
 
 /* The test suite's double-precision encoder on @patches (float64 inputs,

@@ -30,6 +30,8 @@ typedef struct
 {
   guint hd, nq, n_rows, n_spans;
   float spread;                 /* scale of the query values */
+  gboolean packed;              /* rows contiguous (stride hd), as in
+                                 * npullm's head-major cache */
 } Case;
 
 /* A plain F32 view of the rows: @k and @v with @stride floats a row */
@@ -135,7 +137,8 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
   /* rows in one buffer with a stride wider than hd (like the KV cache's
    * kv_dim; a multiple of 32 for Q8_0), spans cut at random places, each
    * span its own query block */
-  gsize stride = type == NPU_KV_Q8_0 ? c->hd * 2 + 32 : c->hd * 2 + 3;
+  gsize stride = c->packed ? c->hd :
+      type == NPU_KV_Q8_0 ? c->hd * 2 + 32 : c->hd * 2 + 3;
   gsize rb = npu_kv_row_bytes (type, stride);
   guint n_q = c->n_spans * c->nq * c->hd;
   float *k = g_new (float, c->n_rows * stride);
@@ -293,6 +296,28 @@ test_long (void)
   g_rand_free (rand);
 }
 
+/* The same over contiguous rows (a head of npullm's head-major cache):
+ * the kernel prefetches them as one run of lines, from the spans' starts
+ * and ahead of the blocks, up to their ends */
+static void
+test_packed (void)
+{
+  static const Case cases[] = {
+    {64, 4, 2100, 5, 30.0f, TRUE},
+    {64, 4, 2048, 1, 1.0f, TRUE},
+    {64, 1, 70, 2, 4.0f, TRUE},
+    {32, 3, 777, 3, 200.0f, TRUE},
+    {48, 2, 300, 1, 1.0f, TRUE},
+    {80, 4, 513, 4, 1.0f, TRUE},
+  };
+  GRand *rand = g_rand_new_with_seed (15);
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (cases); i++)
+    run_case (&cases[i], rand);
+  g_rand_free (rand);
+}
+
 /* A NaN is not lost: in a key it makes that row's score NaN, and the
  * softmax (a vectorised exp that flushes tiny weights to 0 must not flush
  * it) then every output; in a value it reaches that column of every
@@ -435,6 +460,7 @@ test_lesser_isas (void)
     g_assert_cmpint (npu_cpu_get_isa (), ==, isa);
     g_test_message ("attention at level %s", npu_cpu_isa_name (isa));
     test_shapes ();
+    test_packed ();
     test_nan ();
     n++;
   }
@@ -451,6 +477,7 @@ main (int argc, char **argv)
   g_test_add_func ("/attention/shapes", test_shapes);
   g_test_add_func ("/attention/spread", test_spread);
   g_test_add_func ("/attention/long", test_long);
+  g_test_add_func ("/attention/packed", test_packed);
   g_test_add_func ("/attention/nan", test_nan);
   g_test_add_func ("/attention/f16-encode", test_f16_encode);
   g_test_add_func ("/attention/q8_0-encode", test_q8_0_encode);

@@ -15,7 +15,11 @@
  *  - int8 paths, accurate precision (activations and their residual):
  *    sum |w| d (1/508 + 2^-16) + 2 (k/32 + 6) 2^-24 sum |w| (|x| + d), 254x
  *    tighter in its first term.
- *  - avx512, accurate precision, n > 4 (the F32 GEMM: exact weights, F32
+ *  - avx512, accurate precision, n > 4 (the int16 GEMM: exact weights as
+ *    int16 2P, activations int16 per block, d16 = max|x| / 32767):
+ *    sum |w| d16 (1/2 + 2^-9) + (k/32 + 4) 2^-24 sum |w| (|x| + d16).
+ *  - avx512 with npu_matmul_set_accurate_gemm_int16 (FALSE), and avx2,
+ *    accurate precision, n > 4 (the F32 GEMM: exact weights, F32
  *    activations, chunks of 128 k summed apart): (128 + ceil(k/128))
  *    2^-24 sum |w x|.
  *
@@ -112,6 +116,87 @@ compute_f32_bounds (const NpuBlockMxfp4 * blocks, gsize rows, gsize k,
           (1.0 + 1e-3);
     }
   }
+}
+
+/* Per output, the accurate int16 GEMM's bound: each activation is off by
+ * at most d16 (1/2 + 2^-9), d16 = max|x| / 32767 of its block (x / d16
+ * correctly rounded, |x / d16| <= 32767 < 2^15, then rounded to an
+ * integer); each block's int32 sum is exact, and takes one rounding for
+ * the scales' product and one in the FMA of the block loop */
+static void
+compute_q16_bounds (const NpuBlockMxfp4 * blocks, gsize rows, gsize k,
+    const float *x, gsize n, double *bound)
+{
+  gsize nb = k / 32, c, r, b, j;
+
+  for (c = 0; c < n; c++) {
+    for (r = 0; r < rows; r++) {
+      double quant = 0.0, mag = 0.0;
+
+      for (b = 0; b < nb; b++) {
+        const float *xb = x + c * k + b * 32;
+        double amax = 0.0, d;
+
+        for (j = 0; j < 32; j++)
+          amax = MAX (amax, fabs (xb[j]));
+        d = amax / 32767.0;
+        for (j = 0; j < 32; j++) {
+          double aw = fabs (weight_value (&blocks[r * nb + b], j));
+
+          quant += aw * d * (0.5 + ldexp (1.0, -9));
+          mag += aw * (fabs (xb[j]) + d);
+        }
+      }
+      bound[c * rows + r] = quant * (1.0 + 1e-6) +
+          (nb + 4) * ldexp (mag, -24);
+    }
+  }
+}
+
+/* Per output, what the int16 GEMM computes before its F32 work: each
+ * block quantised as its bound says (d = max|x| / 32767 and x / d in F32,
+ * rounded to the nearest integer, ties to even), the products of the codes
+ * and the weights summed in double; @bound: the F32 work's share of the
+ * bound above, (k/32 + 4) 2^-24 sum |w| (|x| + d).  Holding the kernel to
+ * this catches a quantiser that keeps fewer bits than it claims, which
+ * random activations do not bring near the worst case of the bound. */
+static void
+compute_q16_model (const NpuBlockMxfp4 * blocks, gsize rows, gsize k,
+    const float *x, gsize n, double *model, double *bound)
+{
+  gsize nb = k / 32, c, r, b, j;
+  float *dq = g_new (float, k);
+  double *d16 = g_new (double, nb);
+
+  for (c = 0; c < n; c++) {
+    for (b = 0; b < nb; b++) {
+      const float *xb = x + c * k + b * 32;
+      float amax = 0.0f, d;
+
+      for (j = 0; j < 32; j++)
+        amax = MAX (amax, fabsf (xb[j]));
+      d = amax / 32767.0f;
+      d16[b] = amax / 32767.0;
+      for (j = 0; j < 32; j++)
+        dq[b * 32 + j] = amax == 0.0f ? 0.0f :
+            d * CLAMP (rintf (xb[j] / d), -32767.0f, 32767.0f);
+    }
+    for (r = 0; r < rows; r++) {
+      double sum = 0.0, mag = 0.0;
+
+      for (j = 0; j < k; j++) {
+        double w = weight_value (&blocks[r * nb + j / 32], j % 32);
+
+        sum += w * dq[j];
+        mag += fabs (w) * (fabs (x[c * k + j]) + d16[j / 32]);
+      }
+      model[c * rows + r] = sum;
+      bound[c * rows + r] = (nb + 4) * ldexp (mag, -24) * (1.0 + 1e-3) +
+          fabs (sum) * ldexp (1.0, -24);
+    }
+  }
+  g_free (dq);
+  g_free (d16);
 }
 
 /* Per output: the bound of the path */
@@ -220,8 +305,11 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   double *bound_q8 = g_new (double, s->n * s->rows);
   double *bound_acc = g_new (double, s->n * s->rows);
   double *bound_f32 = g_new (double, s->n * s->rows);
+  double *bound_q16 = g_new (double, s->n * s->rows);
+  double *model_q16 = g_new (double, s->n * s->rows);
+  double *bound_model_q16 = g_new (double, s->n * s->rows);
   NpuMxfp4Matrix mats[2];
-  guint a, l, d, p, pn, st;
+  guint a, l, d, p, pn, st, g;
 
   random_weights (rand, blocks, s->rows * nb, s->e_lo, s->e_hi);
   random_activations (rand, x, s->n * s->k, s->x_exp);
@@ -230,28 +318,37 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, FALSE, bound_q8);
   compute_bounds (blocks, s->rows, s->k, x, s->n, FALSE, TRUE, bound_acc);
   compute_f32_bounds (blocks, s->rows, s->k, x, s->n, bound_f32);
+  compute_q16_bounds (blocks, s->rows, s->k, x, s->n, bound_q16);
+  compute_q16_model (blocks, s->rows, s->k, x, s->n, model_q16,
+      bound_model_q16);
   npu_mxfp4_matrix_init_view (&mats[0], blocks, s->rows, s->k);
   npu_mxfp4_matrix_repack (&mats[1], blocks, s->rows, s->k);
 
-  /* pn = 1: avx512's GEMMs on the tile kernels instead of the panel ones */
-  for (a = 0; a < 4 * G_N_ELEMENTS (all_isas); a++) {
-    gboolean exact = a / 4 == 0;
-    gboolean panels_here = s->n > 4 && (g_str_equal (all_isas[a / 4],
-            "avx512") || g_str_equal (all_isas[a / 4], "avx2"));
+  /* pn = 1: avx512's GEMMs on the tile kernels instead of the panel ones;
+   * g = 1: avx512's accurate GEMM on the F32 panels instead of the int16
+   * ones */
+  for (a = 0; a < 8 * G_N_ELEMENTS (all_isas); a++) {
+    gboolean exact = a / 8 == 0;
+    const gchar *isa = all_isas[a / 8];
+    gboolean avx512 = g_str_equal (isa, "avx512");
+    gboolean panels_here = s->n > 4 && (avx512 || g_str_equal (isa, "avx2"));
     const double *bound;
 
     p = a % 2;
     pn = (a / 2) % 2;
-    if ((pn && !panels_here) || !npu_matmul_set_isa (all_isas[a / 4]))
+    g = (a / 4) % 2;
+    if ((pn && !panels_here) || (g && !(avx512 && p && panels_here && !pn))
+        || !npu_matmul_set_isa (isa))
       continue;
     npu_matmul_set_gemm_panels (!pn);
+    npu_matmul_set_accurate_gemm_int16 (!g);
     precision = p ? NPU_MATMUL_PRECISION_ACCURATE : NPU_MATMUL_PRECISION_FAST;
     bound = exact ? bound_exact : p ? bound_acc : bound_q8;
-    /* the accurate GEMM of the avx512 and avx2 panels is the F32 one,
-     * with its own bound */
+    /* the accurate GEMM of the panels: int16 on avx512, F32 on avx2 and
+     * on avx512 with g = 1, each with its own bound */
     if (p && panels_here && !pn)
-      bound = bound_f32;
-    for (st = 0; st < n_stream_counts (all_isas[a / 4], s->n); st++) {
+      bound = avx512 && !g ? bound_q16 : bound_f32;
+    for (st = 0; st < n_stream_counts (isa, s->n); st++) {
       npu_matmul_set_gemv_streams (gemv_stream_counts[st]);
       for (l = 0; l < 2; l++) {
         for (d = 0; d <= n_devices; d++) {
@@ -263,12 +360,22 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
             double tol = bound[i] + fabs (ref[i]) * ldexp (1.0, -24);
 
             if (!npu_within (fabs ((double) y[i] - ref[i]), tol))
-              g_error ("%s%s%s layout %u device %u streams %u: %"
+              g_error ("%s%s%s%s layout %u device %u streams %u: %"
                   G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT
                   ", output %" G_GSIZE_FORMAT ": %.9g, reference %.9g, "
-                  "bound %.3g", all_isas[a / 4], p ? " accurate" : "",
-                  pn ? " tiles" : "", l, d, gemv_stream_counts[st], s->rows,
-                  s->k, s->n, i, y[i], ref[i], tol);
+                  "bound %.3g", isa, p ? " accurate" : "",
+                  pn ? " tiles" : "", g ? " f32" : "", l, d,
+                  gemv_stream_counts[st], s->rows, s->k, s->n, i, y[i],
+                  ref[i], tol);
+            /* the int16 GEMM: also against its quantisation's model */
+            if (p && panels_here && !pn && avx512 && !g &&
+                !npu_within (fabs ((double) y[i] - model_q16[i]),
+                    bound_model_q16[i]))
+              g_error ("avx512 accurate int16 layout %u device %u: %"
+                  G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT
+                  ", output %" G_GSIZE_FORMAT ": %.9g, model %.9g, bound "
+                  "%.3g", l, d, s->rows, s->k, s->n, i, y[i], model_q16[i],
+                  bound_model_q16[i]);
           }
           n_checked++;
         }
@@ -276,6 +383,7 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
     }
     npu_matmul_set_gemv_streams (gemv_stream_counts[0]);
   }
+  npu_matmul_set_accurate_gemm_int16 (TRUE);
 
   npu_mxfp4_matrix_clear (&mats[0]);
   npu_mxfp4_matrix_clear (&mats[1]);
@@ -287,6 +395,9 @@ check_shape (GRand * rand, const Shape * s, NpuDevice ** devices,
   g_free (bound_q8);
   g_free (bound_acc);
   g_free (bound_f32);
+  g_free (bound_q16);
+  g_free (model_q16);
+  g_free (bound_model_q16);
   npu_matmul_set_gemm_panels (TRUE);
   precision = NPU_MATMUL_PRECISION_FAST;
 }
@@ -385,6 +496,90 @@ test_random_shapes_run (void)
 
   for (i = 0; i < n_devices; i++)
     npu_device_unref (devices[i]);
+  g_rand_free (rand);
+  restore_isa (saved);
+  g_free (saved);
+}
+
+/* The same in a GEMM (n > 4), on every GEMM kernel of each path: fast
+ * and accurate, panels (avx512: int16 and F32 accurate) and tiles.  A NaN
+ * scale poisons its weight row in every activation row, an Inf or a NaN
+ * activation its activation row; zero weights give exact zeros. */
+static void
+test_special_values_gemm (void)
+{
+  const gsize rows = 37, k = 160, nb = 5, n = 9;
+  NpuBlockMxfp4 blocks[37 * 5];
+  float x[9 * 160], y[9 * 37];
+  NpuMxfp4Matrix mats[2];
+  gchar *saved = g_strdup (npu_matmul_get_isa ());
+  GRand *rand = g_rand_new_with_seed (11);
+  guint a, r, c, l, v;
+
+  random_weights (rand, blocks, rows * nb, 120, 130);
+  blocks[1 * nb + 4].e = NPU_E8M0_NAN;  /* row 1 */
+  blocks[33 * nb].e = NPU_E8M0_NAN;     /* row 33, in the second 32 */
+  for (c = 0; c < nb; c++)      /* row 2: zero weights, +0 and -0 */
+    memset (blocks[2 * nb + c].qs, c % 2 ? 0x88 : 0, 16);
+  for (c = 0; c < n * k; c++)
+    x[c] = (float) g_rand_double_range (rand, -4.0, 4.0);
+  x[1 * k + 40] = INFINITY;     /* activation row 1, block 1 */
+  x[5 * k + 33] = NAN;          /* row 5, block 1, not its largest */
+  x[5 * k + 34] = 100.0f;
+  npu_mxfp4_matrix_init_view (&mats[0], blocks, rows, k);
+  npu_mxfp4_matrix_repack (&mats[1], blocks, rows, k);
+
+  /* v: fast / accurate, panels / tiles, int16 / F32 accurate panels */
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    for (v = 0; v < 8; v++) {
+      const gboolean panels = v % 4 < 2;
+      const gboolean exact_zero = a == 0 || (panels && (v % 2 == 1 ||
+              g_str_equal (all_isas[a], "avx512")));
+
+      npu_matmul_set_gemm_panels (panels);
+      npu_matmul_set_accurate_gemm_int16 (v < 4);
+      for (l = 0; l < 2; l++) {
+        for (c = 0; c < n * rows; c++)
+          y[c] = 0.0f;
+        npu_matmul_mxfp4_with_precision (NULL, &mats[l], x, n, y,
+            v % 2 ? NPU_MATMUL_PRECISION_ACCURATE :
+            NPU_MATMUL_PRECISION_FAST);
+        for (c = 0; c < n; c++) {
+          for (r = 0; r < rows; r++) {
+            const float o = y[c * rows + r];
+
+            if (c == 1 || c == 5) {
+              if (r != 2 && isfinite (o))
+                g_error ("%s variant %u layout %u: output %u of a "
+                    "non-finite activation row %u is %g", all_isas[a], v, l,
+                    r, c, o);
+            } else if (r == 1 || r == 33) {
+              if (!isnan (o))
+                g_error ("%s variant %u layout %u: row %u of a NaN scale, "
+                    "activation row %u: %g", all_isas[a], v, l, r, c, o);
+            } else if (r == 2) {
+              /* exactly 0 where a block's sum stays in one lane; the tile
+               * kernels take their 2P + 12 bias off per block but add
+               * the lanes in F32, which may leave a rounding */
+              if (exact_zero ? o != 0.0f : !isfinite (o))
+                g_error ("%s variant %u layout %u: zero weights, activation "
+                    "row %u: %g", all_isas[a], v, l, c, o);
+            } else if (!isfinite (o)) {
+              g_error ("%s variant %u layout %u: output %u, activation row "
+                  "%u is %g", all_isas[a], v, l, r, c, o);
+            }
+          }
+        }
+      }
+    }
+  }
+  npu_matmul_set_gemm_panels (TRUE);
+  npu_matmul_set_accurate_gemm_int16 (TRUE);
+
+  npu_mxfp4_matrix_clear (&mats[0]);
+  npu_mxfp4_matrix_clear (&mats[1]);
   g_rand_free (rand);
   restore_isa (saved);
   g_free (saved);
@@ -1128,6 +1323,7 @@ main (int argc, char **argv)
   g_test_add_func ("/matmul/random-shapes", test_random_shapes);
   g_test_add_func ("/matmul/multi", test_multi);
   g_test_add_func ("/matmul/special-values", test_special_values);
+  g_test_add_func ("/matmul/special-values-gemm", test_special_values_gemm);
   g_test_add_func ("/matmul/q8_0/random-shapes", test_q8_0_shapes);
   g_test_add_func ("/matmul/q8_0/special-values", test_q8_0_special_values);
   g_test_add_func ("/matmul/from-view", test_from_view);

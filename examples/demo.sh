@@ -39,6 +39,32 @@ name "pattern=solid-color foreground-color=0xffe8e020" \
   video/x-raw,format=NV12,width=320,height=240
 name "pattern=zone-plate kx2=24 ky2=24" video/x-raw,format=RGB,width=256,height=192
 name "pattern=snow" video/x-raw,format=YUY2,width=320,height=180
+# One sound through the trained audio encoder and the same text model:
+# vad=false (a tone is a sound to name too), 1 s chunks (the encoder's
+# window), so a clip under a second gets one answer.
+hear() {
+  out=$(mktemp)
+  stats=$(gst-launch-1.0 -m $1 ! audioconvert ! audioresample ! \
+      npuaudiotok model=$T/audiotestsrc-mmproj.gguf vad=false \
+        chunk-duration=1000000000 ! llm.audio \
+    npullm name=llm model=$T/videotestsrc-text.gguf \
+      prompt="What do you hear?" ! filesink location="$out" 2>&1 |
+    grep npullm-stats)
+  field() { echo "$stats" | sed -n "s/.*$1=([a-z]*)\([0-9.]*\).*/\1/p"; }
+  printf '%-62s -> %-28s (first token %.1f ms, %d tokens at %.0f tok/s)\n' \
+    "$2" "$(cat "$out")" "$(field ttft-ms)" "$(field generated-tokens)" \
+    "$(field decode-tps)"
+  rm -f "$out"
+}
+echo "== and name what audiotestsrc plays and a voice says (the same text model)"
+hear "audiotestsrc wave=sine freq=1000 volume=0.4 num-buffers=1 samplesperbuffer=12000 ! audio/x-raw,rate=16000,channels=1" \
+  "audiotestsrc wave=sine freq=1000 (0.75 s)"
+hear "audiotestsrc wave=pink-noise volume=0.5 num-buffers=1 samplesperbuffer=36000 ! audio/x-raw,rate=48000,channels=2" \
+  "audiotestsrc wave=pink-noise (48 kHz stereo)"
+hear "filesrc location=$T/audio-heldout/seven-0.wav ! wavparse" \
+  "filesrc location=.../audio-heldout/seven-0.wav ! wavparse"
+hear "filesrc location=$T/audio-heldout/yes-1.wav ! wavparse" \
+  "filesrc location=.../audio-heldout/yes-1.wav ! wavparse"
 echo "== live: a moving red ball, captioned as it moves (examples/live-caption.sh)"
 SINK=fakesink RUN_SECONDS=3 ./examples/live-caption.sh 0xffff2020 | sort | uniq -c
 

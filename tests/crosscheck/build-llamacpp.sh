@@ -4,8 +4,9 @@
 # node-llama-cpp npm package carries (package/llama/gitRelease.bundle, a git
 # bundle of llama.cpp), and the reference programs against it: llama-greedy
 # (text models, run.sh), clip-encode (mmproj vision encoders, vision.sh),
-# mtmd-audio-encode (audio mmproj files through libmtmd, audio.sh) and
-# mtmd-caption (an image and a prompt through libmtmd, greedy, trained.sh).
+# mtmd-audio-encode (audio mmproj files through libmtmd, audio.sh),
+# mtmd-caption (an image and a prompt through libmtmd, greedy, trained.sh)
+# and mtmd-audio-caption (a sound and a prompt, greedy, trained.sh).
 #
 #   tests/crosscheck/build-llamacpp.sh        (needs npm, git, cmake, a C/C++
 #                                             compiler; Debian 12: apt-get
@@ -15,7 +16,8 @@
 #   node-llama-cpp-$NODE_LLAMA_CPP_VERSION.tgz, src/ (the clone), build/
 #   (bin/llama-bench, llama-simple, llama-completion, llama-eval-callback,
 #   llama-tokenize and the shared libraries, libmtmd among them),
-#   llama-greedy, llama-ttft, clip-encode, mtmd-audio-encode, mtmd-caption.
+#   llama-greedy, llama-ttft, clip-encode, mtmd-audio-encode, mtmd-caption,
+#   mtmd-audio-caption.
 # NODE_LLAMA_CPP_VERSION (3.22.1) picks the npm package, so the llama.cpp
 # revision: 3.22.1 carries llama.cpp 0.5.0-dev, commit de3ff81 (the bundle
 # is one squashed commit, so `git describe` and the build number say
@@ -81,6 +83,10 @@ c++ -O2 -Wall -Wno-unused-function -std=c++17 -o "$DIR/clip-encode" \
     "$HERE/clip-encode.cpp" -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" \
     -I"$DIR/src/ggml/include" -L"$DIR/build/bin" -lmtmd -lllama -lggml \
     -lggml-base -Wl,-rpath,"$DIR/build/bin"
+c++ -O2 -Wall -Wno-unused-function -std=c++17 -o "$DIR/mtmd-audio-caption" \
+    "$HERE/mtmd-audio-caption.cpp" -I"$DIR/src/tools/mtmd" \
+    -I"$DIR/src/include" -I"$DIR/src/ggml/include" -L"$DIR/build/bin" \
+    -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,"$DIR/build/bin"
 # mtmd's public C API (mtmd.h, mtmd-helper.h)
 for p in mtmd-audio-encode mtmd-caption; do
   cc -O2 -Wall -o "$DIR/$p" "$HERE/$p.c" \

@@ -97,7 +97,7 @@ under_valgrind (void)
 typedef struct
 {
   guint64 frames;               /* frames seen before this buffer */
-  guint64 interval;             /* tick-interval, in frames */
+  guint64 interval_ns;          /* tick-interval */
   guint spb;                    /* samplesperbuffer */
 } TickFix;
 
@@ -109,17 +109,21 @@ complete_ticks (GstPad * pad, GstPadProbeInfo * info, gpointer user_data)
   GstCaps *caps = gst_pad_get_current_caps (pad);
   GstAudioInfo ainfo;
   GstMapInfo map;
-  guint64 n, i;
+  guint64 n, i, interval;
+  guint bpf;
 
   fail_unless (caps && gst_audio_info_from_caps (&ainfo, caps));
   gst_caps_unref (caps);
+  bpf = GST_AUDIO_INFO_BPF (&ainfo);
+  interval = gst_util_uint64_scale_int (fix->interval_ns,
+      GST_AUDIO_INFO_RATE (&ainfo), GST_SECOND);
+  fail_unless (interval > 0);
   buf = gst_buffer_make_writable (buf);
   fail_unless (gst_buffer_map (buf, &map, GST_MAP_READWRITE));
-  n = map.size / GST_AUDIO_INFO_BPF (&ainfo);
+  n = map.size / bpf;
   for (i = 0; i < n; i++)
-    if ((fix->frames + i + fix->spb) % fix->interval == 0)
-      memset (map.data + i * GST_AUDIO_INFO_BPF (&ainfo), 0,
-          GST_AUDIO_INFO_BPF (&ainfo));
+    if ((fix->frames + i + fix->spb) % interval == 0)
+      memset (map.data + i * bpf, 0, bpf);
   gst_buffer_unmap (buf, &map);
   fix->frames += n;
   GST_PAD_PROBE_INFO_DATA (info) = buf;
@@ -130,42 +134,28 @@ complete_ticks (GstPad * pad, GstPadProbeInfo * info, gpointer user_data)
 static void
 fix_ticks (GstElement * pipeline, const gchar * source)
 {
-  GstElement *src = NULL;
   GstIterator *it;
   GValue v = G_VALUE_INIT;
+  GstElement *src;
   GstPad *pad;
   TickFix *fix;
-  guint64 interval_ns;
-  const gchar *rate;
 
   if (!strstr (source, "wave=ticks"))
     return;
-  it = gst_bin_iterate_sources (GST_BIN (pipeline));
-  while (gst_iterator_next (it, &v) == GST_ITERATOR_OK) {
-    GstElement *e = g_value_get_object (&v);
-
-    if (!src && g_str_equal (GST_OBJECT_NAME (gst_element_get_factory (e)),
-            "audiotestsrc"))
-      src = gst_object_ref (e);
-    g_value_reset (&v);
-  }
-  g_value_unset (&v);
-  gst_iterator_free (it);
-  fail_unless (src != NULL, "no audiotestsrc in %s", source);
-  /* the rate is the case's caps' */
-  rate = strstr (source, "rate=");
-  fail_unless (rate != NULL, "%s has no rate", source);
+  it = gst_bin_iterate_all_by_element_factory_name (GST_BIN (pipeline),
+      "audiotestsrc");
+  fail_unless (gst_iterator_next (it, &v) == GST_ITERATOR_OK,
+      "no audiotestsrc in %s", source);
+  src = g_value_get_object (&v);
   fix = g_new0 (TickFix, 1);
   g_object_get (src, "samplesperbuffer", &fix->spb, "tick-interval",
-      &interval_ns, NULL);
-  fix->interval = gst_util_uint64_scale_int (interval_ns, atoi (rate + 5),
-      GST_SECOND);
-  fail_unless (fix->interval > 0);
+      &fix->interval_ns, NULL);
   pad = gst_element_get_static_pad (src, "src");
   gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, complete_ticks, fix,
       g_free);
   gst_object_unref (pad);
-  gst_object_unref (src);
+  g_value_unset (&v);
+  gst_iterator_free (it);
 }
 
 /* The case's audio as its source gives it: one buffer of all its samples

@@ -94,15 +94,18 @@ has_words () {
   done
 }
 
+# A held-out list's cases without comments and blank lines, the first
+# LIMIT of them when LIMIT is set
+heldout_cases () {
+  grep -v '^#' "$MODELS/$1" | sed '/^$/d' |
+    awk -v n="$LIMIT" 'n <= 0 || NR <= n'
+}
+
 status=0
 
 vision () {
 # the cases: "props | caps | position | words"
-grep -v '^#' "$MODELS/vision-heldout.txt" | sed '/^$/d' >"$WORK/cases.txt"
-if [ "$LIMIT" -gt 0 ]; then
-  head -n "$LIMIT" "$WORK/cases.txt" >"$WORK/cases.tmp"
-  mv "$WORK/cases.tmp" "$WORK/cases.txt"
-fi
+heldout_cases vision-heldout.txt >"$WORK/cases.txt"
 echo "== rendering $(wc -l <"$WORK/cases.txt") held-out frames"
 cut -d'|' -f1-3 "$WORK/cases.txt" |
   "$BUILD/tests/tools/npu-render-frames" --image-size 64 --patch 8 \
@@ -138,11 +141,7 @@ echo "vision: agree: $agree of $n; right: ours $ours_ok, llama.cpp $theirs_ok"
 }
 
 audio () {
-grep -v '^#' "$MODELS/audio-heldout.txt" | sed '/^$/d' >"$WORK/sounds.txt"
-if [ "$LIMIT" -gt 0 ]; then
-  head -n "$LIMIT" "$WORK/sounds.txt" >"$WORK/sounds.tmp"
-  mv "$WORK/sounds.tmp" "$WORK/sounds.txt"
-fi
+heldout_cases audio-heldout.txt >"$WORK/sounds.txt"
 echo "== $(wc -l <"$WORK/sounds.txt") held-out sounds"
 local n=0 agree=0 agree_bare=0 ours_ok=0 theirs_ok=0 bare_ok=0
 local source words wav ours theirs bare verdict

@@ -454,30 +454,30 @@ gemv_micro (const NpuMxfp4Matrix * w, gsize r, gsize rs, const NpuQ8Act * xq,
   }
 }
 
-/* Steps [s0, s1) of @S runs of @run rows from @base (npumatmul-private.h) */
 static ALWAYS_INLINE void
-gemv_steps (const NpuMxfp4Matrix * w, gsize base, gsize run, gsize s0,
-    gsize s1, const NpuQ8Act * xq, gsize c, float *y, const int S,
-    const int C, const gboolean split)
+gemv_runs (const NpuMxfp4Matrix * w, gsize r0, gsize r1, const NpuQ8Act * xq,
+    gsize c, float *y, const int S, const int C, const gboolean split)
 {
-  gsize s;
+  const gsize run = (r1 - r0) / S;
+  gsize r;
 
-  for (s = s0; s < s1; s++)
-    gemv_micro (w, base + s, run, xq, c, y, S, C, split);
+  for (r = r0; r < r0 + run; r++)
+    gemv_micro (w, r, run, xq, c, y, S, C, split);
+  for (r = r0 + S * run; r < r1; r++)
+    gemv_micro (w, r, 1, xq, c, y, 1, C, split);
 }
 
 #define GEMV_STREAM_CASES(C, split) \
   switch (streams) { \
-    case 1: gemv_steps (w, base, run, s0, s1, xq, c, y, 1, C, split); break; \
-    case 2: gemv_steps (w, base, run, s0, s1, xq, c, y, 2, C, split); break; \
-    case 4: gemv_steps (w, base, run, s0, s1, xq, c, y, 4, C, split); break; \
-    default: gemv_steps (w, base, run, s0, s1, xq, c, y, 8, C, split); break; \
+    case 1: gemv_runs (w, r0, r1, xq, c, y, 1, C, split); break; \
+    case 2: gemv_runs (w, r0, r1, xq, c, y, 2, C, split); break; \
+    case 4: gemv_runs (w, r0, r1, xq, c, y, 4, C, split); break; \
+    default: gemv_runs (w, r0, r1, xq, c, y, 8, C, split); break; \
   }
 
 void
-npu_mxfp4_gemv_avx512 (const NpuMxfp4Matrix * w, gsize base, gsize run,
-    gsize s0, gsize s1, const NpuQ8Act * xq, gsize c, gboolean accurate,
-    float *y, guint streams)
+npu_mxfp4_gemv_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c, gboolean accurate, float *y, guint streams)
 {
   const gboolean split = w->layout == NPU_MXFP4_LAYOUT_SPLIT;
 
@@ -800,28 +800,29 @@ q8_0_gemv_micro (const NpuBlockQ8_0 * w, gsize nb, gsize r, gsize rs,
 }
 
 static ALWAYS_INLINE void
-q8_0_gemv_steps (const NpuBlockQ8_0 * w, gsize nb, gsize base, gsize run,
-    gsize s0, gsize s1, const NpuQ8Act * xq, gsize c, float *y, const int S,
-    const int C)
+q8_0_gemv_runs (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c, float *y, const int S, const int C)
 {
-  gsize s;
+  const gsize run = (r1 - r0) / S;
+  gsize r;
 
-  for (s = s0; s < s1; s++)
-    q8_0_gemv_micro (w, nb, base + s, run, xq, c, y, S, C);
+  for (r = r0; r < r0 + run; r++)
+    q8_0_gemv_micro (w, nb, r, run, xq, c, y, S, C);
+  for (r = r0 + S * run; r < r1; r++)
+    q8_0_gemv_micro (w, nb, r, 1, xq, c, y, 1, C);
 }
 
 #define Q8_0_GEMV_STREAM_CASES(C) \
   switch (streams) { \
-    case 1: q8_0_gemv_steps (w, nb, base, run, s0, s1, xq, c, y, 1, C); break; \
-    case 2: q8_0_gemv_steps (w, nb, base, run, s0, s1, xq, c, y, 2, C); break; \
-    case 4: q8_0_gemv_steps (w, nb, base, run, s0, s1, xq, c, y, 4, C); break; \
-    default: q8_0_gemv_steps (w, nb, base, run, s0, s1, xq, c, y, 8, C); break; \
+    case 1: q8_0_gemv_runs (w, nb, r0, r1, xq, c, y, 1, C); break; \
+    case 2: q8_0_gemv_runs (w, nb, r0, r1, xq, c, y, 2, C); break; \
+    case 4: q8_0_gemv_runs (w, nb, r0, r1, xq, c, y, 4, C); break; \
+    default: q8_0_gemv_runs (w, nb, r0, r1, xq, c, y, 8, C); break; \
   }
 
 void
-npu_q8_0_gemv_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize base,
-    gsize run, gsize s0, gsize s1, const NpuQ8Act * xq, gsize c,
-    gboolean accurate, float *y, guint streams)
+npu_q8_0_gemv_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c, gboolean accurate, float *y, guint streams)
 {
   if (accurate) {
     Q8_0_GEMV_STREAM_CASES (2);

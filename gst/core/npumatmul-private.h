@@ -96,30 +96,25 @@ void npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
 void npu_quantize_row_avx512 (const float *x, gsize nb, gsize n_groups,
     guint8 * dst, guint8 * dst_residual);
 
-/* A GEMV of one token over the weight rows base + i x @run + s, for i in
- * [0, @streams) and steps s in [@s0, @s1): y[r] from activation row @c of
- * @xq, or with @accurate from rows c and c + 1 (the codes and their
- * residuals), summed.  A step takes the next row of each of the @streams
- * (1, 2, 4 or 8) runs of @run rows, so the runs are read side by side as
- * sequential streams; a range of steps can be split between threads
- * without cutting the streams short (npumatmul.c).  @streams = 1 is a
- * plain range of rows [base + s0, base + s1). */
-typedef void (*NpuMxfp4GemvFunc) (const NpuMxfp4Matrix * w, gsize base,
-    gsize run, gsize s0, gsize s1, const NpuQ8Act * xq, gsize c,
-    gboolean accurate, float *y, guint streams);
+/* A GEMV of one token over weight rows [r0, r1): y[r] from activation
+ * row @c of @xq, or with @accurate from rows c and c + 1 (the codes and
+ * their residuals), summed.  The rows are read as @streams (1, 2, 4 or 8)
+ * sequential runs side by side. */
+typedef void (*NpuMxfp4GemvFunc) (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c, gboolean accurate, float *y,
+    guint streams);
 
-void npu_mxfp4_gemv_avx512 (const NpuMxfp4Matrix * w, gsize base, gsize run,
-    gsize s0, gsize s1, const NpuQ8Act * xq, gsize c, gboolean accurate,
-    float *y, guint streams);
+void npu_mxfp4_gemv_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c, gboolean accurate, float *y, guint streams);
 
 /* The same for Q8_0 weights (rows x nb blocks) */
-typedef void (*NpuQ8_0GemvFunc) (const NpuBlockQ8_0 * w, gsize nb,
-    gsize base, gsize run, gsize s0, gsize s1, const NpuQ8Act * xq, gsize c,
-    gboolean accurate, float *y, guint streams);
+typedef void (*NpuQ8_0GemvFunc) (const NpuBlockQ8_0 * w, gsize nb, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c, gboolean accurate, float *y,
+    guint streams);
 
-void npu_q8_0_gemv_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize base,
-    gsize run, gsize s0, gsize s1, const NpuQ8Act * xq, gsize c,
-    gboolean accurate, float *y, guint streams);
+void npu_q8_0_gemv_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c, gboolean accurate, float *y,
+    guint streams);
 
 /* Activations quantised to int16 for the accurate int16 GEMM: per
  * activation row (row_stride bytes, a multiple of 64), the int16 codes in

@@ -44,19 +44,24 @@ static const float e2m1_values[16] = {
 #define GEMV_MAX_N 4
 #define HUGE_MATRIX_BYTES ((gsize) 2 << 20)
 #define GEMV_ROW_TILE 32
-/* Tiles a thread claims at once in a GEMV on a tile kernel (n <= 4, or a
- * path without a GEMV kernel): consecutive tiles are one contiguous run of
- * weights, which the hardware prefetchers follow; claimed one by one the
- * threads' tiles interleave and every 32 rows each stream restarts.
+/* GEMV tiles a thread claims at once: consecutive tiles are one contiguous
+ * run of weights, which the hardware prefetchers follow; claimed one by one
+ * the threads' tiles interleave and every 32 rows each stream restarts.
  * 2 threads on the 1B llama: decode 81% -> 85-87% of the roofline. */
 #define GEMV_CLAIM_TILES 4
-/* A one-token GEMV on a path with a GEMV kernel splits each matrix into
- * one part per thread, each part read as gemv_streams streams, and a
- * thread takes its own parts GEMV_CHUNK_STEPS steps (one row of every
- * stream) at a time; a thread with nothing left steals the back half of
- * the largest part left (or its last chunk), which it reads the same way
- * (run_gemv_parts()). */
-#define GEMV_CHUNK_STEPS 4
+/* A one-token GEMV (the paths with a GEMV kernel) claims its runs guided:
+ * each claim takes 1 / (GEMV_GUIDED_SHARE x threads) of the tiles still
+ * left, at least GEMV_CLAIM_TILES, and one thread takes them all.  Each
+ * run is read as 8 streams, and each stream starts cold (no prefetch has
+ * reached it yet): with runs of 4 tiles a stream was 16 rows, 16 KiB at
+ * k = 2048.  Long first claims keep the streams long; the shrinking last
+ * ones let a helper that comes late to the loop (woken from sleep, or
+ * descheduled on a busy machine) take its share instead of waiting for
+ * one long claim of the other thread's.  1B llama decode, one run
+ * alternating (a busy machine), share of bench-llm's read limit on 1 / 2
+ * threads: claims of 4 tiles 77 / 55 %, of half a thread's share 78 /
+ * 53 %, guided 82 / 58 % (docs/kernels.md). */
+#define GEMV_GUIDED_SHARE 2
 /* Runs of rows read side by side in a one-token GEMV where the path has a
  * GEMV kernel: one sequential stream per thread reads ~55 % of what
  * several give (bench-llm's read limit), docs/kernels.md */
@@ -456,10 +461,8 @@ typedef struct
   void (*quantize_row) (const float *x, gsize nb, gsize n_groups, guint8 * dst);
   /* weight rows [r0, r1) times activation rows [c0, c1) */
   void (*tile) (const MatmulJob * job, gsize r0, gsize r1, gsize c0, gsize c1);
-  /* a one-token GEMV on the path's GEMV kernel: rows base + i x run + s,
-   * i < streams, s in [s0, s1) (npumatmul-private.h) */
-  void (*gemv) (const MatmulJob * job, gsize base, gsize run, gsize s0,
-      gsize s1, guint streams);
+  /* a one-token GEMV over weight rows [r0, r1), on the path's GEMV kernel */
+  void (*gemv) (const MatmulJob * job, gsize r0, gsize r1);
   gsize blocks_per_group, group_bytes;
 } WeightFormat;
 
@@ -517,11 +520,10 @@ mxfp4_tile (const MatmulJob * job, gsize r0, gsize r1, gsize c0, gsize c1)
 }
 
 static void
-mxfp4_gemv (const MatmulJob * job, gsize base, gsize run, gsize s0, gsize s1,
-    guint streams)
+mxfp4_gemv (const MatmulJob * job, gsize r0, gsize r1)
 {
-  job->mxfp4_gemv (job->mxfp4, base, run, s0, s1, &job->xq, 0,
-      job->accurate, job->y, streams);
+  job->mxfp4_gemv (job->mxfp4, r0, r1, &job->xq, 0, job->accurate, job->y,
+      gemv_streams);
 }
 
 static void
@@ -538,11 +540,10 @@ q8_0_tile (const MatmulJob * job, gsize r0, gsize r1, gsize c0, gsize c1)
 }
 
 static void
-q8_0_gemv (const MatmulJob * job, gsize base, gsize run, gsize s0, gsize s1,
-    guint streams)
+q8_0_gemv (const MatmulJob * job, gsize r0, gsize r1)
 {
-  job->q8_0_gemv (job->q8_0, job->nb, base, run, s0, s1, &job->xq, 0,
-      job->accurate, job->y, streams);
+  job->q8_0_gemv (job->q8_0, job->nb, r0, r1, &job->xq, 0, job->accurate,
+      job->y, gemv_streams);
 }
 
 static const WeightFormat format_mxfp4 = {
@@ -881,245 +882,88 @@ run_f32_job (NpuTask * task, MatmulJob * job)
   run_parallel (task, job->n_row_tiles * n_col_tiles, 1, f32_tile_slice, job);
 }
 
-/* ------------------------------------------------------------------------
- * One-token GEMV: parts of the matrices, split further by stealing
- *
- * Each matrix of the product (or of a multi: q, k and v, gate and up) is
- * cut into one part per thread, at multiples of the stream count, and a
- * part is read as gemv_streams runs side by side: step s of a part takes
- * row s of each run (npumatmul-private.h), so a part of R rows is R /
- * streams steps, and any range of steps is still that many sequential
- * streams.  The rows left over (rows % streams) are a last part of one
- * stream.  A thread goes through its own parts in order, taking
- * GEMV_CHUNK_STEPS steps from the front at a time; then it steals from
- * the part (its own or one another thread stole) with the most steps
- * left: the back half, or the last chunk when less than two are left,
- * and reads that the same way.  So the parts stay as long as a thread's
- * share (the streams start cold once per part, not once per claim), the
- * loads even out at the end whichever thread was slow (small matrices'
- * tails, a thread descheduled on a busy machine, a helper woken late),
- * and no step waits for a thread that never came: every part can be
- * taken by anyone.  Each output row is computed whole by one thread, as
- * the kernel computes it alone, so the results do not depend on the
- * split.
- *
- * A part's steps [lo, hi) are one 64-bit word, changed by compare-and-
- * swap from both ends (the owner moves lo, a thief hi), with a
- * generation count: a thread's slot for what it stole is reused, and a
- * thief that read the old part's rows must not take steps of the new one.
- */
-#define SPAN_BITS 26
-#define SPAN_MASK ((G_GUINT64_CONSTANT (1) << SPAN_BITS) - 1)
-#define SPAN_GEN_SHIFT (2 * SPAN_BITS)
-/* A part's steps must fit the span's fields: larger matrices (never a
- * model's) take the tile kernels */
-#define GEMV_MAX_ROWS ((gsize) SPAN_MASK)
-
-static inline guint64
-span_pack (gsize lo, gsize hi, guint64 gen)
+/* Weight rows of GEMV tiles [start, end) of @job */
+static void
+gemv_rows (MatmulJob * job, gsize start, gsize end)
 {
-  return (guint64) lo | (guint64) hi << SPAN_BITS | gen << SPAN_GEN_SHIFT;
+  job->format->gemv (job, start * GEMV_ROW_TILE,
+      MIN (end * GEMV_ROW_TILE, job->rows));
 }
 
-static inline gsize
-span_lo (guint64 span)
-{
-  return span & SPAN_MASK;
-}
-
-static inline gsize
-span_hi (guint64 span)
-{
-  return span >> SPAN_BITS & SPAN_MASK;
-}
-
-/* Rows base + i x run + s of job @job, for i < streams and steps s in the
- * span; a cache line each, so that the owners' swaps do not contend */
-typedef struct
-{
-  guint job;
-  guint streams;
-  gsize base, run;
-  guint64 span;                 /* atomic */
-} __attribute__((aligned (64))) GemvPart;
-
-/* threads beyond this many sit the GEMV out */
-#define GEMV_MAX_THREADS 16
-#define GEMV_MAX_PARTS (NPU_MATMUL_MAX_MULTI * (GEMV_MAX_THREADS + 1) + \
-    GEMV_MAX_THREADS)
-
+/* The tiles of one or several GEMV jobs (npu_matmul_mxfp4_multi()), claimed
+ * guided (GEMV_GUIDED_SHARE) by the threads that take part */
 typedef struct
 {
   MatmulJob *jobs;
+  const gsize *first_tile;      /* n_jobs + 1 entries: job i's tiles are
+                                 * [first_tile[i], first_tile[i + 1]) */
   guint n_jobs;
   guint n_threads;
-  guint n_parts;                /* the matrices' parts, then the stolen */
-  guint first_stolen;           /* parts[first_stolen + t]: thread t's */
-  GemvPart parts[GEMV_MAX_PARTS];
-} GemvParts;
+  gsize next;                   /* the first unclaimed tile (atomic) */
+} GemvClaims;
 
-static inline void
-gemv_part_run (const GemvParts * gp, const GemvPart * p, gsize s0, gsize s1)
+/* GEMV tiles [start, end) of every job they cover */
+static void
+gemv_claim_rows (const GemvClaims * gc, gsize start, gsize end)
 {
-  const MatmulJob *job = &gp->jobs[p->job];
+  guint i;
 
-  job->format->gemv (job, p->base, p->run, s0, s1, p->streams);
+  for (i = 0; i < gc->n_jobs; i++) {
+    gsize a = MAX (start, gc->first_tile[i]);
+    gsize b = MIN (end, gc->first_tile[i + 1]);
+
+    if (a < b)
+      gemv_rows (&gc->jobs[i], a - gc->first_tile[i], b - gc->first_tile[i]);
+  }
 }
 
-/* Steps from the front of @p, GEMV_CHUNK_STEPS at a time, until none is
- * left */
+/* One slice per thread: claims runs of tiles until none is left */
 static void
-gemv_part_drain (const GemvParts * gp, GemvPart * p)
+gemv_claims_slice (gsize start, gsize end, guint worker, gpointer data)
 {
-  guint64 span = __atomic_load_n (&p->span, __ATOMIC_ACQUIRE);
+  GemvClaims *gc = data;
+  const gsize n = gc->first_tile[gc->n_jobs];
+  gsize a = __atomic_load_n (&gc->next, __ATOMIC_RELAXED);
 
-  for (;;) {
-    gsize lo = span_lo (span), hi = span_hi (span);
-    gsize end = MIN (hi, lo + GEMV_CHUNK_STEPS);
+  while (a < n) {
+    gsize len = gc->n_threads == 1 ? n - a :
+        MAX (GEMV_CLAIM_TILES, (n - a) / (GEMV_GUIDED_SHARE * gc->n_threads));
+    gsize b = MIN (n, a + len);
 
-    if (lo >= hi)
-      return;
-    /* on failure span is reloaded with what a thief left */
-    if (__atomic_compare_exchange_n (&p->span, &span,
-            span_pack (end, hi, span >> SPAN_GEN_SHIFT), FALSE,
-            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-      gemv_part_run (gp, p, lo, end);
-      span = __atomic_load_n (&p->span, __ATOMIC_ACQUIRE);
+    /* on failure a is reloaded with the tile another thread left */
+    if (__atomic_compare_exchange_n (&gc->next, &a, b, FALSE,
+            __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      gemv_claim_rows (gc, a, b);
+      a = __atomic_load_n (&gc->next, __ATOMIC_RELAXED);
     }
   }
 }
 
-/* Steals into @mine (this thread's slot, empty) from the part with the
- * most steps left; FALSE when every part is empty */
-static gboolean
-gemv_steal (GemvParts * gp, GemvPart * mine)
-{
-  for (;;) {
-    GemvPart *victim = NULL;
-    guint64 span = 0;
-    gsize left = 0, lo, hi, cut;
-    guint i;
-
-    for (i = 0; i < gp->n_parts; i++) {
-      guint64 sp = __atomic_load_n (&gp->parts[i].span, __ATOMIC_ACQUIRE);
-
-      if (span_hi (sp) > span_lo (sp) && span_hi (sp) - span_lo (sp) > left) {
-        victim = &gp->parts[i];
-        span = sp;
-        left = span_hi (sp) - span_lo (sp);
-      }
-    }
-    if (!victim)
-      return FALSE;
-    lo = span_lo (span);
-    hi = span_hi (span);
-    cut = left >= 2 * GEMV_CHUNK_STEPS ? lo + left / 2 :
-        hi - MIN (left, GEMV_CHUNK_STEPS);
-    {
-      /* read before the swap: if the swap succeeds, the part (and its
-       * generation) did not change in between */
-      guint job = __atomic_load_n (&victim->job, __ATOMIC_RELAXED);
-      guint streams = __atomic_load_n (&victim->streams, __ATOMIC_RELAXED);
-      gsize base = __atomic_load_n (&victim->base, __ATOMIC_RELAXED);
-      gsize run = __atomic_load_n (&victim->run, __ATOMIC_RELAXED);
-
-      if (!__atomic_compare_exchange_n (&victim->span, &span,
-              span_pack (lo, cut, span >> SPAN_GEN_SHIFT), FALSE,
-              __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
-        continue;
-      /* @mine is empty: no thief takes from it while it is rewritten */
-      __atomic_store_n (&mine->job, job, __ATOMIC_RELAXED);
-      __atomic_store_n (&mine->streams, streams, __ATOMIC_RELAXED);
-      __atomic_store_n (&mine->base, base, __ATOMIC_RELAXED);
-      __atomic_store_n (&mine->run, run, __ATOMIC_RELAXED);
-      __atomic_store_n (&mine->span, span_pack (cut, hi,
-              (mine->span >> SPAN_GEN_SHIFT) + 1), __ATOMIC_RELEASE);
-      return TRUE;
-    }
-  }
-}
-
-/* Slice t: thread t's parts, then whatever it can steal */
 static void
-gemv_parts_slice (gsize start, gsize end, guint worker, gpointer data)
+run_gemv_claims (NpuTask * task, MatmulJob * jobs, const gsize * first_tile,
+    guint n_jobs)
 {
-  GemvParts *gp = data;
-  gsize t;
+  GemvClaims gc = { jobs, first_tile, n_jobs, 1, 0 };
 
-  for (t = start; t < end; t++) {
-    GemvPart *mine = &gp->parts[gp->first_stolen + t];
-    guint i;
-
-    for (i = 0; i < gp->first_stolen; i++)
-      if (i % (gp->n_threads + 1) == t ||
-          (t == 0 && i % (gp->n_threads + 1) == gp->n_threads))
-        gemv_part_drain (gp, &gp->parts[i]);
-    while (gemv_steal (gp, mine))
-      gemv_part_drain (gp, mine);
-  }
-}
-
-/* The parts of @job (index @j) for @n_threads threads: n_threads + 1 slots
- * from @parts, the last for the rows left over */
-static void
-gemv_job_parts (GemvPart * parts, guint j, const MatmulJob * job,
-    guint n_threads, guint streams)
-{
-  gsize steps = job->rows / streams, t;
-
-  for (t = 0; t < n_threads; t++) {
-    gsize a = steps * t / n_threads, b = steps * (t + 1) / n_threads;
-
-    parts[t].job = j;
-    parts[t].streams = streams;
-    parts[t].run = b - a;
-    parts[t].base = a * streams;
-    parts[t].span = span_pack (0, b - a, 0);
-  }
-  parts[n_threads].job = j;
-  parts[n_threads].streams = 1;
-  parts[n_threads].run = 0;
-  parts[n_threads].base = steps * streams;
-  parts[n_threads].span = span_pack (0, job->rows - steps * streams, 0);
-}
-
-static void
-run_gemv_parts (NpuTask * task, MatmulJob * jobs, guint n_jobs)
-{
-  GemvParts gps, *gp = &gps;
-  guint streams = gemv_streams, t, j;
-
-  gp->jobs = jobs;
-  gp->n_jobs = n_jobs;
-  gp->n_threads = task ? npu_task_get_n_threads (task) : 1;
-  gp->n_threads = MIN (gp->n_threads, GEMV_MAX_THREADS);
-  for (j = 0; j < n_jobs; j++)
-    gemv_job_parts (&gp->parts[j * (gp->n_threads + 1)], j, &jobs[j],
-        gp->n_threads, streams);
-  gp->first_stolen = n_jobs * (gp->n_threads + 1);
-  gp->n_parts = gp->first_stolen + gp->n_threads;
-  for (t = 0; t < gp->n_threads; t++) {
-    GemvPart *p = &gp->parts[gp->first_stolen + t];
-
-    p->job = 0;
-    p->streams = 1;
-    p->base = p->run = 0;
-    p->span = 0;
-  }
-  run_parallel (task, gp->n_threads, 1, gemv_parts_slice, gp);
+  gc.n_threads = task ? npu_task_get_n_threads (task) : 1;
+  run_parallel (task, gc.n_threads, 1, gemv_claims_slice, &gc);
 }
 
 /* One token through the path's GEMV kernel: the activations quantised
- * once (with their residuals for the accurate precision), then the rows
- * read by run_gemv_parts(); the kernel sums the accurate precision's two
- * halves itself. */
+ * once (with their residuals for the accurate precision), then runs of
+ * tiles claimed guided, each read as gemv_streams streams; the kernel
+ * sums the accurate precision's two halves itself. */
 static void
 run_gemv_job (NpuTask * task, MatmulJob * job)
 {
+  gsize first_tile[2] = { 0, 0 };
+
   if (job->accurate)
     accurate_scratch (task, job, 0);
   quantize_activations (task, job);
-  run_gemv_parts (task, job, 1);
+  job->n_row_tiles = (job->rows + GEMV_ROW_TILE - 1) / GEMV_ROW_TILE;
+  first_tile[1] = job->n_row_tiles;
+  run_gemv_claims (task, job, first_tile, 1);
 }
 
 /* y = x . w^T for a job whose weights, format and kernel are set */
@@ -1151,8 +995,7 @@ run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
     run_gemm8_job (task, job);
     return;
   }
-  if (job->n == 1 && (job->mxfp4_gemv || job->q8_0_gemv) &&
-      job->rows <= GEMV_MAX_ROWS) {
+  if (job->n == 1 && (job->mxfp4_gemv || job->q8_0_gemv)) {
     run_gemv_job (task, job);
     return;
   }
@@ -1442,8 +1285,7 @@ npu_matmul_mxfp4_multi_with_precision (NpuTask * task,
 
   matmul_init ();
   for (i = 0; i < n_w; i++)
-    if (w[i]->k != w[0]->k || w[i]->k == 0 || w[i]->rows == 0 ||
-        w[i]->rows > GEMV_MAX_ROWS)
+    if (w[i]->k != w[0]->k || w[i]->k == 0 || w[i]->rows == 0)
       break;
   if (n == 0 || n > GEMV_MAX_N || i < n_w || !current_tile_func ()) {
     for (i = 0; i < n_w; i++)
@@ -1471,7 +1313,7 @@ npu_matmul_mxfp4_multi_with_precision (NpuTask * task,
     quantize_activations (task, &mj.jobs[0]);
     for (i = 0; i < n_w; i++)
       mj.jobs[i].xq = mj.jobs[0].xq;
-    run_gemv_parts (task, mj.jobs, n_w);
+    run_gemv_claims (task, mj.jobs, mj.first_tile, n_w);
     return;
   }
   if (mj.jobs[0].accurate)

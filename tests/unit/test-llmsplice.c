@@ -16,8 +16,9 @@
  * image tokens (so that an image's rows get their wrapping).
  *
  * Cases: audio alone, an image alone, an image and audio in one prompt,
- * and keep-context's second turn (an image after a first turn with
- * audio).  For each, every plausible mistake (the rows of each medium one
+ * audio with no template (plain completion: the system prompt, "\n\n",
+ * the rows, the text), and keep-context's second turn (an image after a
+ * first turn with audio).  For each, every plausible mistake (the rows of each medium one
  * place early or late, its first or last row dropped, its last row
  * doubled, an image's opening or end markers skipped, its rows before or
  * after its markers) is evaluated too: each must be at least MARGIN
@@ -660,7 +661,7 @@ check_prompt (Fixture * f, NpuLlmSession * s, const gchar * what, GArray * want)
 }
 
 static NpuLlmSession *
-new_session (Fixture * f, gboolean keep_context)
+new_session (Fixture * f, gboolean keep_context, const gchar * chat_template)
 {
   NpuLlmSessionParams p;
   NpuLlmSession *s;
@@ -677,10 +678,12 @@ new_session (Fixture * f, gboolean keep_context)
   p.max_tokens = 1;
   p.keep_context = keep_context;
   p.system_prompt = g_strdup (SYSTEM);
+  p.chat_template = g_strdup (chat_template);
   p.sampler.temperature = 0;
   s = npu_llm_session_new (f->gguf, m, &p, &error);
   g_assert_no_error (error);
-  g_assert_cmpstr (npu_llm_session_get_template_name (s), ==, "chatml");
+  g_assert_cmpstr (npu_llm_session_get_template_name (s), ==,
+      chat_template ? chat_template : "chatml");
   npu_llm_session_params_clear (&p);
   return s;
 }
@@ -721,6 +724,7 @@ typedef enum
   CASE_AUDIO,
   CASE_IMAGE,
   CASE_IMAGE_AND_AUDIO,
+  CASE_COMPLETION,              /* chat-template=none, audio */
 } Case;
 
 static void
@@ -735,7 +739,20 @@ test_one_prompt (gconstpointer data)
   guint n_media = 0;
 
   fixture_open (&f);
-  s = new_session (&f, FALSE);
+  if (c == CASE_COMPLETION) {
+    /* plain completion: the system prompt, a blank line, the media, the
+     * user's text */
+    s = new_session (&f, FALSE, "none");
+    set_media (&media[0], f.audio, N_AUDIO, FALSE);
+    seq_text (want, SYSTEM);
+    seq_token (want, NL2);
+    seq_audio (&f, want);
+    seq_text (want, "What do you hear?");
+    answer (&f, s, "What do you hear?", media, 1);
+    check_prompt (&f, s, "audio, no template", want);
+    goto done;
+  }
+  s = new_session (&f, FALSE, NULL);
   seq_chatml_head (want);
   if (c != CASE_AUDIO) {
     set_media (&media[n_media++], f.image, N_IMAGE, TRUE);
@@ -753,6 +770,7 @@ test_one_prompt (gconstpointer data)
   answer (&f, s, user, media, n_media);
   check_prompt (&f, s, what, want);
 
+done:
   g_array_unref (want);
   npu_llm_session_free (s);
   fixture_close (&f);
@@ -772,7 +790,7 @@ test_second_turn (void)
   guint i;
 
   fixture_open (&f);
-  s = new_session (&f, TRUE);
+  s = new_session (&f, TRUE, NULL);
   set_media (&audio, f.audio, N_AUDIO, FALSE);
   set_media (&image, f.image, N_IMAGE, TRUE);
   seq_chatml_head (want);
@@ -814,6 +832,8 @@ main (int argc, char **argv)
       test_one_prompt);
   g_test_add_data_func ("/llm-splice/image-and-audio",
       GINT_TO_POINTER (CASE_IMAGE_AND_AUDIO), test_one_prompt);
+  g_test_add_data_func ("/llm-splice/no-template",
+      GINT_TO_POINTER (CASE_COMPLETION), test_one_prompt);
   g_test_add_func ("/llm-splice/keep-context-second-turn", test_second_turn);
   return g_test_run ();
 }

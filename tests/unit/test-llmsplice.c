@@ -13,11 +13,13 @@
  * template's tokens written out here as literal ids, with the rows at
  * exactly their place.  The ids are literal because the vocabulary is the
  * test's own: byte b is token b, then "\n\n", the ChatML and the Idefics3
- * image tokens (so that an image's rows get their wrapping).
+ * image tokens (so that an image's rows get their wrapping) and Llama 2's
+ * "<s>".
  *
  * Cases: audio alone, an image alone, an image and audio in one prompt,
  * audio with no template (plain completion: the system prompt, "\n\n",
- * the rows, the text), and keep-context's second turn (an image after a
+ * the rows, the text), audio with the Llama 2 template (its BOS written in
+ * the text), and keep-context's second turn (an image after a
  * first turn with audio).  For each, every plausible mistake (the rows of each medium one
  * place early or late, its first or last row dropped, its last row
  * doubled, an image's opening or end markers skipped, its rows before or
@@ -26,7 +28,7 @@
  * and a failure names the mistakes the session's logits match.
  *
  * Scalar kernels and an F32 cache: only F32 rounding of activations
- * separates the session from the reference: measured 1.2e-7 .. 1.4e-7 of
+ * separates the session from the reference: measured 1.2e-7 .. 1.6e-7 of
  * the logit range, allowed 1e-5.  The nearest mistake is 5.8e-3 away (an
  * audio row one place early in the first of two turns), the others 1.2e-2
  * and more; each must be at least 1e-3 away.
@@ -60,6 +62,7 @@ enum
   IM_END,
   AROUND,                       /* <fake_token_around_image> */
   GLOBAL,                       /* <global-img> */
+  LLAMA2_BOS,                   /* <s>, the Llama 2 template's BOS text */
   N_USED,
   /* unused tokens after them, as the model generator wants 360 at least */
   N_VOCAB = 360
@@ -67,7 +70,7 @@ enum
 
 static const gchar *const specials[] = {
   "\xc4\x8a\xc4\x8a", "<|endoftext|>", "<|im_start|>", "<|im_end|>",
-  "<fake_token_around_image>", "<global-img>"
+  "<fake_token_around_image>", "<global-img>", "<s>"
 };
 
 /* ChatML with no default system turn */
@@ -725,6 +728,7 @@ typedef enum
   CASE_IMAGE,
   CASE_IMAGE_AND_AUDIO,
   CASE_COMPLETION,              /* chat-template=none, audio */
+  CASE_LLAMA2,                  /* chat-template=llama2 (BOS text), audio */
 } Case;
 
 static void
@@ -750,6 +754,20 @@ test_one_prompt (gconstpointer data)
     seq_text (want, "What do you hear?");
     answer (&f, s, "What do you hear?", media, 1);
     check_prompt (&f, s, "audio, no template", want);
+    goto done;
+  }
+  if (c == CASE_LLAMA2) {
+    /* the BOS in the text, the system prompt inside the user's turn, the
+     * media after it; ">>\n\n" is one piece, its newlines one token */
+    s = new_session (&f, FALSE, "llama2");
+    set_media (&media[0], f.audio, N_AUDIO, FALSE);
+    seq_token (want, LLAMA2_BOS);
+    seq_text (want, "[INST] <<SYS>>\n" SYSTEM "\n<</SYS>>");
+    seq_token (want, NL2);
+    seq_audio (&f, want);
+    seq_text (want, "What do you hear? [/INST]");
+    answer (&f, s, "What do you hear?", media, 1);
+    check_prompt (&f, s, "audio, llama2", want);
     goto done;
   }
   s = new_session (&f, FALSE, NULL);
@@ -834,6 +852,8 @@ main (int argc, char **argv)
       GINT_TO_POINTER (CASE_IMAGE_AND_AUDIO), test_one_prompt);
   g_test_add_data_func ("/llm-splice/no-template",
       GINT_TO_POINTER (CASE_COMPLETION), test_one_prompt);
+  g_test_add_data_func ("/llm-splice/llama2",
+      GINT_TO_POINTER (CASE_LLAMA2), test_one_prompt);
   g_test_add_func ("/llm-splice/keep-context-second-turn", test_second_turn);
   return g_test_run ();
 }

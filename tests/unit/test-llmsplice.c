@@ -9,7 +9,7 @@
  * prompt with media rows of known, distinct values on a small generated
  * model, and what the model computed (the logits after the prompt, and how
  * many positions it took) is compared with a double-precision evaluation
- * (tests/reference/npurefllm.c) of the EXPECTED sequence: the ChatML
+ * (tests/reference/npurefllm.c) of the EXPECTED sequence: the chat
  * template's tokens written out here as literal ids, with the rows at
  * exactly their place.  The ids are literal because the vocabulary is the
  * test's own: byte b is token b, then "\n\n", the ChatML and the Idefics3
@@ -19,13 +19,18 @@
  * Cases: audio alone, an image alone, an image and audio in one prompt,
  * audio with no template (plain completion: the system prompt, "\n\n",
  * the rows, the text), audio with the Llama 2 template (its BOS written in
- * the text), and keep-context's second turn (an image after a
- * first turn with audio).  For each, every plausible mistake (the rows of each medium one
- * place early or late, its first or last row dropped, its last row
- * doubled, an image's opening or end markers skipped, its rows before or
- * after its markers) is evaluated too: each must be at least MARGIN
- * tolerances from the expected logits, so that the comparison can fail,
- * and a failure names the mistakes the session's logits match.
+ * the text), and keep-context's second turn (an image after a first turn
+ * with audio).  For each, every plausible mistake (the rows of each medium
+ * one place early or late, its first or last row dropped, its last row
+ * doubled; an image's opening or end markers skipped, its rows before or
+ * after its markers, the image with its markers one place off; all the
+ * media of a prompt one place off together) is evaluated too: each must
+ * be at least MARGIN tolerances from the expected logits, so that the
+ * comparison can fail, and a failure names the mistakes the session's
+ * logits match.  Seen to fail so, naming the mistake, with npullmsession.c
+ * broken on purpose: the media one place early, one place late, the last
+ * row dropped, the last row doubled, the end marker skipped, the rows
+ * before the opening markers.
  *
  * Scalar kernels and an F32 cache: only F32 rounding of activations
  * separates the session from the reference: measured 1.2e-7 .. 1.6e-7 of
@@ -373,7 +378,8 @@ ref_eval (Fixture * f, GArray * seq)
   return logits;
 }
 
-/* max |a - ref| / range (ref), NaN-safe */
+/* max |a - ref| / range (ref), NaN-safe (@a rounded to float, 6e-8
+ * relative: nothing beside the 1e-3 this measures against) */
 static double
 rel_diff_d (const double *a, const double *ref, guint n)
 {

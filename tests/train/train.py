@@ -1030,7 +1030,7 @@ def main():
     akey = json.dumps([args.audio_per_kind, args.speech_per_word,
                        args.audio_heldout_per_kind,
                        args.speech_heldout_per_word, sounds.KINDS,
-                       sounds.WORDS, sounds.SINE_LADDER])
+                       sounds.WORDS, sounds.SINE_LADDER, sounds.RENDERER])
     a = load_or_render(args, tools, "audio", akey, make_audio)
     ax, hax = a["x"], a["hx"]
     # the held-out WAV files, written again when the sounds come from the

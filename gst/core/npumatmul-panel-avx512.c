@@ -121,6 +121,28 @@ quantize_block (const float *x, float qmax, __m512i * q0, __m512i * q1)
   return d;
 }
 
+/* int8 codes: the row's codes at @row, its scales at row + dx_offset,
+ * each block's -12 sum(q) at row + corr_offset; the same codes and scales
+ * as npumatmul.c's scalar quantiser, 16 elements an instruction */
+void
+npu_quantize_row_q8_avx512 (const float *x, gsize nb, guint8 * row,
+    const NpuPanelRows * layout)
+{
+  float *dx = (float *) (row + layout->dx_offset);
+  gint32 *corr = (gint32 *) (row + layout->corr_offset);
+  gsize b;
+
+  for (b = 0; b < nb; b++) {
+    gint8 *q = (gint8 *) row + 32 * b;
+    __m512i q0, q1;
+
+    dx[b] = quantize_block (x + 32 * b, 127.0f, &q0, &q1);
+    corr[b] = -12 * _mm512_reduce_add_epi32 (_mm512_add_epi32 (q0, q1));
+    _mm_storeu_si128 ((__m128i *) q, _mm512_cvtepi32_epi8 (q0));
+    _mm_storeu_si128 ((__m128i *) (q + 16), _mm512_cvtepi32_epi8 (q1));
+  }
+}
+
 /* int16 codes: the row's codes at @row, its scales at row + dx_offset */
 void
 npu_quantize_row_q16_avx512 (const float *x, gsize nb, guint8 * row,

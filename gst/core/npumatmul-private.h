@@ -96,6 +96,8 @@ void npu_mxfp4_tile_gemm8_avx512 (const NpuMxfp4Matrix * w, gsize r0,
 void npu_mxfp4_tile_gemm16_avx512 (const NpuMxfp4Matrix * w, gsize r0,
     gsize r1, const NpuPanelRows * xq, gsize c0, gsize c1, float *y,
     gsize ldy, guint8 * scratch);
+void npu_quantize_row_q8_avx512 (const float *x, gsize nb, guint8 * row,
+    const NpuPanelRows * layout);
 void npu_quantize_row_q16_avx512 (const float *x, gsize nb, guint8 * row,
     const NpuPanelRows * layout);
 

@@ -445,30 +445,6 @@ quantize_row_q8_0 (const float *x, gsize nb, gsize n_pairs, guint8 * dst)
   }
 }
 
-#if defined(__x86_64__)
-/* The fast panel GEMM's layout (npumatmul-private.h's NpuPanelRows): int8
- * codes in their natural order, each block's scale and -12 sum(q) */
-static void
-quantize_row_panel8 (const float *x, gsize nb, guint8 * row,
-    const NpuPanelRows * layout)
-{
-  float *dx = (float *) (row + layout->dx_offset);
-  gint32 *corr = (gint32 *) (row + layout->corr_offset);
-  gsize b;
-  guint j;
-
-  for (b = 0; b < nb; b++) {
-    gint8 *q = (gint8 *) row + b * 32;
-    gint32 qsum = 0;
-
-    dx[b] = quantize_block (x + b * 32, q);
-    for (j = 0; j < 32; j++)
-      qsum += q[j];
-    corr[b] = -12 * qsum;
-  }
-}
-#endif
-
 /* ------------------------------------------------------------------------
  * Driver, shared by both weight formats
  */
@@ -1034,7 +1010,7 @@ npu_matmul_set_accurate_gemm_int16 (gboolean int16)
 
 #if defined(__x86_64__)
 static const NpuPanelGemm panel_gemm8_avx512 = {
-  1, quantize_row_panel8, npu_mxfp4_tile_gemm8_avx512
+  1, npu_quantize_row_q8_avx512, npu_mxfp4_tile_gemm8_avx512
 };
 
 static const NpuPanelGemm panel_gemm16_avx512 = {

@@ -19,8 +19,8 @@ t_setup=$(date +%s)
 echo "-- set-up and build: $(( $(date +%s) - t_setup )) s"
 
 # Fewer tests than this in a suite is a failure.
-MIN_UNIT=15
-MIN_CHECK=10
+MIN_UNIT=20
+MIN_CHECK=15
 MIN_REALKERNEL=5
 
 ALLOW_SKIP=${NPU_ALLOW_SKIP:-0}

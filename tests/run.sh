@@ -12,11 +12,15 @@
 # its minimum (below) fails too: a suite must not vanish silently.
 set -u
 cd "$(dirname "$0")/.."
+# Each phase prints its wall time ("-- LABEL: N s"): the whole run, both
+# legs, has a CI budget of about 30 minutes.
+t_setup=$(date +%s)
 ./tests/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
+echo "-- set-up and build: $(( $(date +%s) - t_setup )) s"
 
 # Fewer tests than this in a suite is a failure.
-MIN_UNIT=15
-MIN_CHECK=10
+MIN_UNIT=20
+MIN_CHECK=15
 MIN_REALKERNEL=5
 
 ALLOW_SKIP=${NPU_ALLOW_SKIP:-0}
@@ -56,6 +60,7 @@ run_meson() {
   shift 3
   log=$(mktemp)
   echo "== $label"
+  t0=$(date +%s)
   meson test -C "$build" --print-errorlogs --num-processes 2 "$@" \
     > "$log" 2>&1
   rc=$?
@@ -77,6 +82,7 @@ run_meson() {
   failed=$((failed + bad))
   note_skips "$label" "$skip"
   check_minimum "$label" $((ok + bad + skip)) "$min"
+  echo "-- $label: $(( $(date +%s) - t0 )) s"
   rm -f "$log"
 }
 
@@ -85,8 +91,10 @@ run_meson() {
 run_realkernel() {
   build=$1
   echo "== real-kernel tests (QEMU)"
+  t0=$(date +%s)
   ./tests/realkernel/run.sh "$build" > "$build/realkernel.log" 2>&1
   rk=$?
+  echo "-- real-kernel tests: $(( $(date +%s) - t0 )) s"
   cat "$build/realkernel.log"
   result=$(grep '^REALKERNEL-RESULT' "$build/realkernel.log" | tail -n 1)
   case "$result" in
@@ -138,8 +146,10 @@ fi
 # The Debian 13 leg (GStreamer 1.26): this same script inside a trixie root.
 if [ -z "${GST_NPU_TRIXIE_LEG:-}" ]; then
   echo "== Debian 13 (GStreamer 1.26) leg"
+  t0=$(date +%s)
   ./tests/trixie/run.sh > build/trixie-leg.log 2>&1
   rc=$?
+  echo "-- Debian 13 leg: $(( $(date +%s) - t0 )) s (its own phases below)"
   cat build/trixie-leg.log
   t=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' build/trixie-leg.log | tail -n 1)
   if [ "$rc" = 77 ]; then

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: answering prompts with a language model */
 #include "npullmsession.h"
+#include "npullmsession-testing.h"
 
 #include <string.h>
 
@@ -250,6 +251,12 @@ void
 npu_llm_session_get_context_stats (NpuLlmSession * s, NpuLlmStats * stats)
 {
   npu_llm_context_get_stats (s->ctx, stats);
+}
+
+NpuLlmContext *
+npu_llm_session_get_context (NpuLlmSession * s)
+{
+  return s->ctx;
 }
 
 /* ------------------------------------------------------------------------

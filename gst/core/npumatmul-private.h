@@ -52,31 +52,54 @@ typedef struct
   guint8 *data;
 } NpuQ8Act;
 
-/* Activations quantised for the fast GEMM's broadcasts: per activation
- * row (row_stride bytes, a multiple of 64), the int8 codes in their natural
- * order (nb * 32 bytes, one broadcast dword = 4 consecutive k), then at
- * dx_offset the F32 scale d of each block, then at corr_offset each
- * block's -12 * sum(q) (the weights enter as 2 P + 12).  Blocks as for
- * NpuQ8Act: d = max|x| / 127, q = round (x / d). */
+/* Activations quantised for the panel GEMMs' broadcasts (fast: int8
+ * codes; accurate: int16 codes): per activation row (row_stride bytes, a
+ * multiple of 64), the codes in their natural order (nb * 32 of them, one
+ * broadcast dword = 4 / code_bytes consecutive k), then at dx_offset the
+ * F32 scale d of each block, then, for int8 codes only, at corr_offset
+ * each block's -12 * sum(q) (the fast GEMM's weights enter as 2 P + 12).
+ * Per block of 32: d = max|x| / qmax (127 or 32767), q = round (x / d). */
 typedef struct
 {
   gsize n;
   gsize row_stride;
   gsize dx_offset, corr_offset;
   guint8 *data;
-} NpuQ8Rows;
+} NpuPanelRows;
 
-/* The fast GEMM: Y[c][r] for r in [r0, r1), c in [c0, c1): y[c * ldy + r];
- * @scratch: NPU_GEMM8_SCRATCH (n_blocks) bytes, 64-byte aligned, the
- * calling worker's own */
-#define NPU_GEMM8_SCRATCH(nb) ((nb) * (8 * 128 + 32 * 4))
-typedef void (*NpuMxfp4Gemm8TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
-    gsize r1, const NpuQ8Rows * xq, gsize c0, gsize c1, float *y, gsize ldy,
-    guint8 * scratch);
+/* Bytes of scratch a panel GEMM needs for @nb blocks: a panel of 32 rows
+ * (32 x 32 codes of @code_bytes per block) and its 32 scales per block */
+#define NPU_PANEL_SCRATCH(nb, code_bytes) \
+  ((nb) * (32 * 32 * (code_bytes) + 32 * 4))
 
+/* One panel GEMM: @quantize_row puts one activation row @x of @nb blocks
+ * at @row in @layout's order; @tile computes Y[c][r] for r in [r0, r1), c
+ * in [c0, c1): y[c * ldy + r], with @scratch NPU_PANEL_SCRATCH (nb,
+ * code_bytes) bytes, 64-byte aligned, the calling worker's own. */
+typedef void (*NpuPanelQuantizeRowFunc) (const float *x, gsize nb,
+    guint8 * row, const NpuPanelRows * layout);
+typedef void (*NpuMxfp4PanelTileFunc) (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuPanelRows * xq, gsize c0, gsize c1, float *y,
+    gsize ldy, guint8 * scratch);
+
+typedef struct
+{
+  guint code_bytes;             /* 1: int8 codes, 2: int16 */
+  NpuPanelQuantizeRowFunc quantize_row;
+  NpuMxfp4PanelTileFunc tile;
+} NpuPanelGemm;
+
+/* The fast (int8, vpdpbusd) and accurate (int16, vpdpwssd) panel GEMMs */
 void npu_mxfp4_tile_gemm8_avx512 (const NpuMxfp4Matrix * w, gsize r0,
-    gsize r1, const NpuQ8Rows * xq, gsize c0, gsize c1, float *y, gsize ldy,
-    guint8 * scratch);
+    gsize r1, const NpuPanelRows * xq, gsize c0, gsize c1, float *y,
+    gsize ldy, guint8 * scratch);
+void npu_mxfp4_tile_gemm16_avx512 (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuPanelRows * xq, gsize c0, gsize c1, float *y,
+    gsize ldy, guint8 * scratch);
+void npu_quantize_row_q8_avx512 (const float *x, gsize nb, guint8 * row,
+    const NpuPanelRows * layout);
+void npu_quantize_row_q16_avx512 (const float *x, gsize nb, guint8 * row,
+    const NpuPanelRows * layout);
 
 /* Y[c][r] for r in [r0, r1), c in [c0, c1): y[c * ldy + r] */
 typedef void (*NpuMxfp4TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
@@ -115,37 +138,6 @@ typedef void (*NpuQ8_0GemvFunc) (const NpuBlockQ8_0 * w, gsize nb, gsize r0,
 void npu_q8_0_gemv_avx512 (const NpuBlockQ8_0 * w, gsize nb, gsize r0,
     gsize r1, const NpuQ8Act * xq, gsize c, gboolean accurate, float *y,
     guint streams);
-
-/* Activations quantised to int16 for the accurate int16 GEMM: per
- * activation row (row_stride bytes, a multiple of 64), the int16 codes in
- * their natural order (nb * 32 of them, one broadcast dword = 2
- * consecutive k), then at dx_offset the F32 scale d of each block:
- * d = max|x| / 32767, q = round (x / d). */
-typedef struct
-{
-  gsize n;
-  gsize row_stride;
-  gsize dx_offset;
-  guint8 *data;
-} NpuQ16Rows;
-
-/* One activation row @x of @nb blocks into @row (NpuQ16Rows' layout, its
- * scales at @row + @dx_offset) */
-void npu_quantize_row_q16_avx512 (const float *x, gsize nb, guint8 * row,
-    gsize dx_offset);
-
-/* The accurate int16 GEMM: Y[c][r] for r in [r0, r1), c in [c0, c1):
- * y[c * ldy + r]; @scratch: NPU_GEMM16_SCRATCH (n_blocks) bytes, 64-byte
- * aligned, the calling worker's own (a panel of 32 rows: 2 KiB of int16
- * weights and 32 scales per block) */
-#define NPU_GEMM16_SCRATCH(nb) ((nb) * (16 * 128 + 32 * 4))
-typedef void (*NpuMxfp4Gemm16TileFunc) (const NpuMxfp4Matrix * w, gsize r0,
-    gsize r1, const NpuQ16Rows * xq, gsize c0, gsize c1, float *y, gsize ldy,
-    guint8 * scratch);
-
-void npu_mxfp4_tile_gemm16_avx512 (const NpuMxfp4Matrix * w, gsize r0,
-    gsize r1, const NpuQ16Rows * xq, gsize c0, gsize c1, float *y, gsize ldy,
-    guint8 * scratch);
 
 /* The accurate GEMM: Y[c][r] for r in [r0, r1), c in [c0, c1) from F32
  * activations x[c * k ...] (not quantised) and the weights decoded to F32

@@ -76,14 +76,12 @@ static guint gemv_streams = GEMV_STREAMS;
  * the panel is reused 32 times */
 #define GEMM_F32_ROW_TILE 64
 #define GEMM_F32_COL_TILE 192
-/* The fast GEMM: 32 weight rows (one panel, decoded once for the whole k)
- * by 128 activation rows (256 KiB of codes at k = 2048, in L2) */
-#define GEMM8_ROW_TILE 32
-#define GEMM8_COL_TILE 128
-/* The accurate int16 GEMM: 32 weight rows (one panel, 2 KiB a block) by
- * 128 activation rows (8 KiB of codes a block; 768 KiB at k = 3072) */
-#define GEMM16_ROW_TILE 32
-#define GEMM16_COL_TILE 128
+/* The panel GEMMs: 32 weight rows (one panel, decoded once for the whole
+ * k: 1 or 2 KiB a block) by 128 activation rows (4 or 8 KiB of codes a
+ * block: 256 KiB of int8 codes at k = 2048, 768 KiB of int16 at k = 3072,
+ * in L2) */
+#define PANEL_ROW_TILE 32
+#define PANEL_COL_TILE 128
 
 /* The paths this build has, usable on this CPU within NPU_CPU_ISA's cap */
 static gboolean
@@ -473,23 +471,19 @@ struct _MatmulJob
    * scalar path) */
   const NpuMxfp4Matrix *mxfp4;
   NpuMxfp4TileFunc mxfp4_tile;
-  /* the accurate GEMM's F32 kernel and the fast GEMM's, where this path
-   * has them */
+  /* the panel GEMM of the job's precision, where this path has one
+   * (for the accurate precision chosen over the F32 GEMM), its quantised
+   * activations and one NPU_PANEL_SCRATCH per worker */
+  const NpuPanelGemm *panel;
+  NpuPanelRows xr;
+  guint8 *panel_scratch;
+  /* the accurate GEMM's F32 kernel, where this path has one */
   NpuMxfp4F32TileFunc mxfp4_f32_tile;
-  NpuMxfp4Gemm8TileFunc mxfp4_gemm8_tile;
-  /* the accurate int16 GEMM and its activation quantiser, where this path
-   * has them (then chosen over the F32 one) */
-  NpuMxfp4Gemm16TileFunc mxfp4_gemm16_tile;
-  void (*quantize_row_q16) (const float *x, gsize nb, guint8 * row,
-      gsize dx_offset);
-  NpuQ16Rows x16;
   /* the one-token GEMV kernel, where this path has one */
   NpuMxfp4GemvFunc mxfp4_gemv;
   /* the path's own MXFP4 activation quantiser, where it has one */
   void (*quantize_row_simd) (const float *x, gsize nb, gsize n_groups,
       guint8 * dst, guint8 * dst_residual);
-  NpuQ8Rows xr;
-  guint8 *gemm8_scratch;        /* one NPU_GEMM8_SCRATCH per worker */
   const NpuBlockQ8_0 *q8_0;
   NpuQ8_0TileFunc q8_0_tile;
   NpuQ8_0GemvFunc q8_0_gemv;
@@ -742,123 +736,60 @@ f32_tile_slice (gsize start, gsize end, guint worker, gpointer data)
 }
 
 static void
-quantize_rows_slice (gsize start, gsize end, guint worker, gpointer data)
-{
-  MatmulJob *job = data;
-  gsize c, b;
-  guint j;
-
-  for (c = start; c < end; c++) {
-    guint8 *row = job->xr.data + c * job->xr.row_stride;
-    float *dx = (float *) (row + job->xr.dx_offset);
-    gint32 *corr = (gint32 *) (row + job->xr.corr_offset);
-
-    for (b = 0; b < job->nb; b++) {
-      gint8 *q = (gint8 *) row + b * 32;
-      gint32 qsum = 0;
-
-      dx[b] = quantize_block (job->x + c * job->nb * 32 + b * 32, q);
-      for (j = 0; j < 32; j++)
-        qsum += q[j];
-      corr[b] = -12 * qsum;
-    }
-  }
-}
-
-static void
-gemm8_tile_slice (gsize start, gsize end, guint worker, gpointer data)
-{
-  MatmulJob *job = data;
-  guint8 *scratch = job->gemm8_scratch +
-      (gsize) worker * NPU_GEMM8_SCRATCH (job->nb);
-  gsize t;
-
-  for (t = start; t < end; t++) {
-    gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
-    gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
-
-    job->mxfp4_gemm8_tile (job->mxfp4, r0, MIN (r0 + job->row_tile,
-            job->rows), &job->xr, c0, MIN (c0 + job->col_tile, job->n),
-        job->y, job->rows, scratch);
-  }
-}
-
-/* The fast GEMM where the path has a panel kernel: activations quantised
- * in their natural order, then tiles of 32 rows x 128 activation rows */
-static void
-run_gemm8_job (NpuTask * task, MatmulJob * job)
-{
-  guint workers = task ? npu_task_get_n_threads (task) : 1;
-  gsize n_col_tiles;
-
-  job->xr.n = job->n;
-  job->xr.dx_offset = job->nb * 32;
-  job->xr.corr_offset = job->nb * 36;
-  job->xr.row_stride = (job->nb * 40 + 63) & ~(gsize) 63;
-  job->xr.data = get_workspace (job->n * job->xr.row_stride);
-  job->gemm8_scratch = get_workspace2 ((gsize) workers *
-      NPU_GEMM8_SCRATCH (job->nb));
-  run_parallel (task, job->n, MAX (1, 16384 / (job->nb * 32)),
-      quantize_rows_slice, job);
-  job->row_tile = GEMM8_ROW_TILE;
-  job->col_tile = GEMM8_COL_TILE;
-  job->n_row_tiles = (job->rows + job->row_tile - 1) / job->row_tile;
-  n_col_tiles = (job->n + job->col_tile - 1) / job->col_tile;
-  run_parallel (task, job->n_row_tiles * n_col_tiles, 1, gemm8_tile_slice, job);
-}
-
-static void
-quantize_rows16_slice (gsize start, gsize end, guint worker, gpointer data)
+panel_quantize_slice (gsize start, gsize end, guint worker, gpointer data)
 {
   MatmulJob *job = data;
   gsize c;
 
   for (c = start; c < end; c++)
-    job->quantize_row_q16 (job->x + c * job->nb * 32, job->nb,
-        job->x16.data + c * job->x16.row_stride, job->x16.dx_offset);
+    job->panel->quantize_row (job->x + c * job->nb * 32, job->nb,
+        job->xr.data + c * job->xr.row_stride, &job->xr);
 }
 
 static void
-gemm16_tile_slice (gsize start, gsize end, guint worker, gpointer data)
+panel_tile_slice (gsize start, gsize end, guint worker, gpointer data)
 {
   MatmulJob *job = data;
-  guint8 *scratch = job->gemm8_scratch +
-      (gsize) worker * NPU_GEMM16_SCRATCH (job->nb);
+  guint8 *scratch = job->panel_scratch +
+      (gsize) worker * NPU_PANEL_SCRATCH (job->nb, job->panel->code_bytes);
   gsize t;
 
   for (t = start; t < end; t++) {
     gsize rt = t % job->n_row_tiles, ct = t / job->n_row_tiles;
     gsize r0 = rt * job->row_tile, c0 = ct * job->col_tile;
 
-    job->mxfp4_gemm16_tile (job->mxfp4, r0, MIN (r0 + job->row_tile,
-            job->rows), &job->x16, c0, MIN (c0 + job->col_tile, job->n),
-        job->y, job->rows, scratch);
+    job->panel->tile (job->mxfp4, r0, MIN (r0 + job->row_tile, job->rows),
+        &job->xr, c0, MIN (c0 + job->col_tile, job->n), job->y, job->rows,
+        scratch);
   }
 }
 
-/* The accurate GEMM where the path has an int16 kernel: activations
- * quantised to int16 per block in their natural order, then tiles of 32
- * rows x 128 activation rows, as the fast GEMM */
+/* A GEMM where the path has a panel kernel of the job's precision: the
+ * activations quantised (int8 or int16 per block) in their natural order,
+ * in parallel over activation rows, then tiles of 32 rows x 128
+ * activation rows */
 static void
-run_gemm16_job (NpuTask * task, MatmulJob * job)
+run_panel_job (NpuTask * task, MatmulJob * job)
 {
+  const guint code_bytes = job->panel->code_bytes;
   guint workers = task ? npu_task_get_n_threads (task) : 1;
-  gsize n_col_tiles;
+  gsize n_col_tiles, end;
 
-  job->x16.n = job->n;
-  job->x16.dx_offset = job->nb * 64;
-  job->x16.row_stride = (job->nb * 68 + 63) & ~(gsize) 63;
-  job->x16.data = get_workspace (job->n * job->x16.row_stride);
-  job->gemm8_scratch = get_workspace2 ((gsize) workers *
-      NPU_GEMM16_SCRATCH (job->nb));
+  job->xr.n = job->n;
+  job->xr.dx_offset = job->nb * 32 * code_bytes;
+  job->xr.corr_offset = job->xr.dx_offset + job->nb * sizeof (float);
+  end = job->xr.corr_offset + (code_bytes == 1 ? job->nb * sizeof (gint32) : 0);
+  job->xr.row_stride = (end + 63) & ~(gsize) 63;
+  job->xr.data = get_workspace (job->n * job->xr.row_stride);
+  job->panel_scratch = get_workspace2 ((gsize) workers *
+      NPU_PANEL_SCRATCH (job->nb, code_bytes));
   run_parallel (task, job->n, MAX (1, 16384 / (job->nb * 32)),
-      quantize_rows16_slice, job);
-  job->row_tile = GEMM16_ROW_TILE;
-  job->col_tile = GEMM16_COL_TILE;
+      panel_quantize_slice, job);
+  job->row_tile = PANEL_ROW_TILE;
+  job->col_tile = PANEL_COL_TILE;
   job->n_row_tiles = (job->rows + job->row_tile - 1) / job->row_tile;
   n_col_tiles = (job->n + job->col_tile - 1) / job->col_tile;
-  run_parallel (task, job->n_row_tiles * n_col_tiles, 1, gemm16_tile_slice,
-      job);
+  run_parallel (task, job->n_row_tiles * n_col_tiles, 1, panel_tile_slice, job);
 }
 
 /* The accurate GEMM where the path has an F32 kernel: no quantisation,
@@ -983,16 +914,12 @@ run_job (NpuTask * task, MatmulJob * job, gboolean have_kernel)
     run_parallel (task, job->rows, 16, scalar_slice, job);
     return;
   }
-  if (job->accurate && job->n > GEMV_MAX_N && job->mxfp4_gemm16_tile) {
-    run_gemm16_job (task, job);
+  if (job->n > GEMV_MAX_N && job->panel) {
+    run_panel_job (task, job);
     return;
   }
   if (job->accurate && job->n > GEMV_MAX_N && job->mxfp4_f32_tile) {
     run_f32_job (task, job);
-    return;
-  }
-  if (!job->accurate && job->n > GEMV_MAX_N && job->mxfp4_gemm8_tile) {
-    run_gemm8_job (task, job);
     return;
   }
   if (job->n == 1 && (job->mxfp4_gemv || job->q8_0_gemv)) {
@@ -1081,30 +1008,27 @@ npu_matmul_set_accurate_gemm_int16 (gboolean int16)
   return old;
 }
 
-static NpuMxfp4Gemm16TileFunc
-current_gemm16_tile_func (void)
-{
-  if (!use_panels || !use_int16_gemm)
-    return NULL;
-  switch (current_isa) {
 #if defined(__x86_64__)
-    case ISA_AVX512:
-      return npu_mxfp4_tile_gemm16_avx512;
-#endif
-    default:
-      return NULL;
-  }
-}
+static const NpuPanelGemm panel_gemm8_avx512 = {
+  1, npu_quantize_row_q8_avx512, npu_mxfp4_tile_gemm8_avx512
+};
 
-static NpuMxfp4Gemm8TileFunc
-current_gemm8_tile_func (void)
+static const NpuPanelGemm panel_gemm16_avx512 = {
+  2, npu_quantize_row_q16_avx512, npu_mxfp4_tile_gemm16_avx512
+};
+#endif
+
+/* The panel GEMM of the path in use for @accurate or fast products; NULL
+ * where it has none (or the tests switched them off) */
+static const NpuPanelGemm *
+current_panel_gemm (gboolean accurate)
 {
-  if (!use_panels)
+  if (!use_panels || (accurate && !use_int16_gemm))
     return NULL;
   switch (current_isa) {
 #if defined(__x86_64__)
     case ISA_AVX512:
-      return npu_mxfp4_tile_gemm8_avx512;
+      return accurate ? &panel_gemm16_avx512 : &panel_gemm8_avx512;
 #endif
     default:
       return NULL;
@@ -1177,14 +1101,11 @@ mxfp4_job_init (MatmulJob * job, const NpuMxfp4Matrix * w, const float *x,
   job->mxfp4 = w;
   job->mxfp4_tile = current_tile_func ();
   job->mxfp4_f32_tile = current_f32_tile_func ();
-  job->mxfp4_gemm8_tile = current_gemm8_tile_func ();
-  job->mxfp4_gemm16_tile = current_gemm16_tile_func ();
+  job->panel = current_panel_gemm (job->accurate);
   job->mxfp4_gemv = current_gemv_func ();
 #if defined(__x86_64__)
-  if (current_isa == ISA_AVX512) {
+  if (current_isa == ISA_AVX512)
     job->quantize_row_simd = npu_quantize_row_avx512;
-    job->quantize_row_q16 = npu_quantize_row_q16_avx512;
-  }
 #endif
   job->rows = w->rows;
   job->nb = w->n_blocks;

@@ -23,6 +23,7 @@
 
 #include "npucheck.h"
 #include "npuanswercheck.h"
+#include "tests/npuaudioticks.h"
 
 #define TEXT_MODEL NPU_MODELS_DIR "/videotestsrc-text.gguf"
 #define AUDIO_MODEL NPU_MODELS_DIR "/audiotestsrc-mmproj.gguf"
@@ -85,77 +86,15 @@ under_valgrind (void)
   return g_getenv ("NPU_UNDER_VALGRIND") != NULL;
 }
 
-/* audiotestsrc's wave=ticks (GStreamer 1.22 and 1.26) writes nothing at
- * the frame where a tick starts: that frame keeps whatever the buffer's
- * memory held, so the same case sounded different from run to run (a
- * ticks case was "White noise." in about half the runs of the dma-buf
- * leg, whose buffers reuse freed memory).  Its tick phase runs one buffer
- * ahead: the unwritten frames are those where (frame + samplesperbuffer)
- * is a whole number of tick intervals (seen with MALLOC_PERTURB_ on all
- * three held-out ticks cases).  The probe writes the 0 that sin (0) would
- * have given there. */
-typedef struct
-{
-  guint64 frames;               /* frames seen before this buffer */
-  guint64 interval_ns;          /* tick-interval */
-  guint spb;                    /* samplesperbuffer */
-} TickFix;
-
-static GstPadProbeReturn
-complete_ticks (GstPad * pad, GstPadProbeInfo * info, gpointer user_data)
-{
-  TickFix *fix = user_data;
-  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
-  GstCaps *caps = gst_pad_get_current_caps (pad);
-  GstAudioInfo ainfo;
-  GstMapInfo map;
-  guint64 n, i, interval;
-  guint bpf;
-
-  fail_unless (caps && gst_audio_info_from_caps (&ainfo, caps));
-  gst_caps_unref (caps);
-  bpf = GST_AUDIO_INFO_BPF (&ainfo);
-  interval = gst_util_uint64_scale_int (fix->interval_ns,
-      GST_AUDIO_INFO_RATE (&ainfo), GST_SECOND);
-  fail_unless (interval > 0);
-  buf = gst_buffer_make_writable (buf);
-  fail_unless (gst_buffer_map (buf, &map, GST_MAP_READWRITE));
-  n = map.size / bpf;
-  for (i = 0; i < n; i++)
-    if ((fix->frames + i + fix->spb) % interval == 0)
-      memset (map.data + i * bpf, 0, bpf);
-  gst_buffer_unmap (buf, &map);
-  fix->frames += n;
-  GST_PAD_PROBE_INFO_DATA (info) = buf;
-  return GST_PAD_PROBE_OK;
-}
-
-/* Adds complete_ticks() to @pipeline's audiotestsrc if it plays ticks. */
+/* Completes the unwritten frame of audiotestsrc's ticks
+ * (tests/npuaudioticks.h: the training renderer does the same), and checks
+ * that a ticks case has the audiotestsrc that needs it. */
 static void
 fix_ticks (GstElement * pipeline, const gchar * source)
 {
-  GstIterator *it;
-  GValue v = G_VALUE_INIT;
-  GstElement *src;
-  GstPad *pad;
-  TickFix *fix;
+  guint n = npu_audio_ticks_complete (pipeline);
 
-  if (!strstr (source, "wave=ticks"))
-    return;
-  it = gst_bin_iterate_all_by_element_factory_name (GST_BIN (pipeline),
-      "audiotestsrc");
-  fail_unless (gst_iterator_next (it, &v) == GST_ITERATOR_OK,
-      "no audiotestsrc in %s", source);
-  src = g_value_get_object (&v);
-  fix = g_new0 (TickFix, 1);
-  g_object_get (src, "samplesperbuffer", &fix->spb, "tick-interval",
-      &fix->interval_ns, NULL);
-  pad = gst_element_get_static_pad (src, "src");
-  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, complete_ticks, fix,
-      g_free);
-  gst_object_unref (pad);
-  g_value_unset (&v);
-  gst_iterator_free (it);
+  fail_unless_equals_int (n, strstr (source, "wave=ticks") ? 1 : 0);
 }
 
 /* The case's audio as its source gives it: one buffer of all its samples

@@ -83,16 +83,23 @@ c++ -O2 -Wall -Wno-unused-function -std=c++17 -o "$DIR/clip-encode" \
     "$HERE/clip-encode.cpp" -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" \
     -I"$DIR/src/ggml/include" -L"$DIR/build/bin" -lmtmd -lllama -lggml \
     -lggml-base -Wl,-rpath,"$DIR/build/bin"
+# The two caption programs share their llama.cpp set-up and greedy answer
+# (mtmd-common.c, C, linked into both); mtmd's public C API (mtmd.h,
+# mtmd-helper.h) but for mtmd-audio-caption's clip.h and mtmd-audio.h.
+cc -O2 -Wall -c -o "$DIR/mtmd-common.o" "$HERE/mtmd-common.c" \
+    -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" -I"$DIR/src/ggml/include"
 c++ -O2 -Wall -Wno-unused-function -std=c++17 -o "$DIR/mtmd-audio-caption" \
-    "$HERE/mtmd-audio-caption.cpp" -I"$DIR/src/tools/mtmd" \
-    -I"$DIR/src/include" -I"$DIR/src/ggml/include" -L"$DIR/build/bin" \
-    -lmtmd -lllama -lggml -lggml-base -Wl,-rpath,"$DIR/build/bin"
-# mtmd's public C API (mtmd.h, mtmd-helper.h)
-for p in mtmd-audio-encode mtmd-caption; do
-  cc -O2 -Wall -o "$DIR/$p" "$HERE/$p.c" \
-      -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" -I"$DIR/src/ggml/include" \
-      -L"$DIR/build/bin" -lmtmd -lllama -lggml -lggml-base \
-      -Wl,-rpath,"$DIR/build/bin"
-done
+    "$HERE/mtmd-audio-caption.cpp" "$DIR/mtmd-common.o" \
+    -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" -I"$DIR/src/ggml/include" \
+    -L"$DIR/build/bin" -lmtmd -lllama -lggml -lggml-base \
+    -Wl,-rpath,"$DIR/build/bin"
+cc -O2 -Wall -o "$DIR/mtmd-caption" "$HERE/mtmd-caption.c" \
+    "$DIR/mtmd-common.o" -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" \
+    -I"$DIR/src/ggml/include" -L"$DIR/build/bin" -lmtmd -lllama -lggml \
+    -lggml-base -Wl,-rpath,"$DIR/build/bin"
+cc -O2 -Wall -o "$DIR/mtmd-audio-encode" "$HERE/mtmd-audio-encode.c" \
+    -I"$DIR/src/tools/mtmd" -I"$DIR/src/include" -I"$DIR/src/ggml/include" \
+    -L"$DIR/build/bin" -lmtmd -lllama -lggml -lggml-base \
+    -Wl,-rpath,"$DIR/build/bin"
 
 "$DIR/build/bin/llama-bench" --version 2>&1 | head -n 1

@@ -21,7 +21,8 @@
 // mtmd_tokenize() does, with mtmd's "<|audio_bos|>" and "<|audio_eos|>"
 // around the sound for qwen2a (--bare leaves them out, as npullm does),
 // then the most likely token until an end-of-generation token.  The
-// answer goes to stdout.
+// answer goes to stdout.  The set-up of the text model and mtmd, the chat
+// template and the greedy answer are mtmd-caption.c's (mtmd-common.c).
 //
 // clip.h, clip-impl.h and mtmd-audio.h are llama.cpp's internal headers;
 // built against a llama.cpp build by build-llamacpp.sh, not part of the
@@ -37,15 +38,8 @@
 #include "llama.h"
 #include "mtmd.h"
 #include "mtmd-audio.h"
+#include "mtmd-common.h"
 #include "mtmd-helper.h"
-
-static void
-log_cb (enum ggml_log_level level, const char *text, void *user_data)
-{
-  (void) user_data;
-  if (level == GGML_LOG_LEVEL_ERROR)
-    fputs (text, stderr);
-}
 
 static int
 usage (const char *argv0)
@@ -141,32 +135,14 @@ main (int argc, char **argv)
       || max_tokens <= 0 || frames <= 0 || frames % 4)
     return usage (argv[0]);
 
-  llama_log_set (log_cb, NULL);
-  mtmd_helper_log_set (log_cb, NULL);
-  mtmd_log_set (log_cb, NULL);
-  llama_backend_init ();
-
-  llama_model *model = llama_model_load_from_file (model_path,
-      llama_model_default_params ());
-  llama_context *lctx = NULL;
-  mtmd_context *mctx = NULL;
+  // the text model, and mtmd only for its WAV decoding (to its audio
+  // sample rate)
+  MtmdCheck c;
   clip_ctx *actx = NULL;
   mtmd_helper_bitmap_wrapper bw = { NULL, NULL };
-  if (!model) {
-    fprintf (stderr, "mtmd-audio-caption: cannot load %s\n", model_path);
-    return 1;
-  }
-  const llama_vocab *vocab = llama_model_get_vocab (model);
-  llama_context_params cp = llama_context_default_params ();
-  cp.n_ctx = 512;
-  cp.n_batch = 512;
-  lctx = llama_init_from_model (model, cp);
-
-  // mtmd only for its WAV decoding (to its audio sample rate)
-  mtmd_context_params mcp = mtmd_context_params_default ();
-  mcp.print_timings = false;
-  mcp.warmup = false;
-  mctx = mtmd_init_from_file (mmproj_path, model, mcp);
+  if (mtmd_check_open (&c, "mtmd-audio-caption", model_path,
+          mmproj_path) != 0)
+    goto out;
 
   clip_context_params ccp;
   memset (&ccp, 0, sizeof (ccp));
@@ -176,12 +152,12 @@ main (int argc, char **argv)
   ccp.image_max_tokens = -1;
   ccp.warmup = false;
   actx = clip_init (mmproj_path, ccp).ctx_a;
-  if (!lctx || !mctx || !actx) {
-    fprintf (stderr, "mtmd-audio-caption: cannot set up the contexts "
-        "(no audio encoder in %s?)\n", mmproj_path);
+  if (!actx) {
+    fprintf (stderr, "mtmd-audio-caption: no audio encoder in %s\n",
+        mmproj_path);
     goto out;
   }
-  bw = mtmd_helper_bitmap_init_from_file (mctx, audio_path, false,
+  bw = mtmd_helper_bitmap_init_from_file (c.mctx, audio_path, false,
       mtmd_helper_init_opt_default ());
   if (!bw.bitmap || !mtmd_bitmap_is_audio (bw.bitmap)) {
     fprintf (stderr, "mtmd-audio-caption: cannot read %s as audio\n",
@@ -220,23 +196,18 @@ main (int argc, char **argv)
     std::vector<float> embd ((size_t) n_tokens * n_embd);
     if (!clip_image_batch_encode (actx, 1, &batch, embd)
         || embd.size () != (size_t) n_tokens * n_embd
-        || n_embd != llama_model_n_embd (model)) {
+        || n_embd != llama_model_n_embd (c.model)) {
       fprintf (stderr, "mtmd-audio-caption: encoding failed (%zu values "
           "for %d tokens of %d, the text model's width %d)\n", embd.size (),
-          n_tokens, n_embd, llama_model_n_embd (model));
+          n_tokens, n_embd, llama_model_n_embd (c.model));
       goto out;
     }
 
     // the prompt around mtmd's media marker
-    std::string user = std::string (mtmd_default_marker ()) + prompt;
-    llama_chat_message msg = { "user", user.c_str () };
     char formatted[4096];
-    int n = llama_chat_apply_template (llama_model_chat_template (model,
-            NULL), &msg, 1, true, formatted, sizeof (formatted));
-    if (n < 0 || n >= (int) sizeof (formatted)) {
-      fprintf (stderr, "mtmd-audio-caption: the chat template failed\n");
+    int n = mtmd_check_format (&c, prompt, formatted, sizeof (formatted));
+    if (n < 0)
       goto out;
-    }
     std::string text (formatted, n);
     size_t at = text.find (mtmd_default_marker ());
     if (at == std::string::npos) {
@@ -245,45 +216,27 @@ main (int argc, char **argv)
     }
     std::string before = text.substr (0, at);
     std::string after = text.substr (at + strlen (mtmd_default_marker ()));
-    std::vector<llama_token> t_before = tokenize (vocab, before, true);
+    std::vector<llama_token> t_before = tokenize (c.vocab, before, true);
     if (!bare) {
-      std::vector<llama_token> beg = tokenize (vocab, "<|audio_bos|>", false);
+      std::vector<llama_token> beg = tokenize (c.vocab, "<|audio_bos|>",
+          false);
       t_before.insert (t_before.end (), beg.begin (), beg.end ());
     }
     std::vector<llama_token> t_after;
     if (!bare)
-      t_after = tokenize (vocab, "<|audio_eos|>", false);
-    std::vector<llama_token> rest = tokenize (vocab, after, false);
+      t_after = tokenize (c.vocab, "<|audio_eos|>", false);
+    std::vector<llama_token> rest = tokenize (c.vocab, after, false);
     t_after.insert (t_after.end (), rest.begin (), rest.end ());
 
     llama_pos n_past = 0;
-    if (!decode_tokens (lctx, t_before, &n_past, false)
-        || !decode_embd (lctx, embd, n_tokens, n_embd, &n_past)
-        || !decode_tokens (lctx, t_after, &n_past, true)) {
+    if (!decode_tokens (c.lctx, t_before, &n_past, false)
+        || !decode_embd (c.lctx, embd, n_tokens, n_embd, &n_past)
+        || !decode_tokens (c.lctx, t_after, &n_past, true)) {
       fprintf (stderr, "mtmd-audio-caption: the prompt failed\n");
       goto out;
     }
-    for (i = 0; i < max_tokens; i++) {
-      const float *logits = llama_get_logits_ith (lctx, -1);
-      int32_t n_vocab = llama_vocab_n_tokens (vocab);
-      llama_token best = 0;
-      char piece[256];
-      for (llama_token j = 1; j < n_vocab; j++)
-        if (logits[j] > logits[best])
-          best = j;
-      if (llama_vocab_is_eog (vocab, best))
-        break;
-      n = llama_token_to_piece (vocab, best, piece, sizeof (piece), 0, false);
-      if (n > 0)
-        fwrite (piece, 1, n, stdout);
-      std::vector<llama_token> one (1, best);
-      if (!decode_tokens (lctx, one, &n_past, true)) {
-        fprintf (stderr, "mtmd-audio-caption: decoding failed\n");
-        goto out;
-      }
-    }
-    printf ("\n");
-    ret = 0;
+    if (mtmd_check_greedy (&c, max_tokens) == 0)
+      ret = 0;
   }
 
 out:
@@ -291,11 +244,6 @@ out:
     mtmd_bitmap_free (bw.bitmap);
   if (actx)
     clip_free (actx);
-  if (mctx)
-    mtmd_free (mctx);
-  if (lctx)
-    llama_free (lctx);
-  llama_model_free (model);
-  llama_backend_free ();
+  mtmd_check_close (&c);
   return ret;
 }

@@ -3,14 +3,14 @@
  *
  * Tiny llama and qwen2 models are written with the model generator (MXFP4
  * block weights, Q8_0 token_embd / output as llama.cpp's MXFP4 files have
- * them), and the same model is evaluated here with straightforward loops
- * in double: weights dequantised with the codec, the Q8_0 output matrix
- * (or token_embd for a tied model) with its exact values, as the runtime
- * keeps it in Q8_0, other types converted to MXFP4 by the codec as the
- * runtime documents, attention computed
- * from un-rotated keys with RoPE applied at each token's position inside
- * the cache (the StreamingLLM rule), so the runtime's shortcut (keys
- * rotated once at their absolute position) is checked, not copied.
+ * them), and the same model is evaluated with straightforward loops in
+ * double (tests/reference/npurefllm.c): weights dequantised with the
+ * codec, the Q8_0 output matrix (or token_embd for a tied model) with its
+ * exact values, as the runtime keeps it in Q8_0, other types converted to
+ * MXFP4 by the codec as the runtime documents, attention computed from
+ * un-rotated keys with RoPE applied at each token's position inside the
+ * cache (the StreamingLLM rule), so the runtime's shortcut (keys rotated
+ * once at their absolute position) is checked, not copied.
  *
  * Tolerances, as max |logit - ref| / (max ref - min ref) over the vocabulary:
  *  - scalar kernels (exact F32 products): 1e-4.  Only F32 rounding of
@@ -37,6 +37,7 @@
 #include "core/npuggufwriter.h"
 #include "tests/tools/npumodelgen.h"
 #include "tests/npucompare.h"
+#include "tests/reference/npurefllm.h"
 
 #include <malloc.h>
 #include <math.h>
@@ -106,395 +107,6 @@ run_eval (NpuLlmContext * ctx, const gint32 * tokens, const float *embd,
   npu_fence_unref (fence);
 }
 
-/* ------------------------------------------------------------------------
- * The reference model
- */
-
-typedef struct
-{
-  double *attn_norm, *ffn_norm, *bq, *bk, *bv;
-  double *wq, *wk, *wv, *wo, *wg, *wu, *wd;
-} RefLayer;
-
-typedef struct
-{
-  guint dim, ff, n_head, n_kv, hd, n_rot, n_layer, vocab;
-  gboolean neox;
-  double eps, base;
-  double *tok, *out, *out_norm;
-  RefLayer *L;
-} Ref;
-
-static double *
-to_double (const float *f, gsize n)
-{
-  double *d = g_new (double, n);
-  gsize i;
-
-  for (i = 0; i < n; i++)
-    d[i] = f[i];
-  return d;
-}
-
-/* A matrix as the runtime sees it: MXFP4 as stored, F32 converted to
- * MXFP4 by the codec first (the models here have no other types) */
-static double *
-ref_matrix (NpuGguf * gguf, const gchar * name)
-{
-  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
-  gsize n = t->ne[0] * t->ne[1];
-  NpuBlockMxfp4 *conv = NULL;
-  const NpuBlockMxfp4 *blocks;
-  float *f = g_new (float, n);
-  double *d;
-
-  g_assert_nonnull (t);
-  if (t->type == NPU_GGML_TYPE_MXFP4) {
-    blocks = (const NpuBlockMxfp4 *) t->data;
-  } else {
-    g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
-    conv = g_new (NpuBlockMxfp4, n / 32);
-    npu_mxfp4_quantize_f32 ((const float *) t->data, conv, n);
-    blocks = conv;
-  }
-  npu_mxfp4_dequantize (blocks, f, n);
-  d = to_double (f, n);
-  g_free (f);
-  g_free (conv);
-  return d;
-}
-
-static double *
-ref_vector (NpuGguf * gguf, const gchar * name)
-{
-  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
-
-  if (!t)
-    return NULL;
-  g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
-  return to_double ((const float *) t->data, t->ne[0]);
-}
-
-/* The exact values of a Q8_0 tensor: d * q */
-static double *
-ref_q8_0 (const NpuGgufTensor * t)
-{
-  gsize n = t->ne[0] * t->ne[1], i, j;
-  double *d = g_new (double, n);
-
-  for (i = 0; i < n / 32; i++) {
-    const guint8 *b = t->data + i * 34;
-    guint16 h;
-    double s;
-
-    memcpy (&h, b, 2);
-    s = npu_f16_to_f32 (h);
-    for (j = 0; j < 32; j++)
-      d[i * 32 + j] = s * (gint8) b[2 + j];
-  }
-  return d;
-}
-
-/* token_embd in its own type: the embedding rows are not converted */
-static double *
-ref_embeddings (NpuGguf * gguf)
-{
-  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, "token_embd.weight");
-  gsize n = t->ne[0] * t->ne[1], i;
-  double *d;
-
-  if (t->type == NPU_GGML_TYPE_Q8_0)
-    return ref_q8_0 (t);
-  g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
-  d = g_new (double, n);
-  for (i = 0; i < n; i++)
-    d[i] = ((const float *) t->data)[i];
-  return d;
-}
-
-/* The logits' matrix (output.weight, or token_embd when tied): Q8_0 with
- * its exact values, as the runtime multiplies it; else as ref_matrix() */
-static double *
-ref_output (NpuGguf * gguf)
-{
-  const gchar *name = npu_gguf_find_tensor (gguf, "output.weight") ?
-      "output.weight" : "token_embd.weight";
-  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
-
-  if (t->type == NPU_GGML_TYPE_Q8_0)
-    return ref_q8_0 (t);
-  return ref_matrix (gguf, name);
-}
-
-/* The hyper-parameters come from @p, what the test asked the generator to
- * write, not from the loader under test; the loader must agree with them */
-static void
-ref_load (Ref * r, NpuGguf * gguf, const NpuTextModelParams * p)
-{
-  NpuLlmHParams hp;
-  GError *error = NULL;
-  guint il;
-
-  r->dim = p->dim;
-  r->ff = p->ff;
-  r->n_head = p->n_heads;
-  r->n_kv = p->n_kv_heads;
-  r->hd = p->dim / p->n_heads;
-  r->n_rot = r->hd;             /* the generator writes full rotary */
-  r->n_layer = p->n_layers;
-  r->neox = p->arch == NPU_MODEL_ARCH_QWEN2;
-  r->eps = p->rms_eps;
-  r->base = p->rope_base;
-
-  g_assert_true (npu_llm_hparams_from_gguf (gguf, &hp, &error));
-  g_assert_cmpuint (hp.n_embd, ==, r->dim);
-  g_assert_cmpuint (hp.n_ff, ==, r->ff);
-  g_assert_cmpuint (hp.n_head, ==, r->n_head);
-  g_assert_cmpuint (hp.n_head_kv, ==, r->n_kv);
-  g_assert_cmpuint (hp.head_dim, ==, r->hd);
-  g_assert_cmpuint (hp.n_rot, ==, r->n_rot);
-  g_assert_cmpuint (hp.n_layer, ==, r->n_layer);
-  g_assert_cmpint (hp.rope_type, ==, r->neox ? NPU_LLM_ROPE_NEOX :
-      NPU_LLM_ROPE_NORM);
-  g_assert_cmpfloat (hp.rms_eps, ==, (float) r->eps);
-  g_assert_cmpfloat (hp.rope_freq_base, ==, (float) r->base);
-  r->vocab = npu_gguf_find_tensor (gguf, "token_embd.weight")->ne[1];
-  r->tok = ref_embeddings (gguf);
-  r->out = ref_output (gguf);
-  r->out_norm = ref_vector (gguf, "output_norm.weight");
-  r->L = g_new0 (RefLayer, r->n_layer);
-  for (il = 0; il < r->n_layer; il++) {
-    RefLayer *l = &r->L[il];
-    gchar name[64];
-
-#define N(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
-    l->attn_norm = ref_vector (gguf, N ("attn_norm.weight"));
-    l->ffn_norm = ref_vector (gguf, N ("ffn_norm.weight"));
-    l->bq = ref_vector (gguf, N ("attn_q.bias"));
-    l->bk = ref_vector (gguf, N ("attn_k.bias"));
-    l->bv = ref_vector (gguf, N ("attn_v.bias"));
-    l->wq = ref_matrix (gguf, N ("attn_q.weight"));
-    l->wk = ref_matrix (gguf, N ("attn_k.weight"));
-    l->wv = ref_matrix (gguf, N ("attn_v.weight"));
-    l->wo = ref_matrix (gguf, N ("attn_output.weight"));
-    l->wg = ref_matrix (gguf, N ("ffn_gate.weight"));
-    l->wu = ref_matrix (gguf, N ("ffn_up.weight"));
-    l->wd = ref_matrix (gguf, N ("ffn_down.weight"));
-#undef N
-  }
-}
-
-static void
-ref_clear (Ref * r)
-{
-  guint il;
-
-  for (il = 0; il < r->n_layer; il++) {
-    RefLayer *l = &r->L[il];
-
-    g_free (l->attn_norm);
-    g_free (l->ffn_norm);
-    g_free (l->bq);
-    g_free (l->bk);
-    g_free (l->bv);
-    g_free (l->wq);
-    g_free (l->wk);
-    g_free (l->wv);
-    g_free (l->wo);
-    g_free (l->wg);
-    g_free (l->wu);
-    g_free (l->wd);
-  }
-  g_free (r->L);
-  g_free (r->tok);
-  g_free (r->out);
-  g_free (r->out_norm);
-}
-
-/* y[rows] = W[rows x k] x (+ b) */
-static void
-matvec (const double *w, const double *b, const double *x, guint rows,
-    guint k, double *y)
-{
-  guint r, j;
-
-  for (r = 0; r < rows; r++) {
-    double s = b ? b[r] : 0.0;
-
-    for (j = 0; j < k; j++)
-      s += w[(gsize) r * k + j] * x[j];
-    y[r] = s;
-  }
-}
-
-static void
-rmsnorm (const double *x, const double *w, guint n, double eps, double *y)
-{
-  double ss = 0;
-  guint i;
-
-  for (i = 0; i < n; i++)
-    ss += x[i] * x[i];
-  ss = 1.0 / sqrt (ss / n + eps);
-  for (i = 0; i < n; i++)
-    y[i] = x[i] * ss * w[i];
-}
-
-static void
-rope (const Ref * r, double *x, double pos)
-{
-  guint i, half = r->n_rot / 2;
-
-  for (i = 0; i < half; i++) {
-    double a = pos * pow (r->base, -2.0 * i / r->n_rot);
-    guint i0 = r->neox ? i : 2 * i, i1 = r->neox ? i + half : 2 * i + 1;
-    double x0 = x[i0], x1 = x[i1];
-
-    x[i0] = x0 * cos (a) - x1 * sin (a);
-    x[i1] = x0 * sin (a) + x1 * cos (a);
-  }
-}
-
-/* One stream through the reference: every key and value ever produced,
- * un-rotated; which of them a query sees is decided per query */
-typedef struct
-{
-  const Ref *r;
-  guint n_ctx, n_sink;
-  guint cap;
-  double **K, **V;              /* per layer: cap x kv_dim */
-  guint n_past;
-} RefRun;
-
-static void
-ref_run_init (RefRun * run, const Ref * r, guint n_ctx, guint n_sink,
-    guint cap)
-{
-  guint il;
-
-  run->r = r;
-  run->n_ctx = n_ctx;
-  run->n_sink = n_sink;
-  run->cap = cap;
-  run->n_past = 0;
-  run->K = g_new (double *, r->n_layer);
-  run->V = g_new (double *, r->n_layer);
-  for (il = 0; il < r->n_layer; il++) {
-    run->K[il] = g_new0 (double, (gsize) cap * r->n_kv * r->hd);
-    run->V[il] = g_new0 (double, (gsize) cap * r->n_kv * r->hd);
-  }
-}
-
-static void
-ref_run_clear (RefRun * run)
-{
-  guint il;
-
-  for (il = 0; il < run->r->n_layer; il++) {
-    g_free (run->K[il]);
-    g_free (run->V[il]);
-  }
-  g_free (run->K);
-  g_free (run->V);
-}
-
-/* Feed one embedding row; @logits gets vocab values */
-static void
-ref_step (RefRun * run, const double *embd, double *logits)
-{
-  const Ref *r = run->r;
-  guint dim = r->dim, kvd = r->n_kv * r->hd, qd = r->n_head * r->hd;
-  guint P = run->n_past, W = run->n_ctx - run->n_sink, il, h, i, d, a;
-  double *x = g_new (double, dim), *xn = g_new (double, dim);
-  double *q = g_new (double, qd), *att = g_new (double, qd);
-  double *tmp = g_new (double, MAX (dim, r->ff));
-  double *g = g_new (double, r->ff), *u = g_new (double, r->ff);
-  double *sc = g_new (double, P + 1), *qh = g_new (double, r->hd);
-  double *kh = g_new (double, r->hd);
-  guint *ret = g_new (guint, P + 1), n_ret = 0;
-
-  g_assert_cmpuint (P, <, run->cap);
-  /* The tokens this query sees, in cache order: the sinks, then the
-   * window of the last W positions ending at itself */
-  for (a = 0; a <= P; a++)
-    if (a < run->n_sink || a + W > P)
-      ret[n_ret++] = a;
-  g_assert_cmpuint (n_ret, <=, run->n_ctx);
-
-  memcpy (x, embd, dim * sizeof (double));
-  for (il = 0; il < r->n_layer; il++) {
-    const RefLayer *l = &r->L[il];
-
-    rmsnorm (x, l->attn_norm, dim, r->eps, xn);
-    matvec (l->wq, l->bq, xn, qd, dim, q);
-    matvec (l->wk, l->bk, xn, kvd, dim, run->K[il] + (gsize) P * kvd);
-    matvec (l->wv, l->bv, xn, kvd, dim, run->V[il] + (gsize) P * kvd);
-
-    for (h = 0; h < r->n_head; h++) {
-      guint gk = h / (r->n_head / r->n_kv);
-      double mx = -INFINITY, sum = 0;
-
-      memcpy (qh, q + h * r->hd, r->hd * sizeof (double));
-      rope (r, qh, n_ret - 1);
-      for (i = 0; i < n_ret; i++) {
-        double s = 0;
-
-        memcpy (kh, run->K[il] + (gsize) ret[i] * kvd + gk * r->hd,
-            r->hd * sizeof (double));
-        rope (r, kh, i);
-        for (d = 0; d < r->hd; d++)
-          s += qh[d] * kh[d];
-        sc[i] = s / sqrt ((double) r->hd);
-        mx = MAX (mx, sc[i]);
-      }
-      for (i = 0; i < n_ret; i++) {
-        sc[i] = exp (sc[i] - mx);
-        sum += sc[i];
-      }
-      for (d = 0; d < r->hd; d++) {
-        double s = 0;
-
-        for (i = 0; i < n_ret; i++)
-          s += sc[i] / sum * run->V[il][(gsize) ret[i] * kvd + gk * r->hd + d];
-        att[h * r->hd + d] = s;
-      }
-    }
-    matvec (l->wo, NULL, att, dim, qd, tmp);
-    for (i = 0; i < dim; i++)
-      x[i] += tmp[i];
-
-    rmsnorm (x, l->ffn_norm, dim, r->eps, xn);
-    matvec (l->wg, NULL, xn, r->ff, dim, g);
-    matvec (l->wu, NULL, xn, r->ff, dim, u);
-    for (i = 0; i < r->ff; i++)
-      g[i] = g[i] / (1.0 + exp (-g[i])) * u[i];
-    matvec (l->wd, NULL, g, dim, r->ff, tmp);
-    for (i = 0; i < dim; i++)
-      x[i] += tmp[i];
-  }
-  rmsnorm (x, r->out_norm, dim, r->eps, xn);
-  matvec (r->out, NULL, xn, r->vocab, dim, logits);
-  run->n_past++;
-
-  g_free (x);
-  g_free (xn);
-  g_free (q);
-  g_free (att);
-  g_free (tmp);
-  g_free (g);
-  g_free (u);
-  g_free (sc);
-  g_free (qh);
-  g_free (kh);
-  g_free (ret);
-}
-
-static void
-ref_step_token (RefRun * run, gint32 token, double *logits)
-{
-  ref_step (run, run->r->tok + (gsize) token * run->r->dim, logits);
-}
-
 /* max |a - ref| relative to the reference's range; NaN stays NaN */
 static double
 rel_diff (const float *a, const double *ref, guint n)
@@ -556,7 +168,7 @@ typedef struct
   gchar *path;
   NpuGguf *gguf;
   NpuLlmModel *model;
-  Ref ref;
+  NpuRefLlm ref;
 } TestModel;
 
 static void
@@ -585,7 +197,7 @@ test_model_open_full (TestModel * tm, const ModelConfig * cfg,
   g_assert_no_error (error);
   tm->gguf = npu_gguf_open (tm->path, &error);
   g_assert_no_error (error);
-  ref_load (&tm->ref, tm->gguf, &p);
+  npu_ref_llm_load (&tm->ref, tm->gguf, &p);
 }
 
 static void
@@ -597,7 +209,7 @@ test_model_open (TestModel * tm, const ModelConfig * cfg)
 static void
 test_model_close (TestModel * tm)
 {
-  ref_clear (&tm->ref);
+  npu_ref_llm_clear (&tm->ref);
   npu_llm_model_free (tm->model);
   npu_gguf_free (tm->gguf);
   g_unlink (tm->path);
@@ -675,7 +287,7 @@ static double
 reference_run (TestModel * tm, double tol)
 {
   NpuLlmContext *ctx;
-  RefRun run;
+  NpuRefLlmRun run;
   gint32 prompt[PROMPT_LEN], tok;
   double *ref_logits, worst = 0;
   guint V = tm->ref.vocab, i, step;
@@ -683,12 +295,12 @@ reference_run (TestModel * tm, double tol)
   ref_logits = g_new (double, V);
   make_prompt (prompt, PROMPT_LEN, V);
   ctx = new_ctx (tm->model, 64, 32, 4, TRUE);
-  ref_run_init (&run, &tm->ref, 64, 4, 64);
+  npu_ref_llm_run_init (&run, &tm->ref, 64, 4, 64);
   run_eval (ctx, prompt, NULL, PROMPT_LEN);
   for (i = 0; i < PROMPT_LEN; i++) {
     double d;
 
-    ref_step_token (&run, prompt[i], ref_logits);
+    npu_ref_llm_step_token (&run, prompt[i], ref_logits);
     d = rel_diff (npu_llm_get_logits_ith (ctx, i), ref_logits, V);
     worst = npu_err_max (worst, d);
   }
@@ -705,11 +317,11 @@ reference_run (TestModel * tm, double tol)
     }
     g_assert_true (ref_logits[tok] >= mx - tol * (mx - mn));
     run_eval (ctx, &tok, NULL, 1);
-    ref_step_token (&run, tok, ref_logits);
+    npu_ref_llm_step_token (&run, tok, ref_logits);
     worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx),
             ref_logits, V));
   }
-  ref_run_clear (&run);
+  npu_ref_llm_run_clear (&run);
   npu_llm_context_free (ctx);
   g_free (ref_logits);
   return worst;
@@ -806,7 +418,7 @@ test_embeddings (void)
 {
   TestModel tm;
   NpuLlmContext *ctx, *ctx2;
-  RefRun run;
+  NpuRefLlmRun run;
   gint32 prompt[PROMPT_LEN];
   guint V, dim, i, j;
   float *embd;
@@ -825,19 +437,19 @@ test_embeddings (void)
   ref_logits = g_new (double, V);
 
   ctx = new_ctx (tm.model, 64, 32, 4, FALSE);
-  ref_run_init (&run, &tm.ref, 64, 4, 64);
+  npu_ref_llm_run_init (&run, &tm.ref, 64, 4, 64);
   run_eval (ctx, prompt, NULL, 5);
   run_eval (ctx, NULL, embd, 6);
   run_eval (ctx, prompt + 5, NULL, 5);
   for (i = 0; i < 5; i++)
-    ref_step_token (&run, prompt[i], ref_logits);
+    npu_ref_llm_step_token (&run, prompt[i], ref_logits);
   for (i = 0; i < 6; i++) {
     for (j = 0; j < dim; j++)
       row[j] = embd[i * dim + j];
-    ref_step (&run, row, ref_logits);
+    npu_ref_llm_step (&run, row, ref_logits);
   }
   for (i = 5; i < 10; i++)
-    ref_step_token (&run, prompt[i], ref_logits);
+    npu_ref_llm_step_token (&run, prompt[i], ref_logits);
   worst = rel_diff (npu_llm_get_logits (ctx), ref_logits, V);
   g_test_message ("embeddings spliced: %.3g", worst);
   g_assert_cmpfloat (worst, <=, TOL_SCALAR);
@@ -855,7 +467,7 @@ test_embeddings (void)
 
   npu_llm_context_free (ctx);
   npu_llm_context_free (ctx2);
-  ref_run_clear (&run);
+  npu_ref_llm_run_clear (&run);
   g_free (embd);
   g_free (row);
   g_free (ref_logits);
@@ -871,7 +483,7 @@ check_sliding (TestModel * tm, guint n_ctx, guint n_sink, guint n_batch,
     guint first_chunk, guint total)
 {
   NpuLlmContext *ctx;
-  RefRun run;
+  NpuRefLlmRun run;
   gint32 *tokens = g_new (gint32, total);
   guint V = tm->ref.vocab, i;
   double *ref_logits = g_new (double, V), worst = 0;
@@ -880,10 +492,10 @@ check_sliding (TestModel * tm, guint n_ctx, guint n_sink, guint n_batch,
   make_prompt (tokens, total, V);
   ctx = new_ctx (tm->model, n_ctx, n_batch, n_sink,
       first_chunk <= n_batch);
-  ref_run_init (&run, &tm->ref, n_ctx, n_sink, total);
+  npu_ref_llm_run_init (&run, &tm->ref, n_ctx, n_sink, total);
   run_eval (ctx, tokens, NULL, first_chunk);
   for (i = 0; i < first_chunk; i++) {
-    ref_step_token (&run, tokens[i], ref_logits);
+    npu_ref_llm_step_token (&run, tokens[i], ref_logits);
     if (first_chunk <= n_batch)
       worst = npu_err_max (worst, rel_diff (npu_llm_get_logits_ith (ctx, i),
               ref_logits, V));
@@ -891,7 +503,7 @@ check_sliding (TestModel * tm, guint n_ctx, guint n_sink, guint n_batch,
   worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
   for (; i < total; i++) {
     run_eval (ctx, &tokens[i], NULL, 1);
-    ref_step_token (&run, tokens[i], ref_logits);
+    npu_ref_llm_step_token (&run, tokens[i], ref_logits);
     worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx), ref_logits, V));
   }
   g_test_message ("sliding %s n_ctx %u sinks %u batch %u first %u total %u: "
@@ -902,7 +514,7 @@ check_sliding (TestModel * tm, guint n_ctx, guint n_sink, guint n_batch,
   g_assert_cmpuint (st.n_evicted, ==, total - n_ctx);
   g_assert_cmpuint (npu_llm_context_get_n_cached (ctx), ==, n_ctx - 1);
 
-  ref_run_clear (&run);
+  npu_ref_llm_run_clear (&run);
   npu_llm_context_free (ctx);
   g_free (tokens);
   g_free (ref_logits);

@@ -1,0 +1,369 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu tests: double-precision reference of the transformer core
+ * (npurefllm.h says what it computes) */
+#include "npurefllm.h"
+
+#include "core/npullm.h"
+#include "core/npumxfp4.h"
+
+#include <math.h>
+#include <string.h>
+
+static double *
+to_double (const float *f, gsize n)
+{
+  double *d = g_new (double, n);
+  gsize i;
+
+  for (i = 0; i < n; i++)
+    d[i] = f[i];
+  return d;
+}
+
+/* A matrix as the runtime sees it: MXFP4 as stored, F32 converted to
+ * MXFP4 by the codec first (the models here have no other types) */
+static double *
+ref_matrix (NpuGguf * gguf, const gchar * name)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+  gsize n = t->ne[0] * t->ne[1];
+  NpuBlockMxfp4 *conv = NULL;
+  const NpuBlockMxfp4 *blocks;
+  float *f = g_new (float, n);
+  double *d;
+
+  g_assert_nonnull (t);
+  if (t->type == NPU_GGML_TYPE_MXFP4) {
+    blocks = (const NpuBlockMxfp4 *) t->data;
+  } else {
+    g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
+    conv = g_new (NpuBlockMxfp4, n / 32);
+    npu_mxfp4_quantize_f32 ((const float *) t->data, conv, n);
+    blocks = conv;
+  }
+  npu_mxfp4_dequantize (blocks, f, n);
+  d = to_double (f, n);
+  g_free (f);
+  g_free (conv);
+  return d;
+}
+
+static double *
+ref_vector (NpuGguf * gguf, const gchar * name)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+
+  if (!t)
+    return NULL;
+  g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
+  return to_double ((const float *) t->data, t->ne[0]);
+}
+
+/* The exact values of a Q8_0 tensor: d * q */
+static double *
+ref_q8_0 (const NpuGgufTensor * t)
+{
+  gsize n = t->ne[0] * t->ne[1], i, j;
+  double *d = g_new (double, n);
+
+  for (i = 0; i < n / 32; i++) {
+    const guint8 *b = t->data + i * 34;
+    guint16 h;
+    double s;
+
+    memcpy (&h, b, 2);
+    s = npu_f16_to_f32 (h);
+    for (j = 0; j < 32; j++)
+      d[i * 32 + j] = s * (gint8) b[2 + j];
+  }
+  return d;
+}
+
+/* token_embd in its own type: the embedding rows are not converted */
+static double *
+ref_embeddings (NpuGguf * gguf)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, "token_embd.weight");
+  gsize n = t->ne[0] * t->ne[1], i;
+  double *d;
+
+  if (t->type == NPU_GGML_TYPE_Q8_0)
+    return ref_q8_0 (t);
+  g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
+  d = g_new (double, n);
+  for (i = 0; i < n; i++)
+    d[i] = ((const float *) t->data)[i];
+  return d;
+}
+
+/* The logits' matrix (output.weight, or token_embd when tied): Q8_0 with
+ * its exact values, as the runtime multiplies it; else as ref_matrix() */
+static double *
+ref_output (NpuGguf * gguf)
+{
+  const gchar *name = npu_gguf_find_tensor (gguf, "output.weight") ?
+      "output.weight" : "token_embd.weight";
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+
+  if (t->type == NPU_GGML_TYPE_Q8_0)
+    return ref_q8_0 (t);
+  return ref_matrix (gguf, name);
+}
+
+/* The hyper-parameters come from @p, what the test asked the generator to
+ * write, not from the loader under test; the loader must agree with them */
+void
+npu_ref_llm_load (NpuRefLlm * r, NpuGguf * gguf, const NpuTextModelParams * p)
+{
+  NpuLlmHParams hp;
+  GError *error = NULL;
+  guint il;
+
+  r->dim = p->dim;
+  r->ff = p->ff;
+  r->n_head = p->n_heads;
+  r->n_kv = p->n_kv_heads;
+  r->hd = p->dim / p->n_heads;
+  r->n_rot = r->hd;             /* the generator writes full rotary */
+  r->n_layer = p->n_layers;
+  r->neox = p->arch == NPU_MODEL_ARCH_QWEN2;
+  r->eps = p->rms_eps;
+  r->base = p->rope_base;
+
+  g_assert_true (npu_llm_hparams_from_gguf (gguf, &hp, &error));
+  g_assert_cmpuint (hp.n_embd, ==, r->dim);
+  g_assert_cmpuint (hp.n_ff, ==, r->ff);
+  g_assert_cmpuint (hp.n_head, ==, r->n_head);
+  g_assert_cmpuint (hp.n_head_kv, ==, r->n_kv);
+  g_assert_cmpuint (hp.head_dim, ==, r->hd);
+  g_assert_cmpuint (hp.n_rot, ==, r->n_rot);
+  g_assert_cmpuint (hp.n_layer, ==, r->n_layer);
+  g_assert_cmpint (hp.rope_type, ==, r->neox ? NPU_LLM_ROPE_NEOX :
+      NPU_LLM_ROPE_NORM);
+  g_assert_cmpfloat (hp.rms_eps, ==, (float) r->eps);
+  g_assert_cmpfloat (hp.rope_freq_base, ==, (float) r->base);
+  r->vocab = npu_gguf_find_tensor (gguf, "token_embd.weight")->ne[1];
+  r->tok = ref_embeddings (gguf);
+  r->out = ref_output (gguf);
+  r->out_norm = ref_vector (gguf, "output_norm.weight");
+  r->L = g_new0 (NpuRefLlmLayer, r->n_layer);
+  for (il = 0; il < r->n_layer; il++) {
+    NpuRefLlmLayer *l = &r->L[il];
+    gchar name[64];
+
+#define N(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
+    l->attn_norm = ref_vector (gguf, N ("attn_norm.weight"));
+    l->ffn_norm = ref_vector (gguf, N ("ffn_norm.weight"));
+    l->bq = ref_vector (gguf, N ("attn_q.bias"));
+    l->bk = ref_vector (gguf, N ("attn_k.bias"));
+    l->bv = ref_vector (gguf, N ("attn_v.bias"));
+    l->wq = ref_matrix (gguf, N ("attn_q.weight"));
+    l->wk = ref_matrix (gguf, N ("attn_k.weight"));
+    l->wv = ref_matrix (gguf, N ("attn_v.weight"));
+    l->wo = ref_matrix (gguf, N ("attn_output.weight"));
+    l->wg = ref_matrix (gguf, N ("ffn_gate.weight"));
+    l->wu = ref_matrix (gguf, N ("ffn_up.weight"));
+    l->wd = ref_matrix (gguf, N ("ffn_down.weight"));
+#undef N
+  }
+}
+
+void
+npu_ref_llm_clear (NpuRefLlm * r)
+{
+  guint il;
+
+  for (il = 0; il < r->n_layer; il++) {
+    NpuRefLlmLayer *l = &r->L[il];
+
+    g_free (l->attn_norm);
+    g_free (l->ffn_norm);
+    g_free (l->bq);
+    g_free (l->bk);
+    g_free (l->bv);
+    g_free (l->wq);
+    g_free (l->wk);
+    g_free (l->wv);
+    g_free (l->wo);
+    g_free (l->wg);
+    g_free (l->wu);
+    g_free (l->wd);
+  }
+  g_free (r->L);
+  g_free (r->tok);
+  g_free (r->out);
+  g_free (r->out_norm);
+}
+
+/* y[rows] = W[rows x k] x (+ b) */
+static void
+matvec (const double *w, const double *b, const double *x, guint rows,
+    guint k, double *y)
+{
+  guint r, j;
+
+  for (r = 0; r < rows; r++) {
+    double s = b ? b[r] : 0.0;
+
+    for (j = 0; j < k; j++)
+      s += w[(gsize) r * k + j] * x[j];
+    y[r] = s;
+  }
+}
+
+static void
+rmsnorm (const double *x, const double *w, guint n, double eps, double *y)
+{
+  double ss = 0;
+  guint i;
+
+  for (i = 0; i < n; i++)
+    ss += x[i] * x[i];
+  ss = 1.0 / sqrt (ss / n + eps);
+  for (i = 0; i < n; i++)
+    y[i] = x[i] * ss * w[i];
+}
+
+static void
+rope (const NpuRefLlm * r, double *x, double pos)
+{
+  guint i, half = r->n_rot / 2;
+
+  for (i = 0; i < half; i++) {
+    double a = pos * pow (r->base, -2.0 * i / r->n_rot);
+    guint i0 = r->neox ? i : 2 * i, i1 = r->neox ? i + half : 2 * i + 1;
+    double x0 = x[i0], x1 = x[i1];
+
+    x[i0] = x0 * cos (a) - x1 * sin (a);
+    x[i1] = x0 * sin (a) + x1 * cos (a);
+  }
+}
+
+void
+npu_ref_llm_run_init (NpuRefLlmRun * run, const NpuRefLlm * r, guint n_ctx,
+    guint n_sink, guint cap)
+{
+  guint il;
+
+  run->r = r;
+  run->n_ctx = n_ctx;
+  run->n_sink = n_sink;
+  run->cap = cap;
+  run->n_past = 0;
+  run->K = g_new (double *, r->n_layer);
+  run->V = g_new (double *, r->n_layer);
+  for (il = 0; il < r->n_layer; il++) {
+    run->K[il] = g_new0 (double, (gsize) cap * r->n_kv * r->hd);
+    run->V[il] = g_new0 (double, (gsize) cap * r->n_kv * r->hd);
+  }
+}
+
+void
+npu_ref_llm_run_clear (NpuRefLlmRun * run)
+{
+  guint il;
+
+  for (il = 0; il < run->r->n_layer; il++) {
+    g_free (run->K[il]);
+    g_free (run->V[il]);
+  }
+  g_free (run->K);
+  g_free (run->V);
+}
+
+/* Feed one embedding row; @logits gets vocab values */
+void
+npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
+{
+  const NpuRefLlm *r = run->r;
+  guint dim = r->dim, kvd = r->n_kv * r->hd, qd = r->n_head * r->hd;
+  guint P = run->n_past, W = run->n_ctx - run->n_sink, il, h, i, d, a;
+  double *x = g_new (double, dim), *xn = g_new (double, dim);
+  double *q = g_new (double, qd), *att = g_new (double, qd);
+  double *tmp = g_new (double, MAX (dim, r->ff));
+  double *g = g_new (double, r->ff), *u = g_new (double, r->ff);
+  double *sc = g_new (double, P + 1), *qh = g_new (double, r->hd);
+  double *kh = g_new (double, r->hd);
+  guint *ret = g_new (guint, P + 1), n_ret = 0;
+
+  g_assert_cmpuint (P, <, run->cap);
+  /* The tokens this query sees, in cache order: the sinks, then the
+   * window of the last W positions ending at itself */
+  for (a = 0; a <= P; a++)
+    if (a < run->n_sink || a + W > P)
+      ret[n_ret++] = a;
+  g_assert_cmpuint (n_ret, <=, run->n_ctx);
+
+  memcpy (x, embd, dim * sizeof (double));
+  for (il = 0; il < r->n_layer; il++) {
+    const NpuRefLlmLayer *l = &r->L[il];
+
+    rmsnorm (x, l->attn_norm, dim, r->eps, xn);
+    matvec (l->wq, l->bq, xn, qd, dim, q);
+    matvec (l->wk, l->bk, xn, kvd, dim, run->K[il] + (gsize) P * kvd);
+    matvec (l->wv, l->bv, xn, kvd, dim, run->V[il] + (gsize) P * kvd);
+
+    for (h = 0; h < r->n_head; h++) {
+      guint gk = h / (r->n_head / r->n_kv);
+      double mx = -INFINITY, sum = 0;
+
+      memcpy (qh, q + h * r->hd, r->hd * sizeof (double));
+      rope (r, qh, n_ret - 1);
+      for (i = 0; i < n_ret; i++) {
+        double s = 0;
+
+        memcpy (kh, run->K[il] + (gsize) ret[i] * kvd + gk * r->hd,
+            r->hd * sizeof (double));
+        rope (r, kh, i);
+        for (d = 0; d < r->hd; d++)
+          s += qh[d] * kh[d];
+        sc[i] = s / sqrt ((double) r->hd);
+        mx = MAX (mx, sc[i]);
+      }
+      for (i = 0; i < n_ret; i++) {
+        sc[i] = exp (sc[i] - mx);
+        sum += sc[i];
+      }
+      for (d = 0; d < r->hd; d++) {
+        double s = 0;
+
+        for (i = 0; i < n_ret; i++)
+          s += sc[i] / sum * run->V[il][(gsize) ret[i] * kvd + gk * r->hd + d];
+        att[h * r->hd + d] = s;
+      }
+    }
+    matvec (l->wo, NULL, att, dim, qd, tmp);
+    for (i = 0; i < dim; i++)
+      x[i] += tmp[i];
+
+    rmsnorm (x, l->ffn_norm, dim, r->eps, xn);
+    matvec (l->wg, NULL, xn, r->ff, dim, g);
+    matvec (l->wu, NULL, xn, r->ff, dim, u);
+    for (i = 0; i < r->ff; i++)
+      g[i] = g[i] / (1.0 + exp (-g[i])) * u[i];
+    matvec (l->wd, NULL, g, dim, r->ff, tmp);
+    for (i = 0; i < dim; i++)
+      x[i] += tmp[i];
+  }
+  rmsnorm (x, r->out_norm, dim, r->eps, xn);
+  matvec (r->out, NULL, xn, r->vocab, dim, logits);
+  run->n_past++;
+
+  g_free (x);
+  g_free (xn);
+  g_free (q);
+  g_free (att);
+  g_free (tmp);
+  g_free (g);
+  g_free (u);
+  g_free (sc);
+  g_free (qh);
+  g_free (kh);
+  g_free (ret);
+}
+
+void
+npu_ref_llm_step_token (NpuRefLlmRun * run, gint32 token, double *logits)
+{
+  npu_ref_llm_step (run, run->r->tok + (gsize) token * run->r->dim, logits);
+}

@@ -1,0 +1,66 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu tests: double-precision reference of the transformer core
+ *
+ * A model file written by the model generator, evaluated with plain loops
+ * in double: weights dequantised by the codec, the Q8_0 output matrix (or
+ * token_embd when tied) with its exact values, as the runtime keeps it in
+ * Q8_0, other types converted to MXFP4 by the codec as the runtime
+ * documents; attention computed from un-rotated keys with RoPE applied at
+ * each token's position inside the cache (the StreamingLLM rule), so the
+ * runtime's shortcut (keys rotated once at their absolute position) is
+ * checked, not copied.  tests/unit/test-llm.c holds the core to it;
+ * tests/unit/test-llmsplice.c the answering session's prompts.
+ */
+#ifndef __NPU_REF_LLM_H__
+#define __NPU_REF_LLM_H__
+
+#include "core/npugguf.h"
+#include "tests/tools/npumodelgen.h"
+
+G_BEGIN_DECLS typedef struct
+{
+  double *attn_norm, *ffn_norm, *bq, *bk, *bv;
+  double *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+} NpuRefLlmLayer;
+
+typedef struct
+{
+  guint dim, ff, n_head, n_kv, hd, n_rot, n_layer, vocab;
+  gboolean neox;
+  double eps, base;
+  double *tok, *out, *out_norm; /* token_embd [vocab][dim], output */
+  NpuRefLlmLayer *L;
+} NpuRefLlm;
+
+/* The hyper-parameters come from @p, what the test asked the generator to
+ * write, not from the loader under test; the loader must agree with them
+ * (asserted).  The weights are read from @gguf. */
+void npu_ref_llm_load (NpuRefLlm * r, NpuGguf * gguf,
+    const NpuTextModelParams * p);
+void npu_ref_llm_clear (NpuRefLlm * r);
+
+/* One stream through the reference: every key and value ever produced,
+ * un-rotated; which of them a query sees is decided per query */
+typedef struct
+{
+  const NpuRefLlm *r;
+  guint n_ctx, n_sink;
+  guint cap;
+  double **K, **V;              /* per layer: cap x kv_dim */
+  guint n_past;
+} NpuRefLlmRun;
+
+/* A stream of at most @cap tokens through a cache of @n_ctx rows, the
+ * first @n_sink of which are kept when it slides */
+void npu_ref_llm_run_init (NpuRefLlmRun * run, const NpuRefLlm * r,
+    guint n_ctx, guint n_sink, guint cap);
+void npu_ref_llm_run_clear (NpuRefLlmRun * run);
+
+/* Feeds one embedding row (dim values) at the next position; @logits gets
+ * vocab values */
+void npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits);
+/* The same with token @token's embedding row */
+void npu_ref_llm_step_token (NpuRefLlmRun * run, gint32 token, double *logits);
+
+G_END_DECLS
+#endif /* __NPU_REF_LLM_H__ */

@@ -73,6 +73,10 @@ typedef gint8 v16qi __attribute__((vector_size (16)));
  * Q8_0 74.9 against 59.3), a kernel bound by its arithmetic. */
 #define PF_ROWS 8
 
+/* Rows of a one-pass block, and of a key tile (NPU_KV_TILE_ROWS) */
+#define BLOCK 16
+G_STATIC_ASSERT (BLOCK == NPU_KV_TILE_ROWS);
+
 static ALWAYS_INLINE v16sf
 load16 (const float *p)
 {
@@ -112,6 +116,18 @@ prefetch_row (const guint8 * p, guint n, const NpuKvType T)
 
   for (c = 0; c < b; c += 64)
     __builtin_prefetch (p + c);
+}
+
+/* @n bytes from @p, a line at a time */
+static ALWAYS_INLINE void
+prefetch_run (const guint8 * p, gsize n)
+{
+  const guintptr p0 = (guintptr) p & ~(guintptr) 63;
+  const gsize len = (guintptr) p + n - p0;
+  gsize b;
+
+  for (b = 0; b < len; b += 64)
+    __builtin_prefetch ((const void *) (p0 + b));
 }
 
 /* Rows [r, r + n) of a span's keys, and of its values if @values: one run
@@ -260,6 +276,81 @@ kv_at (const guint8 * row, gsize c, const NpuKvType T)
   return ((const float *) row)[c];
 }
 
+/* Value d of the sixteen rows of a key tile of @hd-value rows
+ * (npukvtype.h); for Q8_0 the int8 codes, the scale left to the block's
+ * sum (tile_dots()) */
+static ALWAYS_INLINE v16sf
+tile_load16 (const guint8 * tile, gsize d, gsize hd, const NpuKvType T)
+{
+  if (T == NPU_KV_F16)
+    return half16 (tile + 2 * BLOCK * d);
+  if (T == NPU_KV_Q8_0)
+    return int8x16 (tile + hd / NPU_KV_Q8_0_BLOCK * 2 * BLOCK + BLOCK * d);
+  return load16 ((const float *) tile + BLOCK * d);
+}
+
+#if defined(__AVX512F__)
+#define SPLIT_SUMS 1
+#else
+#define SPLIT_SUMS 0
+#endif
+
+/* Dot products of NQ queries (@q_stride floats apart) with the sixteen
+ * rows of a key tile, a vector per query in @sc: per value d of the head
+ * one column vector, multiplied by each query's d-th value (a broadcast
+ * from memory), in two sums per query so that eight chains of
+ * multiply-adds are in flight.  Q8_0 sums each block of 32 values in
+ * integers' units and multiplies the sum by the rows' block scales. */
+static ALWAYS_INLINE void
+tile_dots (const float *q, gsize q_stride, const guint8 * tile, guint hd,
+    v16sf * sc, const guint NQ, const NpuKvType T)
+{
+  const v16sf zero = { 0, };
+  const guint run = T == NPU_KV_Q8_0 ? NPU_KV_Q8_0_BLOCK : hd;
+  v16sf a0[MAX_NQ], a1[MAX_NQ];
+  guint i, d, b;
+
+  for (i = 0; i < NQ; i++)
+    sc[i] = zero;
+  for (b = 0; b < hd / run; b++) {
+    const guint d0 = b * run;
+
+    for (i = 0; i < NQ; i++)
+      a0[i] = a1[i] = zero;
+    for (d = d0; d + 2 <= d0 + run; d += 2) {
+      const v16sf k0 = tile_load16 (tile, d, hd, T);
+      const v16sf k1 = tile_load16 (tile, d + 1, hd, T);
+
+      for (i = 0; i < NQ; i++) {
+        a0[i] += q[i * q_stride + d] * k0;
+        /* two sums a query where a vector is one register; with two ymm
+         * per vector one sum already gives eight chains for four
+         * queries, and two spilled (AVX2: F16 61 against 49 ms with key
+         * rows) */
+        if (SPLIT_SUMS)
+          a1[i] += q[i * q_stride + d + 1] * k1;
+        else
+          a0[i] += q[i * q_stride + d + 1] * k1;
+      }
+    }
+    if (run % 2) {
+      const v16sf k0 = tile_load16 (tile, d0 + run - 1, hd, T);
+
+      for (i = 0; i < NQ; i++)
+        a0[i] += q[i * q_stride + d0 + run - 1] * k0;
+    }
+    if (T == NPU_KV_Q8_0) {
+      const v16sf s = half16 (tile + 2 * BLOCK * b);
+
+      for (i = 0; i < NQ; i++)
+        sc[i] += (a0[i] + a1[i]) * s;
+    } else {
+      for (i = 0; i < NQ; i++)
+        sc[i] = a0[i] + a1[i];
+    }
+  }
+}
+
 static ALWAYS_INLINE float
 hsum16 (v16sf v)
 {
@@ -374,6 +465,54 @@ scores_span_short (const NpuAttnSpan * sp, guint hd, gsize q_stride,
   return m;
 }
 
+/* scores_pass() for one span whose keys are in tiles: a tile's sixteen
+ * scores of a query at once (tile_dots()), those of the span's rows kept */
+static ALWAYS_INLINE guint
+scores_span_tiled (const NpuAttnSpan * sp, guint hd, gsize q_stride,
+    float scale, float *scores, gsize ss, guint m, float *mx, const guint NQ,
+    const NpuKvType T)
+{
+  const gsize tb = BLOCK * kv_bytes (hd, T);
+  const guint first = sp->k_row, end = sp->k_row + sp->n;
+  const guint8 *tile = sp->k;
+  const v16sf zero = { 0, };
+  v16sf sc[MAX_NQ], mv[MAX_NQ];
+  guint t0, i, j;
+
+  for (i = 0; i < NQ; i++)
+    mv[i] = zero - INFINITY;
+
+  for (t0 = 0; t0 < end; t0 += BLOCK, tile += tb) {
+    const guint j0 = MAX (first, t0) - t0, j1 = MIN (end - t0, BLOCK);
+
+    if (t0 + BLOCK * (PF_ROWS / BLOCK + 1) < end)
+      prefetch_run (tile + (PF_ROWS / BLOCK + 1) * tb, tb);
+    tile_dots (sp->q, q_stride, tile, hd, sc, NQ, T);
+    for (i = 0; i < NQ; i++) {
+      const v16sf v = sc[i] * scale;
+
+      /* a whole tile as a vector (lane by lane, the extractions from two
+       * ymm made the AVX2 level slower than with key rows) */
+      if (j0 == 0 && j1 == BLOCK) {
+        const v16si gt = v > mv[i];
+
+        store16 (scores + i * ss + m, v);
+        mv[i] = (v16sf) (((v16si) v & gt) | ((v16si) mv[i] & ~gt));
+        continue;
+      }
+      for (j = j0; j < j1; j++) {
+        scores[i * ss + m + j - j0] = v[j];
+        mx[i] = MAX (mx[i], v[j]);
+      }
+    }
+    m += j1 - j0;
+  }
+  for (i = 0; i < NQ; i++)
+    for (j = 0; j < BLOCK; j++)
+      mx[i] = MAX (mx[i], mv[i][j]);
+  return m;
+}
+
 /* Scores of NQ queries against every row, in @scores rows of @ss floats;
  * the maximum of each query's row in @mx */
 static ALWAYS_INLINE void
@@ -389,6 +528,10 @@ scores_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
   for (s = 0; s < n_spans; s++) {
     const NpuAttnSpan *sp = &spans[s];
 
+    if (sp->k_tiled) {
+      m = scores_span_tiled (sp, hd, q_stride, scale, scores, ss, m, mx, NQ, T);
+      continue;
+    }
     if (hv == hd && hd <= 64) {
       m = scores_span_short (sp, hd, q_stride, scale, scores, ss, m, mx, NQ, T);
       continue;
@@ -523,7 +666,6 @@ attend (const NpuAttnSpan * spans, guint n_spans, guint hd, gsize q_stride,
 /* ------------------------------------------------------------------------
  * One pass, sixteen rows at a time (heads of 16, 32, 48 or 64 values)
  */
-#define BLOCK 16
 
 /* Sum of each half (group of 8), quarter, eighth, pair of lanes of a and b
  * side by side: folding two vectors that each hold the partial sums of
@@ -600,127 +742,284 @@ block_dots (const v16sf * q, const float *const *kr, const guint NC)
   return fold (l3[0], l3[1], 3);
 }
 
+/* The running state of the one-pass softmax of NQ queries: per query the
+ * running maximum m, the sum of e^(s - m) (lanes of l) and the value sums
+ * acc (NC vectors), rescaled by e^(m_old - m) whenever a block raises m.
+ * Kept apart from the arrays in memory (Online) so that the compiler
+ * keeps them in registers: inside one struct with those, it kept the
+ * sums in memory, a load and a store per multiply-add. */
+typedef struct
+{
+  v16sf acc[MAX_NQ][4], l[MAX_NQ];
+  float m[MAX_NQ];
+} OnlineSums;
+
+/* The block's softmax numerators (read by the value rows as broadcasts)
+ * and the queries, times the scale (read by tile_dots() as broadcasts) */
+typedef struct
+{
+  float p[MAX_NQ][BLOCK] __attribute__((aligned (64)));
+  float qs[MAX_NQ][64] __attribute__((aligned (64)));
+} Online;
+
+/* The value sums @acc of NQ queries (NC vectors each) plus the value rows
+ * of lanes [j0, j1) (the first at @v, @rb bytes apart) weighted by @p:
+ * the sums in named variables for the loop, as GCC kept an array of them
+ * in memory (a load and a store around every multiply-add) */
+#define VR_DECL(i) \
+  v16sf a##i##0 = NQ > i ? acc[i][0] : zero; \
+  v16sf a##i##1 = NQ > i && NC > 1 ? acc[i][1] : zero; \
+  v16sf a##i##2 = NQ > i && NC > 2 ? acc[i][2] : zero; \
+  v16sf a##i##3 = NQ > i && NC > 3 ? acc[i][3] : zero
+#define VR_ADD(i) \
+  if (NQ > i) { \
+    const float p##i = p[i][j]; \
+    a##i##0 += p##i * v0; \
+    if (NC > 1) a##i##1 += p##i * v1; \
+    if (NC > 2) a##i##2 += p##i * v2; \
+    if (NC > 3) a##i##3 += p##i * v3; \
+  }
+#define VR_STORE(i) \
+  if (NQ > i) { \
+    acc[i][0] = a##i##0; \
+    if (NC > 1) acc[i][1] = a##i##1; \
+    if (NC > 2) acc[i][2] = a##i##2; \
+    if (NC > 3) acc[i][3] = a##i##3; \
+  }
+
+static ALWAYS_INLINE void
+value_rows (v16sf acc[MAX_NQ][4], const float p[MAX_NQ][BLOCK],
+    const guint8 * v, gsize rb, guint j0, guint j1, const guint NQ,
+    const guint NC, const NpuKvType T)
+{
+  const v16sf zero = { 0, };
+  VR_DECL (0);
+  VR_DECL (1);
+  VR_DECL (2);
+  VR_DECL (3);
+  guint j;
+
+  for (j = j0; j < j1; j++) {
+    const guint8 *vj = v + (j - j0) * rb;
+    const v16sf v0 = load_kv16 (vj, 0, T);
+    const v16sf v1 = NC > 1 ? load_kv16 (vj, 16, T) : zero;
+    const v16sf v2 = NC > 2 ? load_kv16 (vj, 32, T) : zero;
+    const v16sf v3 = NC > 3 ? load_kv16 (vj, 48, T) : zero;
+
+    VR_ADD (0);
+    VR_ADD (1);
+    VR_ADD (2);
+    VR_ADD (3);
+  }
+  VR_STORE (0);
+  VR_STORE (1);
+  VR_STORE (2);
+  VR_STORE (3);
+}
+
+/* One block's scores @sc of each query (lanes outside [j0, j1) already
+ * -inf) into @st, and the value rows of lanes [j0, j1), the first at @v,
+ * @rb bytes apart, into its sums */
+static ALWAYS_INLINE void
+online_block (Online * st, OnlineSums * z, v16sf * sc, const guint8 * v,
+    gsize rb, guint j0, guint j1, const guint NQ, const guint NC,
+    const NpuKvType T)
+{
+  guint i, c;
+
+  for (i = 0; i < NQ; i++) {
+    const float bm = hmax16 (sc[i]);
+    v16sf e;
+
+    if (bm > z->m[i]) {
+      /* exp of a (-inf, 0] difference: e^-inf is 0 on the first block */
+      const float f = expf (z->m[i] - bm);
+
+      for (c = 0; c < NC; c++)
+        z->acc[i][c] *= f;
+      z->l[i] *= f;
+      z->m[i] = bm;
+    }
+    /* a NaN score stays NaN here, and so do the sums */
+    e = exp16 (sc[i] - z->m[i]);
+    z->l[i] += e;
+    store16 (st->p[i], e);
+  }
+  value_rows (z->acc, st->p, v, rb, j0, j1, NQ, NC, T);
+}
+
+/* A span whose keys are rows like its values, sixteen rows at a time:
+ * the block's sixteen dot products of a query come out as one vector by
+ * folding the rows' product vectors (block_dots()) */
+static ALWAYS_INLINE void
+online_span_rows (Online * st, OnlineSums * z, const NpuAttnSpan * sp,
+    const guint NQ, const guint NC, const NpuKvType T)
+{
+  v16sf q[MAX_NQ][4], sc[MAX_NQ];
+  float kbuf[T == NPU_KV_F32 ? 1 : BLOCK][16 * NC]
+      __attribute__((aligned (64)));
+  const float *kr[BLOCK];
+  const gsize rb = kv_bytes (sp->stride, T);
+  guint r, i, j, c;
+
+  for (i = 0; i < NQ; i++)
+    for (c = 0; c < NC; c++)
+      q[i][c] = load16 (st->qs[i] + 16 * c);
+  /* the span's first blocks (the later ones PF_AHEAD rows ahead) */
+  prefetch_rows (sp, 0, MIN (PF_AHEAD, sp->n), 16 * NC, TRUE, T);
+  for (r = 0; r < sp->n; r += BLOCK) {
+    const guint nr = MIN (BLOCK, sp->n - r);
+    const guint8 *k = (const guint8 *) sp->k + r * rb;
+
+    if (r + PF_AHEAD < sp->n)
+      prefetch_rows (sp, r + PF_AHEAD, MIN (BLOCK, sp->n - r - PF_AHEAD),
+          16 * NC, TRUE, T);
+    /* rows past the span's end repeat its first (their scores are
+     * masked below) */
+    for (j = 0; j < BLOCK; j++) {
+      const guint8 *kj = k + (j < nr ? j : 0) * rb;
+
+      if (T == NPU_KV_F32) {
+        kr[j] = (const float *) kj;
+      } else {
+        for (c = 0; c < NC; c++)
+          store16 (kbuf[j] + 16 * c, load_kv16 (kj, 16 * c, T));
+        kr[j] = kbuf[j];
+      }
+    }
+    for (i = 0; i < NQ; i++) {
+      sc[i] = block_dots (q[i], kr, NC);
+      for (j = nr; j < BLOCK; j++)
+        sc[i][j] = -INFINITY;
+    }
+    online_block (st, z, sc, (const guint8 *) sp->v + r * rb, rb, 0, nr, NQ,
+        NC, T);
+  }
+}
+
+/* A span whose keys are in tiles (npukvtype.h): a tile's sixteen dot
+ * products of a query are hd multiply-adds of its column vectors by the
+ * query's values, with no fold.  The rows before the span's first in its
+ * first tile and past its last in its last tile are read (a tile is whole
+ * in memory) and their scores masked. */
+static ALWAYS_INLINE void
+online_span_tiled (Online * st, OnlineSums * z, const NpuAttnSpan * sp,
+    const guint NQ, const guint NC, const NpuKvType T)
+{
+  const guint hd = 16 * NC;
+  const gsize tb = BLOCK * kv_bytes (hd, T), rb = kv_bytes (sp->stride, T);
+  const v16si lane = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
+  const v16sf zero = { 0, }, ninf = zero - INFINITY;
+  const guint first = sp->k_row, end = sp->k_row + sp->n;
+  const guint n_tiles = (end + BLOCK - 1) / BLOCK, pf = PF_AHEAD / BLOCK;
+  guint t, i;
+
+  /* the span's first tiles and value rows (the later ones pf tiles
+   * ahead; walking two or four parts of the span interleaved, for more
+   * streams in flight, measured slower, and so did prefetching 8 tiles
+   * ahead or into L2 only) */
+  prefetch_run (sp->k, MIN (pf, n_tiles) * tb);
+  prefetch_run (sp->v, MIN (PF_AHEAD, sp->n) * rb);
+  for (t = 0; t < n_tiles; t++) {
+    const guint t0 = t * BLOCK;
+    const guint j0 = MAX (first, t0) - t0, j1 = MIN (end - t0, BLOCK);
+    const guint8 *tile = (const guint8 *) sp->k + t * tb;
+    const guint8 *vrow = (const guint8 *) sp->v + (t0 + j0 - first) * rb;
+    v16sf sc[MAX_NQ];
+
+    if (t + pf < n_tiles) {
+      prefetch_run (tile + pf * tb, tb);
+      prefetch_run (vrow + (pf * BLOCK - j0) * rb, BLOCK * rb);
+    }
+    tile_dots (st->qs[0], 64, tile, hd, sc, NQ, T);
+    if (j0 > 0 || j1 < BLOCK) {
+      const v16si in = (lane >= (gint) j0) & (lane < (gint) j1);
+
+      for (i = 0; i < NQ; i++)
+        sc[i] = (v16sf) (((v16si) sc[i] & in) | ((v16si) ninf & ~in));
+    }
+    online_block (st, z, sc, vrow, rb, j0, j1, NQ, NC, T);
+  }
+}
+
 /* Softmax-weighted sums of NQ queries over every row of @spans, in one
- * pass: per query the running maximum m, the sum of e^(s - m) (lanes of
- * @l) and the value sums @acc (NC vectors), rescaled by e^(m_old - m)
- * whenever a block raises m. */
+ * pass (Online) */
 static ALWAYS_INLINE void
 attend_online (const NpuAttnSpan * spans, guint n_spans, gsize q_stride,
     float scale, float *out, gsize out_stride, const guint NQ,
     const guint NC, const NpuKvType T)
 {
   const v16sf zero = { 0, };
-  v16sf q[MAX_NQ][4], acc[MAX_NQ][4], l[MAX_NQ];
-  float m[MAX_NQ], p[MAX_NQ][BLOCK] __attribute__((aligned (64)));
-  float kbuf[T == NPU_KV_F32 ? 1 : BLOCK][16 * NC]
-      __attribute__((aligned (64)));
-  const float *kr[BLOCK];
-  guint s, r, i, c;
+  Online st;
+  OnlineSums z;
+  guint s, i, c;
 
   for (i = 0; i < NQ; i++) {
-    for (c = 0; c < NC; c++) {
-      q[i][c] = load16 (spans[0].q + i * q_stride + 16 * c) * scale;
-      acc[i][c] = zero;
-    }
-    l[i] = zero;
-    m[i] = -INFINITY;
+    for (c = 0; c < NC; c++)
+      z.acc[i][c] = zero;
+    z.l[i] = zero;
+    z.m[i] = -INFINITY;
   }
   for (s = 0; s < n_spans; s++) {
     const NpuAttnSpan *sp = &spans[s];
-    const gsize rb = kv_bytes (sp->stride, T);
 
     /* the sinks' span may use other queries (npullm's rotation) */
-    if (s > 0 && sp->q != spans[s - 1].q)
+    if (s == 0 || sp->q != spans[s - 1].q)
       for (i = 0; i < NQ; i++)
         for (c = 0; c < NC; c++)
-          q[i][c] = load16 (sp->q + i * q_stride + 16 * c) * scale;
-
-    /* the span's first blocks (the later ones PF_AHEAD rows ahead) */
-    prefetch_rows (sp, 0, MIN (PF_AHEAD, sp->n), 16 * NC, TRUE, T);
-    for (r = 0; r < sp->n; r += BLOCK) {
-      const guint nr = MIN (BLOCK, sp->n - r);
-      const guint8 *k = (const guint8 *) sp->k + r * rb;
-      const guint8 *v = (const guint8 *) sp->v + r * rb;
-      guint j;
-
-      if (r + PF_AHEAD < sp->n)
-        prefetch_rows (sp, r + PF_AHEAD, MIN (BLOCK, sp->n - r - PF_AHEAD),
-            16 * NC, TRUE, T);
-      /* rows past the span's end repeat its first (their scores are
-       * masked below) */
-      for (j = 0; j < BLOCK; j++) {
-        const guint8 *kj = k + (j < nr ? j : 0) * rb;
-
-        if (T == NPU_KV_F32) {
-          kr[j] = (const float *) kj;
-        } else {
-          for (c = 0; c < NC; c++)
-            store16 (kbuf[j] + 16 * c, load_kv16 (kj, 16 * c, T));
-          kr[j] = kbuf[j];
-        }
-      }
-      for (i = 0; i < NQ; i++) {
-        v16sf sc = block_dots (q[i], kr, NC), e;
-        float bm;
-
-        for (j = nr; j < BLOCK; j++)
-          sc[j] = -INFINITY;
-        bm = hmax16 (sc);
-        if (bm > m[i]) {
-          /* exp of a (-inf, 0] difference: e^-inf is 0 on the first block */
-          const float f = expf (m[i] - bm);
-
-          for (c = 0; c < NC; c++)
-            acc[i][c] *= f;
-          l[i] *= f;
-          m[i] = bm;
-        }
-        /* a NaN score stays NaN here, and so do the sums */
-        e = exp16 (sc - m[i]);
-        l[i] += e;
-        store16 (p[i], e);
-      }
-      for (j = 0; j < nr; j++) {
-        const guint8 *vj = v + j * rb;
-        v16sf vc[4];
-
-        for (c = 0; c < NC; c++)
-          vc[c] = load_kv16 (vj, 16 * c, T);
-        for (i = 0; i < NQ; i++)
-          for (c = 0; c < NC; c++)
-            acc[i][c] += p[i][j] * vc[c];
-      }
-    }
+          store16 (st.qs[i] + 16 * c,
+              load16 (sp->q + i * q_stride + 16 * c) * scale);
+    if (sp->k_tiled)
+      online_span_tiled (&st, &z, sp, NQ, NC, T);
+    else
+      online_span_rows (&st, &z, sp, NQ, NC, T);
   }
   for (i = 0; i < NQ; i++) {
-    const float inv = 1.0f / hsum16 (l[i]);
+    const float inv = 1.0f / hsum16 (z.l[i]);
 
     for (c = 0; c < NC; c++)
-      store16 (out + i * out_stride + 16 * c, acc[i][c] * inv);
+      store16 (out + i * out_stride + 16 * c, z.acc[i][c] * inv);
   }
 }
 
-/* attend_online() for a head of @hd values (16, 32, 48 or 64) */
-static ALWAYS_INLINE void
-attend_online_hd (const NpuAttnSpan * sp, guint n_spans, guint hd,
-    gsize q_stride, float scale, float *o, gsize out_stride, const guint NQ,
-    const NpuKvType T)
-{
-  switch (hd) {
-    case 16:
-      attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, 1, T);
-      break;
-    case 32:
-      attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, 2, T);
-      break;
-    case 48:
-      attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, 3, T);
-      break;
-    default:
-      attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, 4, T);
-      break;
-  }
+/* attend_online() of each count of queries, head size and type as a
+ * function of its own: inlined into one large function, GCC kept the
+ * value sums of the hot loops in memory (a load and a store around every
+ * multiply-add); alone, each gets the register file to itself. */
+typedef void (*OnlineFn) (const NpuAttnSpan * sp, guint n_spans,
+    gsize q_stride, float scale, float *o, gsize out_stride);
+
+#define ONLINE_FN(NQ, NC, T) \
+static __attribute__((noinline)) void \
+attend_online_##NQ##_##NC##_##T (const NpuAttnSpan * sp, guint n_spans, \
+    gsize q_stride, float scale, float *o, gsize out_stride) \
+{ \
+  attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, NC, T); \
 }
+#define ONLINE_FNS_NQ(NQ, T) \
+  ONLINE_FN (NQ, 1, T) ONLINE_FN (NQ, 2, T) ONLINE_FN (NQ, 3, T) \
+  ONLINE_FN (NQ, 4, T)
+#define ONLINE_FNS(T) \
+  ONLINE_FNS_NQ (1, T) ONLINE_FNS_NQ (2, T) ONLINE_FNS_NQ (3, T) \
+  ONLINE_FNS_NQ (4, T)
+#define ONLINE_ROW(NQ, T) \
+  { attend_online_##NQ##_1_##T, attend_online_##NQ##_2_##T, \
+    attend_online_##NQ##_3_##T, attend_online_##NQ##_4_##T }
+#define ONLINE_TABLE(T) \
+  { ONLINE_ROW (1, T), ONLINE_ROW (2, T), ONLINE_ROW (3, T), \
+    ONLINE_ROW (4, T) }
+
+#if defined(__AVX512F__)
+ONLINE_FNS (NPU_KV_F32)
+    ONLINE_FNS (NPU_KV_F16)
+    ONLINE_FNS (NPU_KV_Q8_0)
+/* [type][queries - 1][head / 16 - 1] */
+     static const OnlineFn online_fns[3][MAX_NQ][4] = {
+       ONLINE_TABLE (NPU_KV_F32),
+       ONLINE_TABLE (NPU_KV_F16),
+       ONLINE_TABLE (NPU_KV_Q8_0),
+     };
+#endif
 
 /* attend_online() where the head allows it, else the two passes */
 static ALWAYS_INLINE void
@@ -734,7 +1033,8 @@ attend_best (const NpuAttnSpan * sp, guint n_spans, guint hd,
    * 71 against 65 ms, Q8_0 103 against 81) */
 #if defined(__AVX512F__)
   if (hd % 16 == 0 && hd <= 64)
-    attend_online_hd (sp, n_spans, hd, q_stride, scale, o, out_stride, NQ, T);
+    online_fns[T][NQ - 1][hd / 16 - 1] (sp, n_spans, q_stride, scale, o,
+        out_stride);
   else
 #endif
     attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, NQ, T);

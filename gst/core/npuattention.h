@@ -8,6 +8,8 @@
  * as they lie in memory and every row is read with plain vector loads.
  * Rows may be stored in F32, F16 or Q8_0 (npukvtype.h): they are read in
  * place and widened to F32 in registers; queries and sums stay F32.
+ * Keys may be rows like the values or tiles of sixteen rows side by side
+ * (npukvtype.h), which the kernels read with no horizontal sums.
  */
 #ifndef __NPU_ATTENTION_H__
 #define __NPU_ATTENTION_H__
@@ -20,11 +22,16 @@ G_BEGIN_DECLS
 typedef struct
 {
   const float *q;               /* the query used against these keys */
-  const void *k;                /* first key row */
+  const void *k;                /* first key row (tiled keys: its tile) */
   const void *v;                /* first value row */
   gsize stride;                 /* values from one row to the next */
   guint n;                      /* rows */
   NpuKvType type;               /* of the k and v rows (0: F32) */
+  /* FALSE: key rows as the value rows, @stride values apart; TRUE: keys
+   * in tiles of NPU_KV_TILE_ROWS rows of hd values (npukvtype.h), one
+   * after the other, the first row row @k_row of the tile at @k */
+  gboolean k_tiled;
+  guint k_row;
 } NpuAttnSpan;
 
 #define NPU_ATTN_MAX_SPANS 8

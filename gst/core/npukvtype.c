@@ -176,3 +176,43 @@ npu_kv_decode_at (NpuKvType type, const void *row, gsize i)
     }
   }
 }
+
+gsize
+npu_kv_tile_bytes (NpuKvType type, gsize hd)
+{
+  return NPU_KV_TILE_ROWS * npu_kv_row_bytes (type, hd);
+}
+
+void
+npu_kv_tile_put (NpuKvType type, gsize hd, const void *row, void *tile, guint j)
+{
+  const guint8 *src = row;
+  guint8 *t = tile;
+  gsize d, b, nb;
+
+  g_return_if_fail (j < NPU_KV_TILE_ROWS);
+  switch (type) {
+    case NPU_KV_F16:
+      for (d = 0; d < hd; d++)
+        memcpy (t + 2 * (d * NPU_KV_TILE_ROWS + j), src + 2 * d, 2);
+      break;
+    case NPU_KV_Q8_0:
+      g_return_if_fail (hd % NPU_KV_Q8_0_BLOCK == 0);
+      nb = hd / NPU_KV_Q8_0_BLOCK;
+      for (b = 0; b < nb; b++) {
+        const guint8 *blk = src + b * NPU_KV_Q8_0_BYTES;
+        guint8 *q = t + nb * 2 * NPU_KV_TILE_ROWS +
+            b * NPU_KV_Q8_0_BLOCK * NPU_KV_TILE_ROWS + j;
+
+        memcpy (t + 2 * (b * NPU_KV_TILE_ROWS + j), blk, 2);
+        for (d = 0; d < NPU_KV_Q8_0_BLOCK; d++)
+          q[d * NPU_KV_TILE_ROWS] = blk[2 + d];
+      }
+      break;
+    case NPU_KV_F32:
+    default:
+      for (d = 0; d < hd; d++)
+        memcpy (t + 4 * (d * NPU_KV_TILE_ROWS + j), src + 4 * d, 4);
+      break;
+  }
+}

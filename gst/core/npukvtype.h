@@ -15,6 +15,19 @@
  *         [-127, 127]; the 2^-18 only counts when d is below F16's
  *         normal range, max|block| < 7.8e-3)
  *
+ * Keys may also be stored in tiles (npullm's cache does): sixteen rows of
+ * a head side by side, value d of the sixteen rows in one run, so that the
+ * attention kernel gets the sixteen rows' dot products of a query as one
+ * vector of multiply-adds with no horizontal sum.  A tile of @hd-value
+ * rows takes the bytes of its sixteen rows (npu_kv_tile_bytes()):
+ *   F32   float d * 16 + j is value d of row j
+ *   F16   half d * 16 + j is value d of row j
+ *   Q8_0  first hd / 32 runs of sixteen F16 scales (half b * 16 + j is the
+ *         scale of block b of row j), then the int8 values, byte
+ *         hd / 32 * 32 + d * 16 + j is value d of row j
+ * The values are those npu_kv_encode_row() stores, moved, not rounded
+ * again.
+ *
  * This is compute core: GLib only.
  */
 #ifndef __NPU_KV_TYPE_H__
@@ -55,6 +68,19 @@ void npu_kv_encode_row (NpuKvType type, const float *src, gsize n, void *dst);
 /* Value @i of a row stored in @type */
 NPU_API
 float npu_kv_decode_at (NpuKvType type, const void *row, gsize i);
+
+/* Rows in a key tile */
+#define NPU_KV_TILE_ROWS 16
+
+/* Bytes of a tile of NPU_KV_TILE_ROWS rows of @hd values */
+NPU_API
+gsize npu_kv_tile_bytes (NpuKvType type, gsize hd);
+
+/* Puts the row @row (@hd values stored in @type by npu_kv_encode_row())
+ * into row @j (< NPU_KV_TILE_ROWS) of the tile @tile */
+NPU_API
+void npu_kv_tile_put (NpuKvType type, gsize hd, const void *row, void *tile,
+    guint j);
 
 /* IEEE binary16 of @f, rounded to nearest even (overflow to +-Inf, NaN
  * stays NaN) */

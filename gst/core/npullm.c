@@ -77,7 +77,8 @@ struct _NpuLlmContext
   guint q_dim, kv_dim;
   gsize kv_row;                 /* bytes of a batch row (kv_dim values) */
   gsize head_row;               /* bytes of one KV head's part of a row */
-  gsize kv_bytes;               /* of k_cache, and of v_cache */
+  gsize k_head;                 /* bytes of one KV head's keys in k_cache */
+  gsize k_bytes, v_bytes;       /* of k_cache, of v_cache */
 
   guint64 n_past;
   guint64 n_past_max;           /* the most n_past reached since the reset */
@@ -86,7 +87,9 @@ struct _NpuLlmContext
   /* per layer, per KV head, n_ctx rows of head_dim values in p.kv_type
    * (head-major: a head's rows are contiguous, so the attention of one
    * head reads one sequential run, which the hardware prefetchers stream;
-   * on huge pages, so a walk over them does not miss the TLB) */
+   * on huge pages, so a walk over them does not miss the TLB); the keys
+   * in tiles of NPU_KV_TILE_ROWS slots (npukvtype.h; n_ctx rounded up to
+   * whole tiles), which the kernel reads with no horizontal sums */
   guint8 *k_cache, *v_cache;
   /* the chunk's k and v rows in p.kv_type (ctx->k and ctx->v for F32) */
   guint8 *k_st, *v_st;
@@ -849,12 +852,15 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   nb = p.n_batch;
   ctx->kv_row = npu_kv_row_bytes (p.kv_type, ctx->kv_dim);
   ctx->head_row = npu_kv_row_bytes (p.kv_type, hp->head_dim);
+  ctx->k_head = (p.n_ctx + NPU_KV_TILE_ROWS - 1) / NPU_KV_TILE_ROWS *
+      npu_kv_tile_bytes (p.kv_type, hp->head_dim);
   kv = (gsize) hp->n_layer * p.n_ctx * ctx->kv_row;
-  ctx->kv_bytes = kv;
+  ctx->v_bytes = kv;
+  ctx->k_bytes = (gsize) hp->n_layer * hp->n_head_kv * ctx->k_head;
   scratch = &ctx->stats.scratch_bytes;
 
   /* Everything the forward pass touches is allocated here, once */
-  ctx->k_cache = ctx_alloc_huge (ctx, kv, &ctx->stats.kv_bytes);
+  ctx->k_cache = ctx_alloc_huge (ctx, ctx->k_bytes, &ctx->stats.kv_bytes);
   ctx->v_cache = ctx_alloc_huge (ctx, kv, &ctx->stats.kv_bytes);
   ctx->x = ctx_alloc (ctx, nb * hp->n_embd, scratch);
   ctx->xn = ctx_alloc (ctx, nb * hp->n_embd, scratch);
@@ -885,8 +891,8 @@ npu_llm_context_free (NpuLlmContext * ctx)
 {
   if (!ctx)
     return;
-  npu_huge_free (ctx->k_cache, MAX (ctx->kv_bytes, 1));
-  npu_huge_free (ctx->v_cache, MAX (ctx->kv_bytes, 1));
+  npu_huge_free (ctx->k_cache, MAX (ctx->k_bytes, 1));
+  npu_huge_free (ctx->v_cache, MAX (ctx->v_bytes, 1));
   g_free (ctx->x);
   g_free (ctx->xn);
   g_free (ctx->tmp);
@@ -1090,16 +1096,32 @@ add_span (const NpuLlmContext * ctx, NpuAttnSpan * sp, const float *q,
   sp->stride = stride;
   sp->n = (guint) n;
   sp->type = ctx->p.kv_type;
+  sp->k_tiled = FALSE;
+  sp->k_row = 0;
   return 1;
 }
 
-/* The cache rows of positions [a0, a1) of one head (rows of @hd values
- * from @kc, @vc), all in the window part of the ring, as at most two runs
- * of slots (the ring may wrap inside) */
+/* Slots [s, s + n) of one head in the cache: its key tiles from @kt, its
+ * value rows from @vc */
+static inline guint
+add_cache_span (const NpuLlmContext * ctx, NpuAttnSpan * sp, const float *q,
+    const guint8 * kt, const guint8 * vc, gsize s, guint64 n)
+{
+  guint hd = ctx->model->hp.head_dim;
+
+  add_span (ctx, sp, q, kt, vc, hd, s, n);
+  sp->k = kt + s / NPU_KV_TILE_ROWS * npu_kv_tile_bytes (ctx->p.kv_type, hd);
+  sp->k_tiled = TRUE;
+  sp->k_row = s % NPU_KV_TILE_ROWS;
+  return 1;
+}
+
+/* The cache rows of positions [a0, a1) of one head (key tiles from @kc,
+ * value rows from @vc), all in the window part of the ring, as at most
+ * two runs of slots (the ring may wrap inside) */
 static guint
 window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
-    const float *q, const guint8 * kc, const guint8 * vc, guint hd,
-    NpuAttnSpan * out)
+    const float *q, const guint8 * kc, const guint8 * vc, NpuAttnSpan * out)
 {
   gsize s0, n, n1;
 
@@ -1108,10 +1130,10 @@ window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
   s0 = cache_slot (ctx, a0);
   n = (gsize) (a1 - a0);
   n1 = MIN (n, ctx->p.n_ctx - s0);
-  add_span (ctx, &out[0], q, kc, vc, hd, s0, n1);
+  add_cache_span (ctx, &out[0], q, kc, vc, s0, n1);
   if (n1 == n)
     return 1;
-  return 1 + add_span (ctx, &out[1], q, kc, vc, hd, ctx->p.n_sink, n - n1);
+  return 1 + add_cache_span (ctx, &out[1], q, kc, vc, ctx->p.n_sink, n - n1);
 }
 
 /* Query row @t of the chunk, for the @gqa query heads of KV head @g: they
@@ -1129,10 +1151,9 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
   /* the head's rows in the cache, and its first column in a batch row (a
    * Q8_0 head starts on a block: checked at creation) */
   gsize off = npu_kv_row_bytes (ctx->p.kv_type, (gsize) g * hd);
-  gsize head_off = ((gsize) job->layer * hp->n_head_kv + g) * n_ctx *
-      ctx->head_row;
-  const guint8 *kc = ctx->k_cache + head_off;
-  const guint8 *vc = ctx->v_cache + head_off;
+  gsize head = (gsize) job->layer * hp->n_head_kv + g;
+  const guint8 *kc = ctx->k_cache + head * ctx->k_head;
+  const guint8 *vc = ctx->v_cache + head * n_ctx * ctx->head_row;
   const guint8 *kb = ctx->k_st + off, *vb = ctx->v_st + off;
   guint kv_dim = ctx->kv_dim;
   gsize q_off = t * ctx->q_dim + (gsize) g * gqa * hd;
@@ -1150,11 +1171,11 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
   /* sinks in the cache (slot = position), then in the chunk */
   a = MIN (nsk, p0);
   if (a > 0)
-    n_spans += add_span (ctx, &spans[n_spans], qs, kc, vc, hd, 0, a);
+    n_spans += add_cache_span (ctx, &spans[n_spans], qs, kc, vc, 0, a);
   if (nsk > p0)
     n_spans += add_span (ctx, &spans[n_spans], qs, kb, vb, kv_dim, 0, nsk - p0);
   /* the window: in the cache up to the chunk, then in the chunk */
-  n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc, hd,
+  n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc,
       &spans[n_spans]);
   a = MAX (lo, p0);
   if (pt + 1 > a)
@@ -1215,6 +1236,34 @@ run_attention (NpuLlmContext * ctx, NpuTask * task, guint layer, guint64 p0,
     npu_task_parallel_for (task, n_kv, 1, attn_slice_heads, &job);
 }
 
+/* The chunk's @n rows (in ctx->k_st, ctx->v_st) into layer @il's ring,
+ * in place, each head's part into its rows (its key into its slot's place
+ * in a tile); the last write to a slot wins, as the newest token is the
+ * one to keep */
+static void
+cache_store (NpuLlmContext * ctx, guint il, guint64 p0, gsize n)
+{
+  const NpuLlmHParams *hp = &ctx->model->hp;
+  gsize layer_off = (gsize) il * ctx->p.n_ctx * ctx->kv_row;
+  gsize tb = npu_kv_tile_bytes (ctx->p.kv_type, hp->head_dim);
+  gsize t;
+
+  for (t = 0; t < n; t++) {
+    gsize s = cache_slot (ctx, p0 + t), hr = ctx->head_row;
+    guint g;
+
+    for (g = 0; g < hp->n_head_kv; g++) {
+      gsize dst = layer_off + ((gsize) g * ctx->p.n_ctx + s) * hr;
+      guint8 *kt = ctx->k_cache + ((gsize) il * hp->n_head_kv + g) *
+          ctx->k_head + s / NPU_KV_TILE_ROWS * tb;
+
+      npu_kv_tile_put (ctx->p.kv_type, hp->head_dim,
+          ctx->k_st + t * ctx->kv_row + g * hr, kt, s % NPU_KV_TILE_ROWS);
+      memcpy (ctx->v_cache + dst, ctx->v_st + t * ctx->kv_row + g * hr, hr);
+    }
+  }
+}
+
 /* One chunk of @n <= n_batch rows already in ctx->x, at positions p0.. */
 static void
 forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
@@ -1235,7 +1284,6 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
 
   for (il = 0; il < hp->n_layer; il++) {
     const Layer *l = &model->layers[il];
-    gsize layer_off = (gsize) il * ctx->p.n_ctx * ctx->kv_row;
 
     for (t = 0; t < n; t++)
       rms_norm (ctx->x + t * dim, l->attn_norm, ctx->xn + t * dim, dim,
@@ -1280,19 +1328,7 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
 
     run_attention (ctx, task, il, p0, n);
 
-    /* Into the ring, in place, each head's part into its rows; the last
-     * write to a slot wins, as the newest token is the one to keep */
-    for (t = 0; t < n; t++) {
-      gsize s = cache_slot (ctx, p0 + t), hr = ctx->head_row;
-      guint g;
-
-      for (g = 0; g < hp->n_head_kv; g++) {
-        gsize dst = layer_off + ((gsize) g * ctx->p.n_ctx + s) * hr;
-
-        memcpy (ctx->k_cache + dst, ctx->k_st + t * ctx->kv_row + g * hr, hr);
-        memcpy (ctx->v_cache + dst, ctx->v_st + t * ctx->kv_row + g * hr, hr);
-      }
-    }
+    cache_store (ctx, il, p0, n);
 
     npu_matmul_mxfp4_with_precision (task, &l->wo.m, ctx->att, n, ctx->tmp,
         ctx->p.precision);

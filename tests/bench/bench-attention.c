@@ -4,12 +4,15 @@
  * Decode at a depth D reads every layer's D cached key and value rows and
  * does the attention's arithmetic over them; this times that part alone,
  * shaped as the generated 1.1 B llama's (16 layers, 8 KV heads of 64, 4
- * query heads each), for each KV cache type, in two layouts:
+ * query heads each), for each KV cache type, in three layouts:
  *   rows   a cache row holds every KV head's values (512 a token), so one
  *          head's rows are a strided walk (npullm's layout before the
  *          head-major one), on 4 KiB pages (g_malloc);
- *   heads  each head's rows contiguous (head-major, npullm's layout), on
- *          transparent huge pages (npu_huge_alloc0(), as npullm).
+ *   heads  each head's rows contiguous (head-major), on transparent huge
+ *          pages (npu_huge_alloc0(), as npullm), keys as rows like the
+ *          values (npullm's layout before the key tiles);
+ *   tiles  as heads, but each head's keys in tiles of sixteen rows side
+ *          by side (npukvtype.h; npullm's layout).
  * The two side by side show what the layout gives on this machine.  The
  * figure is the calling thread's CPU time
  * (CLOCK_THREAD_CPUTIME_ID), which other jobs on a shared machine move far
@@ -21,7 +24,8 @@
  * attention), so that the rows come from memory, not from a large L3.
  *
  * Usage: bench-attention [--depth D (2048)] [--reps N (20)]
- *          [--kv-type f32,f16,q8_0 (all three)] [--layout rows,heads (both)]
+ *          [--kv-type f32,f16,q8_0 (all three)]
+ *          [--layout rows,heads,tiles (all three)]
  *          [--evict MiB (0)]
  * Each figure is the best of N tokens' worth of calls, the types and
  * layouts alternating in each repetition.
@@ -46,12 +50,16 @@
 typedef struct
 {
   NpuKvType type;
-  /* FALSE: N_LAYER x depth rows of KV_DIM values (g_malloc); TRUE:
-   * N_LAYER x N_KV x depth rows of HD values (npu_huge_alloc0()) */
-  gboolean heads;
+  /* 0: N_LAYER x depth rows of KV_DIM values (g_malloc); 1 (heads):
+   * N_LAYER x N_KV x depth rows of HD values (npu_huge_alloc0()); 2
+   * (tiles): values as heads, keys N_LAYER x N_KV x tiles (depth / 16
+   * rounded up) of 16 rows of HD values */
+  guint layout;
   guint8 *k, *v;
   gsize row;                    /* bytes of KV_DIM values */
-  gsize size;                   /* of k, and of v */
+  gsize size;                   /* of v */
+  gsize k_size;                 /* of k */
+  gsize n_tiles;                /* a head's tiles (layout 2) */
   double best_cpu, best_wall;
 } Cache;
 
@@ -64,24 +72,42 @@ now (clockid_t clock)
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
+static const gchar *const layout_names[] = { "rows", "heads", "tiles" };
+
 static void
-cache_init (Cache * c, NpuKvType type, gboolean heads, guint depth,
+cache_init (Cache * c, NpuKvType type, guint layout, guint depth,
     GRand * rand)
 {
+  gsize off = npu_kv_row_bytes (type, HD), tb = npu_kv_tile_bytes (type, HD);
   float x[KV_DIM];
-  gsize r, i;
+  guint8 row[KV_DIM * 4];
+  gsize r, i, g;
 
   c->type = type;
-  c->heads = heads;
+  c->layout = layout;
   c->row = npu_kv_row_bytes (type, KV_DIM);
   c->size = (gsize) N_LAYER *depth * c->row;
-  c->k = heads ? npu_huge_alloc0 (c->size) : g_malloc (c->size);
-  c->v = heads ? npu_huge_alloc0 (c->size) : g_malloc (c->size);
-  /* random rows: which head a row belongs to does not matter here */
+  c->n_tiles = (depth + NPU_KV_TILE_ROWS - 1) / NPU_KV_TILE_ROWS;
+  c->k_size = layout == 2 ? (gsize) N_LAYER * N_KV * c->n_tiles * tb :
+      c->size;
+  c->k = layout ? npu_huge_alloc0 (c->k_size) : g_malloc (c->k_size);
+  c->v = layout ? npu_huge_alloc0 (c->size) : g_malloc (c->size);
+  /* random rows: which head a row belongs to does not matter here, except
+   * that the tiles take each head's part of a row */
   for (r = 0; r < (gsize) N_LAYER * depth; r++) {
     for (i = 0; i < KV_DIM; i++)
       x[i] = (float) g_rand_double_range (rand, -2.0, 2.0);
-    npu_kv_encode_row (type, x, KV_DIM, c->k + r * c->row);
+    if (layout == 2) {
+      npu_kv_encode_row (type, x, KV_DIM, row);
+      for (g = 0; g < N_KV; g++) {
+        gsize h = (r / depth) * N_KV + g, t = r % depth;
+
+        npu_kv_tile_put (type, HD, row + g * off, c->k + (h * c->n_tiles +
+                t / NPU_KV_TILE_ROWS) * tb, t % NPU_KV_TILE_ROWS);
+      }
+    } else {
+      npu_kv_encode_row (type, x, KV_DIM, c->k + r * c->row);
+    }
     for (i = 0; i < KV_DIM; i++)
       x[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
     npu_kv_encode_row (type, x, KV_DIM, c->v + r * c->row);
@@ -92,8 +118,8 @@ cache_init (Cache * c, NpuKvType type, gboolean heads, guint depth,
 static void
 cache_clear (Cache * c)
 {
-  if (c->heads) {
-    npu_huge_free (c->k, c->size);
+  if (c->layout) {
+    npu_huge_free (c->k, c->k_size);
     npu_huge_free (c->v, c->size);
   } else {
     g_free (c->k);
@@ -106,15 +132,22 @@ static void
 token (Cache * c, guint depth, const float *q, float *scores, float *out)
 {
   gsize off = npu_kv_row_bytes (c->type, HD);
+  gsize tb = npu_kv_tile_bytes (c->type, HD);
   guint l, g;
 
   for (l = 0; l < N_LAYER; l++) {
     for (g = 0; g < N_KV; g++) {
-      gsize base = c->heads ? ((gsize) l * N_KV + g) * depth * off :
+      gsize h = (gsize) l * N_KV + g;
+      gsize base = c->layout ? h * depth * off :
           (gsize) l * depth * c->row + g * off;
       NpuAttnSpan sp = { q + g * GQA * HD, c->k + base, c->v + base,
-        c->heads ? HD : KV_DIM, depth, c->type
+        c->layout ? HD : KV_DIM, depth, c->type, FALSE, 0
       };
+
+      if (c->layout == 2) {
+        sp.k = c->k + h * c->n_tiles * tb;
+        sp.k_tiled = TRUE;
+      }
 
       npu_attention_rows (&sp, 1, HD, GQA, HD, 0.125f, scores, depth,
           out + g * GQA * HD, HD);
@@ -157,10 +190,10 @@ main (int argc, char **argv)
 {
   NpuKvType types[3] = { NPU_KV_F32, NPU_KV_F16, NPU_KV_Q8_0 };
   guint n_types = 3, depth = 2048, reps = 20, i, t, rep, n_c = 0;
-  guint layouts = 3;            /* bit 0: rows, bit 1: heads */
+  guint layouts = 7;            /* bit i: layout_names[i] */
   gsize evict_bytes = 0;
   guint8 *evict_buf = NULL;
-  Cache caches[6];
+  Cache caches[9];
   float *q, *scores, *out;
   GRand *rand;
 
@@ -179,14 +212,16 @@ main (int argc, char **argv)
     } else if (!strcmp (argv[i], "--layout") && i + 1 < (guint) argc) {
       i++;
       layouts = (strstr (argv[i], "rows") ? 1 : 0) |
-          (strstr (argv[i], "heads") ? 2 : 0);
+          (strstr (argv[i], "heads") ? 2 : 0) |
+          (strstr (argv[i], "tiles") ? 4 : 0);
       if (!layouts) {
         fprintf (stderr, "bench-attention: bad --layout %s\n", argv[i]);
         return 1;
       }
     } else {
       fprintf (stderr, "usage: bench-attention [--depth D] [--reps N] "
-          "[--kv-type f32,f16,q8_0] [--layout rows,heads] [--evict MiB]\n");
+          "[--kv-type f32,f16,q8_0] [--layout rows,heads,tiles] "
+          "[--evict MiB]\n");
       return 1;
     }
   }
@@ -206,7 +241,7 @@ main (int argc, char **argv)
     memset (evict_buf, 1, evict_bytes);
   }
   for (t = 0; t < n_types; t++)
-    for (i = 0; i < 2; i++)
+    for (i = 0; i < 3; i++)
       if (layouts & (1 << i))
         cache_init (&caches[n_c++], types[t], i, depth, rand);
 
@@ -234,11 +269,12 @@ main (int argc, char **argv)
     double mib = 2.0 * N_LAYER * depth * c->row / (1024.0 * 1024.0);
 
     printf ("  %-5s %-5s %6.1f MiB read: %7.2f ms CPU (wall %7.2f ms), "
-        "%5.2f GB/s\n", npu_kv_type_name (c->type), c->heads ? "heads" :
-        "rows", mib, c->best_cpu * 1e3, c->best_wall * 1e3,
+        "%5.2f GB/s\n", npu_kv_type_name (c->type), layout_names[c->layout],
+        mib, c->best_cpu * 1e3, c->best_wall * 1e3,
         mib * 1048576.0 / c->best_cpu * 1e-9);
-    if (c->heads && t > 0 && caches[t - 1].type == c->type)
-      printf ("  %-5s heads / rows: %.2fx faster\n", npu_kv_type_name (c->type),
+    if (c->layout && t > 0 && caches[t - 1].type == c->type)
+      printf ("  %-5s %s / %s: %.2fx faster\n", npu_kv_type_name (c->type),
+          layout_names[c->layout], layout_names[caches[t - 1].layout],
           caches[t - 1].best_cpu / c->best_cpu);
     cache_clear (c);
   }

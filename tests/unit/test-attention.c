@@ -32,6 +32,9 @@ typedef struct
   float spread;                 /* scale of the query values */
   gboolean packed;              /* rows contiguous (stride hd), as in
                                  * npullm's head-major cache */
+  guint tiled;                  /* keys in tiles (npukvtype.h), packed
+                                 * values: 1 every span, 2 every other
+                                 * span (the others key rows) */
 } Case;
 
 /* A plain F32 view of the rows: @k and @v with @stride floats a row */
@@ -55,6 +58,28 @@ stored_at (NpuKvType type, const guint8 * row, gsize c)
     return npu_f16_to_f32 (b[0] | b[1] << 8) * (gint8) b[2 + c % 32];
   }
   return ((const float *) row)[c];
+}
+
+/* Row @row (@hd values stored in @type) into row @j of a key tile, as
+ * npukvtype.h lays a tile out: value d of row j at d * 16 + j, Q8_0's
+ * scales first (block b's at b * 16 + j), then its int8 values */
+static void
+tile_scatter (NpuKvType type, guint hd, const guint8 * row, guint8 * tile,
+    guint j)
+{
+  guint d, e = type == NPU_KV_F16 ? 2 : 4;
+
+  for (d = 0; d < hd; d++) {
+    if (type == NPU_KV_Q8_0) {
+      const guint8 *b = row + d / 32 * 34;
+
+      if (d % 32 == 0)
+        memcpy (tile + 2 * (d / 32 * 16 + j), b, 2);
+      tile[hd / 32 * 32 + d * 16 + j] = b[2 + d % 32];
+    } else {
+      memcpy (tile + e * (d * 16 + j), row + e * d, e);
+    }
+  }
 }
 
 /* The largest |x - stored x| npukvtype.h states for values up to @amax */
@@ -137,7 +162,7 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
   /* rows in one buffer with a stride wider than hd (like the KV cache's
    * kv_dim; a multiple of 32 for Q8_0), spans cut at random places, each
    * span its own query block */
-  gsize stride = c->packed ? c->hd :
+  gsize stride = c->packed || c->tiled ? c->hd :
       type == NPU_KV_Q8_0 ? c->hd * 2 + 32 : c->hd * 2 + 3;
   gsize rb = npu_kv_row_bytes (type, stride);
   guint n_q = c->n_spans * c->nq * c->hd;
@@ -146,6 +171,13 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
   float *kd = g_new (float, c->n_rows * stride);
   float *vd = g_new (float, c->n_rows * stride);
   guint8 *ks = g_malloc (c->n_rows * rb), *vs = g_malloc (c->n_rows * rb);
+  /* tiled keys: row r in row (r + off) % 16 of tile (r + off) / 16; the
+   * rest of the tiles NaN (all ones in every type), which must not reach
+   * the output */
+  guint off = c->tiled ? (guint) g_rand_int_range (rand, 0, 16) : 0;
+  gsize tb = npu_kv_tile_bytes (type, c->hd);
+  gsize n_tiles = c->tiled ? (c->n_rows + off + 15) / 16 : 0;
+  guint8 *kt = g_malloc (n_tiles * tb), *kt2 = g_malloc (n_tiles * tb);
   float *q = g_new (float, n_q);
   float *scores = g_new (float, c->nq * (c->n_rows + 5));
   float *out = g_new (float, c->nq * c->hd);
@@ -174,6 +206,15 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
       vd[r * stride + j] = stored_at (type, vs + r * rb, j);
     }
   }
+  memset (kt, 0xff, n_tiles * tb);
+  memset (kt2, 0xff, n_tiles * tb);
+  for (r = 0; c->tiled && r < c->n_rows; r++) {
+    tile_scatter (type, c->hd, ks + r * rb, kt + (r + off) / 16 * tb,
+        (r + off) % 16);
+    npu_kv_tile_put (type, c->hd, ks + r * rb, kt2 + (r + off) / 16 * tb,
+        (r + off) % 16);
+  }
+  g_assert_true (memcmp (kt, kt2, n_tiles * tb) == 0);
   for (j = 0; j < n_q; j++)
     q[j] = c->spread * g_rand_double_range (rand, -1.0, 1.0);
   for (s = 0; s < c->n_spans; s++) {
@@ -187,6 +228,12 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
     spans[s].stride = stride;
     spans[s].n = n;
     spans[s].type = type;
+    spans[s].k_tiled = c->tiled == 1 || (c->tiled == 2 && s % 2 == 0);
+    spans[s].k_row = 0;
+    if (spans[s].k_tiled) {
+      spans[s].k = kt + (r0 + off) / 16 * tb;
+      spans[s].k_row = (r0 + off) % 16;
+    }
     ref[s] = (RefSpan) {
     spans[s].q, kd + r0 * stride, vd + r0 * stride, stride, n};
     ref0[s] = (RefSpan) {
@@ -209,13 +256,14 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
     double bound = kv_bound (type, q + i * c->hd, c->hd, scale, kmax, vmax);
 
     if (!npu_within (err, 2e-5))
-      g_error ("%s hd %u nq %u rows %u spans %u spread %g: query %u off by "
-          "%g", npu_kv_type_name (type), c->hd, c->nq, c->n_rows, c->n_spans,
-          c->spread, i, err);
+      g_error ("%s hd %u nq %u rows %u spans %u spread %g tiled %u: query %u "
+          "off by %g", npu_kv_type_name (type), c->hd, c->nq, c->n_rows,
+          c->n_spans, c->spread, c->tiled, i, err);
     if (!npu_within (err0, bound))
-      g_error ("%s hd %u nq %u rows %u spans %u spread %g: query %u off the "
-          "unstored values by %g > bound %g", npu_kv_type_name (type), c->hd,
-          c->nq, c->n_rows, c->n_spans, c->spread, i, err0, bound);
+      g_error ("%s hd %u nq %u rows %u spans %u spread %g tiled %u: query %u "
+          "off the unstored values by %g > bound %g", npu_kv_type_name (type),
+          c->hd, c->nq, c->n_rows, c->n_spans, c->spread, c->tiled, i, err0,
+          bound);
   }
 
   g_free (k);
@@ -224,6 +272,8 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
   g_free (vd);
   g_free (ks);
   g_free (vs);
+  g_free (kt);
+  g_free (kt2);
   g_free (q);
   g_free (scores);
   g_free (out);
@@ -311,6 +361,35 @@ test_packed (void)
     {80, 4, 513, 4, 1.0f, TRUE},
   };
   GRand *rand = g_rand_new_with_seed (15);
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (cases); i++)
+    run_case (&cases[i], rand);
+  g_rand_free (rand);
+}
+
+/* Keys in tiles (npullm's cache): spans that start and end inside a tile,
+ * one row, a tile exactly, every head size the kernels treat apart, and
+ * tiled spans beside key-row spans in one call (the cache's rows and a
+ * batch's own); the tiles' other rows are NaN */
+static void
+test_tiled (void)
+{
+  static const Case cases[] = {
+    {64, 4, 2100, 5, 30.0f, FALSE, 1},
+    {64, 4, 2048, 1, 1.0f, FALSE, 1},
+    {64, 4, 1000, 5, 4.0f, FALSE, 2},
+    {64, 1, 1, 1, 1.0f, FALSE, 1},
+    {64, 2, 16, 1, 1.0f, FALSE, 1},
+    {64, 3, 70, 2, 200.0f, FALSE, 1},
+    {32, 3, 777, 3, 200.0f, FALSE, 2},
+    {48, 2, 300, 1, 1.0f, FALSE, 1},
+    {16, 4, 40, 3, 1.0f, FALSE, 1},
+    {80, 4, 513, 4, 1.0f, FALSE, 2},
+    {20, 5, 100, 3, 1.0f, FALSE, 1},
+    {8, 8, 33, 2, 1.0f, FALSE, 1},
+  };
+  GRand *rand = g_rand_new_with_seed (16);
   guint i;
 
   for (i = 0; i < G_N_ELEMENTS (cases); i++)
@@ -461,6 +540,7 @@ test_lesser_isas (void)
     g_test_message ("attention at level %s", npu_cpu_isa_name (isa));
     test_shapes ();
     test_packed ();
+    test_tiled ();
     test_nan ();
     n++;
   }
@@ -478,6 +558,7 @@ main (int argc, char **argv)
   g_test_add_func ("/attention/spread", test_spread);
   g_test_add_func ("/attention/long", test_long);
   g_test_add_func ("/attention/packed", test_packed);
+  g_test_add_func ("/attention/tiled", test_tiled);
   g_test_add_func ("/attention/nan", test_nan);
   g_test_add_func ("/attention/f16-encode", test_f16_encode);
   g_test_add_func ("/attention/q8_0-encode", test_q8_0_encode);

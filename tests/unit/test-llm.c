@@ -652,6 +652,7 @@ test_truncate (void)
   NpuLlmContext *a, *b;
   gint32 p1[PROMPT_LEN], p2[PROMPT_LEN];
   guint V, i;
+  double diff;
 
   test_model_open (&tm, &configs[0]);
   V = tm.ref.vocab;
@@ -669,8 +670,12 @@ test_truncate (void)
   g_assert_cmpuint (npu_llm_context_get_n_past (a), ==, 12);
   run_eval (a, p2 + 12, NULL, PROMPT_LEN - 12);
   run_eval (b, p2, NULL, PROMPT_LEN);
-  g_assert_cmpmem (npu_llm_get_logits (a), V * sizeof (float),
-      npu_llm_get_logits (b), V * sizeof (float));
+  /* the kept prefix's keys are read from the cache's tiles, the fresh
+   * context's from its batch rows: only the summation order differs */
+  diff = rel_diff_f (npu_llm_get_logits (a), npu_llm_get_logits (b), V);
+  g_test_message ("truncated and continued vs fresh: max |diff| / range = "
+      "%.3g", diff);
+  g_assert_true (npu_within (diff, 1e-5));
   npu_llm_context_free (a);
 
   /* past n_ctx the first slots were overwritten: no truncation */

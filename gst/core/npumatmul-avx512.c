@@ -28,6 +28,7 @@
  * into F32 accumulators.
  */
 #include "npumatmul-private.h"
+#include "npuquantblock-avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -501,33 +502,6 @@ npu_mxfp4_gemv_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
  * activations on one thread, between the parallel products.
  */
 
-/* Codes of the block @a0, @a1 (elements 0..15, 16..31); returns its
- * scale as quantize_block() does: NaN if the block is not finite (codes
- * 0), 0 if it is all zero */
-static ALWAYS_INLINE float
-quantize_block16 (__m512 a0, __m512 a1, __m512i * q0, __m512i * q1)
-{
-  const __m512 amax = _mm512_max_ps (_mm512_abs_ps (a0), _mm512_abs_ps (a1));
-  /* not finite: a NaN (unordered) or an Inf (above the largest float) */
-  const __mmask16 bad = _mm512_cmp_ps_mask (_mm512_abs_ps (a0),
-      _mm512_set1_ps (G_MAXFLOAT), _CMP_NLE_UQ) |
-      _mm512_cmp_ps_mask (_mm512_abs_ps (a1), _mm512_set1_ps (G_MAXFLOAT),
-      _CMP_NLE_UQ);
-  const float m = _mm512_reduce_max_ps (amax);
-  __m512 vd;
-  float d;
-
-  if (bad || m == 0.0f) {
-    *q0 = *q1 = _mm512_setzero_si512 ();
-    return bad ? NAN : 0.0f;
-  }
-  d = m / 127.0f;
-  vd = _mm512_set1_ps (d);
-  *q0 = _mm512_cvtps_epi32 (_mm512_div_ps (a0, vd));
-  *q1 = _mm512_cvtps_epi32 (_mm512_div_ps (a1, vd));
-  return d;
-}
-
 /* Block @i of the group at @grp: its codes, correction and scale */
 static ALWAYS_INLINE void
 store_block (guint8 * grp, int i, __m512i q0, __m512i q1, float d)
@@ -573,7 +547,7 @@ npu_quantize_row_avx512 (const float *x, gsize nb, gsize n_groups,
       }
       a0 = _mm512_loadu_ps (x + 32 * b);
       a1 = _mm512_loadu_ps (x + 32 * b + 16);
-      d = quantize_block16 (a0, a1, &q0, &q1);
+      d = npu_quantize_block_avx512 (a0, a1, 127.0f, &q0, &q1);
       store_block (grp, i, q0, q1, d);
       if (grp_r) {
         /* x - d q with one rounding (an FMA), where npumatmul.c's
@@ -586,7 +560,7 @@ npu_quantize_row_avx512 (const float *x, gsize nb, gsize n_groups,
           a0 = _mm512_fnmadd_ps (vd, _mm512_cvtepi32_ps (q0), a0);
           a1 = _mm512_fnmadd_ps (vd, _mm512_cvtepi32_ps (q1), a1);
         }
-        d = quantize_block16 (a0, a1, &q0, &q1);
+        d = npu_quantize_block_avx512 (a0, a1, 127.0f, &q0, &q1);
         store_block (grp_r, i, q0, q1, d);
       }
     }

@@ -34,6 +34,7 @@
  * accumulators.
  */
 #include "npumatmul-private.h"
+#include "npuquantblock-avx512.h"
 
 #include <immintrin.h>
 #include <math.h>
@@ -87,38 +88,14 @@ static const guint8 pair_hi_ctl[64] __attribute__((aligned (64))) = {
 };
 
 /* ------------------------------------------------------------------------
- * Activations, per block of 32
- *
- * d = max|x| / qmax and x / d are correctly rounded divisions, then
- * rounded to the nearest integer (ties to even, as lrintf): |x - d q| <= d
- * (1/2 + qmax x 2^-24), and |x / d| rounds to at most qmax.  A block with
- * a NaN or an Inf gets codes 0 and a NaN scale, so every output it meets
- * is NaN; an all-zero block gets scale 0.
+ * Activations, per block of 32: npu_quantize_block_avx512()
+ * (npuquantblock-avx512.h), the GEMV's arithmetic too
  */
 static ALWAYS_INLINE float
 quantize_block (const float *x, float qmax, __m512i * q0, __m512i * q1)
 {
-  const __m512 a0 = _mm512_loadu_ps (x);
-  const __m512 a1 = _mm512_loadu_ps (x + 16);
-  const __m512 amax = _mm512_max_ps (_mm512_abs_ps (a0), _mm512_abs_ps (a1));
-  /* not finite: a NaN (unordered) or an Inf (above the largest float) */
-  const __mmask16 bad = _mm512_cmp_ps_mask (_mm512_abs_ps (a0),
-      _mm512_set1_ps (G_MAXFLOAT), _CMP_NLE_UQ) |
-      _mm512_cmp_ps_mask (_mm512_abs_ps (a1), _mm512_set1_ps (G_MAXFLOAT),
-      _CMP_NLE_UQ);
-  const float m = _mm512_reduce_max_ps (amax);
-  __m512 vd;
-  float d;
-
-  if (bad || m == 0.0f) {
-    *q0 = *q1 = _mm512_setzero_si512 ();
-    return bad ? NAN : 0.0f;
-  }
-  d = m / qmax;
-  vd = _mm512_set1_ps (d);
-  *q0 = _mm512_cvtps_epi32 (_mm512_div_ps (a0, vd));
-  *q1 = _mm512_cvtps_epi32 (_mm512_div_ps (a1, vd));
-  return d;
+  return npu_quantize_block_avx512 (_mm512_loadu_ps (x),
+      _mm512_loadu_ps (x + 16), qmax, q0, q1);
 }
 
 /* int8 codes: the row's codes at @row, its scales at row + dx_offset,

@@ -35,7 +35,8 @@ fixture_open (Fixture * f)
   NpuTextModelParams tp;
   GError *error = NULL;
 
-  f->dir = g_dir_make_tmp ("llmsession-XXXXXX", NULL);
+  f->dir = g_dir_make_tmp ("llmsession-XXXXXX", &error);
+  g_assert_no_error (error);
   f->path = g_build_filename (f->dir, "llama.gguf", NULL);
   g_assert_true (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_LLAMA,
           "tiny", &error));

@@ -181,7 +181,8 @@ fixture_open (Fixture * f)
 
   f->native_isa = npu_matmul_get_isa ();
   g_assert_true (npu_matmul_set_isa ("scalar"));
-  f->dir = g_dir_make_tmp ("llmsplice-XXXXXX", NULL);
+  f->dir = g_dir_make_tmp ("llmsplice-XXXXXX", &error);
+  g_assert_no_error (error);
   tok_path = g_build_filename (f->dir, "tokenizer.gguf", NULL);
   f->path = g_build_filename (f->dir, "llama.gguf", NULL);
   write_tokenizer (tok_path);

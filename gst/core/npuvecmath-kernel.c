@@ -34,6 +34,7 @@
 
 typedef float v_f32 __attribute__((vector_size (VB)));
 typedef gint32 v_i32 __attribute__((vector_size (VB)));
+/* half a vector's floats, widened to a vector of doubles */
 typedef float v_f32h __attribute__((vector_size (VB / 2)));
 typedef double v_f64 __attribute__((vector_size (VB)));
 

@@ -6,9 +6,9 @@
  * RMS norms) run on one thread while the others wait.  With a scalar expf
  * per element the 1.1 B llama's SiLU took 25 us a layer (8192 values),
  * 0.4 ms of a token, against 4 us in AVX-512 vectors (bench-vecmath, in
- * cache).  These are the vector forms, built once per ISA level (npuvecmath-kernel.c,
- * like the attention kernel) and picked from the CPU probe (npucpu.h,
- * NPU_CPU_ISA's cap applies).
+ * cache).  These are the vector forms, built once per ISA level
+ * (npuvecmath-kernel.c, like the attention kernel) and picked from the
+ * CPU probe (npucpu.h, NPU_CPU_ISA's cap applies).
  *
  * Not installed: used by npullm.c and the unit tests.
  */

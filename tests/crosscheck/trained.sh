@@ -35,12 +35,14 @@
 # LLAMACPP_DIR (/tmp/llamacpp), WORK (/tmp/npu-crosscheck-trained) for the
 # frames, the sounds and the answers, MODELS (tests/models), LIMIT (all)
 # the number of cases of each medium, MEDIA ("vision audio") which of the
-# two to run.
+# two to run, VISION_CASES (vision-heldout.txt) the list of frames in
+# MODELS (camera-balls.txt: the camera-sized balls train.py only reports).
 #
 # The frames: npu-render-frames draws each case as the end-to-end test
 # does (videotestsrc, seeked to the case's frame) and writes the frame's
-# bytes with its caps, which our pipeline reads back, and the 64 x 64
-# encoder input npuvisiontok makes of it (the frame stretched by area
+# bytes with its caps, which our pipeline reads back, and the encoder
+# input npuvisiontok makes of it (the mmproj's clip.vision.image_size and
+# patch_size: 128 x 128 in patches of 16) (the frame stretched by area
 # averaging or bilinear, as docs/visionprep.md says) as a PPM, which
 # llama.cpp gets: at the encoder's size its own resize changes nothing, so
 # both encode the same image (to within the PPM's 8-bit rounding).
@@ -67,6 +69,7 @@ WORK=${WORK:-/tmp/npu-crosscheck-trained}
 MODELS=${MODELS:-$SRC/tests/models}
 LIMIT=${LIMIT:-0}
 MEDIA=${MEDIA:-vision audio}
+VISION_CASES=${VISION_CASES:-vision-heldout.txt}
 PROMPT="What do you see?"
 mkdir -p "$WORK/frames" "$WORK/sounds"
 . "$HERE/lib.sh"
@@ -101,14 +104,30 @@ heldout_cases () {
     awk -v n="$LIMIT" 'n <= 0 || NR <= n'
 }
 
+# gguf_u32 FILE KEY: a u32 value of FILE's metadata (the key's string is
+# followed by its type, 4, and the value, little-endian)
+gguf_u32 () {
+  python3 - "$1" "$2" <<'PY'
+import struct, sys
+d = open(sys.argv[1], "rb").read(1 << 20)
+k = sys.argv[2].encode()
+i = d.find(struct.pack("<Q", len(k)) + k)
+if i < 0 or struct.unpack_from("<I", d, i + 8 + len(k))[0] != 4:
+    sys.exit("%s: no u32 %s" % (sys.argv[1], sys.argv[2]))
+print(struct.unpack_from("<I", d, i + 12 + len(k))[0])
+PY
+}
+
 status=0
 
 vision () {
 # the cases: "props | caps | position | words"
-heldout_cases vision-heldout.txt >"$WORK/cases.txt"
+heldout_cases "$VISION_CASES" >"$WORK/cases.txt"
 echo "== rendering $(wc -l <"$WORK/cases.txt") held-out frames"
 cut -d'|' -f1-3 "$WORK/cases.txt" |
-  "$BUILD/tests/tools/npu-render-frames" --image-size 64 --patch 8 \
+  "$BUILD/tests/tools/npu-render-frames" \
+      --image-size "$(gguf_u32 "$MMPROJ" clip.vision.image_size)" \
+      --patch "$(gguf_u32 "$MMPROJ" clip.vision.patch_size)" \
       --mean 0.5 --std 0.5 -o "$WORK/frames.f32" \
       --ppm-dir "$WORK/frames" --raw-dir "$WORK/frames" >/dev/null
 

@@ -264,11 +264,10 @@ test_formats (void)
 {
   GRand *rand = g_rand_new_with_seed (1);
   /* Under valgrind (NPU_UNDER_VALGRIND) each format runs one matrix and
-   * range, both modes, turn by turn so that every matrix meets both
-   * ranges: the matrix and the range are only the plan's coefficients
-   * (colour_coef_init()), the code that reads the frame and writes the
-   * output is the same for all ten, so the other nine add no read or
-   * write valgrind has not seen. */
+   * range, in both modes, taken turn by turn: the matrix and the range
+   * are only the plan's coefficients (colour_coef_init()), the code that
+   * reads the frame and writes the output is the same for all ten pairs,
+   * so the other nine add no read or write valgrind has not seen. */
   gboolean one = g_getenv ("NPU_UNDER_VALGRIND") != NULL;
   guint f, m, r;
 

@@ -56,6 +56,14 @@ setup (void)
   fail_unless (npu_model_gen_write_text (&tp, text_path, NULL, &error));
   fail_unless (npu_model_gen_mmproj_preset (&mp, NPU_MODEL_PROJECTOR_MLP,
           "tiny", &error));
+  /* Under valgrind (NPU_UNDER_VALGRIND) the encoder sees 112 x 112 images
+   * (8 x 8 patches) instead of 224 x 224 (16 x 16): the same layers, the
+   * same kernels, the preprocessing's same scaling from every frame size,
+   * a quarter of the patches; the encode of each frame, and the double
+   * reference beside it, is nearly all of this test's time there.  The
+   * tokens are still held to the reference, by the same bounds. */
+  if (g_getenv ("NPU_UNDER_VALGRIND"))
+    mp.image_size = 112;
   fail_unless (npu_model_gen_write_mmproj (&mp, text_path, mmproj_path, NULL,
           &error), "%s", error ? error->message : "");
 }
@@ -441,9 +449,20 @@ GST_START_TEST (test_every_format)
     /* odd sizes, odd strides, fd memory under DMABuf caps */
     FrameCase odd = { all_formats[i], 321, 241, 13, TRUE, 1, FALSE, 0 };
 
-    /* Under valgrind the odd-size case alone covers the same code. */
-    if (!g_getenv ("NPU_UNDER_VALGRIND"))
+    /* Under valgrind the odd-size case alone covers the same code, and
+     * of the packed RGB formats one of three bytes (RGB) and one of four
+     * (BGRx): the core reads all six with one loop whose pixel size and
+     * byte offsets are the format's only difference, and the element
+     * hands every format on the same way (one plane). */
+    if (g_getenv ("NPU_UNDER_VALGRIND")) {
+      if (all_formats[i] == GST_VIDEO_FORMAT_BGR
+          || all_formats[i] == GST_VIDEO_FORMAT_RGBA
+          || all_formats[i] == GST_VIDEO_FORMAT_BGRA
+          || all_formats[i] == GST_VIDEO_FORMAT_RGBx)
+        continue;
+    } else {
       check_frame (&plain);
+    }
     check_frame (&odd);
   }
   fail_unless (npu_matmul_set_isa (isa));
@@ -697,14 +716,23 @@ GST_START_TEST (test_colorimetry_letterbox_fast_kernels)
     {GST_VIDEO_FORMAT_NV12, 322, 182, 2, TRUE, TRUE, FALSE,
         GST_VIDEO_COLOR_MATRIX_BT2020},
   };
+  /* Under valgrind each frame runs once: the even ones on the scalar
+   * matmul path, the odd ones on the fast kernels (AVX2 there, valgrind
+   * has no AVX-512), so that each path still meets a stretched and a
+   * letterboxed frame; the memory and the preprocessing do not
+   * depend on the matmul path, so the second run of a frame reads and
+   * writes nothing new. */
+  gboolean once = g_getenv ("NPU_UNDER_VALGRIND") != NULL;
   guint i;
 
   fail_unless (npu_matmul_set_isa ("scalar"));
   for (i = 0; i < G_N_ELEMENTS (c); i++)
-    check_frame (&c[i]);
+    if (!once || i % 2 == 0)
+      check_frame (&c[i]);
   fail_unless (npu_matmul_set_isa (isa));
   for (i = 0; i < G_N_ELEMENTS (c); i++)
-    check_frame (&c[i]);
+    if (!once || i % 2 == 1)
+      check_frame (&c[i]);
   g_free (isa);
 }
 
@@ -1169,9 +1197,12 @@ GST_START_TEST (test_state_changes_in_flight)
       "video/x-raw,format=NV12,width=1280,height=720 ! "
       "npuvisiontok name=tok model=%s max-inflight=3 ! fakesink",
       mmproj_path);
-  guint i;
+  /* Under valgrind, the first two rounds: a stop, and a flushing seek
+   * then a stop, with frames in flight; the later rounds only wait longer
+   * before the same two. */
+  guint i, n = g_getenv ("NPU_UNDER_VALGRIND") ? 2 : 4;
 
-  for (i = 0; i < 4; i++) {
+  for (i = 0; i < n; i++) {
     GstElement *pipeline = gst_parse_launch (desc, NULL);
     GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
     gint64 end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;

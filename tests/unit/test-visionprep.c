@@ -263,6 +263,12 @@ static void
 test_formats (void)
 {
   GRand *rand = g_rand_new_with_seed (1);
+  /* Under valgrind (NPU_UNDER_VALGRIND) each format runs one matrix and
+   * range, in both modes, taken turn by turn: the matrix and the range
+   * are only the plan's coefficients (colour_coef_init()), the code that
+   * reads the frame and writes the output is the same for all ten pairs,
+   * so the other nine add no read or write valgrind has not seen. */
+  gboolean one = g_getenv ("NPU_UNDER_VALGRIND") != NULL;
   guint f, m, r;
 
   for (f = 0; f < G_N_ELEMENTS (all_formats); f++) {
@@ -270,6 +276,9 @@ test_formats (void)
       for (r = 0; r < 2; r++) {
         NpuVisionPrepParams p;
 
+        if (one && (m != f % (NPU_COLOR_MATRIX_FCC + 1)
+                || r != f / (NPU_COLOR_MATRIX_FCC + 1) % 2))
+          continue;
         params_for (&p, all_formats[f], 321, 241, 224, 224);
         p.matrix = m;
         p.range = r;

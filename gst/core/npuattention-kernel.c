@@ -760,7 +760,115 @@ typedef struct
 {
   float p[MAX_NQ][BLOCK] __attribute__((aligned (64)));
   float qs[MAX_NQ][64] __attribute__((aligned (64)));
+  /* Q8_0 key tiles at the VNNI level (tile_dots_q8()): the scaled
+   * queries in int8 codes, and per block of 32 values the codes' scale
+   * and -128 times the codes' sum */
+  gint8 q8[MAX_NQ][64] __attribute__((aligned (64)));
+  float qd[MAX_NQ][2];
+  gint32 qoff[MAX_NQ][2];
 } Online;
+
+#if defined(__AVX512VNNI__) && defined(__AVX512VBMI__) && \
+    defined(__AVX512BW__)
+#define Q8_VNNI 1
+#else
+#define Q8_VNNI 0
+#endif
+
+#if Q8_VNNI
+/* Block maxima below this are taken as zero: 127 / max must not
+ * overflow, and such a query contributes nothing a score can show */
+#define Q8_TINY 0x1p-60f
+
+/* The scaled queries @st->qs of NQ queries, NB blocks of 32 values each,
+ * to int8 codes as Q8_0 stores keys: per block d = max|x| / 127 and code
+ * rint (x * (127 / max|x|)), so |x - d code| <= max|x| (1/254 + 2^-21)
+ * (the half step and three F32 roundings); a block with a NaN gets a NaN
+ * scale, so that its scores are NaN as with F32 queries */
+static ALWAYS_INLINE void
+quantize_queries (Online * st, const guint NQ, const guint NB)
+{
+  guint i, b;
+
+  for (i = 0; i < NQ; i++) {
+    for (b = 0; b < NB; b++) {
+      const float *x = st->qs[i] + 32 * b;
+      const __m512 x0 = _mm512_loadu_ps (x), x1 = _mm512_loadu_ps (x + 16);
+      const float amax = _mm512_reduce_max_ps (_mm512_max_ps (_mm512_abs_ps
+              (x0), _mm512_abs_ps (x1)));
+      const __mmask16 nan = _mm512_cmp_ps_mask (x0, x0, _CMP_UNORD_Q) |
+          _mm512_cmp_ps_mask (x1, x1, _CMP_UNORD_Q);
+      const gboolean zero = !(amax >= Q8_TINY);
+      const __m512 inv = _mm512_set1_ps (zero ? 0.0f : 127.0f / amax);
+      const __m512i c0 = _mm512_cvtps_epi32 (_mm512_mul_ps (x0, inv));
+      const __m512i c1 = _mm512_cvtps_epi32 (_mm512_mul_ps (x1, inv));
+
+      _mm_storeu_si128 ((__m128i *) (st->q8[i] + 32 * b),
+          _mm512_cvtsepi32_epi8 (c0));
+      _mm_storeu_si128 ((__m128i *) (st->q8[i] + 32 * b + 16),
+          _mm512_cvtsepi32_epi8 (c1));
+      st->qd[i][b] = nan ? NAN : zero ? 0.0f : amax / 127.0f;
+      st->qoff[i][b] = nan ? 0 :
+          -128 * _mm512_reduce_add_epi32 (_mm512_add_epi32 (c0, c1));
+    }
+  }
+}
+
+/* Byte 4 j + t of a regrouped vector is byte 16 t + j of four key values
+ * of a tile's sixteen rows (npukvtype.h: value d of row j at 16 d + j):
+ * lane j then holds row j's four values, as vpdpbusd wants them */
+static const guint8 q8_regroup[64] __attribute__((aligned (64))) = {
+  0, 16, 32, 48, 1, 17, 33, 49, 2, 18, 34, 50, 3, 19, 35, 51,
+  4, 20, 36, 52, 5, 21, 37, 53, 6, 22, 38, 54, 7, 23, 39, 55,
+  8, 24, 40, 56, 9, 25, 41, 57, 10, 26, 42, 58, 11, 27, 43, 59,
+  12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63,
+};
+
+/* tile_dots() of a Q8_0 tile in integers: per block of 32 values, the
+ * tile's codes regrouped four values a row a lane and offset by 128
+ * (vpdpbusd multiplies unsigned by signed bytes), then eight vpdpbusd a
+ * query against its codes, four at a time broadcast; the offset's
+ * 128 sum(codes) is where the sum starts from (@st->qoff), so the int32
+ * sum is exactly sum(key code x query code).  That sum (|s| <= 32 x 127
+ * x 127, exact in F32) times the rows' block scales and the query's
+ * block scale adds to the score. */
+static ALWAYS_INLINE void
+tile_dots_q8 (const Online * st, const guint8 * tile, guint hd, v16sf * sc,
+    const guint NQ)
+{
+  const guint nb = hd / NPU_KV_Q8_0_BLOCK;
+  const guint8 *codes = tile + nb * 2 * BLOCK;
+  const __m512i idx = _mm512_load_si512 ((const void *) q8_regroup);
+  const __m512i bias = _mm512_set1_epi8 ((char) 0x80);
+  const v16sf zero = { 0, };
+  guint i, g, b;
+
+  for (i = 0; i < NQ; i++)
+    sc[i] = zero;
+  for (b = 0; b < nb; b++) {
+    const v16sf ks = half16 (tile + 2 * BLOCK * b);
+    __m512i k[8];
+
+    for (g = 0; g < 8; g++)
+      k[g] = _mm512_xor_si512 (_mm512_permutexvar_epi8 (idx,
+              _mm512_loadu_si512 ((const void *) (codes + 512 * b +
+                      64 * g))), bias);
+    for (i = 0; i < NQ; i++) {
+      const gint32 *qw = (const gint32 *) (st->q8[i] + 32 * b);
+      /* two sums, so that eight chains are in flight for four queries */
+      __m512i a0 = _mm512_set1_epi32 (st->qoff[i][b]);
+      __m512i a1 = _mm512_setzero_si512 ();
+
+      for (g = 0; g < 8; g += 2) {
+        a0 = _mm512_dpbusd_epi32 (a0, k[g], _mm512_set1_epi32 (qw[g]));
+        a1 = _mm512_dpbusd_epi32 (a1, k[g + 1], _mm512_set1_epi32 (qw[g + 1]));
+      }
+      sc[i] += (v16sf) _mm512_cvtepi32_ps (_mm512_add_epi32 (a0, a1)) *
+          (ks * st->qd[i][b]);
+    }
+  }
+}
+#endif
 
 /* The value sums @acc of NQ queries (NC vectors each) plus the value rows
  * of lanes [j0, j1) (the first at @v, @rb bytes apart) weighted by @p:
@@ -863,8 +971,19 @@ online_span_rows (Online * st, OnlineSums * z, const NpuAttnSpan * sp,
   guint r, i, j, c;
 
   for (i = 0; i < NQ; i++)
-    for (c = 0; c < NC; c++)
+    for (c = 0; c < NC; c++) {
+#if Q8_VNNI
+      /* the query as the key tiles' integer scores round it, so that a
+       * batch's own rows score as they will from the cache */
+      if (T == NPU_KV_Q8_0 && NC % 2 == 0) {
+        q[i][c] = (v16sf) _mm512_cvtepi32_ps (_mm512_cvtepi8_epi32
+            (_mm_loadu_si128 ((const __m128i *) (st->q8[i] + 16 * c)))) *
+            st->qd[i][c / 2];
+        continue;
+      }
+#endif
       q[i][c] = load16 (st->qs[i] + 16 * c);
+    }
   /* the span's first blocks (the later ones PF_AHEAD rows ahead) */
   prefetch_rows (sp, 0, MIN (PF_AHEAD, sp->n), 16 * NC, TRUE, T);
   for (r = 0; r < sp->n; r += BLOCK) {
@@ -931,7 +1050,12 @@ online_span_tiled (Online * st, OnlineSums * z, const NpuAttnSpan * sp,
       prefetch_run (tile + pf * tb, tb);
       prefetch_run (vrow + (pf * BLOCK - j0) * rb, BLOCK * rb);
     }
-    tile_dots (st->qs[0], 64, tile, hd, sc, NQ, T);
+#if Q8_VNNI
+    if (T == NPU_KV_Q8_0)
+      tile_dots_q8 (st, tile, hd, sc, NQ);
+    else
+#endif
+      tile_dots (st->qs[0], 64, tile, hd, sc, NQ, T);
     if (j0 > 0 || j1 < BLOCK) {
       const v16si in = (lane >= (gint) j0) & (lane < (gint) j1);
 
@@ -964,11 +1088,17 @@ attend_online (const NpuAttnSpan * spans, guint n_spans, gsize q_stride,
     const NpuAttnSpan *sp = &spans[s];
 
     /* the sinks' span may use other queries (npullm's rotation) */
-    if (s == 0 || sp->q != spans[s - 1].q)
+    if (s == 0 || sp->q != spans[s - 1].q) {
       for (i = 0; i < NQ; i++)
         for (c = 0; c < NC; c++)
           store16 (st.qs[i] + 16 * c,
               load16 (sp->q + i * q_stride + 16 * c) * scale);
+#if Q8_VNNI
+      /* (a Q8_0 head is whole blocks: the odd NC are never called) */
+      if (T == NPU_KV_Q8_0 && NC % 2 == 0)
+        quantize_queries (&st, NQ, NC / 2);
+#endif
+    }
     if (sp->k_tiled)
       online_span_tiled (&st, &z, sp, NQ, NC, T);
     else

@@ -22,6 +22,7 @@ NPU_ATTN_KERNEL_DECL (generic)
 #if defined(__x86_64__)
 NPU_ATTN_KERNEL_DECL (avx2)
 NPU_ATTN_KERNEL_DECL (avx512)
+NPU_ATTN_KERNEL_DECL (avx512vnni)
 #endif
 
 G_END_DECLS

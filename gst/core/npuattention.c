@@ -14,7 +14,14 @@ npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
 {
 #if defined(__x86_64__)
   const NpuCpuFeatures f16 = NPU_CPU_FMA | NPU_CPU_F16C;
+  const NpuCpuFeatures vnni = NPU_CPU_AVX512BW | NPU_CPU_AVX512VNNI |
+      NPU_CPU_AVX512VBMI;
 
+  if (npu_cpu_has (NPU_CPU_AVX512F | f16 | vnni)) {
+    npu_attention_rows_avx512vnni (spans, n_spans, hd, nq, q_stride, scale,
+        scores, ss, out, out_stride);
+    return;
+  }
   if (npu_cpu_has (NPU_CPU_AVX512F | f16)) {
     npu_attention_rows_avx512 (spans, n_spans, hd, nq, q_stride, scale,
         scores, ss, out, out_stride);

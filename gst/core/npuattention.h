@@ -7,7 +7,12 @@
  * Softmax does not depend on the order of the keys, so the runs are taken
  * as they lie in memory and every row is read with plain vector loads.
  * Rows may be stored in F32, F16 or Q8_0 (npukvtype.h): they are read in
- * place and widened to F32 in registers; queries and sums stay F32.
+ * place and widened to F32 in registers; queries and sums stay F32,
+ * except at the AVX-512 level (VNNI) with Q8_0 keys and heads of up to
+ * 64: there each query (times the scale) is rounded to int8 per block of
+ * 32 values, d = max|x| / 127, |x - d code| <= max|x| (1/254 + 2^-21)
+ * (a block whose max is below 2^-60 is taken as zero), and its scores
+ * are exact int8 dot products times the two scales.
  * Keys may be rows like the values or tiles of sixteen rows side by side
  * (npukvtype.h), which the kernels read with no horizontal sums.
  */

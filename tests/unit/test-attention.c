@@ -17,6 +17,14 @@
  * as tight as F32's), and against the reference over the F32 values
  * before storage, within the bound that the storage error gives
  * (kv_bound()).
+ *
+ * At the AVX-512 level (which has VNNI) the one-pass kernel scores Q8_0
+ * key tiles in integers, with each query rounded to int8 codes per block
+ * of 32 values, and Q8_0 key rows with the same rounded query (so that a
+ * batch's own rows score as the cache's): there the first reference
+ * takes the query as the kernel
+ * rounds it (quantised_query(), written here from the rule the kernel
+ * states), and the second adds the rounding's bound to the scores' error.
  */
 #include "core/npuattention.h"
 #include "core/npucpu.h"
@@ -44,6 +52,7 @@ typedef struct
   const float *k, *v;
   gsize stride;
   guint n;
+  double scale;                 /* of the scores q . k */
 } RefSpan;
 
 /* Value c of a row stored in @type, decoded independently of the kernel */
@@ -98,24 +107,87 @@ storage_error (NpuKvType type, double amax)
  * delta = scale ||q||_1 ek, so each softmax weight by a factor within
  * e^(+-2 delta) and their sum of |changes| by at most e^(2 delta) - 1,
  * which moves the output by that times max|v|; values off by at most ev
- * move it by ev.  Plus the kernel's own F32 rounding. */
+ * move it by ev.  Plus the kernel's own F32 rounding.  A query rounded
+ * to int8 moves each score by at most @dq more. */
 static double
 kv_bound (NpuKvType type, const float *q, guint hd, float scale,
-    double kmax, double vmax)
+    double kmax, double vmax, double dq)
 {
   double q1 = 0.0, delta;
   guint d;
 
   for (d = 0; d < hd; d++)
     q1 += fabs (q[d]);
-  delta = scale * q1 * storage_error (type, kmax);
+  /* plus @dq, the query's own rounding (query_rounding_error()) */
+  delta = scale * q1 * storage_error (type, kmax) + dq;
   return storage_error (type, vmax) + expm1 (2.0 * delta) * vmax + 2e-5;
 }
 
-/* query i of a span at its q + i * hd */
+/* The query @q (@hd values) as the kernel's int8 scores use it
+ * (npuattention-kernel.c, quantize_queries()): times @scale in F32, then
+ * per block of 32 values d = max|x| / 127 and codes rint (x * (127 /
+ * max|x|)), a block whose max is below 2^-60 all zero.  The values d x
+ * code go to @out, and the stated bound on |x - d code| of block b to
+ * @err[b]: max|x| (1/254 + 2^-21), or max|x| for a zeroed block. */
 static void
-reference (const RefSpan * spans, guint n_spans, guint hd, guint nq,
-    float scale, double *out)
+quantised_query (const float *q, guint hd, float scale, double *out,
+    double *err)
+{
+  guint b, d;
+
+  for (b = 0; b < hd / 32; b++) {
+    float x[32], amax = 0.0f, inv, qd;
+
+    for (d = 0; d < 32; d++) {
+      x[d] = q[32 * b + d] * scale;
+      amax = MAX (amax, fabsf (x[d]));
+    }
+    if (!(amax >= 0x1p-60f)) {
+      for (d = 0; d < 32; d++)
+        out[32 * b + d] = 0.0;
+      err[b] = amax;
+      continue;
+    }
+    inv = 127.0f / amax;
+    qd = amax / 127.0f;
+    for (d = 0; d < 32; d++) {
+      float t = x[d] * inv;
+
+      out[32 * b + d] = (double) qd * rintf (t);
+    }
+    err[b] = amax * (1.0 / 254.0 + 0x1p-21);
+  }
+}
+
+/* The largest move of a score that the query's rounding @err (per block,
+ * quantised_query()) gives over the @n stored key rows @k (@stride apart) */
+static double
+query_rounding_error (const double *err, const float *k, gsize stride,
+    guint n, guint hd)
+{
+  double worst = 0.0;
+  guint r, b, d;
+
+  for (r = 0; r < n; r++) {
+    double e = 0.0;
+
+    for (b = 0; b < hd / 32; b++) {
+      double k1 = 0.0;
+
+      for (d = 0; d < 32; d++)
+        k1 += fabs (k[r * stride + 32 * b + d]);
+      e += err[b] * k1;
+    }
+    worst = MAX (worst, e);
+  }
+  return worst;
+}
+
+/* query i of a span at its q + i * hd (F32), or its qm + i * hd (the
+ * model of a rounded query, if not NULL) */
+static void
+reference (const RefSpan * spans, const double *const *qm, guint n_spans,
+    guint hd, guint nq, double *out)
 {
   guint i, s, r, d, m = 0, j;
   double *sc, mx, sum;
@@ -133,8 +205,8 @@ reference (const RefSpan * spans, guint n_spans, guint hd, guint nq,
         double dot = 0.0;
 
         for (d = 0; d < hd; d++)
-          dot += (double) qi[d] * kr[d];
-        sc[j] = dot * scale;
+          dot += (qm && qm[s] ? qm[s][i * hd + d] : (double) qi[d]) * kr[d];
+        sc[j] = dot * spans[s].scale;
         mx = MAX (mx, sc[j]);
       }
     }
@@ -186,6 +258,12 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
   NpuAttnSpan spans[NPU_ATTN_MAX_SPANS];
   RefSpan ref[NPU_ATTN_MAX_SPANS], ref0[NPU_ATTN_MAX_SPANS];
   float scale = 1.0f / sqrtf ((float) c->hd);
+  /* where the kernel rounds the queries of Q8_0 keys to int8: the one
+   * pass (heads of up to 64) at the AVX-512 level, tiles and key rows */
+  gboolean rounds = type == NPU_KV_Q8_0 && c->hd <= 64 &&
+      npu_cpu_get_isa () == NPU_CPU_ISA_AVX512;
+  double *qm = g_new0 (double, n_q), *qerr = g_new0 (double, n_q / 32 + 1);
+  const double *qms[NPU_ATTN_MAX_SPANS] = { NULL, };
   double kmax = 0.0, vmax = 0.0;
   guint i, s, r0 = 0;
   gsize j, r;
@@ -235,17 +313,25 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
       spans[s].k_row = (r0 + off) % 16;
     }
     ref[s] = (RefSpan) {
-    spans[s].q, kd + r0 * stride, vd + r0 * stride, stride, n};
+    spans[s].q, kd + r0 * stride, vd + r0 * stride, stride, n, scale};
     ref0[s] = (RefSpan) {
-    spans[s].q, k + r0 * stride, v + r0 * stride, stride, n};
+    spans[s].q, k + r0 * stride, v + r0 * stride, stride, n, scale};
+    if (rounds) {
+      for (i = 0; i < c->nq; i++)
+        quantised_query (spans[s].q + i * c->hd, c->hd, scale,
+            qm + (s * c->nq + i) * c->hd,
+            qerr + (s * c->nq + i) * (c->hd / 32));
+      qms[s] = qm + s * c->nq * c->hd;
+      ref[s].scale = 1.0;
+    }
     r0 += n;
   }
   g_assert_cmpuint (r0, ==, c->n_rows);
 
   npu_attention_rows (spans, c->n_spans, c->hd, c->nq, c->hd, scale, scores,
       c->n_rows + 5, out, c->hd);
-  reference (ref, c->n_spans, c->hd, c->nq, scale, want);
-  reference (ref0, c->n_spans, c->hd, c->nq, scale, want0);
+  reference (ref, qms, c->n_spans, c->hd, c->nq, want);
+  reference (ref0, NULL, c->n_spans, c->hd, c->nq, want0);
 
   for (i = 0; i < c->nq; i++) {
     /* the values are in [-1, 1]: an output is a convex combination */
@@ -253,7 +339,13 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
         NULL);
     double err0 = npu_max_abs_diff (out + i * c->hd, want0 + i * c->hd, c->hd,
         NULL);
-    double bound = kv_bound (type, q + i * c->hd, c->hd, scale, kmax, vmax);
+    double dq = 0.0, bound;
+
+    for (s = 0; s < c->n_spans; s++)
+      if (qms[s])
+        dq = MAX (dq, query_rounding_error (qerr + (s * c->nq + i) *
+                (c->hd / 32), ref[s].k, stride, ref[s].n, c->hd));
+    bound = kv_bound (type, q + i * c->hd, c->hd, scale, kmax, vmax, dq);
 
     if (!npu_within (err, 2e-5))
       g_error ("%s hd %u nq %u rows %u spans %u spread %g tiled %u: query %u "
@@ -279,6 +371,8 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
   g_free (out);
   g_free (want);
   g_free (want0);
+  g_free (qm);
+  g_free (qerr);
 }
 
 static void

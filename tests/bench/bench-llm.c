@@ -6,8 +6,9 @@
  * (the weights, plus the KV cache's rows at the decode's depth).  The read
  * limit is measured in the same run, on the same threads, as the best of
  * several access patterns over a 1 GiB buffer on transparent huge pages
- * (as the repacked weights are): each thread reads its share as 1, 2, 4, 8
- * or 16 interleaved streams, with and without software prefetch; a single
+ * (as the repacked weights are): the threads claim it in parts of 32 MiB,
+ * each part read as 1, 2, 4, 8 or 16 interleaved streams, with and
+ * without software prefetch; a single
  * plain stream (the old probe) is often not the limit, one thread keeping
  * more lines in flight reads faster.  Prefill runs the same matrices
  * through the GEMM path and is bound by arithmetic.

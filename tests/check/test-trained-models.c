@@ -14,6 +14,7 @@
 #include <gst/check/gstcheck.h>
 #include <gst/allocators/allocators.h>
 #include <gst/video/video.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -81,58 +82,175 @@ n_cases (void)
   return g_getenv ("NPU_UNDER_VALGRIND") ? MIN (cases->len, 4) : cases->len;
 }
 
-/* videotestsrc draws a frame from its frame count (the ball's place
- * depends on it), and a seek sent before the caps are known does not move
- * that count.  So the source runs from frame 0 to the case's frame
- * (num-buffers) and a probe on its pad drops the frames before the case's
- * position, as a sink clips them to a seek's segment: the frame that goes
- * on is the one npu-render-frames rendered for training and the held-out
- * record (30 frames a second, videotestsrc's default). */
-static guint
-n_buffers (const Case * c)
+/* Reaching a case's frame without drawing the frames before it.
+ *
+ * videotestsrc draws a frame from its frame counter (the ball's place and
+ * an animated zone plate depend on it).  npu-render-frames, which rendered
+ * the frames of training and of the held-out record, lets its sink clip
+ * the stream to a segment starting at the position: the frame it keeps is
+ * the one shown at that time, the last one stamped at or before it.  A
+ * seek moves the counter only once the caps (the frame rate) are known, so
+ * a blocking probe on the source's pad holds its first frame; the case's
+ * frame number k and a seek time that videotestsrc maps back to k (it
+ * takes the floor of time x rate, while frame k is stamped with the floor
+ * of k / rate: the ceiling of k / rate lands on k) follow from the
+ * negotiated rate.  A flushing seek to that time drops the held frame and
+ * restarts the source at frame k, the one frame let through.  Its buffer
+ * offset (videotestsrc's frame number) and time stamp are checked. */
+typedef struct
 {
-  return gst_util_uint64_scale_ceil (c->position, 30, GST_SECOND) + 1;
-}
+  GMutex lock;
+  GCond cond;
+  GstClockTime position;        /* the case's */
+  guint64 frame;                /* k, once the caps are known */
+  GstClockTime seek_to;         /* a time that videotestsrc maps to k */
+  GstClockTime frame_pts;       /* frame k's time stamp */
+  gboolean held;                /* an earlier frame waits for the seek */
+  gboolean through;             /* frame k went on */
+  guint64 through_offset;
+  GstClockTime through_pts;
+  gchar *error;                 /* set by the probe, checked by the test */
+} FrameSeek;
 
-static GstPadProbeReturn
-drop_before (GstPad * pad, GstPadProbeInfo * info, gpointer user_data)
+static void
+frame_seek_init (FrameSeek * fs, GstClockTime position)
 {
-  const Case *c = user_data;
-  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
-
-  return GST_BUFFER_PTS (buf) < c->position ? GST_PAD_PROBE_DROP :
-      GST_PAD_PROBE_OK;
+  memset (fs, 0, sizeof (*fs));
+  g_mutex_init (&fs->lock);
+  g_cond_init (&fs->cond);
+  fs->position = position;
+  fs->frame = G_MAXUINT64;
 }
 
 static void
-start (GstElement * pipeline, GstElement * src, const Case * c)
+frame_seek_clear (FrameSeek * fs)
+{
+  g_mutex_clear (&fs->lock);
+  g_cond_clear (&fs->cond);
+  g_free (fs->error);
+}
+
+/* k, the seek time and k's stamp at the rate of @caps; FALSE when the
+ * caps have no frame rate to place the position by */
+static gboolean
+frame_seek_place (FrameSeek * fs, GstCaps * caps)
+{
+  GstStructure *s = gst_caps_get_structure (caps, 0);
+  gint n = 0, d = 1;
+
+  if (!gst_structure_get_fraction (s, "framerate", &n, &d) || n <= 0)
+    return FALSE;
+  /* the last frame stamped at or before the position */
+  fs->frame = gst_util_uint64_scale_ceil (fs->position, n,
+      (guint64) d * GST_SECOND);
+  if (gst_util_uint64_scale (fs->frame, (guint64) d * GST_SECOND, n) >
+      fs->position)
+    fs->frame--;
+  fs->frame_pts = gst_util_uint64_scale (fs->frame, (guint64) d * GST_SECOND,
+      n);
+  fs->seek_to = gst_util_uint64_scale_ceil (fs->frame,
+      (guint64) d * GST_SECOND, n);
+  return TRUE;
+}
+
+static GstPadProbeReturn
+frame_seek_probe (GstPad * pad, GstPadProbeInfo * info, gpointer user_data)
+{
+  FrameSeek *fs = user_data;
+  GstBuffer *buf = GST_PAD_PROBE_INFO_BUFFER (info);
+  GstPadProbeReturn ret;
+
+  g_mutex_lock (&fs->lock);
+  if (fs->frame == G_MAXUINT64) {
+    GstCaps *caps = gst_pad_get_current_caps (pad);
+
+    if (!caps || !frame_seek_place (fs, caps))
+      fs->error = g_strdup_printf ("no frame rate in %" GST_PTR_FORMAT, caps);
+    gst_clear_caps (&caps);
+  }
+  if (fs->error || fs->through || GST_BUFFER_OFFSET (buf) > fs->frame) {
+    ret = GST_PAD_PROBE_DROP;
+  } else if (GST_BUFFER_OFFSET (buf) == fs->frame) {
+    fs->through = TRUE;
+    fs->through_offset = GST_BUFFER_OFFSET (buf);
+    fs->through_pts = GST_BUFFER_PTS (buf);
+    ret = GST_PAD_PROBE_PASS;
+  } else {
+    /* held until the seek's flush drops it */
+    fs->held = TRUE;
+    ret = GST_PAD_PROBE_OK;
+  }
+  g_cond_signal (&fs->cond);
+  g_mutex_unlock (&fs->lock);
+  return ret;
+}
+
+/* Plays @pipeline, whose videotestsrc @src runs with num-buffers=2 (the
+ * held frame and frame k), and sees that frame k, and only it, leaves
+ * @src. */
+static void
+frame_seek_start (FrameSeek * fs, GstElement * pipeline, GstElement * src)
 {
   GstPad *pad = gst_element_get_static_pad (src, "src");
+  gint64 deadline = g_get_monotonic_time () + 120 * G_TIME_SPAN_SECOND;
+  gboolean held;
 
-  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, drop_before,
-      (gpointer) c, NULL);
+  gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BLOCK | GST_PAD_PROBE_TYPE_BUFFER,
+      frame_seek_probe, fs, NULL);
   gst_object_unref (pad);
-  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  fail_unless (gst_element_set_state (pipeline, GST_STATE_PLAYING) !=
+      GST_STATE_CHANGE_FAILURE);
+  g_mutex_lock (&fs->lock);
+  while (!fs->held && !fs->through && !fs->error)
+    fail_unless (g_cond_wait_until (&fs->cond, &fs->lock, deadline),
+        "videotestsrc gave no frame");
+  fail_unless (fs->error == NULL, "%s", fs->error);
+  held = fs->held && !fs->through;
+  g_mutex_unlock (&fs->lock);
+  if (held)
+    fail_unless (gst_element_send_event (src,
+            gst_event_new_seek (1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH |
+                GST_SEEK_FLAG_ACCURATE, GST_SEEK_TYPE_SET, fs->seek_to,
+                GST_SEEK_TYPE_NONE, GST_CLOCK_TIME_NONE)),
+        "videotestsrc refused a seek to %" GST_TIME_FORMAT,
+        GST_TIME_ARGS (fs->seek_to));
+}
+
+/* Once the pipeline has run: frame k was the one let through */
+static void
+frame_seek_check (FrameSeek * fs)
+{
+  g_mutex_lock (&fs->lock);
+  fail_unless (fs->error == NULL, "%s", fs->error);
+  fail_unless (fs->through, "frame %" G_GUINT64_FORMAT " never came",
+      fs->frame);
+  fail_unless_equals_uint64 (fs->through_offset, fs->frame);
+  fail_unless_equals_uint64 (fs->through_pts, fs->frame_pts);
+  g_mutex_unlock (&fs->lock);
 }
 
 static gchar *
 answer_from_videotestsrc (const Case * c, gboolean * eog)
 {
-  gchar *desc = g_strdup_printf ("videotestsrc name=src num-buffers=%u %s ! "
+  gchar *desc = g_strdup_printf ("videotestsrc name=src num-buffers=2 %s ! "
       "%s ! npuvisiontok model=%s ! llm.vision "
       "npullm name=llm model=%s prompt=\"%s\" max-tokens=24 ! "
-      "appsink name=sink sync=false", n_buffers (c), c->props, c->caps,
+      "appsink name=sink sync=false", c->props, c->caps,
       VISION_MODEL, TEXT_MODEL, PROMPT);
   GstElement *pipeline = gst_parse_launch (desc, NULL);
   GstElement *src, *sink;
+  FrameSeek fs;
   gchar *answer;
 
   fail_unless (pipeline != NULL, "%s", desc);
   src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
-  start (pipeline, src, c);
+  frame_seek_init (&fs, c->position);
+  frame_seek_start (&fs, pipeline, src);
   answer = npu_answer_collect (pipeline, sink, desc, eog);
   gst_element_set_state (pipeline, GST_STATE_NULL);
+  frame_seek_check (&fs);
+  frame_seek_clear (&fs);
   gst_object_unref (src);
   gst_object_unref (sink);
   gst_object_unref (pipeline);
@@ -147,8 +265,8 @@ answer_from_videotestsrc (const Case * c, gboolean * eog)
 static gchar *
 answer_from_dmabuf (const Case * c, gboolean * eog)
 {
-  gchar *desc = g_strdup_printf ("videotestsrc name=src num-buffers=%u %s ! "
-      "%s ! appsink name=sink sync=false", n_buffers (c), c->props, c->caps);
+  gchar *desc = g_strdup_printf ("videotestsrc name=src num-buffers=2 %s ! "
+      "%s ! appsink name=sink sync=false", c->props, c->caps);
   GstElement *pipeline = gst_parse_launch (desc, NULL);
   GstElement *src, *sink, *tok;
   GstAllocator *dmabuf_alloc = gst_dmabuf_allocator_new ();
@@ -160,6 +278,7 @@ answer_from_dmabuf (const Case * c, gboolean * eog)
   GstCaps *caps;
   gchar *caps_str, *answer;
   GstFlowReturn flow;
+  FrameSeek fs;
   guint64 dmabuf_frames = 0, copied = 1;
   gsize size;
   int fd;
@@ -168,7 +287,8 @@ answer_from_dmabuf (const Case * c, gboolean * eog)
   g_free (desc);
   src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
-  start (pipeline, src, c);
+  frame_seek_init (&fs, c->position);
+  frame_seek_start (&fs, pipeline, src);
   sample = npu_answer_pull_sample (sink);
   fail_unless (sample != NULL);
   fail_unless (gst_video_info_from_caps (&info, gst_sample_get_caps (sample)));
@@ -197,6 +317,8 @@ answer_from_dmabuf (const Case * c, gboolean * eog)
   gst_video_frame_unmap (&in);
   gst_sample_unref (sample);
   gst_element_set_state (pipeline, GST_STATE_NULL);
+  frame_seek_check (&fs);
+  frame_seek_clear (&fs);
   gst_object_unref (src);
   gst_object_unref (sink);
   gst_object_unref (pipeline);

@@ -258,10 +258,37 @@ answer_from_videotestsrc (const Case * c, gboolean * eog)
   return answer;
 }
 
+/* The frame's caps under memory:DMABuf, as a camera's dma-buf comes: on
+ * GStreamer 1.24+ in the form v4l2src offers there (format=DMA_DRM and
+ * the linear DRM fourcc GStreamer itself maps the format to), on 1.22
+ * with the plain format. */
+static gchar *
+dmabuf_caps (const GstVideoInfo * info, GstCaps * plain)
+{
+  GstCaps *caps;
+  gchar *str;
+#if GST_CHECK_VERSION(1, 24, 0)
+  GstVideoInfoDmaDrm drm;
+
+  /* modifier 0: DRM_FORMAT_MOD_LINEAR */
+  fail_unless (gst_video_info_dma_drm_from_video_info (&drm, info, 0));
+  caps = gst_video_info_dma_drm_to_caps (&drm);
+  fail_unless (caps != NULL);
+#else
+  caps = gst_caps_copy (plain);
+  gst_caps_set_features (caps, 0,
+      gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_DMABUF, NULL));
+#endif
+  str = gst_caps_to_string (caps);
+  gst_caps_unref (caps);
+  return str;
+}
+
 /* The same frame, rendered by videotestsrc, copied into a memfd wrapped
  * as dma-buf memory (as a camera's dma-buf arrives, with a GstVideoMeta;
  * the element's DMA_BUF_IOCTL_SYNC on a memfd counts as done) and pushed under
- * video/x-raw(memory:DMABuf) caps; npuvisiontok must read it in place. */
+ * video/x-raw(memory:DMABuf) caps (DMA_DRM ones on 1.24+); npuvisiontok
+ * must read it in place. */
 static gchar *
 answer_from_dmabuf (const Case * c, gboolean * eog)
 {
@@ -275,7 +302,6 @@ answer_from_dmabuf (const Case * c, gboolean * eog)
   GstVideoFrame in;
   GstBuffer *buf;
   GstMapInfo map;
-  GstCaps *caps;
   gchar *caps_str, *answer;
   GstFlowReturn flow;
   FrameSeek fs;
@@ -309,11 +335,7 @@ answer_from_dmabuf (const Case * c, gboolean * eog)
       GST_VIDEO_INFO_FORMAT (&in.info), GST_VIDEO_INFO_WIDTH (&in.info),
       GST_VIDEO_INFO_HEIGHT (&in.info), GST_VIDEO_INFO_N_PLANES (&in.info),
       in.info.offset, in.info.stride);
-  caps = gst_caps_copy (gst_sample_get_caps (sample));
-  gst_caps_set_features (caps, 0,
-      gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_DMABUF, NULL));
-  caps_str = gst_caps_to_string (caps);
-  gst_caps_unref (caps);
+  caps_str = dmabuf_caps (&in.info, gst_sample_get_caps (sample));
   gst_video_frame_unmap (&in);
   gst_sample_unref (sample);
   gst_element_set_state (pipeline, GST_STATE_NULL);

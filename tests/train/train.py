@@ -202,14 +202,11 @@ def caps(fmt, size):
 def render(tools, specs):
     """specs: [(props, caps, pos)] -> float32 [n, N_PATCHES, 3 P P]."""
     with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "frames.f32")
-        text = "".join("%s | %s | %d\n" % s for s in specs)
-        subprocess.run([os.path.join(tools, "npu-render-frames"),
-                        "--image-size", str(IMAGE), "--patch", str(PATCH),
-                        "--mean", "0.5", "--std", "0.5", "-o", out],
-                       input=text.encode(), check=True,
-                       stdout=subprocess.DEVNULL)
-        a = np.fromfile(out, dtype=np.float32)
+        a = sounds.run_in_parts([os.path.join(tools, "npu-render-frames"),
+                                 "--image-size", str(IMAGE), "--patch",
+                                 str(PATCH), "--mean", "0.5", "--std", "0.5"],
+                                ["%s | %s | %d" % s for s in specs], d,
+                                N_PATCHES * 3 * PATCH * PATCH)
     return a.reshape(len(specs), N_PATCHES, 3 * PATCH * PATCH)
 
 
@@ -869,12 +866,12 @@ def render_sounds(tools, args, out):
     # the sources name the committed files relative to out/
     hx = sounds.render(tools, [(t[0].replace("location=audio-heldout/",
                                              "location=" + hdir + "/"),)
-                               for t in hspecs])
+                               for t in hspecs], SEED + 3)
     with tempfile.TemporaryDirectory() as d:
         specs = sounds.build_specs(random.Random(SEED + 4),
                                    args.audio_per_kind,
                                    args.speech_per_word, False, d)
-        x = sounds.render(tools, specs)
+        x = sounds.render(tools, specs, SEED + 4)
     return x, specs, hx, hspecs
 
 
@@ -1043,6 +1040,8 @@ def main():
     t0 = time.time()
     torch.manual_seed(SEED)
     torch.set_num_threads(args.threads)
+    # the renderers (one process each) as many as the threads
+    sounds.JOBS = args.threads
     prng = random.Random(SEED + 2)   # prompts, apart from the frames
     mrng = random.Random(SEED + 5)   # the balls' mirrors
 

@@ -56,6 +56,14 @@ typedef gint8 v16qi __attribute__((vector_size (16)));
 
 #define ALWAYS_INLINE inline __attribute__ ((always_inline))
 
+/* load16(), store16() and exp16() (e^x for the softmax's
+ * scores minus their maximum, x <= 0; within ~3 ulp, flushed to 0 below
+ * -87.3, NaN stays NaN) */
+#define NPU_VEXP_F32 v16sf
+#define NPU_VEXP_I32 v16si
+#define NPU_VEXP_NAME(f) f##16
+#include "npuvexp-private.h"
+
 /* Queries per pass over the rows: 4 x 4 value accumulators of a 64-wide
  * column chunk are 16 zmm, half the AVX-512 register file. */
 #define MAX_NQ 4
@@ -76,21 +84,6 @@ typedef gint8 v16qi __attribute__((vector_size (16)));
 /* Rows of a one-pass block, and of a key tile (NPU_KV_TILE_ROWS) */
 #define BLOCK 16
 G_STATIC_ASSERT (BLOCK == NPU_KV_TILE_ROWS);
-
-static ALWAYS_INLINE v16sf
-load16 (const float *p)
-{
-  v16sf v;
-
-  memcpy (&v, p, sizeof (v));
-  return v;
-}
-
-static ALWAYS_INLINE void
-store16 (float *p, v16sf v)
-{
-  memcpy (p, &v, sizeof (v));
-}
 
 /* Bytes of @n values stored as @T (npu_kv_row_bytes(), inlined) */
 static ALWAYS_INLINE gsize
@@ -366,36 +359,6 @@ hsum16 (v16sf v)
   return v[0];
 }
 
-/* e^x for x <= 0 (scores minus their maximum), within ~2 ulp of expf:
- * x = n ln2 + r, |r| <= ln2 / 2, e^r by its degree-6 Taylor polynomial
- * (truncation below 1.2e-7 relative), 2^n put into the exponent bits.
- * Below -87.3 the result would be subnormal: it is flushed to 0, a weight
- * of less than 2^-126 beside the maximum's 1.  A NaN stays NaN. */
-static ALWAYS_INLINE v16sf
-exp16 (v16sf x)
-{
-  const v16sf zero = { 0, }, lo = zero - 87.3f;
-  const v16si small = x < lo;   /* all ones where x < lo (never for NaN) */
-  v16sf n, r, p;
-  v16si e;
-
-  x = (v16sf) (((v16si) x & ~small) | ((v16si) lo & small));
-  n = x * 1.44269504088896341f;
-  /* round to nearest: the magic add works for |n| < 2^22 */
-  n = (n + 12582912.0f) - 12582912.0f;
-  r = x - n * 0.693145751953125f;       /* ln2's high part, exact product */
-  r = r - n * 1.42860682030941723e-6f;  /* and its low part */
-  p = r * (1.0f / 720.0f) + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  e = (__builtin_convertvector (n, v16si) + 127) << 23;
-  p *= (v16sf) e;
-  return (v16sf) ((v16si) p & ~small);
-}
-
 /* Softmax numerators of @m scores in place (minus @mx); returns their sum */
 static ALWAYS_INLINE float
 exp_row (float *s, guint m, float mx)
@@ -405,7 +368,7 @@ exp_row (float *s, guint m, float mx)
   guint j = 0;
 
   for (; j + 16 <= m; j += 16) {
-    v16sf e = exp16 (load16 (s + j) - mx);
+    v16sf e = exp16 (load16 (s + j) - mx, FALSE);
 
     store16 (s + j, e);
     acc += e;
@@ -416,7 +379,7 @@ exp_row (float *s, guint m, float mx)
 
     for (i = 0; i < 16; i++)
       t[i] = j + i < m ? s[j + i] - mx : -INFINITY;
-    store16 (t, exp16 (load16 (t)));
+    store16 (t, exp16 (load16 (t), FALSE));
     for (i = 0; j + i < m; i++) {
       s[j + i] = t[i];
       sum += t[i];
@@ -698,6 +661,8 @@ vmax16 (v16sf a, v16sf b)
 {
   const v16si gt = a > b;
 
+  /* written out: through select16() GCC 12 made this blend (and the two
+   * below) two xors instead of one masked move */
   return (v16sf) (((v16si) a & gt) | ((v16si) b & ~gt));
 }
 
@@ -949,7 +914,7 @@ online_block (Online * st, OnlineSums * z, v16sf * sc, const guint8 * v,
       z->m[i] = bm;
     }
     /* a NaN score stays NaN here, and so do the sums */
-    e = exp16 (sc[i] - z->m[i]);
+    e = exp16 (sc[i] - z->m[i], FALSE);
     z->l[i] += e;
     store16 (st->p[i], e);
   }

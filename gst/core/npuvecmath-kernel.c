@@ -44,66 +44,19 @@ typedef double v_f64 __attribute__((vector_size (VB)));
 
 #define ALWAYS_INLINE inline __attribute__ ((always_inline))
 
-static ALWAYS_INLINE v_f32
-loadv (const float *p)
-{
-  v_f32 v;
-
-  memcpy (&v, p, sizeof (v));
-  return v;
-}
-
-static ALWAYS_INLINE void
-storev (float *p, v_f32 v)
-{
-  memcpy (p, &v, sizeof (v));
-}
-
-static ALWAYS_INLINE v_f32
-selectv (v_i32 mask, v_f32 a, v_f32 b)
-{
-  return (v_f32) (((v_i32) a & mask) | ((v_i32) b & ~mask));
-}
-
-/* e^x within ~3 ulp of the exact value for -87.3 <= x <= 88.37: x = n ln2
- * + r, |r| <= ln2 / 2, e^r by its degree-6 Taylor polynomial (truncation
- * below 1.2e-7 relative), 2^n put into the exponent bits.  Below -87.3 the
- * result is flushed to 0 (it would be subnormal); above 88.37 (where n
- * would be 128) it is +inf, against a true value of at least 2.4e38.  A
- * NaN stays NaN. */
-static ALWAYS_INLINE v_f32
-expv (v_f32 x)
-{
-  const v_f32 zero = { 0, };
-  const v_i32 small = x < zero - 87.3f, big = x > zero + 88.37f;
-  const v_f32 inf = zero + INFINITY;
-  v_f32 n, r, p;
-  v_i32 e;
-
-  x = selectv (small | big, zero, x);
-  n = x * 1.44269504088896341f;
-  /* round to nearest: the magic add works for |n| < 2^22 */
-  n = (n + 12582912.0f) - 12582912.0f;
-  r = x - n * 0.693145751953125f;       /* ln2's high part, exact product */
-  r = r - n * 1.42860682030941723e-6f;  /* and its low part */
-  p = r * (1.0f / 720.0f) + 1.0f / 120.0f;
-  p = p * r + 1.0f / 24.0f;
-  p = p * r + 1.0f / 6.0f;
-  p = p * r + 0.5f;
-  p = p * r + 1.0f;
-  p = p * r + 1.0f;
-  e = (__builtin_convertvector (n, v_i32) + 127) << 23;
-  p *= (v_f32) e;
-  p = selectv (small, zero, p);
-  return selectv (big, inf, p);
-}
+/* loadv(), storev(), selectv() and expv() (e^x within ~3 ulp for
+ * -87.3 <= x <= 88.37, 0 below, +inf above, NaN stays NaN) */
+#define NPU_VEXP_F32 v_f32
+#define NPU_VEXP_I32 v_i32
+#define NPU_VEXP_NAME(f) f##v
+#include "npuvexp-private.h"
 
 static ALWAYS_INLINE v_f32
 silu_mulv (v_f32 g, v_f32 u)
 {
   const v_f32 zero = { 0, };
 
-  return g / ((zero + 1.0f) + expv (-g)) * u;
+  return g / ((zero + 1.0f) + expv (-g, TRUE)) * u;
 }
 
 void

@@ -19,7 +19,7 @@ the elements see.  Every matrix is rounded to MXFP4 in the forward pass
     tests/train/setup.sh
     nice -n 10 tests/train/train.py --build build --out tests/models
 
-CPU only, seed 14, one thread; docs/trained-models.md gives the time.
+CPU only, seed 14, two threads; docs/trained-models.md gives the time.
 The held-out cases (colours, ball positions, sizes and formats that
 training never saw; sine frequencies, levels, rates, voices, speeds,
 pitches and noise levels it never heard) are written to vision-heldout.txt
@@ -991,9 +991,11 @@ def main():
     ap.add_argument("--cache", help="keep the rendered frames and sounds in "
                     "CACHE.vision.npz and CACHE.audio.npz (same seed and "
                     "sizes: same data)")
-    # one thread: on a loaded machine OpenMP's spinning threads make two
-    # threads several times slower than one
-    ap.add_argument("--threads", type=int, default=1)
+    # two: the 2-core machine.  Two threads were several times
+    # slower than one on a loaded machine while OpenMP's threads spun
+    # (OMP_WAIT_POLICY, above); the renderers run as many processes.
+    ap.add_argument("--threads", type=int, default=2,
+                    help="torch threads and renderer processes")
     ap.add_argument("--large", type=float, default=0.25,
                     help="share of training frames at camera sizes")
     # 0.2 for the 64 x 64 files of earlier sessions; 0.5 (with

@@ -12,7 +12,19 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SPIN_ITERATIONS 20000
+/* How long a thread spins for the next loop (a helper) or for the helpers
+ * to finish theirs (the dispatcher) before it sleeps.  A decoded token's
+ * loops follow each other within a few microseconds on a free core, so
+ * 30 us covers them (1.1 B llama, two threads: 5 % of the helper's waits
+ * end asleep).  Longer waits mean the other thread lost its core, and
+ * spinning through them takes CPU time from the thread that has the work:
+ * the earlier bound, 20000 pauses (0.37 ms at the 19 ns a pause takes on
+ * the Xeon we measure on), decoded about 0.7x as fast on a loaded 2-core
+ * machine, and no faster on a free one (docs/kernels.md).  In time rather
+ * than pauses, as a pause takes 10 to 140 cycles depending on the CPU. */
+#define SPIN_MICROSECONDS 30
+/* pauses between two looks at the clock */
+#define SPIN_CLOCK_EVERY 16
 #define INPUT_FAILED ": an input of this task failed: "
 
 typedef enum
@@ -141,12 +153,36 @@ cpu_relax (void)
 #endif
 }
 
+/* Spins until *@word is @value (@until_equal) or is not, for at most
+ * SPIN_MICROSECONDS; the clock is read only once the wait has lasted
+ * SPIN_CLOCK_EVERY pauses.  Returns whether the condition was met. */
+static gboolean
+spin_on (const guint * word, guint value, gboolean until_equal)
+{
+  gint64 end = 0;
+  guint i;
+
+  for (i = 1;; i++) {
+    if ((__atomic_load_n (word, __ATOMIC_SEQ_CST) == value) == until_equal)
+      return TRUE;
+    cpu_relax ();
+    if (i % SPIN_CLOCK_EVERY == 0) {
+      gint64 now = g_get_monotonic_time ();
+
+      if (end == 0)
+        end = now + SPIN_MICROSECONDS;
+      else if (now >= end)
+        return FALSE;
+    }
+  }
+}
+
 /* The hand-over of a parallel loop takes no lock on the way in or out:
  * with GLib's mutex a helper that found the dispatcher inside its
  * critical section slept in the kernel and came back tens of
  * microseconds later, after most of the loop's slices were gone.  The
- * locks are only for going to sleep, after spinning SPIN_ITERATIONS
- * pauses, and for waking a sleeper.
+ * locks are only for going to sleep, after spinning SPIN_MICROSECONDS,
+ * and for waking a sleeper.
  *
  * Claiming a job: a helper counts itself in job_busy *before* it reads
  * the job pointer, and the dispatcher clears the pointer *before* it
@@ -171,14 +207,8 @@ helper_thread (gpointer data)
 
   for (;;) {
     ParallelJob *job;
-    guint i;
 
-    for (i = 0; i < SPIN_ITERATIONS; i++) {
-      if (__atomic_load_n (&device->job_generation, __ATOMIC_SEQ_CST) != seen)
-        break;
-      cpu_relax ();
-    }
-    if (i == SPIN_ITERATIONS) {
+    if (!spin_on (&device->job_generation, seen, FALSE)) {
       g_mutex_lock (&device->job_lock);
       __atomic_add_fetch (&device->helpers_sleeping, 1, __ATOMIC_SEQ_CST);
       while (__atomic_load_n (&device->job_generation, __ATOMIC_SEQ_CST) ==
@@ -222,7 +252,6 @@ npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
 {
   NpuDevice *device = task->device;
   ParallelJob job = { func, user_data, n, MAX (grain, 1), 0, 0 };
-  guint i;
 
   if (n == 0)
     return;
@@ -252,11 +281,8 @@ npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
    * lives in this stack frame.  They finish their last slice within
    * microseconds: spin for that before sleeping. */
   __atomic_store_n (&device->job, NULL, __ATOMIC_SEQ_CST);
-  for (i = 0; i < SPIN_ITERATIONS; i++) {
-    if (__atomic_load_n (&device->job_busy, __ATOMIC_SEQ_CST) == 0)
-      return;
-    cpu_relax ();
-  }
+  if (spin_on (&device->job_busy, 0, TRUE))
+    return;
   g_mutex_lock (&device->job_lock);
   device->dispatcher_sleeping = TRUE;
   while (__atomic_load_n (&device->job_busy, __ATOMIC_SEQ_CST) > 0)

@@ -516,8 +516,8 @@ install_answer_properties (GObjectClass * gobject_class)
   g_object_class_install_property (gobject_class, PROP_CAPTION_DURATION,
       g_param_spec_uint64 ("caption-duration", "Caption duration",
           "With output=caption, how long each answer stays valid, in ns "
-          "(0 = until the next answer)", 0, G_MAXINT64,
-          DEFAULT_CAPTION_DURATION, rw));
+          "(0 = until the next answer; live: twice its delay, at least 1 s)",
+          0, G_MAXINT64, DEFAULT_CAPTION_DURATION, rw));
   /**
    * GstNpuLlm:stop:
    *

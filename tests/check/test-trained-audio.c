@@ -18,6 +18,7 @@
 #include <gst/allocators/allocators.h>
 #include <gst/audio/audio.h>
 #include <gst/base/gstadapter.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -77,13 +78,30 @@ teardown (void)
   g_ptr_array_free (cases, TRUE);
 }
 
-/* Under valgrind three cases, tones and words (each must be right), show
- * leaks and memory errors on the same code; the accuracy is measured on
- * all of them otherwise. */
+/* Whether to play case @i.  All of them, for the accuracy.  Under valgrind
+ * (each must then be right) the cases that run the code paths the others
+ * repeat, for leaks and memory errors: the first of each sample format,
+ * rate and channel count audiotestsrc gives (the down-mix and the
+ * resampler differ), and the first spoken word (filesrc ! wavparse). */
 static gboolean
-under_valgrind (void)
+to_play (guint i)
 {
-  return g_getenv ("NPU_UNDER_VALGRIND") != NULL;
+  const Case *c = g_ptr_array_index (cases, i);
+  const gchar *caps = strrchr (c->source, '!');
+  guint j;
+
+  if (!g_getenv ("NPU_UNDER_VALGRIND"))
+    return TRUE;
+  for (j = 0; j < i; j++) {
+    const Case *e = g_ptr_array_index (cases, j);
+    const gchar *e_caps = strrchr (e->source, '!');
+
+    if (g_str_has_prefix (c->source, "filesrc") ?
+        g_str_has_prefix (e->source, "filesrc") :
+        (caps && e_caps && !strcmp (caps, e_caps)))
+      return FALSE;
+  }
+  return TRUE;
 }
 
 /* Completes the unwritten frame of audiotestsrc's ticks
@@ -219,7 +237,7 @@ check_accuracy (gboolean dmabuf)
     gboolean eog;
     gchar *answer;
 
-    if (under_valgrind () && i % 25 != 0)
+    if (!to_play (i))
       continue;
     if (g_str_has_prefix (c->source, "audiotestsrc"))
       n_tones++;

@@ -38,8 +38,9 @@
 # two to run, VISION_CASES (vision-heldout.txt) the list of frames in
 # MODELS (camera-balls.txt: the camera-sized balls train.py only reports).
 #
-# The frames: npu-render-frames draws each case as the end-to-end test
-# does (videotestsrc, seeked to the case's frame) and writes the frame's
+# The frames: npu-render-frames draws each case's frame, the one the
+# end-to-end test reaches (the frame videotestsrc shows at the case's
+# position), and writes the frame's
 # bytes with its caps, which our pipeline reads back, and the encoder
 # input npuvisiontok makes of it (the mmproj's clip.vision.image_size and
 # patch_size: 128 x 128 in patches of 16) (the frame stretched by area

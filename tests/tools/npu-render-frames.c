@@ -63,9 +63,12 @@ render (const gchar * props, const gchar * caps, guint64 position,
     return NULL;
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
-  /* The seek is sent in READY, before the first frame, as the end-to-end
-   * test does (tests/check/test-trained-models.c): the source starts at
-   * the position, so its first frame is the one wanted. */
+  /* The seek is sent in READY, before the caps give videotestsrc its
+   * frame rate, so it leaves the frame counter at 0: the source draws
+   * every frame from the first, and the sink drops those that end at or
+   * before the position (the segment's start).  The frame it prerolls is
+   * the one shown at the position.  tests/check/test-trained-models.c
+   * reaches the same frame by a seek once the caps are known. */
   gst_element_set_state (pipeline, GST_STATE_READY);
   if (position > 0 && !gst_element_send_event (src,
           gst_event_new_seek (1.0, GST_FORMAT_TIME, GST_SEEK_FLAG_FLUSH |

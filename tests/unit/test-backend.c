@@ -1005,6 +1005,78 @@ test_parallel_for_fresh_device (void)
   }
 }
 
+/* Loops with a pause before each, longer than the helpers spin
+ * (npubackend.c's SPIN_MICROSECONDS, 30 us): each loop finds the helpers
+ * asleep, and they must be woken and take their part in it. */
+#define WAKE_ROUNDS 20
+#define WAKE_SLICES 64
+
+typedef struct
+{
+  gint ran[WAKE_SLICES];
+  gint by_worker[4];            /* slices run by each worker */
+} WakeLoop;
+
+static void
+wake_slice (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  WakeLoop *w = user_data;
+  gsize i;
+
+  g_assert_cmpuint (worker, <, G_N_ELEMENTS (w->by_worker));
+  for (i = start; i < end; i++)
+    __atomic_fetch_add (&w->ran[i], 1, __ATOMIC_RELAXED);
+  __atomic_fetch_add (&w->by_worker[worker], 1, __ATOMIC_RELAXED);
+  /* long enough for a woken helper to come round to the loop */
+  g_usleep (100);
+}
+
+static gboolean
+wake_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  guint n_threads = npu_task_get_n_threads (task), r, i, w;
+  guint took_part[4] = { 0 };
+
+  for (r = 0; r < WAKE_ROUNDS; r++) {
+    WakeLoop loop;
+
+    memset (&loop, 0, sizeof (loop));
+    g_usleep (2000);
+    npu_task_parallel_for (task, WAKE_SLICES, 1, wake_slice, &loop);
+    for (i = 0; i < WAKE_SLICES; i++)
+      if (loop.ran[i] != 1)
+        g_error ("%u threads, round %u: slice %u ran %d times", n_threads, r,
+            i, loop.ran[i]);
+    for (w = 0; w < n_threads; w++)
+      took_part[w] += loop.by_worker[w] > 0;
+  }
+  /* Asleep helpers that were never woken leave every slice to the task's
+   * thread: each helper must have run slices in some of the rounds. */
+  for (w = 1; w < n_threads; w++)
+    if (took_part[w] == 0)
+      g_error ("%u threads: helper %u took part in none of %u loops issued "
+          "after a pause", n_threads, w, WAKE_ROUNDS);
+  return TRUE;
+}
+
+static void
+test_parallel_for_after_pause (void)
+{
+  guint counts[] = { 2, 4 };
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (counts); i++) {
+    NpuDevice *device = npu_device_new_cpu (counts[i]);
+    NpuQueue *queue = npu_queue_new (device, "pauses");
+    NpuFence *fence = npu_queue_submit (queue, wake_task, NULL, NULL, NULL, 0);
+
+    assert_fence_ok (fence);
+    npu_fence_unref (fence);
+    npu_queue_free (queue);
+    npu_device_unref (device);
+  }
+}
+
 /* ------------------------------------------------------------------------
  * Stress
  */
@@ -1220,6 +1292,8 @@ main (int argc, char **argv)
       test_parallel_for_back_to_back);
   g_test_add_func ("/backend/parallel-for/fresh-device",
       test_parallel_for_fresh_device);
+  g_test_add_func ("/backend/parallel-for/after-pause",
+      test_parallel_for_after_pause);
   g_test_add_func ("/backend/stress/dependencies", test_stress);
   g_test_add_func ("/backend/stress/flush", test_stress_flush);
   g_test_add_func ("/backend/cancel-one", test_cancel_one);

@@ -155,6 +155,20 @@ prefetch_rows (const NpuAttnSpan * sp, guint r, guint n, guint hd,
   }
 }
 
+/* Lines [i n / steps, (i + 1) n / steps) of the @n lines from @p (none
+ * if @p is NULL): a run prefetched a share at a time, one share a step of
+ * the loop that reads the current block, instead of all at once */
+static ALWAYS_INLINE void
+prefetch_share (const guint8 * p, gsize n, guint i, const guint steps)
+{
+  gsize l;
+
+  if (p == NULL)
+    return;
+  for (l = i * n / steps; l < (i + 1) * n / steps; l++)
+    __builtin_prefetch (p + 64 * l);
+}
+
 #if defined(__AVX__)
 /* Two 8-float halves as one 16-float vector (AVX2 and F16C paths) */
 static ALWAYS_INLINE v16sf
@@ -296,8 +310,9 @@ tile_load16 (const guint8 * tile, gsize d, gsize hd, const NpuKvType T)
  * integers' units and multiplies the sum by the rows' block scales. */
 static ALWAYS_INLINE void
 tile_dots (const float *q, gsize q_stride, const guint8 * tile, guint hd,
-    v16sf * sc, const guint NQ, const NpuKvType T)
+    const guint8 * pf, v16sf * sc, const guint NQ, const NpuKvType T)
 {
+  const gsize pf_lines = (BLOCK * kv_bytes (hd, T) + 63) / 64;
   const v16sf zero = { 0, };
   const guint run = T == NPU_KV_Q8_0 ? NPU_KV_Q8_0_BLOCK : hd;
   v16sf a0[MAX_NQ], a1[MAX_NQ];
@@ -314,6 +329,7 @@ tile_dots (const float *q, gsize q_stride, const guint8 * tile, guint hd,
       const v16sf k0 = tile_load16 (tile, d, hd, T);
       const v16sf k1 = tile_load16 (tile, d + 1, hd, T);
 
+      prefetch_share (pf, pf_lines, d / 2, hd / 2);
       for (i = 0; i < NQ; i++) {
         a0[i] += q[i * q_stride + d] * k0;
         /* two sums a query where a vector is one register; with two ymm
@@ -450,7 +466,7 @@ scores_span_tiled (const NpuAttnSpan * sp, guint hd, gsize q_stride,
 
     if (t0 + BLOCK * (PF_ROWS / BLOCK + 1) < end)
       prefetch_run (tile + (PF_ROWS / BLOCK + 1) * tb, tb);
-    tile_dots (sp->q, q_stride, tile, hd, sc, NQ, T);
+    tile_dots (sp->q, q_stride, tile, hd, NULL, sc, NQ, T);
     for (i = 0; i < NQ; i++) {
       const v16sf v = sc[i] * scale;
 
@@ -798,10 +814,11 @@ static const guint8 q8_regroup[64] __attribute__((aligned (64))) = {
  * x 127, exact in F32) times the rows' block scales and the query's
  * block scale adds to the score. */
 static ALWAYS_INLINE void
-tile_dots_q8 (const Online * st, const guint8 * tile, guint hd, v16sf * sc,
-    const guint NQ)
+tile_dots_q8 (const Online * st, const guint8 * tile, guint hd,
+    const guint8 * pf, v16sf * sc, const guint NQ)
 {
   const guint nb = hd / NPU_KV_Q8_0_BLOCK;
+  const gsize pf_lines = (BLOCK * kv_bytes (hd, NPU_KV_Q8_0) + 63) / 64;
   const guint8 *codes = tile + nb * 2 * BLOCK;
   const __m512i idx = _mm512_load_si512 ((const void *) q8_regroup);
   const __m512i bias = _mm512_set1_epi8 ((char) 0x80);
@@ -814,10 +831,12 @@ tile_dots_q8 (const Online * st, const guint8 * tile, guint hd, v16sf * sc,
     const v16sf ks = half16 (tile + 2 * BLOCK * b);
     __m512i k[8];
 
-    for (g = 0; g < 8; g++)
+    for (g = 0; g < 8; g++) {
+      prefetch_share (pf, pf_lines, 8 * b + g, 8 * nb);
       k[g] = _mm512_xor_si512 (_mm512_permutexvar_epi8 (idx,
               _mm512_loadu_si512 ((const void *) (codes + 512 * b +
                       64 * g))), bias);
+    }
     for (i = 0; i < NQ; i++) {
       const gint32 *qw = (const gint32 *) (st->q8[i] + 32 * b);
       /* two sums, so that eight chains are in flight for four queries */
@@ -862,9 +881,10 @@ tile_dots_q8 (const Online * st, const guint8 * tile, guint hd, v16sf * sc,
 
 static ALWAYS_INLINE void
 value_rows (v16sf acc[MAX_NQ][4], const float p[MAX_NQ][BLOCK],
-    const guint8 * v, gsize rb, guint j0, guint j1, const guint NQ,
-    const guint NC, const NpuKvType T)
+    const guint8 * v, gsize rb, const guint8 * pf, guint j0, guint j1,
+    const guint NQ, const guint NC, const NpuKvType T)
 {
+  const gsize pf_lines = (BLOCK * rb + 63) / 64;
   const v16sf zero = { 0, };
   VR_DECL (0);
   VR_DECL (1);
@@ -879,6 +899,7 @@ value_rows (v16sf acc[MAX_NQ][4], const float p[MAX_NQ][BLOCK],
     const v16sf v2 = NC > 2 ? load_kv16 (vj, 32, T) : zero;
     const v16sf v3 = NC > 3 ? load_kv16 (vj, 48, T) : zero;
 
+    prefetch_share (pf, pf_lines, j, BLOCK);
     VR_ADD (0);
     VR_ADD (1);
     VR_ADD (2);
@@ -895,8 +916,8 @@ value_rows (v16sf acc[MAX_NQ][4], const float p[MAX_NQ][BLOCK],
  * @rb bytes apart, into its sums */
 static ALWAYS_INLINE void
 online_block (Online * st, OnlineSums * z, v16sf * sc, const guint8 * v,
-    gsize rb, guint j0, guint j1, const guint NQ, const guint NC,
-    const NpuKvType T)
+    gsize rb, const guint8 * pf, guint j0, guint j1, const guint NQ,
+    const guint NC, const NpuKvType T)
 {
   guint i, c;
 
@@ -918,7 +939,7 @@ online_block (Online * st, OnlineSums * z, v16sf * sc, const guint8 * v,
     z->l[i] += e;
     store16 (st->p[i], e);
   }
-  value_rows (z->acc, st->p, v, rb, j0, j1, NQ, NC, T);
+  value_rows (z->acc, st->p, v, rb, pf, j0, j1, NQ, NC, T);
 }
 
 /* A span whose keys are rows like its values, sixteen rows at a time:
@@ -976,8 +997,8 @@ online_span_rows (Online * st, OnlineSums * z, const NpuAttnSpan * sp,
       for (j = nr; j < BLOCK; j++)
         sc[i][j] = -INFINITY;
     }
-    online_block (st, z, sc, (const guint8 *) sp->v + r * rb, rb, 0, nr, NQ,
-        NC, T);
+    online_block (st, z, sc, (const guint8 *) sp->v + r * rb, rb, NULL, 0, nr,
+        NQ, NC, T);
   }
 }
 
@@ -998,10 +1019,17 @@ online_span_tiled (Online * st, OnlineSums * z, const NpuAttnSpan * sp,
   const guint n_tiles = (end + BLOCK - 1) / BLOCK, pf = PF_AHEAD / BLOCK;
   guint t, i;
 
-  /* the span's first tiles and value rows (the later ones pf tiles
-   * ahead; walking two or four parts of the span interleaved, for more
-   * streams in flight, measured slower, and so did prefetching 8 tiles
-   * ahead or into L2 only) */
+  /* the span's first tiles and value rows; the later ones pf tiles
+   * ahead, a line at a time as the current tile's columns and value
+   * rows are read (prefetch_share()).  Issued all at once at the start
+   * of each block, the 64 lines filled the line-fill buffers and the
+   * prefetches themselves stalled: 45 % of the F16 kernel's samples at
+   * depth 2048 from memory (perf); spread, the kernel took 5.02 against
+   * 6.10 ms (bench-attention, median of five alternating rounds), and 2
+   * or 8 tiles ahead measured no better than 4.  Walking two or four
+   * parts of the span interleaved, for more streams in flight, measured
+   * slower, and so did prefetching into L2 only (both with the
+   * prefetches issued a block at a time). */
   prefetch_run (sp->k, MIN (pf, n_tiles) * tb);
   prefetch_run (sp->v, MIN (PF_AHEAD, sp->n) * rb);
   for (t = 0; t < n_tiles; t++) {
@@ -1009,25 +1037,24 @@ online_span_tiled (Online * st, OnlineSums * z, const NpuAttnSpan * sp,
     const guint j0 = MAX (first, t0) - t0, j1 = MIN (end - t0, BLOCK);
     const guint8 *tile = (const guint8 *) sp->k + t * tb;
     const guint8 *vrow = (const guint8 *) sp->v + (t0 + j0 - first) * rb;
+    const gboolean ahead = t + pf < n_tiles;
+    const guint8 *kpf = ahead ? tile + pf * tb : NULL;
+    const guint8 *vpf = ahead ? vrow + (pf * BLOCK - j0) * rb : NULL;
     v16sf sc[MAX_NQ];
 
-    if (t + pf < n_tiles) {
-      prefetch_run (tile + pf * tb, tb);
-      prefetch_run (vrow + (pf * BLOCK - j0) * rb, BLOCK * rb);
-    }
 #if Q8_VNNI
     if (T == NPU_KV_Q8_0)
-      tile_dots_q8 (st, tile, hd, sc, NQ);
+      tile_dots_q8 (st, tile, hd, kpf, sc, NQ);
     else
 #endif
-      tile_dots (st->qs[0], 64, tile, hd, sc, NQ, T);
+      tile_dots (st->qs[0], 64, tile, hd, kpf, sc, NQ, T);
     if (j0 > 0 || j1 < BLOCK) {
       const v16si in = (lane >= (gint) j0) & (lane < (gint) j1);
 
       for (i = 0; i < NQ; i++)
         sc[i] = (v16sf) (((v16si) sc[i] & in) | ((v16si) ninf & ~in));
     }
-    online_block (st, z, sc, vrow, rb, j0, j1, NQ, NC, T);
+    online_block (st, z, sc, vrow, rb, vpf, j0, j1, NQ, NC, T);
   }
 }
 

@@ -11,8 +11,11 @@ sees what the element sees.  docs/trained-models.md lists the answers.
 
 import math
 import os
+import re
+import struct
 import subprocess
 import wave
+import zlib
 
 import numpy as np
 
@@ -41,8 +44,9 @@ FIXED = {
 KINDS = ["sine"] + list(FIXED) + ["speech"]
 # What npu-render-audio does beyond playing the source, for the cache key:
 # since it writes 0 into the frame audiotestsrc's ticks leave unwritten
-# (tests/npuaudioticks.h), a cache of sounds rendered before is stale
-RENDERER = "ticks completed"
+# (tests/npuaudioticks.h), a cache of sounds rendered before is stale; the
+# same since the noises are drawn from the seed (noise_source())
+RENDERER = "ticks completed; seeded noise"
 
 # what the test sources give: rate, channels, format
 TRAIN_CAPS = [(16000, 1, "S16LE"), (16000, 1, "F32LE"), (22050, 1, "S16LE"),
@@ -195,14 +199,130 @@ def build_specs(rng, per_kind, speech_per_word, heldout, directory,
     return specs
 
 
-def render(tools, specs):
-    """The log-mel windows npuaudiotok makes: float32 [n, MELS, FRAMES]."""
+# --- audiotestsrc's noises, drawn from a seed ---------------------------------
+# audiotestsrc draws its white and pink noise from an unseeded GRand
+# (g_rand_new ()), so the sounds it renders, and the weights trained on
+# them, differed from run to run.  The training renderer draws the same
+# noises itself from a seeded generator, by audiotestsrc's own algorithm
+# (gst-plugins-base 1.22, gstaudiotestsrc.c), and plays them as WAV files;
+# the held-out lists keep naming audiotestsrc, which the tests run.
+NOISE_RE = re.compile(r"^audiotestsrc wave=(white-noise|pink-noise) "
+                      r"volume=([0-9.]+) num-buffers=(\d+) "
+                      r"samplesperbuffer=(\d+) ! audio/x-raw,format=(\w+),"
+                      r"rate=(\d+),channels=(\d+)$")
+PINK_ROWS = 12          # audiotestsrc's num_rows
+PINK_RANDOM_BITS = 16   # and PINK_RANDOM_BITS
+
+
+def white_noise(gen, n):
+    """g_rand_double_range (gen, -1.0, 1.0) per sample."""
+    return gen.uniform(-1.0, 1.0, n)
+
+
+def pink_noise(gen, n):
+    """audiotestsrc's pink noise (Phil Burk's Voss-McCartney generator):
+    sample k (k = 1, 2, ... modulo 2^PINK_ROWS) renews row
+    trailing_zeros(k) of PINK_ROWS random rows (none when k is 0), and
+    the value is the rows' running sum plus one fresh white value, times
+    1 / ((PINK_ROWS + 1) 2^(PINK_RANDOM_BITS - 1)).  Each random value
+    is 32768 - 65536 u / 2^32 for a 32-bit u, truncated to an integer."""
+    def draw(m):
+        u = gen.integers(0, 1 << 32, m, dtype=np.uint64).astype(np.float64)
+        return np.trunc(32768.0 - 65536.0 * u / 4294967296.0)
+    index = np.arange(1, n + 1) & ((1 << PINK_ROWS) - 1)
+    total = np.zeros(n)
+    for row in range(PINK_ROWS):
+        renew = (index != 0) & ((index & ((1 << (row + 1)) - 1)) ==
+                                (1 << row))
+        at = np.nonzero(renew)[0]
+        # the row's value at each sample: its last renewal's (0 before)
+        held = np.zeros(n)
+        held[at] = draw(len(at))
+        last = np.where(renew, np.arange(n), -1)
+        last = np.maximum.accumulate(last)
+        total += np.where(last >= 0, held[np.maximum(last, 0)], 0.0)
+    total += draw(n)
+    return total / ((PINK_ROWS + 1) * (1 << (PINK_RANDOM_BITS - 1)))
+
+
+def write_wav_format(path, rate, channels, fmt, samples):
+    """Interleaved samples (in [-1, 1]) as a WAV file of S16LE, S32LE
+    (PCM) or F32LE (IEEE float), converted as audiotestsrc converts
+    them: scaled by 32767 or 2147483647 and truncated, or kept as
+    floats."""
+    if fmt == "F32LE":
+        data, tag, bits = samples.astype("<f4").tobytes(), 3, 32
+    elif fmt == "S16LE":
+        data = np.trunc(samples * 32767.0).astype("<i2").tobytes()
+        tag, bits = 1, 16
+    elif fmt == "S32LE":
+        data = np.trunc(samples * 2147483647.0).astype("<i4").tobytes()
+        tag, bits = 1, 32
+    else:
+        raise ValueError("no WAV form for " + fmt)
+    align = channels * bits // 8
+    with open(path, "wb") as f:
+        f.write(b"RIFF" + struct.pack("<I", 36 + len(data)) + b"WAVE")
+        f.write(b"fmt " + struct.pack("<IHHIIHH", 16, tag, channels, rate,
+                                      rate * align, align, bits))
+        f.write(b"data" + struct.pack("<I", len(data)) + data)
+
+
+def noise_source(source, seed, path):
+    """The source of a noise audiotestsrc would play, drawn from @seed
+    into the WAV file @path; None when @source is no noise."""
+    m = NOISE_RE.match(source)
+    if not m:
+        return None
+    wave_, volume, buffers, per, fmt, rate, channels = m.groups()
+    n = int(buffers) * int(per) * int(channels)
+    gen = np.random.default_rng(seed)
+    values = (white_noise if wave_ == "white-noise" else pink_noise)(gen, n)
+    write_wav_format(path, int(rate), int(channels), fmt,
+                     values * float(volume))
+    return "filesrc location=%s ! wavparse" % path
+
+
+def render(tools, specs, seed):
+    """The log-mel windows npuaudiotok makes: float32 [n, MELS, FRAMES].
+    Noises are drawn from @seed and each source's text (noise_source())."""
     import tempfile
     with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "mel.f32")
-        subprocess.run([os.path.join(tools, "npu-render-audio"), "--mels",
-                        str(MELS), "--frames", str(FRAMES), "-o", out],
-                       input="".join(s[0] + "\n" for s in specs).encode(),
-                       check=True, stdout=subprocess.DEVNULL)
-        a = np.fromfile(out, dtype=np.float32)
+        sources = []
+        for i, s in enumerate(specs):
+            path = os.path.join(d, "noise-%d.wav" % i)
+            sources.append(noise_source(
+                s[0], [seed, i, zlib.crc32(s[0].encode())], path) or s[0])
+        a = run_in_parts([os.path.join(tools, "npu-render-audio"), "--mels",
+                          str(MELS), "--frames", str(FRAMES)], sources, d,
+                         MELS * FRAMES)
     return a.reshape(len(specs), MELS, FRAMES)
+
+
+# how many renderers run at once (train.py's --threads)
+JOBS = 1
+
+
+def run_in_parts(argv, lines, directory, item):
+    """Runs the renderer @argv ("-o FILE" added) over @lines dealt into
+    JOBS parts (line i to part i % JOBS: the costly kinds come in runs),
+    each its own process, all at once; returns the float32 outputs,
+    @item floats a line, in the lines' order.  Each line is rendered
+    alone, so the parts give the bytes one process would."""
+    jobs = max(1, min(JOBS, len(lines)))
+    procs = []
+    for k in range(jobs):
+        spec = os.path.join(directory, "part-%d.txt" % k)
+        out = os.path.join(directory, "part-%d.f32" % k)
+        with open(spec, "w") as f:
+            f.write("".join(line + "\n" for line in lines[k::jobs]))
+        with open(spec, "rb") as f:
+            procs.append((subprocess.Popen(argv + ["-o", out], stdin=f,
+                                           stdout=subprocess.DEVNULL), out))
+    failed = [p.args for p, _ in procs if p.wait() != 0]
+    if failed:
+        raise subprocess.CalledProcessError(1, failed[0])
+    a = np.empty((len(lines), item), dtype=np.float32)
+    for k, (_, out) in enumerate(procs):
+        a[k::jobs] = np.fromfile(out, dtype=np.float32).reshape(-1, item)
+    return a

@@ -102,22 +102,30 @@ storage_error (NpuKvType type, double amax)
   return 0.0;
 }
 
-/* Bound on |out - reference over the unstored values| for query @q:
- * keys off by at most ek move each score by at most
- * delta = scale ||q||_1 ek, so each softmax weight by a factor within
+/* Bound on |out - reference over the unstored values| for query @i of
+ * the @n_spans @spans (each span may have queries of its own, as npullm's
+ * sinks do): keys off by at most ek move each score of span s by at most
+ * scale ||q_s||_1 ek, so every score by at most delta = scale
+ * max_s ||q_s||_1 ek, so each softmax weight by a factor within
  * e^(+-2 delta) and their sum of |changes| by at most e^(2 delta) - 1,
  * which moves the output by that times max|v|; values off by at most ev
  * move it by ev.  Plus the kernel's own F32 rounding.  A query rounded
  * to int8 moves each score by at most @dq more. */
 static double
-kv_bound (NpuKvType type, const float *q, guint hd, float scale,
-    double kmax, double vmax, double dq)
+kv_bound (NpuKvType type, const NpuAttnSpan * spans, guint n_spans, guint i,
+    guint hd, float scale, double kmax, double vmax, double dq)
 {
   double q1 = 0.0, delta;
-  guint d;
+  guint s, d;
 
-  for (d = 0; d < hd; d++)
-    q1 += fabs (q[d]);
+  for (s = 0; s < n_spans; s++) {
+    const float *q = spans[s].q + i * hd;
+    double n1 = 0.0;
+
+    for (d = 0; d < hd; d++)
+      n1 += fabs (q[d]);
+    q1 = MAX (q1, n1);
+  }
   /* plus @dq, the query's own rounding (query_rounding_error()) */
   delta = scale * q1 * storage_error (type, kmax) + dq;
   return storage_error (type, vmax) + expm1 (2.0 * delta) * vmax + 2e-5;
@@ -345,7 +353,8 @@ run_case_type (const Case * c, NpuKvType type, GRand * rand)
       if (qms[s])
         dq = MAX (dq, query_rounding_error (qerr + (s * c->nq + i) *
                 (c->hd / 32), ref[s].k, stride, ref[s].n, c->hd));
-    bound = kv_bound (type, q + i * c->hd, c->hd, scale, kmax, vmax, dq);
+    bound = kv_bound (type, spans, c->n_spans, i, c->hd, scale, kmax, vmax,
+        dq);
 
     if (!npu_within (err, 2e-5))
       g_error ("%s hd %u nq %u rows %u spans %u spread %g tiled %u: query %u "

@@ -913,22 +913,31 @@ par_task (NpuTask * task, gpointer user_data, GError ** error)
   return TRUE;
 }
 
+/* @func as one task on a CPU device of each of the @n thread @counts
+ * (0: one a CPU), checked to end without error */
 static void
-test_parallel_for (void)
+run_task_on_cpus (NpuTaskFunc func, const guint * counts, guint n)
 {
-  guint counts[] = { 1, 2, 4, 0 };
   guint i;
 
-  for (i = 0; i < G_N_ELEMENTS (counts); i++) {
+  for (i = 0; i < n; i++) {
     NpuDevice *device = npu_device_new_cpu (counts[i]);
-    NpuQueue *queue = npu_queue_new (device, "par");
-    NpuFence *fence = npu_queue_submit (queue, par_task, NULL, NULL, NULL, 0);
+    NpuQueue *queue = npu_queue_new (device, "task");
+    NpuFence *fence = npu_queue_submit (queue, func, NULL, NULL, NULL, 0);
 
     assert_fence_ok (fence);
     npu_fence_unref (fence);
     npu_queue_free (queue);
     npu_device_unref (device);
   }
+}
+
+static void
+test_parallel_for (void)
+{
+  const guint counts[] = { 1, 2, 4, 0 };
+
+  run_task_on_cpus (par_task, counts, G_N_ELEMENTS (counts));
 }
 
 static void
@@ -1062,19 +1071,9 @@ wake_task (NpuTask * task, gpointer user_data, GError ** error)
 static void
 test_parallel_for_after_pause (void)
 {
-  guint counts[] = { 2, 4 };
-  guint i;
+  const guint counts[] = { 2, 4 };
 
-  for (i = 0; i < G_N_ELEMENTS (counts); i++) {
-    NpuDevice *device = npu_device_new_cpu (counts[i]);
-    NpuQueue *queue = npu_queue_new (device, "pauses");
-    NpuFence *fence = npu_queue_submit (queue, wake_task, NULL, NULL, NULL, 0);
-
-    assert_fence_ok (fence);
-    npu_fence_unref (fence);
-    npu_queue_free (queue);
-    npu_device_unref (device);
-  }
+  run_task_on_cpus (wake_task, counts, G_N_ELEMENTS (counts));
 }
 
 /* ------------------------------------------------------------------------

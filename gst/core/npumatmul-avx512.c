@@ -120,21 +120,28 @@ decode_nibbles (__m512i qs, __m512i * lo, __m512i * hi)
   *hi = _mm512_permutexvar_epi8 (_mm512_srli_epi16 (qs, 4), lut);
 }
 
+/* 2^(e-127) of the E8M0 scale e in each dword: e << 23 is that for
+ * 1 <= e <= 254; e = 0 must give the subnormal 2^-127 (0x00400000, the
+ * max below).  e = 255 gives Inf here; the callers make such a row NaN
+ * (tracked per group or checked per row), which costs one instruction per
+ * group rather than two. */
+static ALWAYS_INLINE __m512
+e8m0_scale (__m512i e)
+{
+  __m512i bits = _mm512_slli_epi32 (e, 23);
+
+  bits = _mm512_max_epu32 (bits, _mm512_set1_epi32 (0x00400000));
+  return _mm512_castsi512_ps (bits);
+}
+
 /* @qs: 64 nibble bytes, @ed: scale byte in the low byte of each dword */
 static ALWAYS_INLINE Decoded
 decode (__m512i qs, __m512i ed)
 {
   Decoded d;
-  __m512i bits;
 
   decode_nibbles (qs, &d.lo, &d.hi);
-  /* e << 23 is 2^(e-127) for 1 <= e <= 254; e = 0 must give the subnormal
-   * 2^-127 (0x00400000, the max below).  e = 255 gives Inf here; micro()
-   * tracks the largest e of each row and makes the output NaN instead,
-   * which costs one instruction per group rather than two. */
-  bits = _mm512_slli_epi32 (ed, 23);
-  bits = _mm512_max_epu32 (bits, _mm512_set1_epi32 (0x00400000));
-  d.s = _mm512_castsi512_ps (bits);
+  d.s = e8m0_scale (ed);
   d.ed = ed;
   return d;
 }
@@ -418,11 +425,9 @@ compact_dx (const guint8 * xg)
 static ALWAYS_INLINE __m512
 split_scales16 (const guint8 * e)
 {
-  __m512i bits = _mm512_cvtepu8_epi32 (_mm_loadu_si128 ((const __m128i *) e));
+  const __m128i e16 = _mm_loadu_si128 ((const __m128i *) e);
 
-  bits = _mm512_slli_epi32 (bits, 23);
-  bits = _mm512_max_epu32 (bits, _mm512_set1_epi32 (0x00400000));
-  return _mm512_castsi512_ps (bits);
+  return e8m0_scale (_mm512_cvtepu8_epi32 (e16));
 }
 
 /* Groups g .. g + 3 of the split-layout rows r + i rs (i < S) times one

@@ -64,10 +64,16 @@ static const float e2m1_values[16] = {
 #define GEMV_GUIDED_SHARE 2
 /* Runs of rows read side by side in a one-token GEMV where the path has a
  * GEMV kernel: one sequential stream per thread reads ~55 % of what
- * several give (bench-llm's read limit), docs/kernels.md */
-#define GEMV_STREAMS 8
-/* npu_matmul_set_gemv_streams() */
-static guint gemv_streams = GEMV_STREAMS;
+ * several give (bench-llm's read limit), docs/kernels.md.  8 on one
+ * thread; with two, 4 each (8 streams of nibbles and 8 of scales between
+ * the two cores): 1B llama decode on two threads, the counts alternating
+ * every 4 tokens of one run (bench-llm --alternate), 4 streams took
+ * 0.955-0.979 of 8's time a token in 6 runs of 6; on one thread 8 took
+ * 0.97-1.00 of 4's.  More threads keep 4 each (not measured). */
+#define GEMV_STREAMS_ONE_THREAD 8
+#define GEMV_STREAMS_EACH_OF_SEVERAL 4
+/* npu_matmul_set_gemv_streams(); 0: by the thread count, as above */
+static guint gemv_streams = 0;
 #define GEMM_ROW_TILE 64
 #define GEMM_COL_TILE 64
 /* The accurate F32 GEMM: 64 weight rows (one decoded panel) by about 192
@@ -499,6 +505,7 @@ struct _MatmulJob
   float *y2;
   float *resid;                 /* nb * 32 floats per worker */
   gsize row_tile, col_tile, n_row_tiles;
+  guint gemv_streams;           /* each GEMV claim's streams */
 };
 
 static void
@@ -517,7 +524,7 @@ static void
 mxfp4_gemv (const MatmulJob * job, gsize r0, gsize r1)
 {
   job->mxfp4_gemv (job->mxfp4, r0, r1, &job->xq, 0, job->accurate, job->y,
-      gemv_streams);
+      job->gemv_streams);
 }
 
 static void
@@ -537,7 +544,7 @@ static void
 q8_0_gemv (const MatmulJob * job, gsize r0, gsize r1)
 {
   job->q8_0_gemv (job->q8_0, job->nb, r0, r1, &job->xq, 0, job->accurate,
-      job->y, gemv_streams);
+      job->y, job->gemv_streams);
 }
 
 static const WeightFormat format_mxfp4 = {
@@ -875,14 +882,19 @@ run_gemv_claims (NpuTask * task, MatmulJob * jobs, const gsize * first_tile,
     guint n_jobs)
 {
   GemvClaims gc = { jobs, first_tile, n_jobs, 1, 0 };
+  guint streams, i;
 
   gc.n_threads = task ? npu_task_get_n_threads (task) : 1;
+  streams = gemv_streams ? gemv_streams : gc.n_threads > 1 ?
+      GEMV_STREAMS_EACH_OF_SEVERAL : GEMV_STREAMS_ONE_THREAD;
+  for (i = 0; i < n_jobs; i++)
+    jobs[i].gemv_streams = streams;
   run_parallel (task, gc.n_threads, 1, gemv_claims_slice, &gc);
 }
 
 /* One token through the path's GEMV kernel: the activations quantised
  * once (with their residuals for the accurate precision), then runs of
- * tiles claimed guided, each read as gemv_streams streams; the kernel
+ * tiles claimed guided, each read as job->gemv_streams streams; the kernel
  * sums the accurate precision's two halves itself. */
 static void
 run_gemv_job (NpuTask * task, MatmulJob * job)
@@ -1066,8 +1078,8 @@ npu_matmul_set_gemv_streams (guint streams)
 {
   guint old = gemv_streams;
 
-  g_return_val_if_fail (streams == 1 || streams == 2 || streams == 4 ||
-      streams == 8, old);
+  g_return_val_if_fail (streams == 0 || streams == 1 || streams == 2 ||
+      streams == 4 || streams == 8, old);
   gemv_streams = streams;
   return old;
 }

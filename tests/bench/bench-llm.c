@@ -30,6 +30,7 @@
  *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
  *          [--kv-type f16,f32,q8_0 (f16)] [--precision fast,accurate (fast)]
  *          [--depth D1,D2,... (none)] [--reuse P] [--gemv-streams 1,2,4,8]
+ *          [--alternate N]
  * --depth decodes at each depth in turn after the prefill (the context
  * truncated back to D tokens, D <= the prefill, then N tokens decoded from
  * there, so each figure's tokens sit at D .. D + N): with --prefill 2048
@@ -48,7 +49,14 @@
  * --gemv-streams S1,S2,...: each pass runs every configuration above with
  * the one-token GEMV reading its rows as S1, then S2, ... sequential
  * streams (npu_matmul_set_gemv_streams(), avx512; default: the library's
- * 8), printed side by side.
+ * choice, 8 on one thread and 4 each on more), printed side by side.
+ * --alternate N: the stream counts of --gemv-streams take turns every N
+ * tokens inside each decode run instead of each having runs of its own,
+ * and each token is timed; the medians of each count's tokens are
+ * printed, with their ratio to the first count's.  Variants that share
+ * the memory's moments this closely differ by ~0.5 % when they are the
+ * same, where whole runs one after the other differ by 10 % or more on a
+ * shared machine (docs/kernels.md).
  * --threads N runs on N threads only (default: 1, then every online CPU).
  * --in-place reads MXFP4 weights from the file mapping in ggml's layout
  * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).
@@ -72,6 +80,8 @@
 #define READ_BYTES (G_GUINT64_CONSTANT (1) << 30)
 
 static volatile guint64 read_sink;
+
+static double median (const double *v, guint n);
 
 /* ------------------------------------------------------------------------
  * The read limit: several access patterns, the best one counts
@@ -157,6 +167,11 @@ typedef struct
   gsize n;
   guint n_vocab;
   gint32 from_token;            /* >= 0: the first decode step's input */
+  /* --alternate: decode switches between n_alt GEMV stream counts every
+   * alt_every tokens and appends each token's ms to alt_ms[its count] */
+  const guint *alt_streams;
+  guint n_alt, alt_every;
+  GArray **alt_ms;
 } Job;
 
 static gint32
@@ -198,9 +213,19 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
       for (i = 0; i < job->n; i++) {
         gint32 t = i == 0 && job->from_token >= 0 ? job->from_token :
             argmax (npu_llm_get_logits (job->ctx), job->n_vocab);
+        guint a = job->n_alt ? i / job->alt_every % job->n_alt : 0;
+        gint64 t0;
 
+        if (job->n_alt)
+          npu_matmul_set_gemv_streams (job->alt_streams[a]);
+        t0 = g_get_monotonic_time ();
         if (!npu_llm_eval_tokens (job->ctx, task, &t, 1, error))
           return FALSE;
+        if (job->n_alt) {
+          double ms = (g_get_monotonic_time () - t0) / 1e3;
+
+          g_array_append_val (job->alt_ms[a], ms);
+        }
       }
       return TRUE;
   }
@@ -309,6 +334,26 @@ print_beside (const Beside * b, guint passes)
           passes), 100.0 * lo, 100.0 * hi);
 }
 
+/* --alternate: each stream count's median time a token, over every pass,
+ * and its ratio to the first count's */
+static void
+print_alternating (GArray ** ms, const guint * streams, guint n, guint every)
+{
+  double first = median ((double *) ms[0]->data, ms[0]->len);
+  guint s;
+
+  printf ("      GEMV streams alternating every %u tokens, median ms a "
+      "token:", every);
+  for (s = 0; s < n; s++) {
+    double m = median ((double *) ms[s]->data, ms[s]->len);
+
+    printf (" %u: %.3f", streams[s], m);
+    if (s > 0)
+      printf (" (%.3f x)", m / first);
+  }
+  printf ("\n");
+}
+
 /* What a decoded token reads: the weights, and the cache rows at its
  * depth (on average the middle of the run of @n_decode) */
 static double
@@ -359,7 +404,9 @@ main (int argc, char **argv)
   NpuMatmulPrecision precs[2] = { NPU_MATMUL_PRECISION_FAST };
   guint depths[MAX_DEPTHS], n_depths = 0, reuse = 0;
   guint n_kv = 1, n_prec = 1, n_cfg, k, d;
-  guint streams[4] = { 8 }, n_streams = 0;
+  guint streams[4] = { 8 }, n_streams = 0, alternate = 0;
+  /* configurations of stream counts: one if they alternate inside runs */
+  guint n_scfg;
 
   /* line by line through a pipe (bench.sh tees it): a long run shows
    * how far it got */
@@ -378,6 +425,8 @@ main (int argc, char **argv)
       n_ctx = v;
     else if (strcmp (argv[i], "--threads") == 0 && v > 0)
       only_threads = v;
+    else if (strcmp (argv[i], "--alternate") == 0 && v > 0)
+      alternate = v;
     else if (strcmp (argv[i], "--reuse") == 0 && v > 0)
       reuse = v;
     else if (strcmp (argv[i], "--gemv-streams") == 0 && i + 1 < (guint) argc) {
@@ -432,7 +481,8 @@ main (int argc, char **argv)
       g_printerr ("usage: %s [model.gguf] [--passes N] [--decode N] "
           "[--prefill N (>= 2)] [--ctx N (>= 16)] [--threads N] "
           "[--in-place] [--kv-type f16,f32,q8_0] [--precision fast,accurate]"
-          " [--depth D,...] [--reuse P] [--gemv-streams 1,2,4,8]\n",
+          " [--depth D,...] [--reuse P] [--gemv-streams 1,2,4,8]"
+          " [--alternate N]\n",
           argv[0]);
       return 2;
     }
@@ -443,6 +493,10 @@ main (int argc, char **argv)
   /* without --gemv-streams: the library's default, untouched */
   if (n_streams == 0)
     streams[n_streams++] = 0;
+  if (alternate && (n_streams < 2 || n_decode < alternate * n_streams))
+    g_error ("--alternate %u needs --gemv-streams with 2 or more counts and "
+        "--decode of at least %u", alternate, alternate * MAX (n_streams, 2));
+  n_scfg = alternate ? 1 : n_streams;
   /* without --depth: decode goes on from the prefill */
   if (n_depths == 0)
     depths[n_depths++] = n_prefill;
@@ -516,10 +570,11 @@ main (int argc, char **argv)
     Range ttft[MAX_CFG];
     Range limit = { 0, G_MAXDOUBLE };
     Beside beside[MAX_CFG][MAX_DEPTHS];
+    GArray *alt_ms[MAX_CFG][MAX_DEPTHS][G_N_ELEMENTS (streams)];
     guint best_s = 0, best_p = 0, pass, s, pre;
     Job job;
 
-    n_cfg = n_kv * n_prec * n_streams;
+    n_cfg = n_kv * n_prec * n_scfg;
     for (s = 0; s < N_STREAM_COUNTS; s++)
       for (pre = 0; pre < 2; pre++)
         pat[s][pre] = (Range) { 0, G_MAXDOUBLE };
@@ -527,8 +582,8 @@ main (int argc, char **argv)
       npu_llm_context_params_init (&cp);
       cp.n_ctx = n_ctx;
       cp.n_batch = MIN (n_prefill, 256u);
-      cp.kv_type = kv_types[k / (n_prec * n_streams)];
-      cp.precision = precs[k / n_streams % n_prec];
+      cp.kv_type = kv_types[k / (n_prec * n_scfg)];
+      cp.precision = precs[k / n_scfg % n_prec];
       ctxs[k] = npu_llm_context_new (model, &cp, &error);
       if (!ctxs[k])
         g_error ("%s", error->message);
@@ -538,6 +593,8 @@ main (int argc, char **argv)
         dec[k][d] = (Range) { 0, G_MAXDOUBLE };
         beside[k][d].share = g_new0 (double, passes);
         beside[k][d].limit = g_new0 (double, passes);
+        for (s = 0; s < n_streams; s++)
+          alt_ms[k][d][s] = g_array_new (FALSE, FALSE, sizeof (double));
       }
 
       /* warm-up: pages of the mapping, kernels' workspaces */
@@ -558,7 +615,7 @@ main (int argc, char **argv)
          * then again after each decode, which the next one shares */
         double before;
 
-        if (streams[k % n_streams])
+        if (!alternate && streams[k % n_streams])
           npu_matmul_set_gemv_streams (streams[k % n_streams]);
         job.ctx = ctxs[k];
         npu_llm_context_reset (ctxs[k]);
@@ -591,8 +648,15 @@ main (int argc, char **argv)
           job.kind = JOB_DECODE;
           job.n = n_decode;
           job.from_token = prompt[0];
+          if (alternate) {
+            job.alt_streams = streams;
+            job.n_alt = n_streams;
+            job.alt_every = alternate;
+            job.alt_ms = alt_ms[k][d];
+          }
           t = time_job (queue, &job);
           job.from_token = -1;
+          job.n_alt = 0;
           range_add (&dec[k][d], n_decode / t);
           after = probe_limit (queue, buf, pat);
           range_add (&limit, after);
@@ -634,9 +698,9 @@ main (int argc, char **argv)
       npu_llm_context_get_stats (ctxs[k], &st);
       kv_token = (double) st.kv_bytes / n_ctx;
       printf ("  KV cache %s, precision %s", npu_kv_type_name (kv_types[k /
-                  (n_prec * n_streams)]), precs[k / n_streams % n_prec] ?
+                  (n_prec * n_scfg)]), precs[k / n_scfg % n_prec] ?
           "accurate" : "fast");
-      if (streams[k % n_streams])
+      if (!alternate && streams[k % n_streams])
         printf (", GEMV streams %u", streams[k % n_streams]);
       printf (": %.1f KiB a token, %.1f MiB for %u tokens\n",
           kv_token / 1024.0, st.kv_bytes / 1048576.0, n_ctx);
@@ -662,8 +726,12 @@ main (int argc, char **argv)
                   dec[k][0].best - 1));
         printf ("\n");
         print_beside (&beside[k][d], passes);
+        if (alternate)
+          print_alternating (alt_ms[k][d], streams, n_streams, alternate);
         g_free (beside[k][d].share);
         g_free (beside[k][d].limit);
+        for (s = 0; s < n_streams; s++)
+          g_array_free (alt_ms[k][d][s], TRUE);
       }
       npu_llm_context_free (ctxs[k]);
     }

@@ -44,8 +44,10 @@
 
 static const gchar *const all_isas[] = { "scalar", "avx2", "avx512", "neon" };
 
-/* The GEMV kernel's row streams a one-token product is checked with */
-static const guint gemv_stream_counts[] = { 8, 4, 2, 1 };
+/* The GEMV kernel's row streams a one-token product is checked with; 0 is
+ * the library's choice by thread count (4 each on the 2-thread device, 8
+ * on one thread), first, and restored after each loop over them */
+static const guint gemv_stream_counts[] = { 0, 8, 4, 2, 1 };
 
 /* How many stream counts to check @n activation rows with on @isa */
 static guint

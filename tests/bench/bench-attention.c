@@ -32,10 +32,15 @@
  * threads spent outside any head (waiting for each other at the end of a
  * layer's loop, or being handed the next one).
  *
+ * --layers N attends N layers only: with a small N and depth the whole
+ * cache stays in the core's L2 (e.g. --layers 1 --depth 512, 1 MiB of
+ * F16), which times the kernel's arithmetic without its reads from
+ * memory.
+ *
  * Usage: bench-attention [--depth D (2048)] [--reps N (20)]
  *          [--kv-type f32,f16,q8_0 (all three)]
  *          [--layout rows,heads,tiles (all three)]
- *          [--evict MiB (0)] [--threads N (1)]
+ *          [--evict MiB (0)] [--threads N (1)] [--layers N (16)]
  * Each figure is the best of N tokens' worth of calls, the types and
  * layouts alternating in each repetition.
  * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
@@ -52,7 +57,8 @@
 #include <string.h>
 #include <time.h>
 
-#define N_LAYER 16
+/* layers: the model's 16 unless --layers says fewer */
+static guint n_layer = 16;
 #define N_KV 8
 #define GQA 4
 #define HD 64
@@ -62,9 +68,9 @@
 typedef struct
 {
   NpuKvType type;
-  /* 0: N_LAYER x depth rows of KV_DIM values (g_malloc); 1 (heads):
-   * N_LAYER x N_KV x depth rows of HD values (npu_huge_alloc0()); 2
-   * (tiles): values as heads, keys N_LAYER x N_KV x tiles (depth / 16
+  /* 0: n_layer x depth rows of KV_DIM values (g_malloc); 1 (heads):
+   * n_layer x N_KV x depth rows of HD values (npu_huge_alloc0()); 2
+   * (tiles): values as heads, keys n_layer x N_KV x tiles (depth / 16
    * rounded up) of 16 rows of HD values */
   guint layout;
   guint8 *k, *v;
@@ -102,15 +108,15 @@ cache_init (Cache * c, NpuKvType type, guint layout, guint depth,
   c->type = type;
   c->layout = layout;
   c->row = npu_kv_row_bytes (type, KV_DIM);
-  c->size = (gsize) N_LAYER *depth * c->row;
+  c->size = (gsize) n_layer *depth * c->row;
   c->n_tiles = (depth + NPU_KV_TILE_ROWS - 1) / NPU_KV_TILE_ROWS;
-  c->k_size = layout == 2 ? (gsize) N_LAYER * N_KV * c->n_tiles * tb :
+  c->k_size = layout == 2 ? (gsize) n_layer * N_KV * c->n_tiles * tb :
       c->size;
   c->k = layout ? npu_huge_alloc0 (c->k_size) : g_malloc (c->k_size);
   c->v = layout ? npu_huge_alloc0 (c->size) : g_malloc (c->size);
   /* random rows: which head a row belongs to does not matter here, except
    * that the tiles take each head's part of a row */
-  for (r = 0; r < (gsize) N_LAYER * depth; r++) {
+  for (r = 0; r < (gsize) n_layer * depth; r++) {
     for (i = 0; i < KV_DIM; i++)
       x[i] = (float) g_rand_double_range (rand, -2.0, 2.0);
     if (layout == 2) {
@@ -171,7 +177,7 @@ token (Cache * c, guint depth, const float *q, float *scores, float *out)
 {
   guint l, g;
 
-  for (l = 0; l < N_LAYER; l++)
+  for (l = 0; l < n_layer; l++)
     for (g = 0; g < N_KV; g++)
       head (c, depth, l, g, q, scores, out);
 }
@@ -209,7 +215,7 @@ threaded_token_run (NpuTask * task, gpointer user_data, GError ** error)
   ThreadedToken *tt = user_data;
   double t0 = now (CLOCK_MONOTONIC);
 
-  for (tt->layer = 0; tt->layer < N_LAYER; tt->layer++)
+  for (tt->layer = 0; tt->layer < n_layer; tt->layer++)
     npu_task_parallel_for (task, N_KV, 1, heads_slice, tt);
   tt->wall = now (CLOCK_MONOTONIC) - t0;
   return TRUE;
@@ -298,6 +304,8 @@ main (int argc, char **argv)
       }
     } else if (!strcmp (argv[i], "--evict") && i + 1 < (guint) argc) {
       evict_bytes = (gsize) atoi (argv[++i]) << 20;
+    } else if (!strcmp (argv[i], "--layers") && i + 1 < (guint) argc) {
+      n_layer = (guint) atoi (argv[++i]);
     } else if (!strcmp (argv[i], "--threads") && i + 1 < (guint) argc) {
       n_threads = (guint) atoi (argv[++i]);
     } else if (!strcmp (argv[i], "--layout") && i + 1 < (guint) argc) {
@@ -312,12 +320,13 @@ main (int argc, char **argv)
     } else {
       fprintf (stderr, "usage: bench-attention [--depth D] [--reps N] "
           "[--kv-type f32,f16,q8_0] [--layout rows,heads,tiles] "
-          "[--evict MiB] [--threads N]\n");
+          "[--evict MiB] [--threads N] [--layers N]\n");
       return 1;
     }
   }
-  if (depth < 1 || reps < 1) {
-    fprintf (stderr, "bench-attention: depth and reps must be >= 1\n");
+  if (depth < 1 || reps < 1 || n_layer < 1) {
+    fprintf (stderr, "bench-attention: depth, reps and layers must be "
+        ">= 1\n");
     return 1;
   }
   if (n_threads < 1 || n_threads > MAX_THREADS) {
@@ -345,9 +354,9 @@ main (int argc, char **argv)
       if (layouts & (1 << i))
         cache_init (&caches[n_c++], types[t], i, depth, rand);
 
-  printf ("attention of one token at depth %u: %d layers x %d KV heads x %d "
+  printf ("attention of one token at depth %u: %u layers x %d KV heads x %d "
       "queries, head %d; kernels %s; best of %u; %" G_GSIZE_FORMAT
-      " MiB read before each; %u thread%s\n", depth, N_LAYER, N_KV, GQA, HD,
+      " MiB read before each; %u thread%s\n", depth, n_layer, N_KV, GQA, HD,
       npu_cpu_isa_name (npu_cpu_get_isa ()), reps, evict_bytes >> 20,
       n_threads, n_threads > 1 ? "s (wall time)" : "");
   for (rep = 0; rep < reps; rep++) {
@@ -371,7 +380,7 @@ main (int argc, char **argv)
   }
   for (t = 0; t < n_c; t++) {
     Cache *c = &caches[t];
-    double mib = 2.0 * N_LAYER * depth * c->row / (1024.0 * 1024.0);
+    double mib = 2.0 * n_layer * depth * c->row / (1024.0 * 1024.0);
 
     if (queue) {
       double busy = 0;
@@ -380,7 +389,7 @@ main (int argc, char **argv)
           npu_kv_type_name (c->type), layout_names[c->layout], mib,
           c->best_wall * 1e3, mib * 1048576.0 / c->best_wall * 1e-9);
       for (i = 0; i < n_threads; i++) {
-        double read = mib * 1048576.0 * c->heads[i] / (N_LAYER * N_KV);
+        double read = mib * 1048576.0 * c->heads[i] / (n_layer * N_KV);
 
         busy += c->busy[i];
         printf ("        thread %u: %3u heads in %6.2f ms, %5.2f GB/s\n", i,

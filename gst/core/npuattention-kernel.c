@@ -699,6 +699,23 @@ hmax16 (v16sf v)
   return v[0];
 }
 
+/* Whether a lane of @v is above @m (NaN lanes are not) */
+static ALWAYS_INLINE gboolean
+any_above (v16sf v, float m)
+{
+#if defined(__AVX512F__)
+  return _mm512_cmp_ps_mask ((__m512) v, _mm512_set1_ps (m), _CMP_GT_OQ) != 0;
+#else
+  const v16si gt = v > m;
+  guint j;
+
+  for (j = 0; j < 16; j++)
+    if (gt[j])
+      return TRUE;
+  return FALSE;
+#endif
+}
+
 /* Scores of one query (its NC vectors @q, already scaled) against the
  * sixteen F32 rows @kr[] */
 static ALWAYS_INLINE v16sf
@@ -922,10 +939,14 @@ online_block (Online * st, OnlineSums * z, v16sf * sc, const guint8 * v,
   guint i, c;
 
   for (i = 0; i < NQ; i++) {
-    const float bm = hmax16 (sc[i]);
     v16sf e;
 
-    if (bm > z->m[i]) {
+    /* The block's maximum only where some lane is above the running one
+     * (one compare instead of the four halvings of hmax16(): past the
+     * first blocks the maximum seldom grows), so the sums are rescaled
+     * exactly when they were before, by the same factor */
+    if (any_above (sc[i], z->m[i])) {
+      const float bm = hmax16 (sc[i]);
       /* exp of a (-inf, 0] difference: e^-inf is 0 on the first block */
       const float f = expf (z->m[i] - bm);
 

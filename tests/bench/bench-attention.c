@@ -23,16 +23,32 @@
  * decode streams its weights, 559 MiB for that llama, between two tokens'
  * attention), so that the rows come from memory, not from a large L3.
  *
+ * --threads N (2 or more) runs each token as a decode does on N threads:
+ * per layer one parallel loop of a CPU device (npubackend.h) whose items
+ * are the KV heads, taken in turn by whichever thread is free.  The
+ * figure is then the token's wall time; beside it, each thread's time
+ * inside its heads (its cache reads over that time: how fast one thread
+ * reads while the others attend too) and the share of the token the
+ * threads spent outside any head (waiting for each other at the end of a
+ * layer's loop, or being handed the next one).
+ *
+ * --layers N attends N layers only: with a small N and depth the whole
+ * cache stays in the core's L2 (e.g. --layers 1 --depth 512, 1 MiB of
+ * F16), which times the kernel's arithmetic without its reads from
+ * memory.
+ *
  * Usage: bench-attention [--depth D (2048)] [--reps N (20)]
  *          [--kv-type f32,f16,q8_0 (all three)]
  *          [--layout rows,heads,tiles (all three)]
- *          [--evict MiB (0)]
+ *          [--evict MiB (0)] [--threads N (1)] [--layers N (16)]
  * Each figure is the best of N tokens' worth of calls, the types and
  * layouts alternating in each repetition.
  * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
 #include "core/npuattention.h"
+#include "core/npubackend.h"
 #include "core/npucpu.h"
+#include "core/npufence.h"
 #include "core/npuhugemem.h"
 
 #include <math.h>
@@ -41,18 +57,20 @@
 #include <string.h>
 #include <time.h>
 
-#define N_LAYER 16
+/* layers: the model's 16 unless --layers says fewer */
+static guint n_layer = 16;
 #define N_KV 8
 #define GQA 4
 #define HD 64
 #define KV_DIM (N_KV * HD)
+#define MAX_THREADS 16
 
 typedef struct
 {
   NpuKvType type;
-  /* 0: N_LAYER x depth rows of KV_DIM values (g_malloc); 1 (heads):
-   * N_LAYER x N_KV x depth rows of HD values (npu_huge_alloc0()); 2
-   * (tiles): values as heads, keys N_LAYER x N_KV x tiles (depth / 16
+  /* 0: n_layer x depth rows of KV_DIM values (g_malloc); 1 (heads):
+   * n_layer x N_KV x depth rows of HD values (npu_huge_alloc0()); 2
+   * (tiles): values as heads, keys n_layer x N_KV x tiles (depth / 16
    * rounded up) of 16 rows of HD values */
   guint layout;
   guint8 *k, *v;
@@ -61,6 +79,10 @@ typedef struct
   gsize k_size;                 /* of k */
   gsize n_tiles;                /* a head's tiles (layout 2) */
   double best_cpu, best_wall;
+  /* --threads: of the token with the best wall time, each thread's time
+   * inside its heads and the heads it ran */
+  double busy[MAX_THREADS];
+  guint heads[MAX_THREADS];
 } Cache;
 
 static double
@@ -86,15 +108,15 @@ cache_init (Cache * c, NpuKvType type, guint layout, guint depth,
   c->type = type;
   c->layout = layout;
   c->row = npu_kv_row_bytes (type, KV_DIM);
-  c->size = (gsize) N_LAYER *depth * c->row;
+  c->size = (gsize) n_layer *depth * c->row;
   c->n_tiles = (depth + NPU_KV_TILE_ROWS - 1) / NPU_KV_TILE_ROWS;
-  c->k_size = layout == 2 ? (gsize) N_LAYER * N_KV * c->n_tiles * tb :
+  c->k_size = layout == 2 ? (gsize) n_layer * N_KV * c->n_tiles * tb :
       c->size;
   c->k = layout ? npu_huge_alloc0 (c->k_size) : g_malloc (c->k_size);
   c->v = layout ? npu_huge_alloc0 (c->size) : g_malloc (c->size);
   /* random rows: which head a row belongs to does not matter here, except
    * that the tiles take each head's part of a row */
-  for (r = 0; r < (gsize) N_LAYER * depth; r++) {
+  for (r = 0; r < (gsize) n_layer * depth; r++) {
     for (i = 0; i < KV_DIM; i++)
       x[i] = (float) g_rand_double_range (rand, -2.0, 2.0);
     if (layout == 2) {
@@ -127,30 +149,100 @@ cache_clear (Cache * c)
   }
 }
 
+/* KV head @g of layer @l with its GQA query heads */
+static void
+head (const Cache * c, guint depth, guint l, guint g, const float *q,
+    float *scores, float *out)
+{
+  gsize off = npu_kv_row_bytes (c->type, HD);
+  gsize tb = npu_kv_tile_bytes (c->type, HD);
+  gsize h = (gsize) l * N_KV + g;
+  gsize base = c->layout ? h * depth * off :
+      (gsize) l * depth * c->row + g * off;
+  NpuAttnSpan sp = { q + g * GQA * HD, c->k + base, c->v + base,
+    c->layout ? HD : KV_DIM, depth, c->type, FALSE, 0
+  };
+
+  if (c->layout == 2) {
+    sp.k = c->k + h * c->n_tiles * tb;
+    sp.k_tiled = TRUE;
+  }
+  npu_attention_rows (&sp, 1, HD, GQA, HD, 0.125f, scores, depth,
+      out + g * GQA * HD, HD);
+}
+
 /* One token: every layer, every KV head with its GQA query heads */
 static void
 token (Cache * c, guint depth, const float *q, float *scores, float *out)
 {
-  gsize off = npu_kv_row_bytes (c->type, HD);
-  gsize tb = npu_kv_tile_bytes (c->type, HD);
   guint l, g;
 
-  for (l = 0; l < N_LAYER; l++) {
-    for (g = 0; g < N_KV; g++) {
-      gsize h = (gsize) l * N_KV + g;
-      gsize base = c->layout ? h * depth * off :
-          (gsize) l * depth * c->row + g * off;
-      NpuAttnSpan sp = { q + g * GQA * HD, c->k + base, c->v + base,
-        c->layout ? HD : KV_DIM, depth, c->type, FALSE, 0
-      };
+  for (l = 0; l < n_layer; l++)
+    for (g = 0; g < N_KV; g++)
+      head (c, depth, l, g, q, scores, out);
+}
 
-      if (c->layout == 2) {
-        sp.k = c->k + h * c->n_tiles * tb;
-        sp.k_tiled = TRUE;
-      }
+/* --threads: one token inside a task of a CPU device */
+typedef struct
+{
+  const Cache *c;
+  guint depth, layer;
+  const float *q;
+  float *scores;                /* a depth x GQA block per thread */
+  float *out;
+  double busy[MAX_THREADS];
+  guint heads[MAX_THREADS];
+  double wall;
+} ThreadedToken;
 
-      npu_attention_rows (&sp, 1, HD, GQA, HD, 0.125f, scores, depth,
-          out + g * GQA * HD, HD);
+static void
+heads_slice (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  ThreadedToken *tt = user_data;
+  double t0 = now (CLOCK_MONOTONIC);
+  gsize g;
+
+  for (g = start; g < end; g++)
+    head (tt->c, tt->depth, tt->layer, (guint) g, tt->q,
+        tt->scores + (gsize) worker * GQA * tt->depth, tt->out);
+  tt->busy[worker] += now (CLOCK_MONOTONIC) - t0;
+  tt->heads[worker] += (guint) (end - start);
+}
+
+static gboolean
+threaded_token_run (NpuTask * task, gpointer user_data, GError ** error)
+{
+  ThreadedToken *tt = user_data;
+  double t0 = now (CLOCK_MONOTONIC);
+
+  for (tt->layer = 0; tt->layer < n_layer; tt->layer++)
+    npu_task_parallel_for (task, N_KV, 1, heads_slice, tt);
+  tt->wall = now (CLOCK_MONOTONIC) - t0;
+  return TRUE;
+}
+
+/* One token on the device's threads, as npullm's decode runs it; keeps
+ * the best wall time and that token's per-thread figures in @c */
+static void
+token_threaded (Cache * c, NpuQueue * queue, guint n_threads, guint depth,
+    const float *q, float *scores, float *out)
+{
+  ThreadedToken tt = { c, depth, 0, q, scores, out, {0,}, {0,}, 0 };
+  NpuFence *fence = npu_queue_submit (queue, threaded_token_run, &tt, NULL,
+      NULL, 0);
+  GError *error = NULL;
+  guint i;
+
+  if (!npu_fence_wait (fence, -1, &error)) {
+    fprintf (stderr, "bench-attention: %s\n", error->message);
+    exit (1);
+  }
+  npu_fence_unref (fence);
+  if (tt.wall < c->best_wall) {
+    c->best_wall = tt.wall;
+    for (i = 0; i < n_threads; i++) {
+      c->busy[i] = tt.busy[i];
+      c->heads[i] = tt.heads[i];
     }
   }
 }
@@ -190,6 +282,9 @@ main (int argc, char **argv)
 {
   NpuKvType types[3] = { NPU_KV_F32, NPU_KV_F16, NPU_KV_Q8_0 };
   guint n_types = 3, depth = 2048, reps = 20, i, t, rep, n_c = 0;
+  guint n_threads = 1;
+  NpuDevice *device = NULL;
+  NpuQueue *queue = NULL;
   guint layouts = 7;            /* bit i: layout_names[i] */
   gsize evict_bytes = 0;
   guint8 *evict_buf = NULL;
@@ -209,6 +304,10 @@ main (int argc, char **argv)
       }
     } else if (!strcmp (argv[i], "--evict") && i + 1 < (guint) argc) {
       evict_bytes = (gsize) atoi (argv[++i]) << 20;
+    } else if (!strcmp (argv[i], "--layers") && i + 1 < (guint) argc) {
+      n_layer = (guint) atoi (argv[++i]);
+    } else if (!strcmp (argv[i], "--threads") && i + 1 < (guint) argc) {
+      n_threads = (guint) atoi (argv[++i]);
     } else if (!strcmp (argv[i], "--layout") && i + 1 < (guint) argc) {
       i++;
       layouts = (strstr (argv[i], "rows") ? 1 : 0) |
@@ -221,19 +320,29 @@ main (int argc, char **argv)
     } else {
       fprintf (stderr, "usage: bench-attention [--depth D] [--reps N] "
           "[--kv-type f32,f16,q8_0] [--layout rows,heads,tiles] "
-          "[--evict MiB]\n");
+          "[--evict MiB] [--threads N] [--layers N]\n");
       return 1;
     }
   }
-  if (depth < 1 || reps < 1) {
-    fprintf (stderr, "bench-attention: depth and reps must be >= 1\n");
+  if (depth < 1 || reps < 1 || n_layer < 1) {
+    fprintf (stderr, "bench-attention: depth, reps and layers must be "
+        ">= 1\n");
     return 1;
+  }
+  if (n_threads < 1 || n_threads > MAX_THREADS) {
+    fprintf (stderr, "bench-attention: threads must be 1 to %d\n",
+        MAX_THREADS);
+    return 1;
+  }
+  if (n_threads > 1) {
+    device = npu_device_new_cpu (n_threads);
+    queue = npu_queue_new (device, "bench-attention");
   }
 
   rand = g_rand_new_with_seed (1);
   q = g_new (float, N_KV * GQA * HD);
   out = g_new (float, N_KV * GQA * HD);
-  scores = g_new (float, (gsize) GQA * depth);
+  scores = g_new (float, (gsize) GQA * depth * n_threads);
   for (i = 0; i < N_KV * GQA * HD; i++)
     q[i] = (float) g_rand_double_range (rand, -1.0, 1.0);
   if (evict_bytes) {
@@ -245,10 +354,11 @@ main (int argc, char **argv)
       if (layouts & (1 << i))
         cache_init (&caches[n_c++], types[t], i, depth, rand);
 
-  printf ("attention of one token at depth %u: %d layers x %d KV heads x %d "
+  printf ("attention of one token at depth %u: %u layers x %d KV heads x %d "
       "queries, head %d; kernels %s; best of %u; %" G_GSIZE_FORMAT
-      " MiB read before each\n", depth, N_LAYER, N_KV, GQA, HD,
-      npu_cpu_isa_name (npu_cpu_get_isa ()), reps, evict_bytes >> 20);
+      " MiB read before each; %u thread%s\n", depth, n_layer, N_KV, GQA, HD,
+      npu_cpu_isa_name (npu_cpu_get_isa ()), reps, evict_bytes >> 20,
+      n_threads, n_threads > 1 ? "s (wall time)" : "");
   for (rep = 0; rep < reps; rep++) {
     for (t = 0; t < n_c; t++) {
       Cache *c = &caches[t];
@@ -256,6 +366,10 @@ main (int argc, char **argv)
 
       if (evict_buf)
         evict (evict_buf, evict_bytes);
+      if (queue) {
+        token_threaded (c, queue, n_threads, depth, q, scores, out);
+        continue;
+      }
       c0 = now (CLOCK_THREAD_CPUTIME_ID);
       w0 = now (CLOCK_MONOTONIC);
 
@@ -266,8 +380,27 @@ main (int argc, char **argv)
   }
   for (t = 0; t < n_c; t++) {
     Cache *c = &caches[t];
-    double mib = 2.0 * N_LAYER * depth * c->row / (1024.0 * 1024.0);
+    double mib = 2.0 * n_layer * depth * c->row / (1024.0 * 1024.0);
 
+    if (queue) {
+      double busy = 0;
+
+      printf ("  %-5s %-5s %6.1f MiB read: %7.2f ms wall, %5.2f GB/s\n",
+          npu_kv_type_name (c->type), layout_names[c->layout], mib,
+          c->best_wall * 1e3, mib * 1048576.0 / c->best_wall * 1e-9);
+      for (i = 0; i < n_threads; i++) {
+        double read = mib * 1048576.0 * c->heads[i] / (n_layer * N_KV);
+
+        busy += c->busy[i];
+        printf ("        thread %u: %3u heads in %6.2f ms, %5.2f GB/s\n", i,
+            c->heads[i], c->busy[i] * 1e3,
+            c->busy[i] > 0 ? read / c->busy[i] * 1e-9 : 0.0);
+      }
+      printf ("        outside the heads: %.1f %% of the threads' time\n",
+          100.0 * (1.0 - busy / (n_threads * c->best_wall)));
+      cache_clear (c);
+      continue;
+    }
     printf ("  %-5s %-5s %6.1f MiB read: %7.2f ms CPU (wall %7.2f ms), "
         "%5.2f GB/s\n", npu_kv_type_name (c->type), layout_names[c->layout],
         mib, c->best_cpu * 1e3, c->best_wall * 1e3,
@@ -279,6 +412,10 @@ main (int argc, char **argv)
     cache_clear (c);
   }
   npu_huge_free (evict_buf, evict_bytes);
+  if (queue) {
+    npu_queue_free (queue);
+    npu_device_unref (device);
+  }
   g_free (q);
   g_free (out);
   g_free (scores);

@@ -348,7 +348,8 @@ npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
  *
  * The split layout keeps a row's scales apart from its nibbles: a NaN
  * scale (0xFF) is looked for there once per row, after the row's sum,
- * rather than tracked group by group as the ggml layout needs.
+ * rather than tracked group by group as the ggml layout needs, and only in
+ * a matrix whose repack found one (NpuMxfp4Matrix.nan_scales).
  */
 #define GEMV_MAX_STREAMS 8
 /* Whether the fast precision's split-layout rows decode the scales of 4
@@ -553,7 +554,8 @@ gemv_micro (const NpuMxfp4Matrix * w, gsize r, gsize rs, const NpuQ8Act * xq,
   for (i = 0; i < S; i++) {
     const gsize row = r + i * rs;
     /* A NaN scale in the row: NaN, as the reference gives */
-    gboolean nan_row = split ? has_nan_scale (w->scales + row * w->stride, nb) :
+    gboolean nan_row = split ? w->nan_scales &&
+        has_nan_scale (w->scales + row * w->stride, nb) :
         _mm512_reduce_max_epu32 (emax[i]) == NPU_E8M0_NAN;
 
     y[row] = nan_row ? NAN : _mm512_reduce_add_ps (acc[i]);

@@ -194,6 +194,7 @@ npu_mxfp4_matrix_repack (NpuMxfp4Matrix * m, const NpuBlockMxfp4 * blocks,
       const NpuBlockMxfp4 *src = &blocks[r * nb + b];
 
       scales[r * stride + b] = src->e;
+      m->nan_scales |= src->e == NPU_E8M0_NAN;
       memcpy (nibbles + (r * stride + b) * 16, src->qs, 16);
     }
   }

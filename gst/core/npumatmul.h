@@ -151,6 +151,9 @@ typedef struct
   gsize stride;
   const guint8 *scales;
   const guint8 *nibbles;
+  /* SPLIT: whether any scale is NaN (0xFF), found at repack, so that a
+   * GEMV looks for one in each row only where there can be one */
+  gboolean nan_scales;
 
   gpointer owned;               /* freed by npu_mxfp4_matrix_clear() */
   gsize owned_size;             /* > 0: owned is on huge pages */

@@ -616,14 +616,18 @@ test_special_values (void)
 {
   const gsize rows = 6, k = 96, nb = 3;
   NpuBlockMxfp4 blocks[6 * 3];
-  float x[3 * 96], y[3 * 6];
-  NpuMxfp4Matrix m;
+  float x[3 * 96], y[3 * 6], x1[96];
+  NpuMxfp4Matrix m, split;
   gchar *saved = g_strdup (npu_matmul_get_isa ());
   GRand *rand = g_rand_new_with_seed (7);
-  guint a, r, c;
+  guint a, r, c, l;
 
   random_weights (rand, blocks, rows * nb, 120, 130);
   blocks[1 * nb + 2].e = NPU_E8M0_NAN;  /* row 1 */
+  /* that block's weights all 1.0 (code 2) and the first activation row
+   * positive there (below): a scale taken as Inf makes the row +Inf, not
+   * NaN, so the row is NaN only where the NaN scale is looked for */
+  memset (blocks[1 * nb + 2].qs, 0x22, 16);
   memset (blocks[2 * nb].qs, 0, 16);    /* row 2: all zero weights */
   memset (blocks[2 * nb + 1].qs, 0x88, 16);     /* -0 codes */
   memset (blocks[2 * nb + 2].qs, 0, 16);
@@ -648,6 +652,26 @@ test_special_values (void)
     }
     g_assert_cmpfloat (y[2], ==, 0.0f);
   }
+  /* One row (the GEMV) in both layouts and precisions: the split layout
+   * looks for a NaN scale only in a matrix whose repack found one, and
+   * without the look the NaN scale's row comes out +Inf, not NaN */
+  for (c = 0; c < k; c++)
+    x1[c] = c / 32 == 2 ? fabsf (x[c]) + 0.5f : x[c];
+  npu_mxfp4_matrix_repack (&split, blocks, rows, k);
+  g_assert_true (split.nan_scales);
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    for (l = 0; l < 4; l++) {
+      npu_matmul_mxfp4_with_precision (NULL, l % 2 ? &split : &m, x1, 1, y,
+          l < 2 ? NPU_MATMUL_PRECISION_FAST : NPU_MATMUL_PRECISION_ACCURATE);
+      for (r = 0; r < rows; r++)
+        if (r == 1 ? !isnan (y[r]) : !isfinite (y[r]))
+          g_error ("%s layout %u precision %u: row %u is %g", all_isas[a],
+              l % 2, l / 2, r, y[r]);
+    }
+  }
+  npu_mxfp4_matrix_clear (&split);
   /* All-zero activations */
   memset (x, 0, sizeof (x));
   for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {

@@ -1019,7 +1019,10 @@ def main():
                     "pixels at a 64 x 64 encoder input (x 4 at 128)")
     # 1 tried once (1700 steps, the same sets, before --vision-aux): the
     # model then learnt the quarter worse, 64 % of the training balls right
-    # against 86 % without, 136 of 144 held-out frames against 137.
+    # against 86 % without, 136 of 144 held-out frames against 137.  2
+    # tried once (1700 steps, --vision-aux 1, 128 x 128): left and right
+    # at chance (training balls 55 %, camera-balls.txt 11 of 33, held-out
+    # frames 138 of 157; docs/trained-models.md).  Off by default.
     ap.add_argument("--mirror-balls", type=int, default=0,
                     choices=(0, 1, 2),
                     help="1: the batch's balls are mirrored (and their "

@@ -1017,12 +1017,18 @@ def main():
     ap.add_argument("--small-ball-repeats", type=int, default=6,
                     help="the same for balls of at most SMALL_BALL_PIXELS_64 "
                     "pixels at a 64 x 64 encoder input (x 4 at 128)")
-    # Tried once (1700 steps, the same sets): the model then learnt the
-    # quarter worse, 64 % of the training balls right against 86 %
-    # without, 136 of 144 held-out frames against 137; off by default.
+    # 1 tried once (1700 steps, the same sets, before --vision-aux): the
+    # model then learnt the quarter worse, 64 % of the training balls right
+    # against 86 % without, 136 of 144 held-out frames against 137.  2
+    # tried once (1700 steps, --vision-aux 1, 128 x 128): left and right
+    # at chance (training balls 55 %, camera-balls.txt 11 of 33, held-out
+    # frames 138 of 157; docs/trained-models.md).  Off by default.
     ap.add_argument("--mirror-balls", type=int, default=0,
-                    help="1: the batches' balls are mirrored (and their "
-                    "quarter with them) at random")
+                    choices=(0, 1, 2),
+                    help="1: the batch's balls are mirrored (and their "
+                    "quarter with them), one of the four mirrors for the "
+                    "batch at random; 2: each ball mirrored left to right "
+                    "on its own coin (top and bottom kept)")
     ap.add_argument("--mtmd-every", type=int, default=3,
                     help="every Nth step uses llama.cpp mtmd's layout")
     # The audio encoder learns with F32 weights first, then adapts to the
@@ -1210,15 +1216,25 @@ def main():
         layout = layouts["mtmd" if step % args.mtmd_every == 1 else "npullm"]
         frames = xt[idx]
         answer_ids = [answers[i] for i in idx]
-        if args.mirror_balls:
+        balls = [j for j, i in enumerate(idx) if meta[i][0] == "ball"]
+        if args.mirror_balls == 1:
             # one of the four mirrors for the batch's balls, at random
             h, vv = bool(mrng.getrandbits(1)), bool(mrng.getrandbits(1))
-            balls = [j for j, i in enumerate(idx) if meta[i][0] == "ball"]
             if balls and (h or vv):
                 frames = frames.clone()
                 frames[balls] = mirror_patches(frames[balls], h, vv)
                 for j in balls:
                     answer_ids[j] = mirrored[h, vv][idx[j]]
+        elif args.mirror_balls == 2:
+            # half the balls, each on its own coin, left to right: the same
+            # few pixels of a camera-sized frame's ball on the other side,
+            # under the other quarter
+            flip = [j for j in balls if mrng.getrandbits(1)]
+            if flip:
+                frames = frames.clone()
+                frames[flip] = mirror_patches(frames[flip], True, False)
+                for j in flip:
+                    answer_ids[j] = mirrored[True, False][idx[j]]
         ids, tg, img = sequences(prompt_ids, answer_ids, prompts, layout)
         vrows = vis(frames)
         loss_v = loss_of(lambda m: vrows, llm, None, ids, tg, img)
@@ -1275,6 +1291,38 @@ def main():
                           tokens, eog, PROMPTS[0], layouts["npullm"])
         report["balls, " + name] = acc
         print("%s balls: %.4f (%d)" % (name, acc, len(bi)))
+        if args.vision_aux:
+            # The training-only classifier on the mean of the image rows:
+            # right where the text model is wrong says the encoder's rows
+            # carry the quarter and the text model does not read it
+            with torch.no_grad():
+                rows = vis(torch.from_numpy(xs[bi]))
+                got = vaux(rows.mean(1)).argmax(-1).tolist()
+            ok = sum(vclasses[g] == ms[i][1] for g, i in zip(got, bi))
+            quarter = sum(
+                re.findall(r"(top|bottom) (left|right)", vclasses[g]) ==
+                re.findall(r"(top|bottom) (left|right)", ms[i][1])
+                for g, i in zip(got, bi))
+            report["balls, %s (encoder's classifier)" % name] = ok / len(bi)
+            report["balls, %s (encoder's classifier, quarter)" % name] = \
+                quarter / len(bi)
+            print("%s balls, the encoder's classifier: caption %d, quarter "
+                  "%d of %d" % (name, ok, quarter, len(bi)))
+    # where the camera-sized balls the model misses are: the centroid of
+    # the ball's pixels in the encoder's input, and how many there are
+    answers_ex = [decode(tokens, o) for o in greedy(
+        vis, llm, torch.from_numpy(ex), prompt_ids, PROMPTS[0], eog,
+        layouts["npullm"])]
+    for i, m in enumerate(emeta):
+        g = IMAGE // PATCH
+        img = ex[i].reshape(g, g, 3, PATCH, PATCH).transpose(2, 0, 3, 1, 4)
+        ys, xs_ = np.nonzero(img.reshape(3, IMAGE, IMAGE).max(0) * 0.5 +
+                             0.5 > 0.3)
+        print("camera ball %2d %-40s %-28s centre %.3f %.3f, %3d pixels: %s"
+              % (i, especs[i][1].split(",", 1)[1], m[1],
+                 (xs_.mean() + 0.5) / IMAGE, (ys.mean() + 0.5) / IMAGE,
+                 len(xs_), "right" if answer_ok(answers_ex[i], m[2])
+                 else repr(answers_ex[i])))
     # sounds: (source, caption, words) as metas' (kind, caption, words)
     hameta = [(None, s[1], s[2]) for s in haspecs]
     for p in AUDIO_PROMPTS:

@@ -460,10 +460,13 @@ class VitBlock(nn.Module):
 
 
 class Vision(nn.Module):
-    def __init__(self):
+    def __init__(self, pos_std=0.02):
         super().__init__()
         self.patch = nn.Linear(3 * PATCH * PATCH, V_DIM)   # conv, F32
-        self.pos = nn.Parameter(torch.randn(N_PATCHES, V_DIM) * 0.02)
+        # The position table starts at pos_std: at 0.02 it stays about a
+        # fortieth of a patch's embedding, too weak to tell a small ball's
+        # left from its right (docs/trained-models.md)
+        self.pos = nn.Parameter(torch.randn(N_PATCHES, V_DIM) * pos_std)
         self.blocks = nn.ModuleList(VitBlock() for _ in range(V_LAYERS))
         self.post_ln = nn.LayerNorm(V_DIM, eps=LN_EPS)
         self.fc = QLinear(V_DIM * SCALE * SCALE, T_DIM, bias=False)
@@ -1045,6 +1048,9 @@ def main():
     ap.add_argument("--vision-aux", type=float, default=1.0,
                     help="weight of the training-only caption classifier "
                     "on the mean of the image rows (0: none)")
+    ap.add_argument("--vision-pos-std", type=float, default=0.02,
+                    help="standard deviation the vision encoder's position "
+                    "table starts at")
     ap.add_argument("--audio-quant-from", type=float, default=0.5,
                     help="share of the steps after which the audio "
                     "encoder's matrices are rounded to MXFP4")
@@ -1149,7 +1155,7 @@ def main():
     vocab = build_vocab()
     tokens = vocab[0]
     eog = tokens.index("<|im_end|>")
-    vis, aud, llm = Vision(), Audio(), Llama(len(tokens))
+    vis, aud, llm = Vision(args.vision_pos_std), Audio(), Llama(len(tokens))
     export(tools, args.out, vis, aud, llm, vocab)      # untrained: for the ids
     prompt_ids = prompt_tokens(tools, os.path.join(
         args.out, "videotestsrc-text.gguf"))

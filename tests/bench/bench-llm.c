@@ -67,6 +67,7 @@
 #include "core/npullm.h"
 #include "core/npumatmul.h"
 #include "core/npumatmul-testing.h"
+#include "tests/bench/npureadstreams.h"
 #include "tests/tools/npumodelgen.h"
 
 #include <glib/gstdio.h>
@@ -86,12 +87,9 @@ static double median (const double *v, guint n);
 /* ------------------------------------------------------------------------
  * The read limit: several access patterns, the best one counts
  */
-#define MAX_STREAMS 16
 /* a part of the buffer, read as 1 to 16 streams of 2 MiB or more */
 #define PROBE_PART ((gsize) 32 << 20)
 #define PF_DISTANCE 1024        /* bytes ahead of each stream */
-
-typedef guint64 v2du __attribute__((vector_size (16)));
 
 typedef struct
 {
@@ -109,29 +107,14 @@ static void
 read_part (gsize start, gsize end, guint worker, gpointer user_data)
 {
   PatternJob *job = user_data;
-  gsize part = job->size / job->n_parts & ~(gsize) 4095, i, o, len;
-  const guint8 *base[MAX_STREAMS];
-  v2du a0 = { 0, 0 }, a1 = a0, a2 = a0, a3 = a0;
-  guint s, ns = job->n_streams;
+  gsize part = job->size / job->n_parts & ~(gsize) 4095, i;
+  guint ns = job->n_streams;
+  guint64 sum = 0;
 
-  for (i = start; i < end; i++) {
-    len = part / ns & ~(gsize) 127;
-    for (s = 0; s < ns; s++)
-      base[s] = job->data + i * part + s * len;
-    for (o = 0; o < len; o += 128)
-      for (s = 0; s < ns; s++) {
-        const v2du *p = (const v2du *) (base[s] + o);
-
-        if (job->prefetch)
-          __builtin_prefetch (base[s] + o + PF_DISTANCE, 0, 3);
-        a0 += p[0] + p[1];
-        a1 += p[2] + p[3];
-        a2 += p[4] + p[5];
-        a3 += p[6] + p[7];
-      }
-  }
-  a0 += a1 + a2 + a3;
-  read_sink += a0[0] + a0[1];
+  for (i = start; i < end; i++)
+    sum += npu_read_streams (job->data + i * part, part / ns & ~(gsize) 127,
+        ns, job->prefetch ? PF_DISTANCE : 0);
+  read_sink += sum;
 }
 
 /* 2 MiB aligned, marked for transparent huge pages, filled */

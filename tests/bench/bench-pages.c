@@ -27,6 +27,7 @@
  *   [--rounds N] [--reads N]
  */
 #include "core/npugguf.h"
+#include "tests/bench/npureadstreams.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,11 +36,9 @@
 
 #define HUGE_PAGE ((gsize) 2 << 20)
 #define EVICT_BYTES ((gsize) 640 << 20)
-#define PF_DISTANCE 2048
+#define PF_DISTANCE 2048        /* the one-token GEMV's, npumatmul-avx512.c */
 #define MAX_THREADS 16
 #define MAX_STREAMS 16
-
-typedef guint64 v2du __attribute__((vector_size (16)));
 
 static volatile guint64 read_sink;
 static guint n_streams = 8;
@@ -56,24 +55,9 @@ static gpointer
 read_part (gpointer user_data)
 {
   const Part *p = user_data;
-  gsize len = p->size / n_streams & ~(gsize) 127, o;
-  v2du a0 = { 0, 0 }, a1 = a0, a2 = a0, a3 = a0;
-  guint s;
 
-  for (o = 0; o < len; o += 128)
-    for (s = 0; s < n_streams; s++) {
-      const guint8 *line = p->data + s * len + o;
-      const v2du *v = (const v2du *) line;
-
-      if (prefetch)
-        __builtin_prefetch (line + PF_DISTANCE, 0, 3);
-      a0 += v[0] + v[1];
-      a1 += v[2] + v[3];
-      a2 += v[4] + v[5];
-      a3 += v[6] + v[7];
-    }
-  a0 += a1 + a2 + a3;
-  read_sink += a0[0] + a0[1];
+  read_sink += npu_read_streams (p->data, p->size / n_streams & ~(gsize) 127,
+      n_streams, prefetch ? PF_DISTANCE : 0);
   return NULL;
 }
 

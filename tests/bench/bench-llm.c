@@ -67,6 +67,7 @@
 #include "core/npullm.h"
 #include "core/npumatmul.h"
 #include "core/npumatmul-testing.h"
+#include "tests/bench/npubenchtask.h"
 #include "tests/bench/npureadstreams.h"
 #include "tests/tools/npumodelgen.h"
 
@@ -217,14 +218,7 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
 static double
 time_job (NpuQueue * queue, Job * job)
 {
-  gint64 t0 = g_get_monotonic_time ();
-  NpuFence *fence = npu_queue_submit (queue, job_task, job, NULL, NULL, 0);
-  GError *error = NULL;
-
-  if (!npu_fence_wait (fence, -1, &error))
-    g_error ("benchmark task failed: %s", error->message);
-  npu_fence_unref (fence);
-  return (g_get_monotonic_time () - t0) / 1e6;
+  return npu_bench_run_task (queue, job_task, job);
 }
 
 #define N_STREAM_COUNTS 5

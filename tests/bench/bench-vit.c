@@ -23,6 +23,7 @@
 #include "core/npuvit.h"
 #include "core/npumatmul.h"
 #include "core/npumatmul-testing.h"
+#include "tests/bench/npubenchtask.h"
 #include "tests/tools/npumodelgen.h"
 
 #include <glib/gstdio.h>
@@ -114,7 +115,6 @@ main (int argc, char **argv)
   gchar *tmp = NULL;
   NpuDevice *dev;
   NpuQueue *queue;
-  NpuFence *fence;
   Bench b = { 0, };
   float *patches;
   gsize n_in, i, owned, borrowed, scratch;
@@ -171,11 +171,7 @@ main (int argc, char **argv)
 
   dev = npu_device_new_cpu (threads);
   queue = npu_queue_new (dev, "bench-vit");
-  fence = npu_queue_submit (queue, bench_task, &b, NULL, NULL, 0);
-  if (!npu_fence_wait (fence, -1, &error)) {
-    fprintf (stderr, "%s\n", error->message);
-    return 1;
-  }
+  npu_bench_run_task (queue, bench_task, &b);
   for (i = 0; i < N_VARIANTS; i++) {
     qsort (b.times[i], runs, sizeof (gdouble), cmp_double);
     qsort (b.cpu[i], runs, sizeof (gdouble), cmp_double);
@@ -213,7 +209,6 @@ main (int argc, char **argv)
       b.times[2][0] / b.times[0][0], b.times[2][runs / 2] /
       b.times[0][runs / 2]);
 
-  npu_fence_unref (fence);
   npu_queue_free (queue);
   npu_device_unref (dev);
   npu_vit_free (b.vit);

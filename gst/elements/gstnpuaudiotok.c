@@ -311,7 +311,8 @@ install_chunk_properties (GObjectClass * gobject_class)
    */
   g_object_class_install_property (gobject_class, PROP_OVERLAP,
       g_param_spec_uint64 ("overlap", "Overlap",
-          "Audio in ns a chunk repeats from the previous one", 0,
+          "Audio in ns a chunk repeats from the previous one (shorter than "
+          "chunk-duration)", 0,
           29 * GST_SECOND, DEFAULT_OVERLAP, rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuAudioTok:vad:

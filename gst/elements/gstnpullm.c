@@ -406,22 +406,24 @@ install_sampling_properties (GObjectClass * gobject_class)
   /**
    * GstNpuLlm:repeat-penalty:
    *
-   * Penalty for tokens seen recently, by llama.cpp's rule (positive
-   * logits divided by it, negative ones multiplied); 1 turns it off.
+   * Penalty for the last 64 tokens of the prompt and answer, by
+   * llama.cpp's rule (positive logits divided by it, negative ones
+   * multiplied); 1 turns it off.
    */
   g_object_class_install_property (gobject_class, PROP_REPEAT_PENALTY,
       g_param_spec_double ("repeat-penalty", "Repeat penalty",
-          "Penalty for tokens seen recently (1 = off)", 0.0, 10.0,
-          DEFAULT_REPEAT_PENALTY, rw_ready));
+          "Penalty for the last 64 tokens (> 1 discourages repeats, 1 = off)",
+          0.0, 10.0, DEFAULT_REPEAT_PENALTY, rw_ready));
   /**
    * GstNpuLlm:seed:
    *
-   * Seed of the sampler: the same seed gives the same text.
+   * Seed of the sampler: the same seed gives the same text.  Greedy
+   * decoding (#GstNpuLlm:temperature 0) draws nothing and ignores it.
    */
   g_object_class_install_property (gobject_class, PROP_SEED,
       g_param_spec_uint64 ("seed", "Seed",
-          "Sampler seed (same seed, same text)", 0, G_MAXUINT64,
-          DEFAULT_SEED, rw_ready));
+          "Sampler seed (same seed, same text; unused when temperature is 0)",
+          0, G_MAXUINT64, DEFAULT_SEED, rw_ready));
 }
 
 /* The KV cache and the compute: fixed once the element is READY. */

@@ -288,7 +288,8 @@ install_statistics_properties (GObjectClass * gobject_class)
    */
   g_object_class_install_property (gobject_class, PROP_FRAMES_DROPPED,
       g_param_spec_uint64 ("frames-dropped", "Frames dropped",
-          "Frames dropped by the drop-newest policy", 0, G_MAXUINT64, 0, ro));
+          "Frames dropped or cancelled by the drop-newest and drop-oldest "
+          "policies", 0, G_MAXUINT64, 0, ro));
   /**
    * GstNpuVisionTok:frames-dmabuf:
    *

@@ -1325,6 +1325,26 @@ select_tokens (GstNpuLlm * self, MediaItem * m, guint n_embd, GError ** error)
   return TRUE;
 }
 
+/* Rows a tokenizer made for another text model: their width, as its
+ * GstNpuTokensMeta gives it, must be the model's embedding size.  The
+ * size check after mapping cannot see it when the bytes happen to divide
+ * into rows of the model's width (96-wide rows, 64-wide model, an even
+ * number of rows), and the rows would be read as other tokens. */
+static gboolean
+tokens_fit_model (MediaItem * m, guint n_embd, GError ** error)
+{
+  GstNpuTokensMeta *meta = gst_buffer_get_npu_tokens_meta (m->tokens);
+
+  if (!meta || meta->dim == n_embd)
+    return TRUE;
+  g_set_error (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT,
+      "Tokens do not fit the model: the %s pad's rows are %u wide, the text "
+      "model's embedding size is %u (the vision/audio projector must output "
+      "the text model's embedding size)", GST_PAD_NAME (m->pad), meta->dim,
+      n_embd);
+  return FALSE;
+}
+
 /* Maps a job's media once its producer is done.  Media a producer
  * dropped (its task was cancelled) leaves the job; returns FALSE with
  * @skip set when none is left, or with @error set when a producer failed
@@ -1362,6 +1382,8 @@ map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
       return FALSE;
     }
     if (!select_tokens (self, m, n_embd, error))
+      return FALSE;
+    if (!tokens_fit_model (m, n_embd, error))
       return FALSE;
     if (!gst_buffer_map (m->tokens, &m->map, GST_MAP_READ)) {
       g_set_error (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FAILED,

@@ -1142,6 +1142,39 @@ GST_START_TEST (test_errors)
   g_free (msg);
   g_free (got);
 
+  /* An mmproj made for a text model 1.5x as wide: the frame's rows are
+   * 96 floats, and an even number of them also divides into 64-wide
+   * rows, so only their width (the tokens meta) shows they do not fit. */
+  {
+    NpuTextModelParams tp;
+    NpuMmprojParams mp;
+    GError *error = NULL;
+    gchar *wide = g_build_filename (tmpdir, "mmproj-wide.gguf", NULL);
+    gchar *want;
+
+    fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_QWEN2,
+            "tiny", &error));
+    fail_unless (npu_model_gen_mmproj_preset (&mp, NPU_MODEL_PROJECTOR_MLP,
+            "tiny", &error));
+    mp.text_dim = tp.dim * 3 / 2;
+    fail_unless (npu_model_gen_write_mmproj (&mp, NULL, wide, NULL, &error),
+        "%s", error ? error->message : "");
+    desc = g_strdup_printf ("videotestsrc num-buffers=1 ! "
+        "video/x-raw,width=64,height=48 ! npuvisiontok model=%s ! "
+        "llm.vision npullm name=llm model=%s max-tokens=4 ! "
+        "fakesink name=sink", wide, qwen_path);
+    got = run (desc, &c, &msg, NULL);
+    want = g_strdup_printf ("the vision pad's rows are %u wide, the text "
+        "model's embedding size is %u", mp.text_dim, tp.dim);
+    fail_unless (msg && strstr (msg, want), "%s", msg);
+    g_free (want);
+    g_free (msg);
+    g_free (got);
+    g_free (desc);
+    g_unlink (wide);
+    g_free (wide);
+  }
+
   /* The test models have heads of 16: no Q8_0 cache (blocks of 32) */
   desc = g_strdup_printf ("npullm model=%s kv-type=q8_0 ! fakesink "
       "name=sink", llama_path);

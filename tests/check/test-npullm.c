@@ -529,7 +529,6 @@ GST_START_TEST (test_text_pad_answers_each)
   GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   const gchar *qs[] = { "first question", "second one" };
   Collected c = { g_string_new (NULL), 0, 0, NULL };
-  GstMessage *msg;
   GstFlowReturn flow;
   guint i;
 
@@ -543,10 +542,7 @@ GST_START_TEST (test_text_pad_answers_each)
     gst_buffer_unref (buf);
   }
   g_signal_emit_by_name (src, "end-of-stream", &flow);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
   fail_unless_equals_string (c.text->str, want);
   /* Stamped with the PTS of the text it answers. */
   fail_unless_equals_uint64 (c.first_pts, GST_SECOND);
@@ -720,10 +716,7 @@ GST_START_TEST (test_vision_tokens_spliced)
   npu_input_watch_add_buffer (watch, buf);
   g_signal_emit_by_name (src, "push-buffer", buf, &flow);
   g_signal_emit_by_name (src, "end-of-stream", &flow);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
   fail_unless_equals_string (c.text->str, want);
   fail_unless_equals_uint64 (c.first_pts, 3 * GST_SECOND);
   fail_unless_equals_int (npu_input_watch_n_reads (watch), 1);
@@ -1305,7 +1298,6 @@ GST_START_TEST (test_flush_while_generating)
   Collected c = { g_string_new (NULL), 0, 0, NULL };
   GstBuffer *buf;
   GstFlowReturn flow;
-  GstMessage *msg;
   gint n_first = 0;
   gulong handler;
   gint64 deadline = g_get_monotonic_time () + 300 * G_TIME_SPAN_SECOND;
@@ -1343,10 +1335,7 @@ GST_START_TEST (test_flush_while_generating)
   g_signal_emit_by_name (src, "push-buffer", buf, &flow);
   gst_buffer_unref (buf);
   g_signal_emit_by_name (src, "end-of-stream", &flow);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
   fail_unless_equals_string (c.text->str, want);
 
   gst_element_set_state (pipeline, GST_STATE_NULL);

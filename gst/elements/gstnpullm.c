@@ -324,7 +324,7 @@ install_prompt_properties (GObjectClass * gobject_class)
   g_object_class_install_property (gobject_class, PROP_PROMPT,
       g_param_spec_string ("prompt", "Prompt",
           "The question asked about each image/clip, or once with no input",
-          DEFAULT_PROMPT, rw));
+          DEFAULT_PROMPT, rw | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstNpuLlm:system-prompt:
    *
@@ -502,7 +502,7 @@ install_answer_properties (GObjectClass * gobject_class)
   g_object_class_install_property (gobject_class, PROP_OUTPUT,
       g_param_spec_enum ("output", "Output",
           "How the answer is cut into buffers", GST_TYPE_NPU_LLM_OUTPUT,
-          DEFAULT_OUTPUT, rw));
+          DEFAULT_OUTPUT, rw | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstNpuLlm:caption-duration:
    *
@@ -519,7 +519,8 @@ install_answer_properties (GObjectClass * gobject_class)
       g_param_spec_uint64 ("caption-duration", "Caption duration",
           "With output=caption, how long each answer stays valid, in ns "
           "(0 = until the next answer; live: twice its delay, at least 1 s)",
-          0, G_MAXINT64, DEFAULT_CAPTION_DURATION, rw));
+          0, G_MAXINT64, DEFAULT_CAPTION_DURATION,
+          rw | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstNpuLlm:stop:
    *

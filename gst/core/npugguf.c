@@ -8,6 +8,7 @@
  * over, and every multiplication of untrusted numbers is overflow-checked.
  */
 #include "npugguf.h"
+#include "npugguf-private.h"
 #include "npufilemap.h"
 
 #include <errno.h>
@@ -159,31 +160,6 @@ npu_gguf_type_name (guint32 type)
   if (type >= G_N_ELEMENTS (gguf_type_names))
     return NULL;
   return gguf_type_names[type];
-}
-
-/* Bytes of a fixed-size value, 0 for STRING and ARRAY */
-static gsize
-gguf_type_size (NpuGgufType type)
-{
-  switch (type) {
-    case NPU_GGUF_TYPE_UINT8:
-    case NPU_GGUF_TYPE_INT8:
-    case NPU_GGUF_TYPE_BOOL:
-      return 1;
-    case NPU_GGUF_TYPE_UINT16:
-    case NPU_GGUF_TYPE_INT16:
-      return 2;
-    case NPU_GGUF_TYPE_UINT32:
-    case NPU_GGUF_TYPE_INT32:
-    case NPU_GGUF_TYPE_FLOAT32:
-      return 4;
-    case NPU_GGUF_TYPE_UINT64:
-    case NPU_GGUF_TYPE_INT64:
-    case NPU_GGUF_TYPE_FLOAT64:
-      return 8;
-    default:
-      return 0;
-  }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -382,7 +358,7 @@ parse_value (NpuGguf * g, Reader * r, guint32 type, guint depth,
     return FALSE;
   }
 
-  sz = gguf_type_size (type);
+  sz = npu_gguf_scalar_size (type);
   if (sz) {
     if (!need (r, sz, ctx, error))
       return FALSE;
@@ -421,7 +397,7 @@ parse_value (NpuGguf * g, Reader * r, guint32 type, guint depth,
   out->v.arr.count = count;
   out->v.arr.data = r->base + r->pos;
 
-  sz = gguf_type_size (elem_type);
+  sz = npu_gguf_scalar_size (elem_type);
   if (sz == 0)
     sz = elem_type == NPU_GGUF_TYPE_STRING ? MIN_STRING_BYTES : MIN_ARRAY_BYTES;
   /* Divide rather than multiply: count * sz may overflow */
@@ -1223,7 +1199,7 @@ npu_gguf_array_get (const NpuGgufValue * arr, guint64 i, NpuGgufValue * out)
     *out = arr->v.arr.items[i];
     return TRUE;
   }
-  sz = gguf_type_size (arr->v.arr.type);
+  sz = npu_gguf_scalar_size (arr->v.arr.type);
   decode_scalar (arr->v.arr.type, arr->v.arr.data + i * sz, out);
   return TRUE;
 }

@@ -11,6 +11,7 @@
 #endif
 
 #include "core/npuggufwriter.h"
+#include "core/npugguf-private.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -99,39 +100,13 @@ put_string (GByteArray * ba, const gchar * s, gsize len)
   g_byte_array_append (ba, (const guint8 *) s, len);
 }
 
-/* Bytes of one element of a fixed-size metadata type, 0 for STRING and
- * ARRAY or an unknown id */
-static gsize
-meta_type_size (guint32 type)
-{
-  switch (type) {
-    case NPU_GGUF_TYPE_UINT8:
-    case NPU_GGUF_TYPE_INT8:
-    case NPU_GGUF_TYPE_BOOL:
-      return 1;
-    case NPU_GGUF_TYPE_UINT16:
-    case NPU_GGUF_TYPE_INT16:
-      return 2;
-    case NPU_GGUF_TYPE_UINT32:
-    case NPU_GGUF_TYPE_INT32:
-    case NPU_GGUF_TYPE_FLOAT32:
-      return 4;
-    case NPU_GGUF_TYPE_UINT64:
-    case NPU_GGUF_TYPE_INT64:
-    case NPU_GGUF_TYPE_FLOAT64:
-      return 8;
-    default:
-      return 0;
-  }
-}
-
 /* Appends @count host-order elements of a fixed-size type in file order.
  * The caller checked that @type is fixed-size. */
 static gboolean
 put_elements (GByteArray * ba, guint32 type, const void *data, gsize count,
     const gchar * what, GError ** error)
 {
-  gsize size = meta_type_size (type);
+  gsize size = npu_gguf_scalar_size (type);
   const guint8 *p = data;
   gsize i;
 
@@ -221,7 +196,7 @@ static gboolean
 add_scalar (NpuGgufWriter * writer, const gchar * key, guint32 type,
     guint64 v, GError ** error)
 {
-  gsize size = meta_type_size (type), k;
+  gsize size = npu_gguf_scalar_size (type), k;
 
   if (!check_key (writer, key, error))
     return FALSE;
@@ -432,7 +407,7 @@ npu_gguf_writer_value_new_array (NpuGgufType elem_type, const void *data,
 
   g_return_val_if_fail (data != NULL || count == 0, NULL);
 
-  if (meta_type_size (elem_type) == 0) {
+  if (npu_gguf_scalar_size (elem_type) == 0) {
     g_set_error (error, NPU_GGUF_WRITER_ERROR, NPU_GGUF_WRITER_ERROR_INVALID,
         "array element type %d is not a fixed-size type (use the string "
         "array or array of arrays constructors)", (gint) elem_type);
@@ -441,7 +416,7 @@ npu_gguf_writer_value_new_array (NpuGgufType elem_type, const void *data,
   v = g_new0 (NpuGgufWriterValue, 1);
   v->elem_type = elem_type;
   v->count = count;
-  v->body = g_byte_array_sized_new (count * meta_type_size (elem_type));
+  v->body = g_byte_array_sized_new (count * npu_gguf_scalar_size (elem_type));
   if (!put_elements (v->body, elem_type, data, count, "array", error)) {
     npu_gguf_writer_value_free (v);
     return NULL;

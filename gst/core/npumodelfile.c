@@ -190,7 +190,10 @@ NpuModelFile *
 npu_model_file_open (const gchar * path, GError ** error)
 {
   NpuModelFile *file = g_new0 (NpuModelFile, 1);
-  gchar magic[4] = { 0, };
+  /* GGUF's magic, or safetensors' 8-byte header length and the '{' its
+   * JSON header must begin with */
+  guint8 head[9] = { 0, };
+  gsize n_head;
   FILE *f;
   gboolean ok;
 
@@ -201,13 +204,25 @@ npu_model_file_open (const gchar * path, GError ** error)
     g_free (file);
     return NULL;
   }
-  if (fread (magic, 1, 4, f) != 4)
-    memset (magic, 0, 4);
+  n_head = fread (head, 1, sizeof (head), f);
   fclose (f);
+  /* Anything else (a WAV, a text file) would otherwise be read as a
+   * safetensors file with an absurd header length, and the message would
+   * say only that. */
+  if (memcmp (head, "GGUF", 4) && (n_head < sizeof (head) || head[8] != '{')) {
+    gchar *base = g_path_get_basename (path);
+
+    g_set_error (error, NPU_SAFETENSORS_ERROR, NPU_SAFETENSORS_ERROR_FORMAT,
+        "%s: neither GGUF (it does not start with \"GGUF\") nor "
+        "safetensors (no JSON header after the first 8 bytes)", base);
+    g_free (base);
+    g_free (file);
+    return NULL;
+  }
 
   file->tensors = g_array_new (FALSE, TRUE, sizeof (NpuModelTensor));
   file->names = g_ptr_array_new_with_free_func (g_free);
-  if (!memcmp (magic, "GGUF", 4)) {
+  if (!memcmp (head, "GGUF", 4)) {
     file->format = NPU_MODEL_FORMAT_GGUF;
     ok = open_gguf (file, path, error);
   } else {

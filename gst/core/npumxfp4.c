@@ -151,40 +151,40 @@ npu_bf16_to_f32 (guint16 h)
   return bits_f32 ((guint32) h << 16);
 }
 
-void
-npu_mxfp4_quantize_f16 (const guint16 * src, NpuBlockMxfp4 * dst, gsize n)
+/* Quantises @n 16-bit floats, a block at a time, each widened to F32 by
+ * @widen (exact for F16 and BF16) and then quantised as F32 is.  Inlined
+ * into its two callers, so @widen is a direct call. */
+static inline void
+quantize_16bit (const guint16 * src, float (*widen) (guint16),
+    NpuBlockMxfp4 * dst, gsize n)
 {
-  gsize i, nb;
+  gsize i, nb = n / QK;
   float buf[QK];
   guint j;
 
-  g_return_if_fail (n % QK == 0);
-  g_return_if_fail (n == 0 || (src != NULL && dst != NULL));
-
-  nb = n / QK;
   for (i = 0; i < nb; i++) {
     for (j = 0; j < QK; j++)
-      buf[j] = npu_f16_to_f32 (src[i * QK + j]);
+      buf[j] = widen (src[i * QK + j]);
     quantize_block (buf, dst + i);
   }
 }
 
 void
-npu_mxfp4_quantize_bf16 (const guint16 * src, NpuBlockMxfp4 * dst, gsize n)
+npu_mxfp4_quantize_f16 (const guint16 * src, NpuBlockMxfp4 * dst, gsize n)
 {
-  gsize i, nb;
-  float buf[QK];
-  guint j;
-
   g_return_if_fail (n % QK == 0);
   g_return_if_fail (n == 0 || (src != NULL && dst != NULL));
 
-  nb = n / QK;
-  for (i = 0; i < nb; i++) {
-    for (j = 0; j < QK; j++)
-      buf[j] = npu_bf16_to_f32 (src[i * QK + j]);
-    quantize_block (buf, dst + i);
-  }
+  quantize_16bit (src, npu_f16_to_f32, dst, n);
+}
+
+void
+npu_mxfp4_quantize_bf16 (const guint16 * src, NpuBlockMxfp4 * dst, gsize n)
+{
+  g_return_if_fail (n % QK == 0);
+  g_return_if_fail (n == 0 || (src != NULL && dst != NULL));
+
+  quantize_16bit (src, npu_bf16_to_f32, dst, n);
 }
 
 void

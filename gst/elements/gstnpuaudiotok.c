@@ -311,7 +311,8 @@ install_chunk_properties (GObjectClass * gobject_class)
    */
   g_object_class_install_property (gobject_class, PROP_OVERLAP,
       g_param_spec_uint64 ("overlap", "Overlap",
-          "Audio in ns a chunk repeats from the previous one", 0,
+          "Audio in ns a chunk repeats from the previous one (shorter than "
+          "chunk-duration)", 0,
           29 * GST_SECOND, DEFAULT_OVERLAP, rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuAudioTok:vad:
@@ -376,7 +377,8 @@ install_queue_properties (GObjectClass * gobject_class)
    */
   g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
       g_param_spec_uint ("max-inflight", "Max in flight",
-          "Chunks being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT, rw));
+          "Chunks being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT,
+          rw | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstNpuAudioTok:policy:
    *
@@ -386,7 +388,8 @@ install_queue_properties (GObjectClass * gobject_class)
   g_object_class_install_property (gobject_class, PROP_POLICY,
       g_param_spec_enum ("policy", "Policy",
           "What to do with a chunk when max-inflight are being encoded",
-          GST_TYPE_NPU_AUDIO_TOK_POLICY, DEFAULT_POLICY, rw));
+          GST_TYPE_NPU_AUDIO_TOK_POLICY, DEFAULT_POLICY,
+          rw | GST_PARAM_MUTABLE_PLAYING));
 }
 
 /* Read-only counters. */

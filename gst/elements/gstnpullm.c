@@ -324,7 +324,7 @@ install_prompt_properties (GObjectClass * gobject_class)
   g_object_class_install_property (gobject_class, PROP_PROMPT,
       g_param_spec_string ("prompt", "Prompt",
           "The question asked about each image/clip, or once with no input",
-          DEFAULT_PROMPT, rw));
+          DEFAULT_PROMPT, rw | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstNpuLlm:system-prompt:
    *
@@ -406,22 +406,24 @@ install_sampling_properties (GObjectClass * gobject_class)
   /**
    * GstNpuLlm:repeat-penalty:
    *
-   * Penalty for tokens seen recently, by llama.cpp's rule (positive
-   * logits divided by it, negative ones multiplied); 1 turns it off.
+   * Penalty for the last 64 tokens of the prompt and answer, by
+   * llama.cpp's rule (positive logits divided by it, negative ones
+   * multiplied); 1 turns it off.
    */
   g_object_class_install_property (gobject_class, PROP_REPEAT_PENALTY,
       g_param_spec_double ("repeat-penalty", "Repeat penalty",
-          "Penalty for tokens seen recently (1 = off)", 0.0, 10.0,
-          DEFAULT_REPEAT_PENALTY, rw_ready));
+          "Penalty for the last 64 tokens (> 1 discourages repeats, 1 = off)",
+          0.0, 10.0, DEFAULT_REPEAT_PENALTY, rw_ready));
   /**
    * GstNpuLlm:seed:
    *
-   * Seed of the sampler: the same seed gives the same text.
+   * Seed of the sampler: the same seed gives the same text.  Greedy
+   * decoding (#GstNpuLlm:temperature 0) draws nothing and ignores it.
    */
   g_object_class_install_property (gobject_class, PROP_SEED,
       g_param_spec_uint64 ("seed", "Seed",
-          "Sampler seed (same seed, same text)", 0, G_MAXUINT64,
-          DEFAULT_SEED, rw_ready));
+          "Sampler seed (same seed, same text; unused when temperature is 0)",
+          0, G_MAXUINT64, DEFAULT_SEED, rw_ready));
 }
 
 /* The KV cache and the compute: fixed once the element is READY. */
@@ -500,7 +502,7 @@ install_answer_properties (GObjectClass * gobject_class)
   g_object_class_install_property (gobject_class, PROP_OUTPUT,
       g_param_spec_enum ("output", "Output",
           "How the answer is cut into buffers", GST_TYPE_NPU_LLM_OUTPUT,
-          DEFAULT_OUTPUT, rw));
+          DEFAULT_OUTPUT, rw | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstNpuLlm:caption-duration:
    *
@@ -517,7 +519,8 @@ install_answer_properties (GObjectClass * gobject_class)
       g_param_spec_uint64 ("caption-duration", "Caption duration",
           "With output=caption, how long each answer stays valid, in ns "
           "(0 = until the next answer; live: twice its delay, at least 1 s)",
-          0, G_MAXINT64, DEFAULT_CAPTION_DURATION, rw));
+          0, G_MAXINT64, DEFAULT_CAPTION_DURATION,
+          rw | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstNpuLlm:stop:
    *
@@ -1323,6 +1326,26 @@ select_tokens (GstNpuLlm * self, MediaItem * m, guint n_embd, GError ** error)
   return TRUE;
 }
 
+/* Rows a tokenizer made for another text model: their width, as its
+ * GstNpuTokensMeta gives it, must be the model's embedding size.  The
+ * size check after mapping cannot see it when the bytes happen to divide
+ * into rows of the model's width (96-wide rows, 64-wide model, an even
+ * number of rows), and the rows would be read as other tokens. */
+static gboolean
+tokens_fit_model (MediaItem * m, guint n_embd, GError ** error)
+{
+  GstNpuTokensMeta *meta = gst_buffer_get_npu_tokens_meta (m->tokens);
+
+  if (!meta || meta->dim == n_embd)
+    return TRUE;
+  g_set_error (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FORMAT,
+      "Tokens do not fit the model: the %s pad's rows are %u wide, the text "
+      "model's embedding size is %u (the vision/audio projector must output "
+      "the text model's embedding size)", GST_PAD_NAME (m->pad), meta->dim,
+      n_embd);
+  return FALSE;
+}
+
 /* Maps a job's media once its producer is done.  Media a producer
  * dropped (its task was cancelled) leaves the job; returns FALSE with
  * @skip set when none is left, or with @error set when a producer failed
@@ -1360,6 +1383,8 @@ map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
       return FALSE;
     }
     if (!select_tokens (self, m, n_embd, error))
+      return FALSE;
+    if (!tokens_fit_model (m, n_embd, error))
       return FALSE;
     if (!gst_buffer_map (m->tokens, &m->map, GST_MAP_READ)) {
       g_set_error (error, GST_STREAM_ERROR, GST_STREAM_ERROR_FAILED,

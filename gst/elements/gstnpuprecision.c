@@ -19,8 +19,9 @@ gst_npu_precision_get_type (void)
   static gsize type = 0;
   static const GEnumValue values[] = {
     {GST_NPU_PRECISION_FAST, "int8 activations, as llama.cpp", "fast"},
-    {GST_NPU_PRECISION_ACCURATE, "about 16-bit activations or more (F32 "
-          "in x86 GEMMs, else int8 and their int8 residual)", "accurate"},
+    {GST_NPU_PRECISION_ACCURATE, "about 16-bit activations or more (int16 "
+          "in AVX-512 GEMMs, F32 in AVX2 GEMMs, else int8 and their int8 "
+          "residual)", "accurate"},
     {0, NULL, NULL}
   };
 

@@ -239,7 +239,8 @@ install_queue_properties (GObjectClass * gobject_class)
    */
   g_object_class_install_property (gobject_class, PROP_MAX_INFLIGHT,
       g_param_spec_uint ("max-inflight", "Max in flight",
-          "Frames being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT, rw));
+          "Frames being encoded at once", 1, 64, DEFAULT_MAX_INFLIGHT,
+          rw | GST_PARAM_MUTABLE_PLAYING));
   /**
    * GstNpuVisionTok:policy:
    *
@@ -251,7 +252,8 @@ install_queue_properties (GObjectClass * gobject_class)
   g_object_class_install_property (gobject_class, PROP_POLICY,
       g_param_spec_enum ("policy", "Policy",
           "What to do with a frame when max-inflight are being encoded",
-          GST_TYPE_NPU_VISION_TOK_POLICY, DEFAULT_POLICY, rw));
+          GST_TYPE_NPU_VISION_TOK_POLICY, DEFAULT_POLICY,
+          rw | GST_PARAM_MUTABLE_PLAYING));
 }
 
 /* Read-only counters. */
@@ -288,7 +290,8 @@ install_statistics_properties (GObjectClass * gobject_class)
    */
   g_object_class_install_property (gobject_class, PROP_FRAMES_DROPPED,
       g_param_spec_uint64 ("frames-dropped", "Frames dropped",
-          "Frames dropped by the drop-newest policy", 0, G_MAXUINT64, 0, ro));
+          "Frames dropped or cancelled by the drop-newest and drop-oldest "
+          "policies", 0, G_MAXUINT64, 0, ro));
   /**
    * GstNpuVisionTok:frames-dmabuf:
    *

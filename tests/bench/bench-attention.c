@@ -50,6 +50,7 @@
 #include "core/npucpu.h"
 #include "core/npufence.h"
 #include "core/npuhugemem.h"
+#include "tests/bench/npubenchtask.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -228,16 +229,9 @@ token_threaded (Cache * c, NpuQueue * queue, guint n_threads, guint depth,
     const float *q, float *scores, float *out)
 {
   ThreadedToken tt = { c, depth, 0, q, scores, out, {0,}, {0,}, 0 };
-  NpuFence *fence = npu_queue_submit (queue, threaded_token_run, &tt, NULL,
-      NULL, 0);
-  GError *error = NULL;
   guint i;
 
-  if (!npu_fence_wait (fence, -1, &error)) {
-    fprintf (stderr, "bench-attention: %s\n", error->message);
-    exit (1);
-  }
-  npu_fence_unref (fence);
+  npu_bench_run_task (queue, threaded_token_run, &tt);
   if (tt.wall < c->best_wall) {
     c->best_wall = tt.wall;
     for (i = 0; i < n_threads; i++) {

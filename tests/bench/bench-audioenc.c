@@ -16,6 +16,8 @@
  */
 #include "core/npuaudioenc.h"
 #include "core/npumatmul.h"
+#include "tests/bench/npubenchstats.h"
+#include "tests/bench/npubenchtask.h"
 #include "tests/tools/npumodelgen.h"
 
 #include <glib/gstdio.h>
@@ -52,14 +54,6 @@ bench_task (NpuTask * task, gpointer user_data, GError ** error)
   return TRUE;
 }
 
-static gint
-cmp_double (gconstpointer a, gconstpointer b)
-{
-  gdouble x = *(const gdouble *) a, y = *(const gdouble *) b;
-
-  return x < y ? -1 : x > y;
-}
-
 int
 main (int argc, char **argv)
 {
@@ -85,7 +79,6 @@ main (int argc, char **argv)
   gchar *tmp = NULL;
   NpuDevice *dev;
   NpuQueue *queue;
-  NpuFence *fence;
   Bench b = { 0, };
   float *mel;
   gsize n_in, i, owned, borrowed, scratch;
@@ -149,12 +142,8 @@ main (int argc, char **argv)
 
   dev = npu_device_new_cpu (threads);
   queue = npu_queue_new (dev, "bench-audioenc");
-  fence = npu_queue_submit (queue, bench_task, &b, NULL, NULL, 0);
-  if (!npu_fence_wait (fence, -1, &error)) {
-    fprintf (stderr, "%s\n", error->message);
-    return 1;
-  }
-  qsort (b.times, runs, sizeof (gdouble), cmp_double);
+  npu_bench_run_task (queue, bench_task, &b);
+  qsort (b.times, runs, sizeof (gdouble), npu_bench_cmp_double);
   npu_audio_enc_get_memory (b.enc, &owned, &borrowed, &scratch);
   /* 10 ms a mel frame */
   audio_s = frames / 100.0;
@@ -172,9 +161,8 @@ main (int argc, char **argv)
   printf ("encode %.1f s of audio, %u threads, matmul %s: best %.1f ms, "
       "median %.1f ms (%d runs), %.1fx real time\n", audio_s,
       npu_device_get_n_threads (dev), npu_matmul_get_isa (), b.times[0],
-      b.times[runs / 2], runs, audio_s * 1000.0 / b.times[0]);
+      npu_bench_median (b.times, runs), runs, audio_s * 1000.0 / b.times[0]);
 
-  npu_fence_unref (fence);
   npu_queue_free (queue);
   npu_device_unref (dev);
   npu_audio_enc_free (b.enc);

@@ -35,6 +35,7 @@
  */
 #include "core/npumatmul.h"
 #include "core/npumatmul-testing.h"
+#include "tests/bench/npubenchtask.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,16 +187,12 @@ static double process_cpu_seconds (void);
 static double
 time_work (NpuQueue * queue, Work * work)
 {
-  gint64 t0 = g_get_monotonic_time ();
   double c0 = process_cpu_seconds ();
-  NpuFence *fence = npu_queue_submit (queue, work_task, work, NULL, NULL, 0);
+  double wall = npu_bench_run_task (queue, work_task, work);
 
-  if (!npu_fence_wait (fence, -1, NULL))
-    g_error ("benchmark task failed");
-  npu_fence_unref (fence);
   if (work->n_threads == 1)
     return process_cpu_seconds () - c0;
-  return (g_get_monotonic_time () - t0) / 1e6;
+  return wall;
 }
 
 static double

@@ -67,6 +67,8 @@
 #include "core/npullm.h"
 #include "core/npumatmul.h"
 #include "core/npumatmul-testing.h"
+#include "tests/bench/npubenchstats.h"
+#include "tests/bench/npubenchtask.h"
 #include "tests/bench/npureadstreams.h"
 #include "tests/tools/npumodelgen.h"
 
@@ -82,7 +84,6 @@
 
 static volatile guint64 read_sink;
 
-static double median (const double *v, guint n);
 
 /* ------------------------------------------------------------------------
  * The read limit: several access patterns, the best one counts
@@ -217,14 +218,7 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
 static double
 time_job (NpuQueue * queue, Job * job)
 {
-  gint64 t0 = g_get_monotonic_time ();
-  NpuFence *fence = npu_queue_submit (queue, job_task, job, NULL, NULL, 0);
-  GError *error = NULL;
-
-  if (!npu_fence_wait (fence, -1, &error))
-    g_error ("benchmark task failed: %s", error->message);
-  npu_fence_unref (fence);
-  return (g_get_monotonic_time () - t0) / 1e6;
+  return npu_bench_run_task (queue, job_task, job);
 }
 
 #define N_STREAM_COUNTS 5
@@ -271,26 +265,6 @@ probe_limit (NpuQueue * queue, guint8 * buf, Range pat[][2])
   return best;
 }
 
-static int
-cmp_double (gconstpointer a, gconstpointer b)
-{
-  double x = *(const double *) a, y = *(const double *) b;
-
-  return x < y ? -1 : x > y;
-}
-
-/* The median of @n values (the mean of the middle two for an even @n) */
-static double
-median (const double *v, guint n)
-{
-  double *c = g_memdup2 (v, n * sizeof (double)), m;
-
-  qsort (c, n, sizeof (double), cmp_double);
-  m = n % 2 ? c[n / 2] : (c[n / 2 - 1] + c[n / 2]) / 2;
-  g_free (c);
-  return m;
-}
-
 /* Decode beside the limit probed around it, one entry per pass */
 typedef struct
 {
@@ -313,8 +287,8 @@ print_beside (const Beside * b, guint passes)
   printf (" of");
   for (p = 0; p < passes; p++)
     printf (" %.2f", b->limit[p]);
-  printf (" GB/s; median %.0f%% (%.0f-%.0f%%)\n", 100.0 * median (b->share,
-          passes), 100.0 * lo, 100.0 * hi);
+  printf (" GB/s; median %.0f%% (%.0f-%.0f%%)\n",
+      100.0 * npu_bench_median (b->share, passes), 100.0 * lo, 100.0 * hi);
 }
 
 /* --alternate: each stream count's median time a token, over every pass,
@@ -322,13 +296,13 @@ print_beside (const Beside * b, guint passes)
 static void
 print_alternating (GArray ** ms, const guint * streams, guint n, guint every)
 {
-  double first = median ((double *) ms[0]->data, ms[0]->len);
+  double first = npu_bench_median ((double *) ms[0]->data, ms[0]->len);
   guint s;
 
   printf ("      GEMV streams alternating every %u tokens, median ms a "
       "token:", every);
   for (s = 0; s < n; s++) {
-    double m = median ((double *) ms[s]->data, ms[s]->len);
+    double m = npu_bench_median ((double *) ms[s]->data, ms[s]->len);
 
     printf (" %u: %.3f", streams[s], m);
     if (s > 0)

@@ -20,6 +20,7 @@
  *   NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
 #include "core/npumatmul.h"
+#include "tests/bench/npubenchtask.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -135,13 +136,7 @@ work_task (NpuTask * task, gpointer user_data, GError ** error)
 static double
 time_work (NpuQueue * queue, Work * work)
 {
-  gint64 t0 = g_get_monotonic_time ();
-  NpuFence *fence = npu_queue_submit (queue, work_task, work, NULL, NULL, 0);
-
-  if (!npu_fence_wait (fence, -1, NULL))
-    g_error ("benchmark task failed");
-  npu_fence_unref (fence);
-  return (g_get_monotonic_time () - t0) / 1e6;
+  return npu_bench_run_task (queue, work_task, work);
 }
 
 static guint64 rng_state = 0x9E3779B97F4A7C15ULL;

@@ -22,6 +22,7 @@
 #include "core/npumatmul-testing.h"
 #include "core/npuvisionprep.h"
 #include "core/npuvit.h"
+#include "tests/bench/npubenchtask.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,14 +72,7 @@ frame_task (NpuTask * task, gpointer user_data, GError ** error)
 static double
 run_frame (NpuQueue * queue, Frame * f)
 {
-  gint64 t0 = g_get_monotonic_time ();
-  GError *error = NULL;
-  NpuFence *fence = npu_queue_submit (queue, frame_task, f, NULL, NULL, 0);
-
-  if (!npu_fence_wait (fence, -1, &error))
-    g_error ("frame failed: %s", error ? error->message : "?");
-  npu_fence_unref (fence);
-  return (g_get_monotonic_time () - t0) / 1e6;
+  return npu_bench_run_task (queue, frame_task, f);
 }
 
 int

@@ -11,6 +11,7 @@
  * Usage: bench-visionprep [threads (default: one per CPU)] [frames (200)]
  */
 #include "core/npuvisionprep.h"
+#include "tests/bench/npubenchtask.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,17 +49,17 @@ time_frames (Job * job, NpuQueue * queue, guint passes)
   guint p;
 
   for (p = 0; p < passes; p++) {
-    gint64 t0 = g_get_monotonic_time ();
+    double seconds;
 
     if (queue) {
-      NpuFence *fence = npu_queue_submit (queue, job_func, job, NULL, NULL, 0);
-
-      npu_fence_wait (fence, -1, NULL);
-      npu_fence_unref (fence);
+      seconds = npu_bench_run_task (queue, job_func, job);
     } else {
+      gint64 t0 = g_get_monotonic_time ();
+
       job_func (NULL, job, NULL);
+      seconds = (g_get_monotonic_time () - t0) / 1e6;
     }
-    best = MIN (best, (g_get_monotonic_time () - t0) / 1e6 / job->frames);
+    best = MIN (best, seconds / job->frames);
   }
   return best;
 }

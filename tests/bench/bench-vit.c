@@ -23,6 +23,8 @@
 #include "core/npuvit.h"
 #include "core/npumatmul.h"
 #include "core/npumatmul-testing.h"
+#include "tests/bench/npubenchstats.h"
+#include "tests/bench/npubenchtask.h"
 #include "tests/tools/npumodelgen.h"
 
 #include <glib/gstdio.h>
@@ -86,14 +88,6 @@ bench_task (NpuTask * task, gpointer user_data, GError ** error)
   return TRUE;
 }
 
-static gint
-cmp_double (gconstpointer a, gconstpointer b)
-{
-  gdouble x = *(const gdouble *) a, y = *(const gdouble *) b;
-
-  return x < y ? -1 : x > y;
-}
-
 int
 main (int argc, char **argv)
 {
@@ -114,12 +108,11 @@ main (int argc, char **argv)
   gchar *tmp = NULL;
   NpuDevice *dev;
   NpuQueue *queue;
-  NpuFence *fence;
   Bench b = { 0, };
   float *patches;
   gsize n_in, i, owned, borrowed, scratch;
   gint64 t0;
-  gdouble load_ms;
+  gdouble load_ms, med_wall[N_VARIANTS], med_cpu[N_VARIANTS];
 
   g_option_context_add_main_entries (ctx, entries, NULL);
   if (!g_option_context_parse (ctx, &argc, &argv, &error)) {
@@ -171,14 +164,12 @@ main (int argc, char **argv)
 
   dev = npu_device_new_cpu (threads);
   queue = npu_queue_new (dev, "bench-vit");
-  fence = npu_queue_submit (queue, bench_task, &b, NULL, NULL, 0);
-  if (!npu_fence_wait (fence, -1, &error)) {
-    fprintf (stderr, "%s\n", error->message);
-    return 1;
-  }
+  npu_bench_run_task (queue, bench_task, &b);
   for (i = 0; i < N_VARIANTS; i++) {
-    qsort (b.times[i], runs, sizeof (gdouble), cmp_double);
-    qsort (b.cpu[i], runs, sizeof (gdouble), cmp_double);
+    qsort (b.times[i], runs, sizeof (gdouble), npu_bench_cmp_double);
+    qsort (b.cpu[i], runs, sizeof (gdouble), npu_bench_cmp_double);
+    med_wall[i] = npu_bench_median (b.times[i], runs);
+    med_cpu[i] = npu_bench_median (b.cpu[i], runs);
   }
   npu_vit_get_memory (b.vit, &owned, &borrowed, &scratch);
 
@@ -196,24 +187,18 @@ main (int argc, char **argv)
         npu_device_get_n_threads (dev), npu_matmul_get_isa (),
         i % 2 || i == 4 ? "accurate" : "fast",
         i == 4 ? "F32 panels" : i < 2 ? "panels" : "tiles ",
-        b.times[i][0], b.times[i][runs / 2], runs, b.cpu[i][0],
-        b.cpu[i][runs / 2]);
+        b.times[i][0], med_wall[i], runs, b.cpu[i][0], med_cpu[i]);
   printf ("accurate / fast (panels): %.2f (best), %.2f (median)\n",
-      b.times[1][0] / b.times[0][0], b.times[1][runs / 2] /
-      b.times[0][runs / 2]);
+      b.times[1][0] / b.times[0][0], med_wall[1] / med_wall[0]);
   printf ("accurate / fast (panels), CPU time: %.2f (best), %.2f (median)\n",
-      b.cpu[1][0] / b.cpu[0][0], b.cpu[1][runs / 2] / b.cpu[0][runs / 2]);
+      b.cpu[1][0] / b.cpu[0][0], med_cpu[1] / med_cpu[0]);
   printf ("accurate (panels) / fast (tiles): %.2f (best), %.2f (median)\n",
-      b.times[1][0] / b.times[2][0], b.times[1][runs / 2] /
-      b.times[2][runs / 2]);
+      b.times[1][0] / b.times[2][0], med_wall[1] / med_wall[2]);
   printf ("accurate, F32 panels / fast (panels), CPU time: %.2f (best), "
-      "%.2f (median)\n", b.cpu[4][0] / b.cpu[0][0], b.cpu[4][runs / 2] /
-      b.cpu[0][runs / 2]);
+      "%.2f (median)\n", b.cpu[4][0] / b.cpu[0][0], med_cpu[4] / med_cpu[0]);
   printf ("fast, tiles / panels: %.2f (best), %.2f (median)\n",
-      b.times[2][0] / b.times[0][0], b.times[2][runs / 2] /
-      b.times[0][runs / 2]);
+      b.times[2][0] / b.times[0][0], med_wall[2] / med_wall[0]);
 
-  npu_fence_unref (fence);
   npu_queue_free (queue);
   npu_device_unref (dev);
   npu_vit_free (b.vit);

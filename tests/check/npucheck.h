@@ -153,6 +153,53 @@ npu_check_load_plugins (void)
 }
 
 /* ------------------------------------------------------------------------
+ * How a pipeline ended
+ */
+
+/* Waits up to @timeout for @pipeline's EOS or error.  Returns NULL at
+ * EOS, the error's message (free it) at an error; fails the test when
+ * neither comes. */
+static inline gchar *
+npu_check_wait_end (GstElement * pipeline, GstClockTime timeout)
+{
+  GstMessage *msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
+      timeout, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
+  GError *err = NULL;
+  gchar *text = NULL;
+
+  fail_unless (msg != NULL, "no EOS and no error in %" GST_TIME_FORMAT,
+      GST_TIME_ARGS (timeout));
+  if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
+    gst_message_parse_error (msg, &err, NULL);
+    text = g_strdup (err->message);
+    g_error_free (err);
+  }
+  gst_message_unref (msg);
+  return text;
+}
+
+/* Waits for @pipeline's EOS; an error instead fails the test with its
+ * message. */
+static inline void
+npu_check_wait_eos (GstElement * pipeline, GstClockTime timeout)
+{
+  gchar *text = npu_check_wait_end (pipeline, timeout);
+
+  fail_unless (text == NULL, "an error instead of EOS: %s", text);
+}
+
+/* Waits for an error of @pipeline (EOS instead fails the test) and
+ * returns its message; free it. */
+static inline gchar *
+npu_check_wait_error (GstElement * pipeline, GstClockTime timeout)
+{
+  gchar *text = npu_check_wait_end (pipeline, timeout);
+
+  fail_unless (text != NULL, "EOS instead of an error");
+  return text;
+}
+
+/* ------------------------------------------------------------------------
  * Open file descriptors of this process
  */
 static inline guint

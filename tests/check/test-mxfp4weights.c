@@ -444,6 +444,18 @@ GST_START_TEST (test_errors)
   g_free (desc);
   g_ptr_array_unref (bufs);
 
+  /* Not a model at all (a WAV header): said so, not read as safetensors
+   * with an absurd header length. */
+  fail_unless (g_file_set_contents (bad, "RIFF$\x10\0\0WAVEfmt \x10\0\0\0",
+          20, NULL));
+  desc = g_strdup_printf ("mxfp4weights location=%s ! fakesink", bad);
+  bufs = run_pipeline (desc, &msg, NULL);
+  fail_unless (msg && strstr (msg, "bad.gguf: neither GGUF") &&
+      strstr (msg, "nor safetensors"), "%s", msg);
+  g_free (msg);
+  g_free (desc);
+  g_ptr_array_unref (bufs);
+
   bufs = run_pipeline ("mxfp4weights ! fakesink", &msg, NULL);
   fail_unless (msg && strstr (msg, "No model file"), "%s", msg);
   g_free (msg);

@@ -692,7 +692,6 @@ GST_START_TEST (test_audiotestsrc_npu_memory)
       "chunk-duration=500000000 n-threads=1 ! fakesink", audio_path);
   GstElement *pipeline = gst_parse_launch (desc, NULL), *tok;
   GstPad *pad;
-  GstMessage *msg;
   MemoryProbe probe = { 0, 0, npu_input_watch_start () };
   guint64 copied, processed;
 
@@ -702,10 +701,7 @@ GST_START_TEST (test_audiotestsrc_npu_memory)
   gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, count_npu_memory,
       &probe, NULL);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      30 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 30 * GST_SECOND);
   g_object_get (tok, "bytes-copied", &copied, "chunks-processed",
       &processed, NULL);
   /* every buffer audiotestsrc made was NPU memory, read where it was */
@@ -891,17 +887,13 @@ run_pipeline (const gchar * desc)
 {
   GstElement *pipeline = gst_parse_launch (desc, NULL), *sink;
   GByteArray *bytes = g_byte_array_new ();
-  GstMessage *msg;
 
   fail_unless (pipeline != NULL);
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "out");
   g_object_set (sink, "signal-handoffs", TRUE, NULL);
   g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), bytes);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (sink);
   gst_object_unref (pipeline);
@@ -981,7 +973,6 @@ answer_pipeline (gboolean with_video, Answer * a)
       "height=64 ! npuvisiontok model=" : "", with_video ? vision_path : "",
       with_video ? " ! llm.vision" : "", text_path);
   GstElement *pipeline = gst_parse_launch (desc, NULL), *sink;
-  GstMessage *msg;
 
   fail_unless (pipeline != NULL, "%s", desc);
   g_mutex_init (&a->lock);
@@ -991,10 +982,7 @@ answer_pipeline (gboolean with_video, Answer * a)
   sink = gst_bin_get_by_name (GST_BIN (pipeline), "out");
   g_signal_connect (sink, "handoff", G_CALLBACK (on_text), a);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      120 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 120 * GST_SECOND);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (sink);
   gst_object_unref (pipeline);
@@ -1032,18 +1020,10 @@ run_expect_error (const gchar * model)
   gchar *desc = g_strdup_printf ("audiotestsrc num-buffers=5 ! npuaudiotok "
       "model=\"%s\" ! fakesink", model);
   GstElement *pipeline = gst_parse_launch (desc, NULL);
-  GstMessage *msg;
-  GError *error = NULL;
   gchar *text;
 
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      30 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR);
-  gst_message_parse_error (msg, &error, NULL);
-  text = g_strdup (error->message);
-  g_error_free (error);
-  gst_message_unref (msg);
+  text = npu_check_wait_error (pipeline, 30 * GST_SECOND);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (pipeline);
   g_free (desc);

@@ -529,7 +529,6 @@ GST_START_TEST (test_text_pad_answers_each)
   GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
   const gchar *qs[] = { "first question", "second one" };
   Collected c = { g_string_new (NULL), 0, 0, NULL };
-  GstMessage *msg;
   GstFlowReturn flow;
   guint i;
 
@@ -543,10 +542,7 @@ GST_START_TEST (test_text_pad_answers_each)
     gst_buffer_unref (buf);
   }
   g_signal_emit_by_name (src, "end-of-stream", &flow);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
   fail_unless_equals_string (c.text->str, want);
   /* Stamped with the PTS of the text it answers. */
   fail_unless_equals_uint64 (c.first_pts, GST_SECOND);
@@ -720,10 +716,7 @@ GST_START_TEST (test_vision_tokens_spliced)
   npu_input_watch_add_buffer (watch, buf);
   g_signal_emit_by_name (src, "push-buffer", buf, &flow);
   g_signal_emit_by_name (src, "end-of-stream", &flow);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
   fail_unless_equals_string (c.text->str, want);
   fail_unless_equals_uint64 (c.first_pts, 3 * GST_SECOND);
   fail_unless_equals_int (npu_input_watch_n_reads (watch), 1);
@@ -797,6 +790,80 @@ append_text (GString * text, GstBuffer * buf)
   g_string_append_len (text, (const gchar *) map.data, map.size);
   gst_buffer_unmap (buf, &map);
 }
+
+/* `prompt` may change while playing: each media buffer is asked the
+ * prompt set when it arrived.  The first answer is awaited before the
+ * change, so that the second buffer cannot join the first answer. */
+GST_START_TEST (test_prompt_changed_while_playing)
+{
+  static const gchar *prompts[2] = { "What is this?", "Name the colour." };
+  NpuGguf *g = npu_gguf_open (qwen_path, NULL);
+  NpuLlmHParams hp;
+  GBytes *media;
+  gchar *want[2], *desc, *both;
+  GError *error = NULL;
+  GstElement *pipeline, *src, *sink, *llm;
+  Collected c = { g_string_new (NULL), 0, 0, NULL };
+  GstBuffer *buf;
+  GstFlowReturn flow;
+  guint i, n_answers = 0;
+  gint64 end;
+
+  fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
+  npu_gguf_free (g);
+  media = make_rows (3, hp.n_embd, 5);
+  for (i = 0; i < 2; i++)
+    want[i] = direct_answer (qwen_path, prompts[i], 10, 0, 0, media,
+        hp.n_embd);
+  /* the two prompts must be told apart by their answers */
+  fail_if (g_str_equal (want[0], want[1]), "%s", want[0]);
+
+  desc = g_strdup_printf ("appsrc name=src format=time caps=\"other/tensors,"
+      "format=static,num_tensors=1,types=float32,dimensions=(string)%u:3\" ! "
+      "llm.vision npullm name=llm model=%s prompt=\"%s\" max-tokens=10 ! "
+      "fakesink name=sink", hp.n_embd, qwen_path, prompts[0]);
+  pipeline = gst_parse_launch (desc, &error);
+  fail_unless (pipeline != NULL, "%s", error ? error->message : "");
+  src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  llm = gst_bin_get_by_name (GST_BIN (pipeline), "llm");
+  g_object_set (sink, "signal-handoffs", TRUE, NULL);
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_handoff), &c);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+
+  buf = rows_buffer (media, 0);
+  g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+  gst_buffer_unref (buf);
+  end = g_get_monotonic_time () + 60 * G_USEC_PER_SEC;
+  while (n_answers == 0 && g_get_monotonic_time () < end) {
+    g_usleep (2000);
+    g_object_get (llm, "n-answers", &n_answers, NULL);
+  }
+  fail_unless_equals_int (n_answers, 1);
+
+  g_object_set (llm, "prompt", prompts[1], NULL);
+  buf = rows_buffer (media, GST_SECOND);
+  g_signal_emit_by_name (src, "push-buffer", buf, &flow);
+  gst_buffer_unref (buf);
+  g_signal_emit_by_name (src, "end-of-stream", &flow);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
+  both = g_strconcat (want[0], want[1], NULL);
+  fail_unless_equals_string (c.text->str, both);
+
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  g_string_free (c.text, TRUE);
+  g_free (both);
+  for (i = 0; i < 2; i++)
+    g_free (want[i]);
+  g_bytes_unref (media);
+  gst_object_unref (llm);
+  gst_object_unref (src);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
 
 /* A camera and a microphone: media from two pads that arrive while an
  * answer is being generated join the next answer in PTS order, whatever
@@ -1142,6 +1209,39 @@ GST_START_TEST (test_errors)
   g_free (msg);
   g_free (got);
 
+  /* An mmproj made for a text model 1.5x as wide: the frame's rows are
+   * 96 floats, and an even number of them also divides into 64-wide
+   * rows, so only their width (the tokens meta) shows they do not fit. */
+  {
+    NpuTextModelParams tp;
+    NpuMmprojParams mp;
+    GError *error = NULL;
+    gchar *wide = g_build_filename (tmpdir, "mmproj-wide.gguf", NULL);
+    gchar *want;
+
+    fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_QWEN2,
+            "tiny", &error));
+    fail_unless (npu_model_gen_mmproj_preset (&mp, NPU_MODEL_PROJECTOR_MLP,
+            "tiny", &error));
+    mp.text_dim = tp.dim * 3 / 2;
+    fail_unless (npu_model_gen_write_mmproj (&mp, NULL, wide, NULL, &error),
+        "%s", error ? error->message : "");
+    desc = g_strdup_printf ("videotestsrc num-buffers=1 ! "
+        "video/x-raw,width=64,height=48 ! npuvisiontok model=%s ! "
+        "llm.vision npullm name=llm model=%s max-tokens=4 ! "
+        "fakesink name=sink", wide, qwen_path);
+    got = run (desc, &c, &msg, NULL);
+    want = g_strdup_printf ("the vision pad's rows are %u wide, the text "
+        "model's embedding size is %u", mp.text_dim, tp.dim);
+    fail_unless (msg && strstr (msg, want), "%s", msg);
+    g_free (want);
+    g_free (msg);
+    g_free (got);
+    g_free (desc);
+    g_unlink (wide);
+    g_free (wide);
+  }
+
   /* The test models have heads of 16: no Q8_0 cache (blocks of 32) */
   desc = g_strdup_printf ("npullm model=%s kv-type=q8_0 ! fakesink "
       "name=sink", llama_path);
@@ -1272,7 +1372,6 @@ GST_START_TEST (test_flush_while_generating)
   Collected c = { g_string_new (NULL), 0, 0, NULL };
   GstBuffer *buf;
   GstFlowReturn flow;
-  GstMessage *msg;
   gint n_first = 0;
   gulong handler;
   gint64 deadline = g_get_monotonic_time () + 300 * G_TIME_SPAN_SECOND;
@@ -1310,10 +1409,7 @@ GST_START_TEST (test_flush_while_generating)
   g_signal_emit_by_name (src, "push-buffer", buf, &flow);
   gst_buffer_unref (buf);
   g_signal_emit_by_name (src, "end-of-stream", &flow);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
   fail_unless_equals_string (c.text->str, want);
 
   gst_element_set_state (pipeline, GST_STATE_NULL);
@@ -2194,6 +2290,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_keep_context);
   tcase_add_test (tc, test_vision_tokens_spliced);
   tcase_add_test (tc, test_media_from_two_pads_in_pts_order);
+  tcase_add_test (tc, test_prompt_changed_while_playing);
   tcase_add_test (tc, test_fence_never_signals);
   tcase_add_test (tc, test_media_cancelled_mid_encode_skipped);
   tcase_add_test (tc, test_errors);

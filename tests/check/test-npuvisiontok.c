@@ -587,19 +587,11 @@ GST_START_TEST (test_dma_drm_refusals)
       GstElement *pipeline = gst_parse_launch (desc, NULL);
       GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
       GstBuffer *b = gst_buffer_new_allocate (NULL, 64 * 64 * 4, NULL);
-      GstMessage *m;
-      GError *err = NULL;
 
       gst_element_set_state (pipeline, GST_STATE_PLAYING);
       push (src, b);
       gst_buffer_unref (b);
-      m = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-          60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-      fail_unless (m && GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR);
-      gst_message_parse_error (m, &err, NULL);
-      msg = g_strdup (err->message);
-      g_error_free (err);
-      gst_message_unref (m);
+      msg = npu_check_wait_error (pipeline, 60 * GST_SECOND);
       gst_element_set_state (pipeline, GST_STATE_NULL);
       gst_object_unref (src);
       gst_object_unref (pipeline);
@@ -784,15 +776,11 @@ GST_START_TEST (test_videotestsrc_writes_npu_memory)
       "npuvisiontok name=tok model=%s ! fakesink", mmproj_path);
   GstElement *pipeline = gst_parse_launch (desc, NULL);
   GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
-  GstMessage *msg;
   guint64 processed, copied;
   GstClockTime up, lat1, lat3;
 
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
   g_object_get (tok, "frames-processed", &processed, "bytes-copied", &copied,
       NULL);
   fail_unless_equals_uint64 (processed, 4);
@@ -844,16 +832,12 @@ GST_START_TEST (test_upstream_uses_npu_pool)
   GstElement *pipeline = gst_parse_launch (desc, NULL);
   GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
   GstPad *pad = gst_element_get_static_pad (tok, "sink");
-  GstMessage *msg;
   PoolProbe probe = { 0, npu_input_watch_start () };
 
   gst_pad_add_probe (pad, GST_PAD_PROBE_TYPE_BUFFER, check_npu_memory,
       &probe, NULL);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_EOS);
-  gst_message_unref (msg);
+  npu_check_wait_eos (pipeline, 60 * GST_SECOND);
   fail_unless_equals_int (probe.seen, 3);
   /* I420: three planes a frame */
   npu_input_watch_assert_in_place (probe.watch, 3 * 3);
@@ -1123,19 +1107,11 @@ static gchar *
 run_expect_error (const gchar * desc)
 {
   GstElement *pipeline = gst_parse_launch (desc, NULL);
-  GstMessage *msg;
-  GError *err = NULL;
   gchar *text;
 
   fail_unless (pipeline != NULL);
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-      60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-  fail_unless (msg && GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR);
-  gst_message_parse_error (msg, &err, NULL);
-  text = g_strdup (err->message);
-  g_error_free (err);
-  gst_message_unref (msg);
+  text = npu_check_wait_error (pipeline, 60 * GST_SECOND);
   gst_element_set_state (pipeline, GST_STATE_NULL);
   gst_object_unref (pipeline);
   return text;
@@ -1165,20 +1141,13 @@ GST_START_TEST (test_bad_models_and_frames)
     GstElement *pipeline = gst_parse_launch (desc, NULL);
     GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
     GstBuffer *b = gst_buffer_new_allocate (NULL, 100, NULL);
-    GstMessage *m;
-    GError *err = NULL;
 
     gst_element_set_state (pipeline, GST_STATE_PLAYING);
     push (src, b);
     gst_buffer_unref (b);
-    m = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
-        60 * GST_SECOND, GST_MESSAGE_EOS | GST_MESSAGE_ERROR);
-    fail_unless (m && GST_MESSAGE_TYPE (m) == GST_MESSAGE_ERROR);
-    gst_message_parse_error (m, &err, NULL);
-    fail_unless (strstr (err->message, "smaller than its caps"), "%s",
-        err->message);
-    g_error_free (err);
-    gst_message_unref (m);
+    msg = npu_check_wait_error (pipeline, 60 * GST_SECOND);
+    fail_unless (strstr (msg, "smaller than its caps"), "%s", msg);
+    g_free (msg);
     gst_element_set_state (pipeline, GST_STATE_NULL);
     gst_object_unref (src);
     gst_object_unref (pipeline);

@@ -215,7 +215,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
   guint heads = npu_gguf_get_u32_default (g,
       "clip.audio.attention.head_count", 0);
   guint layers = npu_gguf_get_u32_default (g, "clip.audio.block_count", 0);
-  gsize n = n_frames / 2, hd, i, j, c, l, hh, n_tok, out_dim;
+  gsize n = n_frames / 2, i, c, l, n_tok, out_dim;
   double *c1, *x, *h, *q, *k, *v, *att, *f, *w, *b;
   gfloat eps32;
   double eps;
@@ -227,8 +227,6 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
           "clip.audio.attention.layer_norm_epsilon", &eps32, NULL));
   eps = eps32;
   g_assert_cmpuint (n_frames % 2, ==, 0);
-  hd = dim / heads;
-
   /* conv1, conv2 (stride 2), channel major as in PyTorch */
   c1 = g_new (double, dim * n_frames);
   h = g_new (double, dim * n);
@@ -286,32 +284,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
     npu_ref_linear (h, n, dim, wq, dim, bq, q8, q);
     npu_ref_linear (h, n, dim, wk, dim, NULL, q8, k);
     npu_ref_linear (h, n, dim, wv, dim, bv, q8, v);
-    for (hh = 0; hh < heads; hh++) {
-      double *s = g_new (double, n);
-
-      for (i = 0; i < n; i++) {
-        double mx_s = -INFINITY, sum = 0.0;
-
-        for (j = 0; j < n; j++) {
-          double dot = 0.0;
-
-          for (c = 0; c < hd; c++)
-            dot += q[i * dim + hh * hd + c] * k[j * dim + hh * hd + c];
-          s[j] = dot / sqrt ((double) hd);
-          mx_s = MAX (mx_s, s[j]);
-        }
-        for (j = 0; j < n; j++)
-          sum += (s[j] = exp (s[j] - mx_s));
-        for (c = 0; c < hd; c++) {
-          double o = 0.0;
-
-          for (j = 0; j < n; j++)
-            o += s[j] / sum * v[j * dim + hh * hd + c];
-          att[i * dim + hh * hd + c] = o;
-        }
-      }
-      g_free (s);
-    }
+    npu_ref_attention (q, k, v, n, dim, heads, att);
     npu_ref_linear (att, n, dim, wo, dim, bo, q8, h);
     for (i = 0; i < n * dim; i++)
       x[i] += h[i];

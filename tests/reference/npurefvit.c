@@ -146,6 +146,39 @@ npu_ref_linear (const double *x, gsize n, gsize k, const double *w, gsize rows,
   g_free (xr);
 }
 
+void
+npu_ref_attention (const double *q, const double *k, const double *v,
+    gsize n, gsize dim, guint heads, double *att)
+{
+  gsize hd = dim / heads, i, j, c, hh;
+  double *s = g_new (double, n);
+
+  for (hh = 0; hh < heads; hh++) {
+    for (i = 0; i < n; i++) {
+      double mx = -INFINITY, sum = 0.0;
+
+      for (j = 0; j < n; j++) {
+        double dot = 0.0;
+
+        for (c = 0; c < hd; c++)
+          dot += q[i * dim + hh * hd + c] * k[j * dim + hh * hd + c];
+        s[j] = dot / sqrt ((double) hd);
+        mx = MAX (mx, s[j]);
+      }
+      for (j = 0; j < n; j++)
+        sum += (s[j] = exp (s[j] - mx));
+      for (c = 0; c < hd; c++) {
+        double o = 0.0;
+
+        for (j = 0; j < n; j++)
+          o += s[j] / sum * v[j * dim + hh * hd + c];
+        att[i * dim + hh * hd + c] = o;
+      }
+    }
+  }
+  g_free (s);
+}
+
 static void
 ref_layernorm (double *x, gsize n, gsize dim, const double *w,
     const double *b, double eps, double *y)
@@ -254,7 +287,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     gboolean q8, double *out)
 {
   RefParams p;
-  gsize n, dim, K, i, j, c, l, hh;
+  gsize n, dim, K, i, c, l;
   double *x, *h, *q, *k, *v, *att, *f, *tmp, *wp, *bp, *pos;
   gboolean patch_mx;
   NpuTensorView pv;
@@ -300,7 +333,6 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     gchar nm[64];
     double *w1, *b1, *w2, *b2;
     double *wq, *bq, *wk, *bk, *wv, *bv, *wo, *bo;
-    gsize hd = dim / p.heads;
     NpuTensorView fv;
     gboolean swapped;
     const gchar *fc1, *fc2;
@@ -323,33 +355,7 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     npu_ref_linear (h, n, dim, wq, dim, bq, q8, q);
     npu_ref_linear (h, n, dim, wk, dim, bk, q8, k);
     npu_ref_linear (h, n, dim, wv, dim, bv, q8, v);
-    /* softmax (q k^T / sqrt (hd)) v per head */
-    for (hh = 0; hh < p.heads; hh++) {
-      double *s = g_new (double, n);
-
-      for (i = 0; i < n; i++) {
-        double mx = -INFINITY, sum = 0.0;
-
-        for (j = 0; j < n; j++) {
-          double dot = 0.0;
-
-          for (c = 0; c < hd; c++)
-            dot += q[i * dim + hh * hd + c] * k[j * dim + hh * hd + c];
-          s[j] = dot / sqrt ((double) hd);
-          mx = MAX (mx, s[j]);
-        }
-        for (j = 0; j < n; j++)
-          sum += (s[j] = exp (s[j] - mx));
-        for (c = 0; c < hd; c++) {
-          double o = 0.0;
-
-          for (j = 0; j < n; j++)
-            o += s[j] / sum * v[j * dim + hh * hd + c];
-          att[i * dim + hh * hd + c] = o;
-        }
-      }
-      g_free (s);
-    }
+    npu_ref_attention (q, k, v, n, dim, p.heads, att);
     npu_ref_linear (att, n, dim, wo, dim, bo, q8, h);
     for (i = 0; i < n * dim; i++)
       x[i] += h[i];

@@ -30,6 +30,12 @@ void npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
 void npu_ref_linear (const double *x, gsize n, gsize k, const double *w,
     gsize rows, const double *b, gboolean q8, double *y);
 
+/* att[@n][@dim] = softmax (q k^T / sqrt (hd)) v for each of @heads heads
+ * of hd = @dim / @heads columns, every row attending to every row (no
+ * mask), in double.  The encoders' references share it. */
+void npu_ref_attention (const double *q, const double *k, const double *v,
+    gsize n, gsize dim, guint heads, double *att);
+
 /* max |y - ref| / rms (ref) over @n values, in @err: how the vision tests
  * measure an output against its reference.  FALSE if a value of @y is not
  * finite or @ref is all zero (nothing to measure against). */

@@ -29,6 +29,7 @@
 #include "core/npuattention.h"
 #include "core/npucpu.h"
 #include "tests/npucompare.h"
+#include "tests/unit/npulesserisas.h"
 #include "core/npumxfp4.h"
 
 #include <math.h>
@@ -635,30 +636,21 @@ test_q8_0_encode (void)
   g_rand_free (rand);
 }
 
-/* The other levels' copies (the tests above ran the best one): the cap
- * of NPU_CPU_ISA, set from here, picks the copy. */
+/* The tests each lesser level's copy of the kernels runs */
+static void
+test_at_one_level (void)
+{
+  test_shapes ();
+  test_packed ();
+  test_tiled ();
+  test_nan ();
+}
+
+/* The other levels' copies (the tests above ran the best one) */
 static void
 test_lesser_isas (void)
 {
-  NpuCpuIsa best = npu_cpu_get_isa (), isa;
-  guint n = 0;
-
-  for (isa = NPU_CPU_ISA_SCALAR; isa < NPU_CPU_N_ISAS; isa++) {
-    /* refused where the CPU lacks the level */
-    if (isa == best || !npu_cpu_set_isa (npu_cpu_isa_name (isa)))
-      continue;
-    g_assert_cmpint (npu_cpu_get_isa (), ==, isa);
-    g_test_message ("attention at level %s", npu_cpu_isa_name (isa));
-    test_shapes ();
-    test_packed ();
-    test_tiled ();
-    test_nan ();
-    n++;
-  }
-  g_assert_true (npu_cpu_set_isa (NULL));
-  g_assert_cmpint (npu_cpu_get_isa (), ==, best);
-  /* scalar is always a lesser level, unless it is the only one */
-  g_assert_true (n >= 1 || best == NPU_CPU_ISA_SCALAR);
+  npu_test_at_lesser_isas (test_at_one_level);
 }
 
 int

@@ -15,6 +15,7 @@
 #include "core/npuvecmath.h"
 #include "core/npucpu.h"
 #include "tests/npucompare.h"
+#include "tests/unit/npulesserisas.h"
 
 #include <float.h>
 #include <math.h>
@@ -221,25 +222,20 @@ test_norm (void)
   g_rand_free (rand);
 }
 
+/* The tests each lesser level's copy of the kernels runs */
+static void
+test_at_one_level (void)
+{
+  test_silu_random ();
+  test_silu_edges ();
+  test_norm ();
+}
+
 /* The other levels' copies (the tests above ran the best one) */
 static void
 test_lesser_isas (void)
 {
-  NpuCpuIsa best = npu_cpu_get_isa (), isa;
-  guint n = 0;
-
-  for (isa = NPU_CPU_ISA_SCALAR; isa < NPU_CPU_N_ISAS; isa++) {
-    if (isa == best || !npu_cpu_set_isa (npu_cpu_isa_name (isa)))
-      continue;
-    g_assert_cmpint (npu_cpu_get_isa (), ==, isa);
-    test_silu_random ();
-    test_silu_edges ();
-    test_norm ();
-    n++;
-  }
-  g_assert_true (npu_cpu_set_isa (NULL));
-  g_assert_cmpint (npu_cpu_get_isa (), ==, best);
-  g_assert_true (n >= 1 || best == NPU_CPU_ISA_SCALAR);
+  npu_test_at_lesser_isas (test_at_one_level);
 }
 
 int

@@ -50,10 +50,15 @@
  * the one-token GEMV reading its rows as S1, then S2, ... sequential
  * streams (npu_matmul_set_gemv_streams(), avx512; default: the library's
  * choice, 8 on one thread and 4 each on more), printed side by side.
- * --alternate N: the stream counts of --gemv-streams take turns every N
- * tokens inside each decode run instead of each having runs of its own,
- * and each token is timed; the medians of each count's tokens are
- * printed, with their ratio to the first count's.  Variants that share
+ * --alternate N: what a list gives takes turns every N tokens inside one
+ * decode run instead of each having runs of its own, and each token is
+ * timed.  The stream counts of --gemv-streams share one context; the
+ * depths of --depth each have a context of their own (the same
+ * parameters; those deeper than 0 prefilled, then truncated to their
+ * depth), each decoding --decode tokens, so --depth 0,2048 --alternate 4
+ * decodes four tokens with an empty cache, four at depth 2048, and so on.
+ * Each lane's median ms a token over every pass is printed with its ratio
+ * to the first lane's, and that ratio pass by pass.  Variants that share
  * the memory's moments this closely differ by ~0.5 % when they are the
  * same, where whole runs one after the other differ by 10 % or more on a
  * shared machine (docs/kernels.md).
@@ -142,6 +147,19 @@ typedef enum
   JOB_DECODE,
 } JobKind;
 
+/* --alternate: one decode run in which lanes take turns every few tokens;
+ * a lane is a context (one per depth when depths alternate) decoding with
+ * one GEMV stream count, and keeps each of its tokens' time */
+typedef struct
+{
+  NpuLlmContext *ctx;
+  guint64 start;                /* its context's depth when the run begins */
+  guint streams;                /* npu_matmul_set_gemv_streams (), 0: as is */
+  GArray *ms;                   /* each token's ms, every pass */
+  GArray *pass_end;             /* ms->len at the end of each pass */
+  gchar *label;
+} Lane;
+
 typedef struct
 {
   JobKind kind;
@@ -151,11 +169,10 @@ typedef struct
   gsize n;
   guint n_vocab;
   gint32 from_token;            /* >= 0: the first decode step's input */
-  /* --alternate: decode switches between n_alt GEMV stream counts every
-   * alt_every tokens and appends each token's ms to alt_ms[its count] */
-  const guint *alt_streams;
-  guint n_alt, alt_every;
-  GArray **alt_ms;
+  /* --alternate: the n tokens taken by n_lanes lanes in turn, alt_every
+   * tokens at a time */
+  Lane *lanes;
+  guint n_lanes, alt_every;
 } Job;
 
 static gint32
@@ -195,20 +212,24 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
       /* greedy steps, as a stream would run them; after a truncation
        * (no logits) from the first prompt token */
       for (i = 0; i < job->n; i++) {
-        gint32 t = i == 0 && job->from_token >= 0 ? job->from_token :
-            argmax (npu_llm_get_logits (job->ctx), job->n_vocab);
-        guint a = job->n_alt ? i / job->alt_every % job->n_alt : 0;
+        Lane *lane = job->n_lanes ? &job->lanes[i / job->alt_every %
+            job->n_lanes] : NULL;
+        NpuLlmContext *ctx = lane ? lane->ctx : job->ctx;
+        gboolean first = lane ? npu_llm_context_get_n_past (ctx) ==
+            lane->start : i == 0;
+        gint32 t = first && job->from_token >= 0 ? job->from_token :
+            argmax (npu_llm_get_logits (ctx), job->n_vocab);
         gint64 t0;
 
-        if (job->n_alt)
-          npu_matmul_set_gemv_streams (job->alt_streams[a]);
+        if (lane && lane->streams)
+          npu_matmul_set_gemv_streams (lane->streams);
         t0 = g_get_monotonic_time ();
-        if (!npu_llm_eval_tokens (job->ctx, task, &t, 1, error))
+        if (!npu_llm_eval_tokens (ctx, task, &t, 1, error))
           return FALSE;
-        if (job->n_alt) {
+        if (lane) {
           double ms = (g_get_monotonic_time () - t0) / 1e3;
 
-          g_array_append_val (job->alt_ms[a], ms);
+          g_array_append_val (lane->ms, ms);
         }
       }
       return TRUE;
@@ -226,6 +247,7 @@ static const guint stream_counts[N_STREAM_COUNTS] = { 1, 2, 4, 8, 16 };
 
 #define MAX_CFG 16
 #define MAX_DEPTHS 4
+#define MAX_LANES (MAX_DEPTHS * 4)
 
 typedef struct
 {
@@ -291,24 +313,41 @@ print_beside (const Beside * b, guint passes)
       100.0 * npu_bench_median (b->share, passes), 100.0 * lo, 100.0 * hi);
 }
 
-/* --alternate: each stream count's median time a token, over every pass,
- * and its ratio to the first count's */
+/* --alternate: each lane's median ms a token over every pass, with its
+ * ratio to the first lane's (for a depth against depth 0, also as the
+ * change in tokens per second); then that ratio pass by pass, from each
+ * pass's own medians, which is the spread of the comparison in this run */
 static void
-print_alternating (GArray ** ms, const guint * streams, guint n, guint every)
+print_lanes (const Lane * lanes, guint n_lanes, guint every, guint passes)
 {
-  double first = npu_bench_median ((double *) ms[0]->data, ms[0]->len);
-  guint s;
+  double first =
+      npu_bench_median ((double *) lanes[0].ms->data, lanes[0].ms->len);
+  guint l, p;
 
-  printf ("      GEMV streams alternating every %u tokens, median ms a "
-      "token:", every);
-  for (s = 0; s < n; s++) {
-    double m = npu_bench_median ((double *) ms[s]->data, ms[s]->len);
+  printf ("      alternating every %u tokens, median ms a token:", every);
+  for (l = 0; l < n_lanes; l++) {
+    double m =
+        npu_bench_median ((double *) lanes[l].ms->data, lanes[l].ms->len);
 
-    printf (" %u: %.3f", streams[s], m);
-    if (s > 0)
-      printf (" (%.3f x)", m / first);
+    printf ("%s %s: %.3f", l ? "," : "", lanes[l].label, m);
+    if (l > 0)
+      printf (" (%.3f x, %+.1f%% tok/s)", m / first, 100.0 * (first / m - 1));
   }
   printf ("\n");
+  for (l = 1; l < n_lanes; l++) {
+    printf ("        %s / %s pass by pass:", lanes[l].label, lanes[0].label);
+    for (p = 0; p < passes; p++) {
+      guint a0 = p ? g_array_index (lanes[0].pass_end, guint, p - 1) : 0;
+      guint b0 = g_array_index (lanes[0].pass_end, guint, p);
+      guint a1 = p ? g_array_index (lanes[l].pass_end, guint, p - 1) : 0;
+      guint b1 = g_array_index (lanes[l].pass_end, guint, p);
+
+      printf (" %.3f", npu_bench_median ((double *) lanes[l].ms->data + a1,
+              b1 - a1) / npu_bench_median ((double *) lanes[0].ms->data + a0,
+              b0 - a0));
+    }
+    printf ("\n");
+  }
 }
 
 /* What a decoded token reads: the weights, and the cache rows at its
@@ -321,6 +360,30 @@ decode_bytes (NpuLlmContext * ctx, guint64 wbytes, guint n_ctx, guint depth,
 
   npu_llm_context_get_stats (ctx, &st);
   return wbytes + (double) st.kv_bytes / n_ctx * (depth + n_decode / 2.0);
+}
+
+/* The prefill of @ctx from empty, timed into @pf; with @reuse, then the
+ * next answer's: the shared prefix kept, the rest again (its tokens per
+ * second into @ttft, so that best is the shortest time) */
+static void
+time_prefill (NpuQueue * queue, Job * job, NpuLlmContext * ctx,
+    guint n_prefill, guint reuse, Range * pf, Range * ttft)
+{
+  const gint32 *prompt = job->tokens;
+
+  npu_llm_context_reset (ctx);
+  job->kind = JOB_PREFILL;
+  job->ctx = ctx;
+  job->n = n_prefill;
+  range_add (pf, n_prefill / time_job (queue, job));
+  if (!reuse)
+    return;
+  if (!npu_llm_context_truncate (ctx, reuse))
+    g_error ("cannot go back to %u tokens", reuse);
+  job->tokens = prompt + reuse;
+  job->n = n_prefill - reuse;
+  range_add (ttft, 1 / time_job (queue, job));
+  job->tokens = prompt;
 }
 
 static gboolean
@@ -364,6 +427,8 @@ main (int argc, char **argv)
   guint streams[4] = { 8 }, n_streams = 0, alternate = 0;
   /* configurations of stream counts: one if they alternate inside runs */
   guint n_scfg;
+  /* --alternate: what takes turns inside a decode run */
+  gboolean alt_streams, alt_depths;
 
   /* line by line through a pipe (bench.sh tees it): a long run shows
    * how far it got */
@@ -450,13 +515,23 @@ main (int argc, char **argv)
   /* without --gemv-streams: the library's default, untouched */
   if (n_streams == 0)
     streams[n_streams++] = 0;
-  if (alternate && (n_streams < 2 || n_decode < alternate * n_streams))
-    g_error ("--alternate %u needs --gemv-streams with 2 or more counts and "
-        "--decode of at least %u", alternate, alternate * MAX (n_streams, 2));
-  n_scfg = alternate ? 1 : n_streams;
   /* without --depth: decode goes on from the prefill */
   if (n_depths == 0)
     depths[n_depths++] = n_prefill;
+  alt_streams = alternate && n_streams >= 2;
+  alt_depths = alternate && n_depths >= 2;
+  if (alternate && !alt_streams && !alt_depths)
+    g_error ("--alternate %u needs two or more --gemv-streams counts or "
+        "--depth values", alternate);
+  /* every lane its turns, and (depths, one context each) every context
+   * exactly --decode tokens */
+  if (alternate && (n_decode < alternate * (alt_streams ? n_streams : 1) ||
+          (alt_depths && n_decode % (alternate * (alt_streams ? n_streams :
+                      1)))))
+    g_error ("--alternate %u: --decode %u must be at least %u%s", alternate,
+        n_decode, alternate * (alt_streams ? n_streams : 1),
+        alt_depths ? " and a multiple of it" : "");
+  n_scfg = alt_streams ? 1 : n_streams;
   for (d = 0; d < n_depths; d++) {
     if (depths[d] > n_prefill)
       g_error ("--depth %u is deeper than the prefill (%u)", depths[d],
@@ -522,12 +597,18 @@ main (int argc, char **argv)
     NpuDevice *device = npu_device_new_cpu (thread_counts[ti]);
     NpuQueue *queue = npu_queue_new (device, "bench-llm");
     NpuLlmContextParams cp;
-    NpuLlmContext *ctxs[MAX_CFG];
+    /* one context a configuration, one a depth when depths alternate */
+    NpuLlmContext *ctxs[MAX_CFG][MAX_DEPTHS];
+    guint n_cctx = alt_depths ? n_depths : 1, c;
     Range pat[N_STREAM_COUNTS][2], pf[MAX_CFG], dec[MAX_CFG][MAX_DEPTHS];
     Range ttft[MAX_CFG];
     Range limit = { 0, G_MAXDOUBLE };
     Beside beside[MAX_CFG][MAX_DEPTHS];
-    GArray *alt_ms[MAX_CFG][MAX_DEPTHS][G_N_ELEMENTS (streams)];
+    /* --alternate: a decode run's lanes; depths alternating take one run
+     * a configuration ([k][0]), stream counts alone one a depth */
+    Lane lanes[MAX_CFG][MAX_DEPTHS][MAX_LANES];
+    guint ns = alt_streams ? n_streams : 1;
+    guint n_lanes = (alt_depths ? n_depths : 1) * ns, l;
     guint best_s = 0, best_p = 0, pass, s, pre;
     Job job;
 
@@ -541,27 +622,48 @@ main (int argc, char **argv)
       cp.n_batch = MIN (n_prefill, 256u);
       cp.kv_type = kv_types[k / (n_prec * n_scfg)];
       cp.precision = precs[k / n_scfg % n_prec];
-      ctxs[k] = npu_llm_context_new (model, &cp, &error);
-      if (!ctxs[k])
-        g_error ("%s", error->message);
+      for (c = 0; c < n_cctx; c++) {
+        ctxs[k][c] = npu_llm_context_new (model, &cp, &error);
+        if (!ctxs[k][c])
+          g_error ("%s", error->message);
+      }
       pf[k] = (Range) { 0, G_MAXDOUBLE };
       ttft[k] = (Range) { 0, G_MAXDOUBLE };
       for (d = 0; d < n_depths; d++) {
         dec[k][d] = (Range) { 0, G_MAXDOUBLE };
         beside[k][d].share = g_new0 (double, passes);
         beside[k][d].limit = g_new0 (double, passes);
-        for (s = 0; s < n_streams; s++)
-          alt_ms[k][d][s] = g_array_new (FALSE, FALSE, sizeof (double));
       }
+      for (d = 0; alternate && d < (alt_depths ? 1 : n_depths); d++)
+        for (l = 0; l < n_lanes; l++) {
+          Lane *lane = &lanes[k][d][l];
+          /* depths alternating: lane l decodes at depth l / ns */
+          guint ld = alt_depths ? l / ns : d;
+
+          lane->ctx = ctxs[k][alt_depths ? ld : 0];
+          lane->start = depths[ld];
+          lane->streams = alt_streams ? streams[l % ns] : 0;
+          lane->ms = g_array_new (FALSE, FALSE, sizeof (double));
+          lane->pass_end = g_array_new (FALSE, FALSE, sizeof (guint));
+          if (alt_depths && alt_streams)
+            lane->label = g_strdup_printf ("@ %u, %u streams", depths[ld],
+                lane->streams);
+          else if (alt_depths)
+            lane->label = g_strdup_printf ("@ %u", depths[ld]);
+          else
+            lane->label = g_strdup_printf ("%u streams", lane->streams);
+        }
 
       /* warm-up: pages of the mapping, kernels' workspaces */
       memset (&job, 0, sizeof (job));
       job.kind = JOB_PREFILL;
-      job.ctx = ctxs[k];
       job.tokens = prompt;
       job.n = MIN (n_prefill, 64u);
       job.n_vocab = hp->n_vocab;
-      time_job (queue, &job);
+      for (c = 0; c < n_cctx; c++) {
+        job.ctx = ctxs[k][c];
+        time_job (queue, &job);
+      }
     }
 
     for (pass = 0; pass < passes; pass++) {
@@ -571,55 +673,92 @@ main (int argc, char **argv)
         /* the limit now, after the prefill and before the first decode;
          * then again after each decode, which the next one shares */
         double before;
+        guint n_pf = 0;
 
-        if (!alternate && streams[k % n_streams])
+        if (!alt_streams && streams[k % n_streams])
           npu_matmul_set_gemv_streams (streams[k % n_streams]);
-        job.ctx = ctxs[k];
-        npu_llm_context_reset (ctxs[k]);
-        job.kind = JOB_PREFILL;
-        job.n = n_prefill;
-        t = time_job (queue, &job);
-        range_add (&pf[k], n_prefill / t);
-        if (reuse) {
-          /* the next answer: the shared prefix kept, the rest again (its
-           * tokens per second, so that best is the shortest time) */
-          if (!npu_llm_context_truncate (ctxs[k], reuse))
-            g_error ("cannot go back to %u tokens", reuse);
-          job.tokens = prompt + reuse;
-          job.n = n_prefill - reuse;
-          t = time_job (queue, &job);
-          job.tokens = prompt;
-          range_add (&ttft[k], 1 / t);
-        }
+        /* the prefill on each context that decodes deeper than 0, or on
+         * the last if none does; the first also times --reuse */
+        for (c = 0; c < n_cctx; c++)
+          if (n_cctx == 1 || depths[c] > 0 || (c == n_cctx - 1 && !n_pf))
+            time_prefill (queue, &job, ctxs[k][c], n_prefill,
+                n_pf++ ? 0 : reuse, &pf[k], &ttft[k]);
 
         before = probe_limit (queue, buf, pat);
         range_add (&limit, before);
+        if (alt_depths) {
+          double after;
+
+          for (c = 0; c < n_cctx; c++)
+            if (depths[c] == 0)
+              npu_llm_context_reset (ctxs[k][c]);
+            else if (!npu_llm_context_truncate (ctxs[k][c], depths[c]))
+              g_error ("cannot go back to depth %u", depths[c]);
+          job.kind = JOB_DECODE;
+          job.n = n_decode * n_depths;
+          job.from_token = prompt[0];
+          job.lanes = lanes[k][0];
+          job.n_lanes = n_lanes;
+          job.alt_every = alternate;
+          time_job (queue, &job);
+          job.from_token = -1;
+          job.n_lanes = 0;
+          after = probe_limit (queue, buf, pat);
+          range_add (&limit, after);
+          /* each depth's tokens of this pass, over their own time */
+          for (d = 0; d < n_depths; d++) {
+            double ms = 0;
+            guint n_tok = 0;
+
+            for (l = d * ns; l < (d + 1) * ns; l++) {
+              GArray *a = lanes[k][0][l].ms;
+              guint from = pass ? g_array_index (lanes[k][0][l].pass_end,
+                  guint, pass - 1) : 0;
+
+              for (i = from; i < a->len; i++)
+                ms += g_array_index (a, double, i);
+              n_tok += a->len - from;
+            }
+            range_add (&dec[k][d], n_tok / ms * 1e3);
+            beside[k][d].limit[pass] = MAX (before, after);
+            beside[k][d].share[pass] = n_tok / ms * 1e3 *
+                decode_bytes (ctxs[k][d], wbytes, n_ctx, depths[d],
+                n_decode) / 1e9 / beside[k][d].limit[pass];
+          }
+          for (l = 0; l < n_lanes; l++)
+            g_array_append_val (lanes[k][0][l].pass_end,
+                lanes[k][0][l].ms->len);
+          continue;
+        }
         /* deepest first: truncating only ever goes back */
         for (d = n_depths; d-- > 0;) {
           double after;
 
           if (depths[d] == 0)
-            npu_llm_context_reset (ctxs[k]);
-          else if (!npu_llm_context_truncate (ctxs[k], depths[d]))
+            npu_llm_context_reset (ctxs[k][0]);
+          else if (!npu_llm_context_truncate (ctxs[k][0], depths[d]))
             g_error ("cannot go back to depth %u", depths[d]);
           job.kind = JOB_DECODE;
+          job.ctx = ctxs[k][0];
           job.n = n_decode;
           job.from_token = prompt[0];
-          if (alternate) {
-            job.alt_streams = streams;
-            job.n_alt = n_streams;
+          if (alt_streams) {
+            job.lanes = lanes[k][d];
+            job.n_lanes = n_lanes;
             job.alt_every = alternate;
-            job.alt_ms = alt_ms[k][d];
           }
           t = time_job (queue, &job);
           job.from_token = -1;
-          job.n_alt = 0;
+          job.n_lanes = 0;
+          for (l = 0; alt_streams && l < n_lanes; l++)
+            g_array_append_val (lanes[k][d][l].pass_end,
+                lanes[k][d][l].ms->len);
           range_add (&dec[k][d], n_decode / t);
           after = probe_limit (queue, buf, pat);
           range_add (&limit, after);
           beside[k][d].limit[pass] = MAX (before, after);
           beside[k][d].share[pass] = n_decode / t *
-              decode_bytes (ctxs[k], wbytes, n_ctx, depths[d], n_decode) /
+              decode_bytes (ctxs[k][0], wbytes, n_ctx, depths[d], n_decode) /
               1e9 / beside[k][d].limit[pass];
           before = after;
         }
@@ -652,12 +791,12 @@ main (int argc, char **argv)
       NpuLlmStats st;
       double kv_token;
 
-      npu_llm_context_get_stats (ctxs[k], &st);
+      npu_llm_context_get_stats (ctxs[k][0], &st);
       kv_token = (double) st.kv_bytes / n_ctx;
       printf ("  KV cache %s, precision %s", npu_kv_type_name (kv_types[k /
                   (n_prec * n_scfg)]), precs[k / n_scfg % n_prec] ?
           "accurate" : "fast");
-      if (!alternate && streams[k % n_streams])
+      if (!alt_streams && streams[k % n_streams])
         printf (", GEMV streams %u", streams[k % n_streams]);
       printf (": %.1f KiB a token, %.1f MiB for %u tokens\n",
           kv_token / 1024.0, st.kv_bytes / 1048576.0, n_ctx);
@@ -670,7 +809,7 @@ main (int argc, char **argv)
             1e3 * n_prefill / pf[k].best, 1e3 * n_prefill / pf[k].worst,
             1e3 / ttft[k].best, 1e3 / ttft[k].worst, reuse, n_prefill);
       for (d = 0; d < n_depths; d++) {
-        double bytes = decode_bytes (ctxs[k], wbytes, n_ctx, depths[d],
+        double bytes = decode_bytes (ctxs[k][0], wbytes, n_ctx, depths[d],
             n_decode);
         double roof = limit.best * 1e9 / bytes;
 
@@ -683,14 +822,21 @@ main (int argc, char **argv)
                   dec[k][0].best - 1));
         printf ("\n");
         print_beside (&beside[k][d], passes);
-        if (alternate)
-          print_alternating (alt_ms[k][d], streams, n_streams, alternate);
+        if (alt_streams && !alt_depths)
+          print_lanes (lanes[k][d], n_lanes, alternate, passes);
         g_free (beside[k][d].share);
         g_free (beside[k][d].limit);
-        for (s = 0; s < n_streams; s++)
-          g_array_free (alt_ms[k][d][s], TRUE);
       }
-      npu_llm_context_free (ctxs[k]);
+      if (alt_depths)
+        print_lanes (lanes[k][0], n_lanes, alternate, passes);
+      for (d = 0; alternate && d < (alt_depths ? 1 : n_depths); d++)
+        for (l = 0; l < n_lanes; l++) {
+          g_array_free (lanes[k][d][l].ms, TRUE);
+          g_array_free (lanes[k][d][l].pass_end, TRUE);
+          g_free (lanes[k][d][l].label);
+        }
+      for (c = 0; c < n_cctx; c++)
+        npu_llm_context_free (ctxs[k][c]);
     }
 
     npu_queue_free (queue);

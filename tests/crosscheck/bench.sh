@@ -8,7 +8,11 @@
 #   2. decode at depth 2048 (a long-running stream's context: every token
 #      also reads the KV cache), our three cache types, and the KV cache's
 #      memory: bench-llm --prefill 2048 --depth 0,2048 --kv-type
-#      f32,f16,q8_0 and llama-bench -n 32 -d 2048 (its default F16 cache);
+#      f32,f16,q8_0 --alternate 4 (the two depths decoding turn about in
+#      one run, each with a context of its own: its ratio of the two
+#      depths' medians is the figure to quote, where one run after the
+#      other differs by ~10 %) and llama-bench -n 32 -d 2048 (its default
+#      F16 cache);
 #   3. the time to the first token of a camera loop's second answer, which
 #      reuses the prompt's shared prefix: bench-llm --prefill 256 --reuse
 #      40 and llama-ttft (llama.cpp, the cache cells of the prefix kept as
@@ -68,7 +72,8 @@ run ours-512.txt "$BL" "$MODEL" --passes "$PASSES" --prefill 512 --depth 0 \
     --decode 8
 run llama-short.txt "$LB" -m "$MODEL" -p 64,512 -n 32 -t "1,$N" -r "$PASSES"
 run ours-depth.txt "$BL" "$MODEL" --passes 1 --prefill "$DEPTH" \
-    --depth "0,$DEPTH" --ctx $((DEPTH + 64)) --kv-type f32,f16,q8_0
+    --depth "0,$DEPTH" --ctx $((DEPTH + 64)) --kv-type f32,f16,q8_0 \
+    --alternate 4
 run llama-depth.txt "$LB" -m "$MODEL" -p 0 -n 32 -d "$DEPTH" -t "1,$N" -r 1
 run ours-ttft.txt "$BL" "$MODEL" --passes "$PASSES" --prefill 256 \
     --reuse 40 --decode 1 --ctx 4096

@@ -30,7 +30,7 @@
  *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
  *          [--kv-type f16,f32,q8_0 (f16)] [--precision fast,accurate (fast)]
  *          [--depth D1,D2,... (none)] [--reuse P] [--gemv-streams 1,2,4,8]
- *          [--alternate N]
+ *          [--alternate N] [--alternate-limit N]
  * --depth decodes at each depth in turn after the prefill (the context
  * truncated back to D tokens, D <= the prefill, then N tokens decoded from
  * there, so each figure's tokens sit at D .. D + N): with --prefill 2048
@@ -62,6 +62,18 @@
  * the memory's moments this closely differ by ~0.5 % when they are the
  * same, where whole runs one after the other differ by 10 % or more on a
  * shared machine (docs/kernels.md).
+ * --alternate-limit N: each decode run also reads the limit's best
+ * pattern (the best of this thread count's first probe, on the same
+ * threads, in the probe's parts) between its tokens: N tokens of decode,
+ * then that pattern over as many bytes as those N tokens read (going
+ * round the probe's buffer), then N tokens, and so on, each turn timed.
+ * Decode and the limit then see the same moments of the memory, where
+ * the probes around a run are seconds away from most of its tokens.
+ * Prints the median GB/s of the limit's turns and of decode's (tokens x
+ * bytes a token over the turn's time), their ratio (decode's share of
+ * the limit, alternated) and that ratio pass by pass.  The other lines
+ * stay as they are; decode's tok/s is over its own turns' time.  Not with
+ * --alternate; --decode a multiple of N.
  * --threads N runs on N threads only (default: 1, then every online CPU).
  * --in-place reads MXFP4 weights from the file mapping in ggml's layout
  * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).
@@ -101,25 +113,28 @@ typedef struct
 {
   const guint8 *data;
   gsize size;
-  guint n_parts;                /* contiguous parts, claimed by the threads */
+  /* parts of PROBE_PART, claimed by the threads; more than the buffer
+   * holds go round it again (--alternate-limit reads as many bytes as
+   * its decode turns, often more than the buffer) */
+  guint n_parts;
   guint n_streams;              /* read interleaved inside a part */
   gboolean prefetch;
 } PatternJob;
 
-/* Parts [@start, @end) of the buffer, each read as n_streams equal
- * streams, 128 bytes of each in turn (two cache lines: the adjacent-line
- * prefetcher pairs them) */
+/* Parts [@start, @end), each read as n_streams equal streams, 128 bytes
+ * of each in turn (two cache lines: the adjacent-line prefetcher pairs
+ * them) */
 static void
 read_part (gsize start, gsize end, guint worker, gpointer user_data)
 {
   PatternJob *job = user_data;
-  gsize part = job->size / job->n_parts & ~(gsize) 4095, i;
+  gsize in_buffer = job->size / PROBE_PART, i;
   guint ns = job->n_streams;
   guint64 sum = 0;
 
   for (i = start; i < end; i++)
-    sum += npu_read_streams (job->data + i * part, part / ns & ~(gsize) 127,
-        ns, job->prefetch ? PF_DISTANCE : 0);
+    sum += npu_read_streams (job->data + i % in_buffer * PROBE_PART,
+        PROBE_PART / ns & ~(gsize) 127, ns, job->prefetch ? PF_DISTANCE : 0);
   read_sink += sum;
 }
 
@@ -160,6 +175,18 @@ typedef struct
   gchar *label;
 } Lane;
 
+/* --alternate-limit: a decode run cut into turns of a few tokens, each
+ * followed by a turn of the read limit's best pattern over as many bytes
+ * as those tokens read, so that both are timed in the same moments of the
+ * memory; every turn's seconds, every pass */
+typedef struct
+{
+  double decode_bytes;          /* a decode turn reads: tokens x a token */
+  double limit_bytes;           /* a limit turn reads: its parts */
+  GArray *decode_s, *limit_s;
+  GArray *pass_end;             /* decode_s->len at the end of each pass */
+} LimitTurns;
+
 typedef struct
 {
   JobKind kind;
@@ -173,6 +200,11 @@ typedef struct
    * tokens at a time */
   Lane *lanes;
   guint n_lanes, alt_every;
+  /* --alternate-limit: after every limit_every tokens, the pattern
+   * limit (over limit.n_parts parts), each turn timed into turns */
+  guint limit_every;
+  PatternJob limit;
+  LimitTurns *turns;
 } Job;
 
 static gint32
@@ -186,10 +218,26 @@ argmax (const float *l, guint n)
   return b;
 }
 
+/* --alternate-limit: the decode turn that began at @turn_start ends
+ * here; the limit's turn follows it, on the same threads, its parts
+ * claimed as the probe's are */
+static void
+limit_turn (NpuTask * task, Job * job, gint64 turn_start)
+{
+  gint64 t0 = g_get_monotonic_time ();
+  double s = (t0 - turn_start) / 1e6;
+
+  g_array_append_val (job->turns->decode_s, s);
+  npu_task_parallel_for (task, job->limit.n_parts, 1, read_part, &job->limit);
+  s = (g_get_monotonic_time () - t0) / 1e6;
+  g_array_append_val (job->turns->limit_s, s);
+}
+
 static gboolean
 job_task (NpuTask * task, gpointer user_data, GError ** error)
 {
   Job *job = user_data;
+  gint64 turn_start = 0;
   gsize i;
 
   switch (job->kind) {
@@ -198,7 +246,6 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
        * rows: one fixed part per thread made the probe as slow as the
        * thread that got the least CPU time, so on a loaded machine decode
        * (which balances) read up to 1.3x "the limit" on two threads */
-      job->pattern.n_parts = job->pattern.size / PROBE_PART;
       npu_task_parallel_for (task, job->pattern.n_parts, 1, read_part,
           &job->pattern);
       return TRUE;
@@ -221,6 +268,8 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
             argmax (npu_llm_get_logits (ctx), job->n_vocab);
         gint64 t0;
 
+        if (job->turns && i % job->limit_every == 0)
+          turn_start = g_get_monotonic_time ();
         if (lane && lane->streams)
           npu_matmul_set_gemv_streams (lane->streams);
         t0 = g_get_monotonic_time ();
@@ -231,6 +280,8 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
 
           g_array_append_val (lane->ms, ms);
         }
+        if (job->turns && (i + 1) % job->limit_every == 0)
+          limit_turn (task, job, turn_start);
       }
       return TRUE;
   }
@@ -274,6 +325,7 @@ probe_limit (NpuQueue * queue, guint8 * buf, Range pat[][2])
   job.kind = JOB_PATTERN;
   job.pattern.data = buf;
   job.pattern.size = READ_BYTES;
+  job.pattern.n_parts = READ_BYTES / PROBE_PART;
   for (s = 0; s < N_STREAM_COUNTS; s++)
     for (pre = 0; pre < 2; pre++) {
       double v;
@@ -350,6 +402,48 @@ print_lanes (const Lane * lanes, guint n_lanes, guint every, guint passes)
   }
 }
 
+/* The median GB/s of turns [@from, @to) of @s, each of @bytes */
+static double
+turns_median_rate (GArray * s, guint from, guint to, double bytes)
+{
+  double *r = g_new (double, to - from), m;
+  guint i;
+
+  for (i = from; i < to; i++)
+    r[i - from] = bytes / g_array_index (s, double, i) / 1e9;
+  m = npu_bench_median (r, to - from);
+  g_free (r);
+  return m;
+}
+
+/* --alternate-limit: the limit's and decode's median GB/s over the turns
+ * of every pass, their ratio (decode's share of a limit read in the same
+ * moments), and that ratio pass by pass, from each pass's own medians */
+static void
+print_limit_turns (const LimitTurns * t, guint every, guint passes,
+    guint n_streams, gboolean prefetch)
+{
+  guint n = t->decode_s->len, p;
+  double lim = turns_median_rate (t->limit_s, 0, n, t->limit_bytes);
+  double dec = turns_median_rate (t->decode_s, 0, n, t->decode_bytes);
+
+  printf ("      alternating with the limit (%u stream%s a thread, %s) every "
+      "%u tokens, median of %u turns each: limit %.2f GB/s, decode %.2f "
+      "GB/s; share of the limit, alternated: %.1f%%\n", n_streams,
+      n_streams > 1 ? "s" : "", prefetch ? "prefetch" : "no prefetch",
+      every, n, lim, dec, 100.0 * dec / lim);
+  printf ("        pass by pass:");
+  for (p = 0; p < passes; p++) {
+    guint a = p ? g_array_index (t->pass_end, guint, p - 1) : 0;
+    guint b = g_array_index (t->pass_end, guint, p);
+
+    printf (" %.1f%%", 100.0 * turns_median_rate (t->decode_s, a, b,
+            t->decode_bytes) / turns_median_rate (t->limit_s, a, b,
+            t->limit_bytes));
+  }
+  printf ("\n");
+}
+
 /* What a decoded token reads: the weights, and the cache rows at its
  * depth (on average the middle of the run of @n_decode) */
 static double
@@ -424,7 +518,7 @@ main (int argc, char **argv)
   NpuMatmulPrecision precs[2] = { NPU_MATMUL_PRECISION_FAST };
   guint depths[MAX_DEPTHS], n_depths = 0, reuse = 0;
   guint n_kv = 1, n_prec = 1, n_cfg, k, d;
-  guint streams[4] = { 8 }, n_streams = 0, alternate = 0;
+  guint streams[4] = { 8 }, n_streams = 0, alternate = 0, alt_limit = 0;
   /* configurations of stream counts: one if they alternate inside runs */
   guint n_scfg;
   /* --alternate: what takes turns inside a decode run */
@@ -449,6 +543,8 @@ main (int argc, char **argv)
       only_threads = v;
     else if (strcmp (argv[i], "--alternate") == 0 && v > 0)
       alternate = v;
+    else if (strcmp (argv[i], "--alternate-limit") == 0 && v > 0)
+      alt_limit = v;
     else if (strcmp (argv[i], "--reuse") == 0 && v > 0)
       reuse = v;
     else if (strcmp (argv[i], "--gemv-streams") == 0 && i + 1 < (guint) argc) {
@@ -504,8 +600,7 @@ main (int argc, char **argv)
           "[--prefill N (>= 2)] [--ctx N (>= 16)] [--threads N] "
           "[--in-place] [--kv-type f16,f32,q8_0] [--precision fast,accurate]"
           " [--depth D,...] [--reuse P] [--gemv-streams 1,2,4,8]"
-          " [--alternate N]\n",
-          argv[0]);
+          " [--alternate N] [--alternate-limit N]\n", argv[0]);
       return 2;
     }
     i++;
@@ -531,6 +626,11 @@ main (int argc, char **argv)
     g_error ("--alternate %u: --decode %u must be at least %u%s", alternate,
         n_decode, alternate * (alt_streams ? n_streams : 1),
         alt_depths ? " and a multiple of it" : "");
+  if (alt_limit && alternate)
+    g_error ("--alternate-limit %u: not with --alternate", alt_limit);
+  if (alt_limit && n_decode % alt_limit)
+    g_error ("--alternate-limit %u: --decode %u must be a multiple of it",
+        alt_limit, n_decode);
   n_scfg = alt_streams ? 1 : n_streams;
   for (d = 0; d < n_depths; d++) {
     if (depths[d] > n_prefill)
@@ -607,6 +707,10 @@ main (int argc, char **argv)
     /* --alternate: a decode run's lanes; depths alternating take one run
      * a configuration ([k][0]), stream counts alone one a depth */
     Lane lanes[MAX_CFG][MAX_DEPTHS][MAX_LANES];
+    /* --alternate-limit: each decode run's turns, and the pattern of the
+     * limit's turns (the best of the first probe) */
+    LimitTurns turns[MAX_CFG][MAX_DEPTHS];
+    guint lim_s = 0, lim_p = 0;
     guint ns = alt_streams ? n_streams : 1;
     guint n_lanes = (alt_depths ? n_depths : 1) * ns, l;
     guint best_s = 0, best_p = 0, pass, s, pre;
@@ -633,6 +737,9 @@ main (int argc, char **argv)
         dec[k][d] = (Range) { 0, G_MAXDOUBLE };
         beside[k][d].share = g_new0 (double, passes);
         beside[k][d].limit = g_new0 (double, passes);
+        turns[k][d].decode_s = g_array_new (FALSE, FALSE, sizeof (double));
+        turns[k][d].limit_s = g_array_new (FALSE, FALSE, sizeof (double));
+        turns[k][d].pass_end = g_array_new (FALSE, FALSE, sizeof (guint));
       }
       for (d = 0; alternate && d < (alt_depths ? 1 : n_depths); d++)
         for (l = 0; l < n_lanes; l++) {
@@ -686,6 +793,13 @@ main (int argc, char **argv)
 
         before = probe_limit (queue, buf, pat);
         range_add (&limit, before);
+        if (alt_limit && pass == 0 && k == 0)
+          for (s = 0; s < N_STREAM_COUNTS; s++)
+            for (pre = 0; pre < 2; pre++)
+              if (pat[s][pre].best > pat[lim_s][lim_p].best) {
+                lim_s = s;
+                lim_p = pre;
+              }
         if (alt_depths) {
           double after;
 
@@ -747,9 +861,36 @@ main (int argc, char **argv)
             job.n_lanes = n_lanes;
             job.alt_every = alternate;
           }
+          if (alt_limit) {
+            LimitTurns *lt = &turns[k][d];
+            guint n_parts;
+
+            lt->decode_bytes = alt_limit * decode_bytes (ctxs[k][0], wbytes,
+                n_ctx, depths[d], n_decode);
+            n_parts = MAX (1, (guint) (lt->decode_bytes / PROBE_PART + 0.5));
+            lt->limit_bytes = (double) n_parts * PROBE_PART;
+            job.limit.data = buf;
+            job.limit.size = READ_BYTES;
+            job.limit.n_parts = n_parts;
+            job.limit.n_streams = stream_counts[lim_s];
+            job.limit.prefetch = lim_p;
+            job.limit_every = alt_limit;
+            job.turns = lt;
+          }
           t = time_job (queue, &job);
           job.from_token = -1;
           job.n_lanes = 0;
+          if (alt_limit) {
+            LimitTurns *lt = &turns[k][d];
+            guint from = pass ? g_array_index (lt->pass_end, guint,
+                pass - 1) : 0;
+
+            /* decode's own time: the limit's turns taken out */
+            for (t = 0, i = from; i < lt->decode_s->len; i++)
+              t += g_array_index (lt->decode_s, double, i);
+            g_array_append_val (lt->pass_end, lt->decode_s->len);
+            job.turns = NULL;
+          }
           for (l = 0; alt_streams && l < n_lanes; l++)
             g_array_append_val (lanes[k][d][l].pass_end,
                 lanes[k][d][l].ms->len);
@@ -822,6 +963,12 @@ main (int argc, char **argv)
                   dec[k][0].best - 1));
         printf ("\n");
         print_beside (&beside[k][d], passes);
+        if (alt_limit)
+          print_limit_turns (&turns[k][d], alt_limit, passes,
+              stream_counts[lim_s], lim_p);
+        g_array_free (turns[k][d].decode_s, TRUE);
+        g_array_free (turns[k][d].limit_s, TRUE);
+        g_array_free (turns[k][d].pass_end, TRUE);
         if (alt_streams && !alt_depths)
           print_lanes (lanes[k][d], n_lanes, alternate, passes);
         g_free (beside[k][d].share);

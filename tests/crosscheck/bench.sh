@@ -4,7 +4,9 @@
 # threads, one run, the two sides one after the other (never together):
 #
 #   1. prefill 64 and 512, decode at depth 0: bench-llm (ours, with the
-#      read limit measured in the same run) and llama-bench -p 64,512 -n 32;
+#      read limit measured in the same run, its best pattern also taking
+#      turns with decode: --alternate-limit 4) and llama-bench -p 64,512
+#      -n 32;
 #   2. decode at depth 2048 (a long-running stream's context: every token
 #      also reads the KV cache), our three cache types, and the KV cache's
 #      memory: bench-llm --prefill 2048 --depth 0,2048 --kv-type
@@ -67,7 +69,8 @@ run () {
   echo
 }
 
-run ours-short.txt "$BL" "$MODEL" --passes "$PASSES" --prefill 64 --depth 0
+run ours-short.txt "$BL" "$MODEL" --passes "$PASSES" --prefill 64 --depth 0 \
+    --alternate-limit 4
 run ours-512.txt "$BL" "$MODEL" --passes "$PASSES" --prefill 512 --depth 0 \
     --decode 8
 run llama-short.txt "$LB" -m "$MODEL" -p 64,512 -n 32 -t "1,$N" -r "$PASSES"

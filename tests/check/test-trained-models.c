@@ -33,6 +33,7 @@ typedef struct
   gchar **words;
   gchar *format;                /* of the caps, and their */
   guint64 pixels;               /* width x height */
+  gboolean camera_size;         /* 640 x 480, 1280 x 720 or 1920 x 1080 */
 } Case;
 
 static GPtrArray *cases;
@@ -69,6 +70,8 @@ setup (void)
         gst_structure_get_int (s, "height", &h), "no size in %s", f[1]);
     c->format = g_strdup (gst_structure_get_string (s, "format"));
     c->pixels = (guint64) w *h;
+    c->camera_size = (w == 640 && h == 480) || (w == 1280 && h == 720) ||
+        (w == 1920 && h == 1080);
     gst_caps_unref (caps);
     c->props = g_strdup (f[0]);
     c->caps = g_strdup (f[1]);
@@ -91,9 +94,12 @@ teardown (void)
  * paths the others repeat, for leaks and memory errors: the first of each
  * pixel format, the first at position 0 (its first frame is the case's:
  * no seek), the first at another position (held frame, seek, flush) and
- * the largest frame but a ball's (camera-sized balls are the trained
- * model's weak point, docs/trained-models.md: this subset checks memory,
- * and 95 % of a handful is all of them). */
+ * the largest camera-sized frame but a ball's.  This subset checks
+ * memory, and 95 % of a handful is all of them, so it leaves out what the
+ * trained model is known to miss (docs/trained-models.md): camera-sized
+ * balls, and the odd sizes above a camera's, where its one held-out miss
+ * of a pattern is (a fine zone plate at 1407 x 1073); the full run plays
+ * every case. */
 static GArray *
 cases_to_play (void)
 {
@@ -118,7 +124,7 @@ cases_to_play (void)
       at_zero = i;
     if (c->position > 0 && seeking < 0)
       seeking = i;
-    if ((!big || c->pixels > big->pixels) &&
+    if ((!big || c->pixels > big->pixels) && c->camera_size &&
         !strstr (c->props, "pattern=ball"))
       largest = i;
     if (first_format || at_zero == (gint) i || seeking == (gint) i)

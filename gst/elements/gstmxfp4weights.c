@@ -50,8 +50,8 @@
 #include <unistd.h>
 #include <gst/allocators/allocators.h>
 #include <npu/npu.h>
-#include <core/npubackend.h>
-#include <core/npumodelfile.h>
+#include <core/device/npubackend.h>
+#include <core/formats/npumodelfile.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_mxfp4_weights_debug);
 #define GST_CAT_DEFAULT gst_mxfp4_weights_debug

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: unit tests of the CPU backend (compute core, GLib only) */
-#include "core/npubackend.h"
+#include <core/device/npubackend.h>
 
 #include <dirent.h>
 #include <string.h>

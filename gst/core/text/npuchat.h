@@ -24,10 +24,10 @@
 #define __NPU_CHAT_H__
 
 #include <glib.h>
-#include "npuapi.h"
+#include "core/device/npuapi.h"
 
-#include "core/npugguf.h"
-#include "core/nputokenizer.h"
+#include "core/formats/npugguf.h"
+#include "nputokenizer.h"
 
 G_BEGIN_DECLS
 

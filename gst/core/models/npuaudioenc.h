@@ -41,10 +41,10 @@
 #define __NPU_AUDIO_ENC_H__
 
 #include <glib.h>
-#include "npuapi.h"
-#include "npubackend.h"
-#include "npugguf.h"
-#include "npumatmul.h"
+#include "core/device/npuapi.h"
+#include "core/device/npubackend.h"
+#include "core/formats/npugguf.h"
+#include "core/cpu/npumatmul.h"
 #include "npuvit.h"
 
 G_BEGIN_DECLS

@@ -15,9 +15,9 @@
 #define __NPU_ENCODER_H__
 
 #include <glib.h>
-#include "npubackend.h"
-#include "npugguf.h"
-#include "npumatmul.h"
+#include "core/device/npubackend.h"
+#include "core/formats/npugguf.h"
+#include "core/cpu/npumatmul.h"
 #include "npuviterror.h"
 
 G_BEGIN_DECLS

@@ -107,10 +107,10 @@
 #define __NPU_MATMUL_H__
 
 #include <glib.h>
-#include "npuapi.h"
-#include "npubackend.h"
-#include "npumxfp4.h"
-#include "nputensorview.h"
+#include "core/device/npuapi.h"
+#include "core/device/npubackend.h"
+#include "core/formats/npumxfp4.h"
+#include "core/device/nputensorview.h"
 
 G_BEGIN_DECLS
 

@@ -20,12 +20,12 @@
 #define __NPU_LLM_H__
 
 #include <glib.h>
-#include "npuapi.h"
-#include "npubackend.h"
-#include "npugguf.h"
-#include "nputensorview.h"
-#include "npukvtype.h"
-#include "npumatmul.h"
+#include "core/device/npuapi.h"
+#include "core/device/npubackend.h"
+#include "core/formats/npugguf.h"
+#include "core/device/nputensorview.h"
+#include "core/formats/npukvtype.h"
+#include "core/cpu/npumatmul.h"
 
 G_BEGIN_DECLS
 

@@ -42,11 +42,11 @@
 #define __NPU_VIT_H__
 
 #include <glib.h>
-#include "npuapi.h"
-#include "npubackend.h"
-#include "npugguf.h"
-#include "nputensorview.h"
-#include "npumatmul.h"
+#include "core/device/npuapi.h"
+#include "core/device/npubackend.h"
+#include "core/formats/npugguf.h"
+#include "core/device/nputensorview.h"
+#include "core/cpu/npumatmul.h"
 #include "npuviterror.h"
 
 G_BEGIN_DECLS

@@ -33,9 +33,9 @@
 #define __NPU_GGUF_WRITER_H__
 
 #include <glib.h>
-#include "npuapi.h"
+#include "core/device/npuapi.h"
 
-#include "core/npugguf.h"
+#include "npugguf.h"
 
 G_BEGIN_DECLS
 

@@ -8,8 +8,8 @@
  */
 #include "npuvit.h"
 #include "npuencoder.h"
-#include "npumatmul.h"
-#include "npumxfp4.h"
+#include "core/cpu/npumatmul.h"
+#include "core/formats/npumxfp4.h"
 
 #include <math.h>
 #include <string.h>

@@ -55,7 +55,7 @@
 #define __NPU_MXFP4_H__
 
 #include <glib.h>
-#include "npuapi.h"
+#include "core/device/npuapi.h"
 
 G_BEGIN_DECLS
 

@@ -5,8 +5,8 @@
  */
 #include "config.h"
 
-#include "core/npudeviceinfo.h"
-#include "core/npucpu.h"
+#include "npudeviceinfo.h"
+#include "core/cpu/npucpu.h"
 
 #include <string.h>
 #include <unistd.h>

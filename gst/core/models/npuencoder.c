@@ -5,8 +5,8 @@
  * parameters that were the NpuVit's.
  */
 #include "npuencoder.h"
-#include "npuattention.h"
-#include "npumxfp4.h"
+#include "core/cpu/npuattention.h"
+#include "core/formats/npumxfp4.h"
 
 #include <math.h>
 #include <string.h>

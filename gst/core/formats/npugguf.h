@@ -41,8 +41,8 @@
 #define __NPU_GGUF_H__
 
 #include <glib.h>
-#include "npuapi.h"
-#include "nputensorview.h"
+#include "core/device/npuapi.h"
+#include "core/device/nputensorview.h"
 
 G_BEGIN_DECLS
 

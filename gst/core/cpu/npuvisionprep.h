@@ -46,8 +46,8 @@
 #define __NPU_VISION_PREP_H__
 
 #include <glib.h>
-#include "npuapi.h"
-#include "npubackend.h"
+#include "core/device/npuapi.h"
+#include "core/device/npubackend.h"
 
 G_BEGIN_DECLS
 

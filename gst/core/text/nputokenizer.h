@@ -31,9 +31,9 @@
 #define __NPU_TOKENIZER_H__
 
 #include <glib.h>
-#include "npuapi.h"
+#include "core/device/npuapi.h"
 
-#include "core/npugguf.h"
+#include "core/formats/npugguf.h"
 
 G_BEGIN_DECLS
 

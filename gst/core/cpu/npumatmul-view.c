@@ -7,7 +7,7 @@
  * encoders after them all load their matrices through it.
  */
 #include "npumatmul.h"
-#include "npugguf.h"
+#include "core/formats/npugguf.h"
 
 gboolean
 npu_mxfp4_matrix_from_view (NpuMxfp4Matrix * m, const NpuTensorView * view,

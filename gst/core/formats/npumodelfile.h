@@ -13,7 +13,7 @@
 #define __NPU_MODEL_FILE_H__
 
 #include <glib.h>
-#include "npuapi.h"
+#include "core/device/npuapi.h"
 #include "npugguf.h"
 #include "npusafetensors.h"
 #include "npumxfp4.h"

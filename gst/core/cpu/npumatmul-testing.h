@@ -10,7 +10,7 @@
 #define __NPU_MATMUL_TESTING_H__
 
 #include <glib.h>
-#include "npumxfp4.h"
+#include "core/formats/npumxfp4.h"
 
 G_BEGIN_DECLS
 

@@ -10,8 +10,8 @@
 #include "config.h"
 #endif
 
-#include "core/npuggufwriter.h"
-#include "core/npugguf-private.h"
+#include "npuggufwriter.h"
+#include "npugguf-private.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -34,7 +34,7 @@
 #define __NPU_KV_TYPE_H__
 
 #include <glib.h>
-#include "npuapi.h"
+#include "core/device/npuapi.h"
 
 G_BEGIN_DECLS
 

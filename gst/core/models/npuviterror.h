@@ -12,7 +12,7 @@
 #define __NPU_VIT_ERROR_H__
 
 #include <glib.h>
-#include "npuapi.h"
+#include "core/device/npuapi.h"
 
 G_BEGIN_DECLS
 

@@ -11,12 +11,12 @@
 #define __NPU_LLM_SESSION_H__
 
 #include <glib.h>
-#include "npuapi.h"
-#include "npubackend.h"
-#include "npugguf.h"
+#include "core/device/npuapi.h"
+#include "core/device/npubackend.h"
+#include "core/formats/npugguf.h"
 #include "npullm.h"
-#include "nputokenizer.h"
-#include "npuchat.h"
+#include "core/text/nputokenizer.h"
+#include "core/text/npuchat.h"
 
 G_BEGIN_DECLS
 

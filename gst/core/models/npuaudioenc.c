@@ -9,7 +9,7 @@
  */
 #include "npuaudioenc.h"
 #include "npuencoder.h"
-#include "npumxfp4.h"
+#include "core/formats/npumxfp4.h"
 
 #include <math.h>
 #include <string.h>

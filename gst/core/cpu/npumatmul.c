@@ -7,7 +7,7 @@
 #include "npumatmul.h"
 #include "npumatmul-testing.h"
 #include "npumatmul-private.h"
-#include "npuhugemem.h"
+#include "core/device/npuhugemem.h"
 #include "npucpu.h"
 
 #include <math.h>

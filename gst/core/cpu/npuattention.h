@@ -20,7 +20,7 @@
 #define __NPU_ATTENTION_H__
 
 #include <glib.h>
-#include "npukvtype.h"
+#include "core/formats/npukvtype.h"
 
 G_BEGIN_DECLS
 

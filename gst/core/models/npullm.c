@@ -22,11 +22,11 @@
  * computed in double, so positions stay exact over days of stream.
  */
 #include "npullm.h"
-#include "npuattention.h"
-#include "npuhugemem.h"
-#include "npumatmul.h"
-#include "npumxfp4.h"
-#include "npuvecmath.h"
+#include "core/cpu/npuattention.h"
+#include "core/device/npuhugemem.h"
+#include "core/cpu/npumatmul.h"
+#include "core/formats/npumxfp4.h"
+#include "core/cpu/npuvecmath.h"
 
 #include <math.h>
 #include <string.h>

@@ -20,7 +20,7 @@
 #define __NPU_CPU_H__
 
 #include <glib.h>
-#include "npuapi.h"
+#include "core/device/npuapi.h"
 
 G_BEGIN_DECLS
 

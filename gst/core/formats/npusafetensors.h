@@ -70,7 +70,7 @@
 #define __NPU_SAFETENSORS_H__
 
 #include <glib.h>
-#include "npuapi.h"
+#include "core/device/npuapi.h"
 
 G_BEGIN_DECLS
 

@@ -519,6 +519,52 @@ npu_device_get_cpu (guint n_threads)
   return device;
 }
 
+/* TRUE if @name is "vulkan" or "vulkan:" followed by a decimal index */
+static gboolean
+is_vulkan_name (const gchar * name)
+{
+  const gchar *p;
+
+  if (!g_str_has_prefix (name, "vulkan"))
+    return FALSE;
+  p = name + strlen ("vulkan");
+  if (*p == '\0')
+    return TRUE;
+  if (*p++ != ':' || *p == '\0')
+    return FALSE;
+  for (; *p; p++)
+    if (!g_ascii_isdigit (*p))
+      return FALSE;
+  return TRUE;
+}
+
+/**
+ * npu_device_open:
+ * @name: (nullable): "cpu", "vulkan", "vulkan:N" or "auto" (NULL: "auto")
+ * @n_threads: the CPU device's worker threads, or 0 for one per online CPU
+ * @error: where a name that is no engine of this build is reported
+ *
+ * The one way the elements and libgstnpu get a device, so that a second
+ * engine is one more name here rather than a change in each caller.
+ * "auto" is the CPU until a measured rule says which stage goes where.
+ *
+ * Returns: (transfer full) (nullable): the device, or NULL with @error set
+ */
+NpuDevice *
+npu_device_open (const gchar * name, guint n_threads, GError ** error)
+{
+  if (name == NULL || g_str_equal (name, "auto") || g_str_equal (name, "cpu"))
+    return npu_device_get_cpu (n_threads);
+  if (is_vulkan_name (name)) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_NOT_FOUND,
+        "Device \"%s\": this build has no Vulkan backend", name);
+    return NULL;
+  }
+  g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_NOT_FOUND,
+      "Unknown device \"%s\" (known names: cpu, vulkan, vulkan:N, auto)", name);
+  return NULL;
+}
+
 NpuDevice *
 npu_device_ref (NpuDevice * device)
 {

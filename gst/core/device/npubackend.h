@@ -50,6 +50,17 @@ NPU_API
 NpuDevice *npu_device_new_cpu (guint n_threads);
 NPU_API
 NpuDevice *npu_device_get_cpu (guint n_threads);
+/* Opens a device by name: "cpu" (the process's shared CPU device with
+ * @n_threads worker threads, 0 for one per online CPU, as
+ * npu_device_get_cpu()), "vulkan" or "vulkan:N" (the Vulkan device of that
+ * index), or "auto" (NULL is "auto": today the CPU, the one engine
+ * built).  @n_threads is the CPU device's only; other engines ignore it.
+ * A name that is not an engine of this build fails with
+ * NPU_BACKEND_ERROR_NOT_FOUND and a message that says so.  "cpu" and
+ * "auto" never fail. */
+NPU_API
+NpuDevice *npu_device_open (const gchar * name, guint n_threads,
+    GError ** error);
 NPU_API
 NpuDevice *npu_device_ref (NpuDevice * device);
 NPU_API
@@ -83,6 +94,17 @@ guint npu_task_get_n_threads (NpuTask * task);
 NPU_API
 void npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer user_data);
+
+/**
+ * NpuBackendError:
+ * @NPU_BACKEND_ERROR_FAILED: a task failed (its message says why)
+ * @NPU_BACKEND_ERROR_NOT_FOUND: no such device in this build or machine
+ */
+typedef enum
+{
+  NPU_BACKEND_ERROR_FAILED,
+  NPU_BACKEND_ERROR_NOT_FOUND,
+} NpuBackendError;
 
 #define NPU_BACKEND_ERROR (npu_backend_error_quark ())
 NPU_API

@@ -19,7 +19,7 @@
 #include <gst/gst.h>
 #include <gst/app/app.h>
 #include <npu/npu.h>
-#include <core/npubackend.h>
+#include <core/device/npubackend.h>
 
 typedef struct
 {

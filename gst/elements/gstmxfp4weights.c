@@ -50,8 +50,8 @@
 #include <unistd.h>
 #include <gst/allocators/allocators.h>
 #include <npu/npu.h>
-#include <core/npubackend.h>
-#include <core/npumodelfile.h>
+#include <core/device/npubackend.h>
+#include <core/formats/npumodelfile.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_mxfp4_weights_debug);
 #define GST_CAT_DEFAULT gst_mxfp4_weights_debug
@@ -399,7 +399,7 @@ gst_mxfp4_weights_start (GstBaseSrc * src)
   GST_MINI_OBJECT_FLAG_SET (self->file_mem, GST_MEMORY_FLAG_READONLY);
 
   self->npu_allocator = gst_npu_allocator_get_default ();
-  self->queue = npu_queue_new (npu_device_get_cpu (n_threads),
+  self->queue = npu_queue_new (npu_device_open ("cpu", n_threads, NULL),
       GST_OBJECT_NAME (self));
   /* npu_queue_new took its own reference. */
   npu_device_unref (npu_queue_get_device (self->queue));

@@ -59,9 +59,9 @@
 #include <gst/audio/audio.h>
 #include <npu/npu.h>
 #include <npu/gstnpuelementutils.h>
-#include <core/npuaudioenc.h>
-#include <core/npubackend.h>
-#include <core/npugguf.h>
+#include <core/models/npuaudioenc.h>
+#include <core/device/npubackend.h>
+#include <core/formats/npugguf.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_npu_audio_tok_debug);
 #define GST_CAT_DEFAULT gst_npu_audio_tok_debug

@@ -16,7 +16,7 @@
 
 #include <gst/gst.h>
 
-#include "core/npudeviceinfo.h"
+#include <core/device/npudeviceinfo.h>
 
 G_BEGIN_DECLS
 

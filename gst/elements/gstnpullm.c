@@ -49,10 +49,10 @@
 #include <string.h>
 #include <npu/npu.h>
 #include <npu/gstnpuelementutils.h>
-#include <core/npubackend.h>
-#include <core/npugguf.h>
-#include <core/npullm.h>
-#include <core/npullmsession.h>
+#include <core/device/npubackend.h>
+#include <core/formats/npugguf.h>
+#include <core/models/npullm.h>
+#include <core/models/npullmsession.h>
 
 G_STATIC_ASSERT ((int) GST_NPU_LLM_KV_TYPE_F32 == (int) NPU_KV_F32);
 G_STATIC_ASSERT ((int) GST_NPU_LLM_KV_TYPE_F16 == (int) NPU_KV_F16);

@@ -6,7 +6,7 @@
 
 #include "gstnpuprecision.h"
 
-#include <core/npumatmul.h>
+#include <core/cpu/npumatmul.h>
 
 G_STATIC_ASSERT ((int) GST_NPU_PRECISION_FAST ==
     (int) NPU_MATMUL_PRECISION_FAST);

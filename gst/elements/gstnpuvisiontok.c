@@ -43,10 +43,10 @@
 #include <gst/video/video.h>
 #include <npu/npu.h>
 #include <npu/gstnpuelementutils.h>
-#include <core/npubackend.h>
-#include <core/npugguf.h>
-#include <core/npuvisionprep.h>
-#include <core/npuvit.h>
+#include <core/device/npubackend.h>
+#include <core/formats/npugguf.h>
+#include <core/cpu/npuvisionprep.h>
+#include <core/models/npuvit.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_npu_vision_tok_debug);
 #define GST_CAT_DEFAULT gst_npu_vision_tok_debug

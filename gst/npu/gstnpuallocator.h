@@ -24,7 +24,7 @@
 #include <gst/gst.h>
 #include <npu/gstnpuapi.h>
 #include <gst/allocators/allocators.h>
-#include <core/npufence.h>
+#include <core/device/npufence.h>
 
 G_BEGIN_DECLS
 

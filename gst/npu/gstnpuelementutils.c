@@ -19,10 +19,11 @@
 NpuQueue *
 gst_npu_element_new_queue (GstElement * element, guint n_threads)
 {
-  NpuQueue *queue = npu_queue_new (npu_device_get_cpu (n_threads),
+  /* "cpu" always opens: the elements have no device choice yet */
+  NpuQueue *queue = npu_queue_new (npu_device_open ("cpu", n_threads, NULL),
       GST_OBJECT_NAME (element));
 
-  /* npu_device_get_cpu()'s reference: the queue keeps its own */
+  /* npu_device_open()'s reference: the queue keeps its own */
   npu_device_unref (npu_queue_get_device (queue));
   return queue;
 }

@@ -12,7 +12,7 @@
 
 #include <gst/gst.h>
 #include <npu/gstnpuapi.h>
-#include <core/npubackend.h>
+#include <core/device/npubackend.h>
 
 G_BEGIN_DECLS
 

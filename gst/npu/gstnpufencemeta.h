@@ -18,7 +18,7 @@
 
 #include <gst/gst.h>
 #include <npu/gstnpuapi.h>
-#include <core/npufence.h>
+#include <core/device/npufence.h>
 #include <npu/gstnpucpuaccess.h>
 
 G_BEGIN_DECLS

@@ -14,7 +14,7 @@
 #include <gst/gst.h>
 #include <npu/gstnpuapi.h>
 #include <gst/video/video.h>
-#include <core/npuvisionprep.h>
+#include <core/cpu/npuvisionprep.h>
 
 G_BEGIN_DECLS
 

@@ -16,7 +16,7 @@
 
 #include <gst/gst.h>
 #include <npu/gstnpuapi.h>
-#include <core/nputensorview.h>
+#include <core/device/nputensorview.h>
 
 G_BEGIN_DECLS
 

@@ -45,11 +45,11 @@
  * layouts alternating in each repetition.
  * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
-#include "core/npuattention.h"
-#include "core/npubackend.h"
-#include "core/npucpu.h"
-#include "core/npufence.h"
-#include "core/npuhugemem.h"
+#include <core/cpu/npuattention.h>
+#include <core/device/npubackend.h>
+#include <core/cpu/npucpu.h>
+#include <core/device/npufence.h>
+#include <core/device/npuhugemem.h>
 #include "tests/bench/npubenchtask.h"
 
 #include <math.h>

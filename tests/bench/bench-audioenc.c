@@ -14,8 +14,8 @@
  *                  [--text-dim D] [--frames N] [--threads N] [--runs R]
  *                  [--model mmproj.gguf]
  */
-#include "core/npuaudioenc.h"
-#include "core/npumatmul.h"
+#include <core/models/npuaudioenc.h>
+#include <core/cpu/npumatmul.h>
 #include "tests/bench/npubenchstats.h"
 #include "tests/bench/npubenchtask.h"
 #include "tests/tools/npumodelgen.h"

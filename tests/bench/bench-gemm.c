@@ -33,8 +33,8 @@
  * Usage: bench-gemm [passes (5)]
  *   NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
-#include "core/npumatmul.h"
-#include "core/npumatmul-testing.h"
+#include <core/cpu/npumatmul.h>
+#include <core/cpu/npumatmul-testing.h>
 #include "tests/bench/npubenchtask.h"
 
 #include <stdio.h>

@@ -81,9 +81,9 @@
  * a temporary file first and removed at the end.
  * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
-#include "core/npullm.h"
-#include "core/npumatmul.h"
-#include "core/npumatmul-testing.h"
+#include <core/models/npullm.h>
+#include <core/cpu/npumatmul.h>
+#include <core/cpu/npumatmul-testing.h>
 #include "tests/bench/npubenchstats.h"
 #include "tests/bench/npubenchtask.h"
 #include "tests/bench/npureadstreams.h"

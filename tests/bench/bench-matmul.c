@@ -19,7 +19,7 @@
  * Usage: bench-matmul [passes (5)] [MiB of GEMV weights (1100)]
  *   NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
  */
-#include "core/npumatmul.h"
+#include <core/cpu/npumatmul.h>
 #include "tests/bench/npubenchtask.h"
 
 #include <stdio.h>

@@ -8,7 +8,7 @@
  *
  * Usage: bench-mxfp4-quant [million-elements (default 16)] [passes (5)]
  */
-#include "core/npumxfp4.h"
+#include <core/formats/npumxfp4.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -26,7 +26,7 @@
  * Usage: bench-pages model.gguf [--threads N] [--streams N] [--prefetch]
  *   [--rounds N] [--reads N]
  */
-#include "core/npugguf.h"
+#include <core/formats/npugguf.h>
 #include "tests/bench/npureadstreams.h"
 
 #include <stdio.h>

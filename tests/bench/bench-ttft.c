@@ -17,11 +17,11 @@
  * Usage: bench-ttft TEXT.gguf MMPROJ.gguf [--threads N (2)] [--runs R (3)]
  *                   [--text-tokens T (22)]
  */
-#include "core/npullm.h"
-#include "core/npumatmul.h"
-#include "core/npumatmul-testing.h"
-#include "core/npuvisionprep.h"
-#include "core/npuvit.h"
+#include <core/models/npullm.h>
+#include <core/cpu/npumatmul.h>
+#include <core/cpu/npumatmul-testing.h>
+#include <core/cpu/npuvisionprep.h>
+#include <core/models/npuvit.h>
 #include "tests/bench/npubenchtask.h"
 
 #include <stdio.h>

@@ -9,8 +9,8 @@
  *
  * Usage: bench-vecmath [calls (2000)]
  */
-#include "core/npuvecmath.h"
-#include "core/npucpu.h"
+#include <core/cpu/npuvecmath.h>
+#include <core/cpu/npucpu.h>
 
 #include <math.h>
 #include <stdio.h>

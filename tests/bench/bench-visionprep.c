@@ -10,7 +10,7 @@
  *
  * Usage: bench-visionprep [threads (default: one per CPU)] [frames (200)]
  */
-#include "core/npuvisionprep.h"
+#include <core/cpu/npuvisionprep.h>
 #include "tests/bench/npubenchtask.h"
 
 #include <stdio.h>

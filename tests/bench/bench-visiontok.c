@@ -18,7 +18,7 @@
 
 #include <gst/gst.h>
 #include <gst/video/video.h>
-#include <core/npuvisionprep.h>
+#include <core/cpu/npuvisionprep.h>
 
 #define W 1280
 #define H 720

@@ -20,9 +20,9 @@
  *                  [--type f32|f16|q8_0|mxfp4] [--text-dim D]
  *                  [--threads N] [--runs R] [--model mmproj.gguf]
  */
-#include "core/npuvit.h"
-#include "core/npumatmul.h"
-#include "core/npumatmul-testing.h"
+#include <core/models/npuvit.h>
+#include <core/cpu/npumatmul.h>
+#include <core/cpu/npumatmul-testing.h>
 #include "tests/bench/npubenchstats.h"
 #include "tests/bench/npubenchtask.h"
 #include "tests/tools/npumodelgen.h"

@@ -6,8 +6,8 @@
 #ifndef NPU_BENCH_TASK_H
 #define NPU_BENCH_TASK_H
 
-#include "core/npubackend.h"
-#include "core/npufence.h"
+#include <core/device/npubackend.h>
+#include <core/device/npufence.h>
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -20,8 +20,8 @@
 #include <gst/check/gstharness.h>
 #include <gst/analytics/analytics.h>
 #include <npu/npu.h>
-#include <core/npullmsession.h>
-#include <core/npugguf.h>
+#include <core/models/npullmsession.h>
+#include <core/formats/npugguf.h>
 #include "../tools/npumodelgen.h"
 
 static gchar *tmpdir, *text_path, *vision_path, *audio_path;

@@ -6,7 +6,7 @@
 #include <gst/gst.h>
 #include <gst/check/gstcheck.h>
 
-#include "core/npudeviceinfo.h"
+#include <core/device/npudeviceinfo.h>
 
 #define PROVIDER_NAME "npudeviceprovider"
 

@@ -18,7 +18,7 @@
 
 #include "npu/gstnpuallocator.h"
 #include "npu/gstnpufencemeta.h"
-#include "core/npubackend.h"
+#include <core/device/npubackend.h>
 #include "npucheck.h"
 
 #define DATA_SIZE (64 * 1024)

@@ -12,9 +12,9 @@
 
 #include "npucheck.h"
 #include <npu/npu.h>
-#include <core/npuggufwriter.h>
-#include <core/npugguf.h>
-#include <core/npumxfp4.h>
+#include <core/formats/npuggufwriter.h>
+#include <core/formats/npugguf.h>
+#include <core/formats/npumxfp4.h>
 
 typedef struct
 {

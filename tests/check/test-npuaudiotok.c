@@ -20,9 +20,9 @@
 #include "npuinputwatch.h"
 #include <gst/check/gstharness.h>
 #include <npu/npu.h>
-#include <core/npuaudioenc.h>
-#include <core/npugguf.h>
-#include <core/npumatmul.h>
+#include <core/models/npuaudioenc.h>
+#include <core/formats/npugguf.h>
+#include <core/cpu/npumatmul.h>
 #include "../reference/npurefaudio.h"
 #include "../reference/npureflogmel.h"
 #include "../reference/npurefvit.h"

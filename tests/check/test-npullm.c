@@ -18,10 +18,10 @@
 #include <gst/check/gstharness.h>
 #include <gst/video/video.h>
 #include <npu/npu.h>
-#include <core/npullm.h>
-#include <core/npullmsession.h>
-#include <core/nputokenizer.h>
-#include <core/npugguf.h>
+#include <core/models/npullm.h>
+#include <core/models/npullmsession.h>
+#include <core/text/nputokenizer.h>
+#include <core/formats/npugguf.h>
 #include "../tools/npumodelgen.h"
 
 static gchar *tmpdir, *qwen_path, *llama_path, *mmproj_path;

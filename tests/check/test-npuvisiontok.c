@@ -18,10 +18,10 @@
 #include "npucheck.h"
 #include "npuinputwatch.h"
 #include <npu/npu.h>
-#include <core/npuvit.h>
-#include <core/npuvisionprep.h>
-#include <core/npumatmul.h>
-#include <core/npugguf.h>
+#include <core/models/npuvit.h>
+#include <core/cpu/npuvisionprep.h>
+#include <core/cpu/npumatmul.h>
+#include <core/formats/npugguf.h>
 #include "../reference/npurefvision.h"
 #include "../reference/npurefvit.h"
 #include "../npucompare.h"

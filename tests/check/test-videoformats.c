@@ -55,7 +55,7 @@ typedef struct
   const gchar *drm_format;      /* drm-format as GStreamer 1.24+ writes it */
 } Expected;
 
-/* NpuPixelFormat's byte orders are GStreamer's (core/npuvisionprep.h).
+/* NpuPixelFormat's byte orders are GStreamer's (core/cpu/npuvisionprep.h).
  * DRM names read a little-endian word from its top byte: GStreamer's RGB
  * (R first in memory) is DRM's BGR888 "BG24", RGBx is XBGR8888 "XB24". */
 static const Expected expected[] = {

@@ -19,12 +19,12 @@ flags="-O2 -g -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter
   -Wdeclaration-after-statement -I$src/gst -I$src"
 
 # The NEON kernel alone gets the dotprod flag, as in the meson build.
-$cc $flags -march=armv8.2-a+dotprod -c "$src/gst/core/npumatmul-neon.c" \
+$cc $flags -march=armv8.2-a+dotprod -c "$src/gst/core/cpu/npumatmul-neon.c" \
   -o "$out/npumatmul-neon.o" $glib
 $cc $flags -o "$out/test-matmul" "$src/tests/unit/test-matmul.c" \
-  "$src/gst/core/npumatmul.c" "$src/gst/core/npumxfp4.c" \
-  "$src/gst/core/npubackend.c" "$src/gst/core/npufence.c" \
-  "$src/gst/core/npuhugemem.c" \
+  "$src/gst/core/cpu/npumatmul.c" "$src/gst/core/formats/npumxfp4.c" \
+  "$src/gst/core/device/npubackend.c" "$src/gst/core/device/npufence.c" \
+  "$src/gst/core/device/npuhugemem.c" \
   "$out/npumatmul-neon.o" $glib -lpthread -lm
 
 # -cpu max: a CPU with the dot-product extension, so "neon" is available

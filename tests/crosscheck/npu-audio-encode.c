@@ -25,8 +25,8 @@
 
 #include <stdio.h>
 
-#include "core/npuaudioenc.h"
-#include "core/npumatmul.h"
+#include <core/models/npuaudioenc.h>
+#include <core/cpu/npumatmul.h>
 #include <npu/npu.h>
 #include "npuencodetool.h"
 

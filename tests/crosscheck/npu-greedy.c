@@ -48,9 +48,9 @@
 #include <string.h>
 #include <math.h>
 
-#include "core/npullm.h"
-#include "core/npumatmul.h"
-#include "core/nputokenizer.h"
+#include <core/models/npullm.h>
+#include <core/cpu/npumatmul.h>
+#include <core/text/nputokenizer.h>
 #include "tests/npucompare.h"
 
 #define LOGITS_MAGIC "NPLG"

@@ -38,8 +38,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "core/npuvit.h"
-#include "core/npumatmul.h"
+#include <core/models/npuvit.h>
+#include <core/cpu/npumatmul.h>
 #include "tests/npucompare.h"
 #include "tests/reference/npurefvit.h"
 #include "npuencodetool.h"

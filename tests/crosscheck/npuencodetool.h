@@ -11,7 +11,7 @@
 #define __NPU_ENCODE_TOOL_H__
 
 #include <glib.h>
-#include "core/npubackend.h"
+#include <core/device/npubackend.h>
 
 G_BEGIN_DECLS
 

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# Cross-check of the core's decoder (gst/core/npullm.h) against llama.cpp on
+# Cross-check of the core's decoder (gst/core/models/npullm.h) against llama.cpp on
 # the same GGUF files: greedy tokens and logits, step by step.  A developer
 # tool, not part of the test suite (it builds llama.cpp, ~5 minutes on two
 # cores, and needs npm; see build-llamacpp.sh).

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# Cross-check of the core's tokenizer (gst/core/nputokenizer.c) against
+# Cross-check of the core's tokenizer (gst/core/text/nputokenizer.c) against
 # llama.cpp's on three real vocabularies: Llama 2 (SentencePiece with byte
 # fallback; twice: with the converter's scores and with SentencePiece's
 # order; the package's 32000 pieces have Mistral 7B's ids, not Meta's),

@@ -1,6 +1,6 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
-# Cross-check of the core's vision encoder (gst/core/npuvit.h) against
+# Cross-check of the core's vision encoder (gst/core/models/npuvit.h) against
 # llama.cpp's own (tools/mtmd/clip.cpp) on the same mmproj GGUF files.  Our
 # unit test compares the encoder with our double-precision reference, but
 # the generator, the encoder and that reference could share a misreading

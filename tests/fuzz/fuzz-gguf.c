@@ -5,7 +5,7 @@
  * (every value, every array element at every depth, every byte of tensor
  * data) so that a bounds mistake anywhere shows up under ASan.
  */
-#include "core/npugguf.h"
+#include <core/formats/npugguf.h>
 
 #include <stdint.h>
 #include <string.h>

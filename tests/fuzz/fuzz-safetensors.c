@@ -4,7 +4,7 @@
  * Opens the input in place and touches every tensor byte, name and
  * metadata entry, and tries the MXFP4 pairing on every name.
  */
-#include "core/npusafetensors.h"
+#include <core/formats/npusafetensors.h>
 
 #include <stdint.h>
 #include <string.h>

@@ -2,8 +2,8 @@
 /* Built by test-install.sh against the installed gst-npu-1.0.pc only: a few
  * calls of the core and of libgstnpu-1.0, checked against constants. */
 #include <npu/npu.h>
-#include <core/npumxfp4.h>
-#include <core/npufence.h>
+#include <core/formats/npumxfp4.h>
+#include <core/device/npufence.h>
 
 int
 main (int argc, char **argv)

@@ -16,7 +16,7 @@ root=$tmp/root$prefix
 case $libdir in /*) lib=$tmp/root$libdir ;; *) lib=$root/$libdir ;; esac
 inc=$root/include/gst-npu-1.0
 [ -f "$lib/libgstnpu-1.0.so" ] || { echo "FAIL: no libgstnpu-1.0.so in $lib"; exit 1; }
-[ -f "$inc/npu/npu.h" ] && [ -f "$inc/core/npuapi.h" ] ||
+[ -f "$inc/npu/npu.h" ] && [ -f "$inc/core/device/npuapi.h" ] ||
   { echo "FAIL: headers not under include/gst-npu-1.0/"; exit 1; }
 
 # The program sees only the installed tree, through its pkg-config file

@@ -23,8 +23,8 @@
 #include <npu/npu.h>
 #include <npu/gstnpuallocator.h>
 #include <npu/gstnpuimport.h>
-#include <core/npufence.h>
-#include <core/npubackend.h>
+#include <core/device/npufence.h>
+#include <core/device/npubackend.h>
 
 /* DRM / vgem uapi, defined here so that the test needs no libdrm headers
  * (bookworm's linux-libc-dev has no vgem_drm.h). */

@@ -15,7 +15,7 @@
  * reads them when they are not MXFP4.
  */
 #include "tests/reference/npurefaudio.h"
-#include "core/npumxfp4.h"
+#include <core/formats/npumxfp4.h>
 
 #include <math.h>
 #include <string.h>

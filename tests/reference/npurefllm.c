@@ -3,8 +3,8 @@
  * (npurefllm.h says what it computes) */
 #include "npurefllm.h"
 
-#include "core/npullm.h"
-#include "core/npumxfp4.h"
+#include <core/models/npullm.h>
+#include <core/formats/npumxfp4.h>
 
 #include <math.h>
 #include <string.h>

@@ -14,7 +14,7 @@
 #ifndef __NPU_REF_LLM_H__
 #define __NPU_REF_LLM_H__
 
-#include "core/npugguf.h"
+#include <core/formats/npugguf.h>
 #include "tests/tools/npumodelgen.h"
 
 G_BEGIN_DECLS typedef struct

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu tests: fused vision preprocessing, the naive way, in double
  *
- * Written straight from the definitions in core/npuvisionprep.h and shared
+ * Written straight from the definitions in core/cpu/npuvisionprep.h and shared
  * by the tests of the core (tests/unit/test-visionprep.c) and of the
  * element (tests/check/test-npuvisiontok.c): the whole source frame is
  * converted to an RGB image (matrix from Kr and Kb, G solved from the luma

@@ -3,7 +3,7 @@
 #ifndef __NPU_REF_VISION_H__
 #define __NPU_REF_VISION_H__
 
-#include "core/npuvisionprep.h"
+#include <core/cpu/npuvisionprep.h>
 
 G_BEGIN_DECLS
 

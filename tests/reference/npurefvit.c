@@ -12,7 +12,7 @@
  * comparison measures arithmetic, not the 4-bit weights.
  */
 #include "tests/reference/npurefvit.h"
-#include "core/npumxfp4.h"
+#include <core/formats/npumxfp4.h>
 #include "tests/npucompare.h"
 
 #include <math.h>

@@ -3,8 +3,8 @@
 #ifndef __NPU_REF_VIT_H__
 #define __NPU_REF_VIT_H__
 
-#include "core/npugguf.h"
-#include "core/npuvit.h"
+#include <core/formats/npugguf.h>
+#include <core/models/npuvit.h>
 
 G_BEGIN_DECLS
 

@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/npugguf.h"
+#include <core/formats/npugguf.h>
 #include "tests/tools/npumodelgen.h"
 
 static gchar *opt_arch = NULL, *opt_size = NULL, *opt_type = NULL;

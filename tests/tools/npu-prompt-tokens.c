@@ -16,9 +16,9 @@
 #include <glib.h>
 #include <stdio.h>
 
-#include <core/npuchat.h>
-#include <core/npugguf.h>
-#include <core/nputokenizer.h>
+#include <core/text/npuchat.h>
+#include <core/formats/npugguf.h>
+#include <core/text/nputokenizer.h>
 
 /* Marks where the media go in the user turn, so that the formatted prompt
  * can be split there after the template is applied: the same technique

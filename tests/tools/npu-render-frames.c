@@ -36,7 +36,7 @@
 #include <string.h>
 
 #include <npu/gstnpuvideoformats.h>
-#include <core/npuvisionprep.h>
+#include <core/cpu/npuvisionprep.h>
 
 typedef struct
 {

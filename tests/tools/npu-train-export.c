@@ -30,9 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <core/npuggufwriter.h>
-#include <core/npumxfp4.h>
-#include <core/npusafetensors.h>
+#include <core/formats/npuggufwriter.h>
+#include <core/formats/npumxfp4.h>
+#include <core/formats/npusafetensors.h>
 
 static gboolean
 is_mxfp4 (const NpuSafetensorsTensor * t)

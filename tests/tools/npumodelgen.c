@@ -24,9 +24,9 @@
 #include <math.h>
 #include <string.h>
 
-#include "core/npugguf.h"
-#include "core/npuggufwriter.h"
-#include "core/npumxfp4.h"
+#include <core/formats/npugguf.h>
+#include <core/formats/npuggufwriter.h>
+#include <core/formats/npumxfp4.h>
 
 G_DEFINE_QUARK (npu-model-gen-error-quark, npu_model_gen_error);
 

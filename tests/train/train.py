@@ -380,7 +380,7 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}")
 
 
-# --- MXFP4 rounding (OCP MX v1.0, as gst/core/npumxfp4.c) -----------------
+# --- MXFP4 rounding (OCP MX v1.0, as gst/core/formats/npumxfp4.c) -----------------
 E2M1_MIDS = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0])
 E2M1_VALS = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0])
 
@@ -431,7 +431,7 @@ def gelu_erf(x):  # ggml_gelu_erf, Whisper's; written out: this torch's
 
 
 class VitBlock(nn.Module):
-    """The encoders' pre-norm block (gst/core/npuencoder.c): the ViT's with
+    """The encoders' pre-norm block (gst/core/models/npuencoder.c): the ViT's with
     key bias and ggml's tanh GELU, Whisper's without key bias and with
     the erf GELU."""
 
@@ -486,7 +486,7 @@ class Vision(nn.Module):
 
 class Audio(nn.Module):
     """llama.cpp's whisper-enc graph with the qwen2a projector, as
-    gst/core/npuaudioenc.c runs it: conv1d (pad 1) + GELU, conv1d (stride
+    gst/core/models/npuaudioenc.c runs it: conv1d (pad 1) + GELU, conv1d (stride
     2, pad 1) + GELU, + positions, blocks, average pool 2, post norm, fc.
     The conv kernels stay F32 in the file (3 taps: no MXFP4 block fits),
     the blocks' matrices and the projector are MXFP4."""

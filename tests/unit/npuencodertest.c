@@ -4,7 +4,7 @@
 #include "npuencodertest.h"
 
 #include <string.h>
-#include "core/npuviterror.h"
+#include <core/models/npuviterror.h>
 
 void
 npu_test_lookup_fill (const NpuTestLookup * lk, const gchar * name,

@@ -11,8 +11,8 @@
 #define __NPU_ENCODER_TEST_H__
 
 #include <glib.h>
-#include "core/npugguf.h"
-#include "core/nputensorview.h"
+#include <core/formats/npugguf.h>
+#include <core/device/nputensorview.h>
 
 G_BEGIN_DECLS
 

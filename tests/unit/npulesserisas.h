@@ -11,7 +11,7 @@
 #define __NPU_LESSER_ISAS_H__
 
 #include <glib.h>
-#include "core/npucpu.h"
+#include <core/cpu/npucpu.h>
 
 /* Runs @run once at each ISA level below the best (the level the tests
  * already ran at), then puts the best level back.  At least one level

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: the attention kernel (core/npuattention.h) against a plain
+/* gst-npu: the attention kernel (core/cpu/npuattention.h) against a plain
  * double-precision softmax attention
  *
  * The LLM and ViT tests reach the kernel only through whole models; here
@@ -26,11 +26,11 @@
  * rounds it (quantised_query(), written here from the rule the kernel
  * states), and the second adds the rounding's bound to the scores' error.
  */
-#include "core/npuattention.h"
-#include "core/npucpu.h"
+#include <core/cpu/npuattention.h>
+#include <core/cpu/npucpu.h>
 #include "tests/npucompare.h"
 #include "tests/unit/npulesserisas.h"
-#include "core/npumxfp4.h"
+#include <core/formats/npumxfp4.h>
 
 #include <math.h>
 #include <string.h>

@@ -29,9 +29,9 @@
  * positions' tokens, bad models and bad input giving the documented
  * GError, 1 and 2 threads giving identical bytes.
  */
-#include "core/npuaudioenc.h"
-#include "core/npumatmul.h"
-#include "core/npugguf.h"
+#include <core/models/npuaudioenc.h>
+#include <core/cpu/npumatmul.h>
+#include <core/formats/npugguf.h>
 #include "tests/tools/npumodelgen.h"
 #include "tests/reference/npurefaudio.h"
 #include "npuencodertest.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: unit tests of the CPU backend (compute core, GLib only) */
-#include "core/npubackend.h"
+#include <core/device/npubackend.h>
 
 #include <dirent.h>
 #include <string.h>
@@ -200,6 +200,58 @@ test_device_threads (void)
     g_assert_cmpuint (count_threads (), ==, base);
     g_free (num);
   }
+}
+
+/* Opening by name: "cpu" and "auto" are the shared CPU device of
+ * npu_device_get_cpu(); Vulkan names are known but not built; anything
+ * else is unknown.  Each failure by its code and message. */
+static void
+test_device_open (void)
+{
+  static const gchar *const vulkan[] = { "vulkan", "vulkan:0", "vulkan:12" };
+  static const gchar *const unknown[] = { "", "gpu", "CPU", "cpu:1",
+    "vulkan:", "vulkan:x", "vulkan:1a", "vulkan0", "autox"
+  };
+  NpuDevice *shared = npu_device_get_cpu (2);
+  NpuDevice *dev;
+  GError *error = NULL;
+  gchar *msg;
+  guint i;
+
+  dev = npu_device_open ("cpu", 2, &error);
+  g_assert_no_error (error);
+  g_assert_true (dev == shared);
+  npu_device_unref (dev);
+  dev = npu_device_open ("auto", 2, &error);
+  g_assert_no_error (error);
+  g_assert_true (dev == shared);
+  npu_device_unref (dev);
+  dev = npu_device_open (NULL, 0, &error);
+  g_assert_no_error (error);
+  g_assert_cmpuint (npu_device_get_n_threads (dev), ==, npu_cpu_count ());
+  npu_device_unref (dev);
+
+  for (i = 0; i < G_N_ELEMENTS (vulkan); i++) {
+    g_assert_null (npu_device_open (vulkan[i], 2, &error));
+    g_assert_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_NOT_FOUND);
+    msg = g_strdup_printf ("Device \"%s\": this build has no Vulkan backend",
+        vulkan[i]);
+    g_assert_cmpstr (error->message, ==, msg);
+    g_free (msg);
+    g_clear_error (&error);
+  }
+  for (i = 0; i < G_N_ELEMENTS (unknown); i++) {
+    g_assert_null (npu_device_open (unknown[i], 2, &error));
+    g_assert_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_NOT_FOUND);
+    msg = g_strdup_printf ("Unknown device \"%s\" (known names: cpu, "
+        "vulkan, vulkan:N, auto)", unknown[i]);
+    g_assert_cmpstr (error->message, ==, msg);
+    g_free (msg);
+    g_clear_error (&error);
+  }
+  /* and no error asked for: NULL, nothing to free */
+  g_assert_null (npu_device_open ("gpu", 2, NULL));
+  npu_device_unref (shared);
 }
 
 static void
@@ -1274,6 +1326,7 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/cpu-count", test_cpu_count);
   g_test_add_func ("/backend/device/threads", test_device_threads);
   g_test_add_func ("/backend/device/get-cpu", test_device_get_cpu);
+  g_test_add_func ("/backend/device/open", test_device_open);
   g_test_add_func ("/backend/device/get-cpu-threads",
       test_device_get_cpu_threads);
   g_test_add_func ("/backend/task/runs", test_task_runs);

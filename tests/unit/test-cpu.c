@@ -6,8 +6,8 @@
  * set from a program, and the cap from the environment, read in a child
  * process started with it.
  */
-#include "core/npucpu.h"
-#include "core/npumatmul.h"
+#include <core/cpu/npucpu.h>
+#include <core/cpu/npumatmul.h>
 
 #include <string.h>
 

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: tests of compute device discovery (core/npudeviceinfo.h) */
+/* gst-npu: tests of compute device discovery (core/device/npudeviceinfo.h) */
 #include "config.h"
 
-#include "core/npudeviceinfo.h"
+#include <core/device/npudeviceinfo.h>
 
 #include <errno.h>
 #include <string.h>

@@ -7,7 +7,7 @@
  * foreign pollable fd (SYNC_IOC_FILE_INFO fails on it): signalled once
  * readable.  That still drives the watcher thread and the kernel-fence paths.
  */
-#include "core/npufence.h"
+#include <core/device/npufence.h>
 
 #include <dirent.h>
 #include <errno.h>

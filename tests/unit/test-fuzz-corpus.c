@@ -13,8 +13,8 @@
  * NPU_FUZZ_CORPUS_DIR environment variable, else the NPU_FUZZ_CORPUS_DIR
  * define, else G_TEST_SRCDIR (tests/unit) + "../fuzz".
  */
-#include "core/npugguf.h"
-#include "core/npusafetensors.h"
+#include <core/formats/npugguf.h>
+#include <core/formats/npusafetensors.h>
 
 #include <string.h>
 

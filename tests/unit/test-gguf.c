@@ -5,7 +5,7 @@
  * lands, so malformed variants are made by patching one field of a valid
  * file and the test can say exactly which error it expects.
  */
-#include "core/npugguf.h"
+#include <core/formats/npugguf.h>
 
 #include <glib/gstdio.h>
 #include <string.h>

@@ -8,7 +8,7 @@
  * sizes that are not a multiple of a page; valgrind checks that no byte
  * past the size is touched.
  */
-#include "core/npuhugemem.h"
+#include <core/device/npuhugemem.h>
 
 #include <stdio.h>
 #include <string.h>

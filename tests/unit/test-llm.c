@@ -31,10 +31,10 @@
  * a score moves by about that times |q| |k|, a logit by its share through
  * two layers.  Measured / allowed: F16 2.2e-4 / 1e-3, Q8_0 5.4e-3 / 2e-2.
  */
-#include "core/npullm.h"
-#include "core/npumatmul.h"
-#include "core/npumxfp4.h"
-#include "core/npuggufwriter.h"
+#include <core/models/npullm.h>
+#include <core/cpu/npumatmul.h>
+#include <core/formats/npumxfp4.h>
+#include <core/formats/npuggufwriter.h>
 #include "tests/tools/npumodelgen.h"
 #include "tests/npucompare.h"
 #include "tests/reference/npurefllm.h"

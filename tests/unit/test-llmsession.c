@@ -9,7 +9,7 @@
  * past the context's length must keep its memory: no allocation, no heap
  * growth, the window sliding.
  */
-#include "core/npullmsession.h"
+#include <core/models/npullmsession.h>
 #include "tests/tools/npumodelgen.h"
 
 #include <malloc.h>

@@ -38,10 +38,10 @@
  * audio row one place early in the first of two turns), the others 1.2e-2
  * and more; each must be at least 1e-3 away.
  */
-#include "core/npullmsession.h"
-#include "core/npullmsession-testing.h"
-#include "core/npumatmul.h"
-#include "core/npuggufwriter.h"
+#include <core/models/npullmsession.h>
+#include <core/models/npullmsession-testing.h>
+#include <core/cpu/npumatmul.h>
+#include <core/formats/npuggufwriter.h>
 #include "tests/tools/npumodelgen.h"
 #include "tests/npucompare.h"
 #include "tests/reference/npurefllm.h"

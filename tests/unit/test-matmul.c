@@ -34,10 +34,10 @@
  * with each count of row streams (1, 2, 4, 8): the runs' split and their
  * leftover rows differ with it.
  */
-#include "core/npumatmul.h"
-#include "core/npumatmul-testing.h"
+#include <core/cpu/npumatmul.h>
+#include <core/cpu/npumatmul-testing.h>
 #include "tests/npucompare.h"
-#include "core/npugguf.h"
+#include <core/formats/npugguf.h>
 
 #include <math.h>
 #include <string.h>

@@ -10,9 +10,9 @@
  * exist, and the same bytes for the same seed (a checksum pins them
  * across machines).
  */
-#include "core/npugguf.h"
-#include "core/npuggufwriter.h"
-#include "core/npumxfp4.h"
+#include <core/formats/npugguf.h>
+#include <core/formats/npuggufwriter.h>
+#include <core/formats/npumxfp4.h>
 #include "tests/tools/npumodelgen.h"
 
 #include <glib/gstdio.h>

@@ -11,7 +11,7 @@
  * (doubled int8 table, scale 2^(e-128) built from bits), to show that blocks
  * we write read back as the same values in llama.cpp.
  */
-#include "core/npumxfp4.h"
+#include <core/formats/npumxfp4.h>
 
 #include <float.h>
 #include <math.h>

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: safetensors reader tests */
-#include "core/npusafetensors.h"
+#include <core/formats/npusafetensors.h>
 
 #include <glib/gstdio.h>
 #include <string.h>

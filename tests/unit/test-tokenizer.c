@@ -7,10 +7,10 @@
  * which reads better than ids.  The models written by the project's
  * generator are used for round trips on realistic vocabularies.
  */
-#include "core/npuchat.h"
-#include "core/npugguf.h"
-#include "core/npuggufwriter.h"
-#include "core/nputokenizer.h"
+#include <core/text/npuchat.h>
+#include <core/formats/npugguf.h>
+#include <core/formats/npuggufwriter.h>
+#include <core/text/nputokenizer.h>
 #include "tests/tools/npumodelgen.h"
 
 #include <glib/gstdio.h>

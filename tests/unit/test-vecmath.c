@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: SiLU and RMS norm in vectors (core/npuvecmath.h) against libm
+/* gst-npu: SiLU and RMS norm in vectors (core/cpu/npuvecmath.h) against libm
  * in double
  *
  * Each copy of the kernels (every ISA level this CPU has, picked through
@@ -12,8 +12,8 @@
  * infinity, a NaN a NaN.  Each element's result must also not depend on
  * where it sits in the array (the same bits alone and in a long row).
  */
-#include "core/npuvecmath.h"
-#include "core/npucpu.h"
+#include <core/cpu/npuvecmath.h>
+#include <core/cpu/npucpu.h>
 #include "tests/npucompare.h"
 #include "tests/unit/npulesserisas.h"
 

@@ -17,8 +17,8 @@
  * pixel, offset, channel, chroma sample or weight (>= 1/255 of the range,
  * and typically 100 times more with random pixels) cannot hide under it.
  */
-#include "core/npuvisionprep.h"
-#include "core/npucpu.h"
+#include <core/cpu/npuvisionprep.h>
+#include <core/cpu/npucpu.h>
 #include "tests/reference/npurefvision.h"
 #include "tests/npucompare.h"
 

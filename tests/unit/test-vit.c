@@ -45,10 +45,10 @@
  * threads give identical bytes; a class token (CLIP/LLaVA files) injected
  * through the lookup callback.
  */
-#include "core/npuvit.h"
-#include "core/npumatmul.h"
-#include "core/npumxfp4.h"
-#include "core/npugguf.h"
+#include <core/models/npuvit.h>
+#include <core/cpu/npumatmul.h>
+#include <core/formats/npumxfp4.h>
+#include <core/formats/npugguf.h>
 #include "tests/tools/npumodelgen.h"
 #include "tests/reference/npurefvit.h"
 #include "npuencodertest.h"

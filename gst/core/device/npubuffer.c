@@ -1,0 +1,260 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: device-owned buffers, the CPU device's implementation
+ *
+ * Only the CPU device exists, so its way is the only one: allocation is
+ * page-aligned anonymous memory, an fd is mmapped (MAP_SHARED, so writes
+ * reach whoever else maps it), a host range is used in place.
+ */
+#include "npubuffer.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+
+struct _NpuBuffer
+{
+  gint ref_count;
+  NpuDevice *device;
+  gsize size;
+  gboolean read_only;
+  guint8 *data;                 /* the buffer's first byte */
+  /* what to release: an mmap (fd or allocation) or a host range */
+  gpointer map_base;
+  gsize map_size;
+  GDestroyNotify destroy;
+  gpointer user_data;
+  gint n_maps;
+};
+
+static NpuBuffer *
+buffer_alloc (NpuDevice * device, gsize size)
+{
+  NpuBuffer *buffer = g_new0 (NpuBuffer, 1);
+
+  buffer->ref_count = 1;
+  buffer->device = npu_device_ref (device);
+  buffer->size = size;
+  return buffer;
+}
+
+/**
+ * npu_buffer_new:
+ * @device: the device
+ * @size: bytes, > 0
+ * @error: where a failure is reported
+ *
+ * Returns: (transfer full) (nullable): a zero-filled buffer
+ */
+NpuBuffer *
+npu_buffer_new (NpuDevice * device, gsize size, GError ** error)
+{
+  NpuBuffer *buffer;
+  gpointer mem;
+
+  g_return_val_if_fail (device != NULL, NULL);
+  if (size == 0) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "Cannot allocate an empty buffer");
+    return NULL;
+  }
+  mem = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+      -1, 0);
+  if (mem == MAP_FAILED) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "Cannot allocate a buffer of %" G_GSIZE_FORMAT " bytes: %s", size,
+        g_strerror (errno));
+    return NULL;
+  }
+  buffer = buffer_alloc (device, size);
+  buffer->data = buffer->map_base = mem;
+  buffer->map_size = size;
+  return buffer;
+}
+
+/* The size of what @fd refers to: st_size for a file or memfd; a dma-buf
+ * reports its size through lseek (SEEK_END), its st_size may be 0. */
+static gboolean
+fd_size (int fd, guint64 * size, GError ** error)
+{
+  struct stat st;
+  off_t end;
+
+  if (fd < 0 || fstat (fd, &st) < 0) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "Cannot import fd %d: %s", fd, g_strerror (fd < 0 ? EBADF : errno));
+    return FALSE;
+  }
+  if (st.st_size > 0 || S_ISREG (st.st_mode)) {
+    *size = st.st_size;
+    return TRUE;
+  }
+  end = lseek (fd, 0, SEEK_END);
+  if (end < 0) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "Cannot import fd %d: its size is unknown: %s", fd, g_strerror (errno));
+    return FALSE;
+  }
+  /* a dma-buf seeks to its end or its start only, and its position
+   * means nothing to anyone */
+  lseek (fd, 0, SEEK_SET);
+  *size = end;
+  return TRUE;
+}
+
+/**
+ * npu_buffer_import_fd:
+ * @device: the device
+ * @fd: a dma-buf, memfd or file descriptor; not taken: the caller keeps it
+ *   and may close it at once (the mapping holds the file)
+ * @offset: the first byte of the range in @fd
+ * @size: bytes of the range, > 0
+ * @error: where a failure is reported
+ *
+ * Returns: (transfer full) (nullable): a buffer over the range, or NULL
+ */
+NpuBuffer *
+npu_buffer_import_fd (NpuDevice * device, int fd, gsize offset, gsize size,
+    GError ** error)
+{
+  NpuBuffer *buffer;
+  guint64 total;
+  gsize page = sysconf (_SC_PAGESIZE), skip = offset % page;
+  gboolean read_only;
+  gpointer mem;
+  int flags;
+
+  g_return_val_if_fail (device != NULL, NULL);
+  if (!fd_size (fd, &total, error))
+    return NULL;
+  if (size == 0 || offset > total || size > total - offset) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "Cannot import fd %d: bytes %" G_GSIZE_FORMAT "..+%" G_GSIZE_FORMAT
+        " are not a non-empty range within its %" G_GUINT64_FORMAT " bytes",
+        fd, offset, size, total);
+    return NULL;
+  }
+  flags = fcntl (fd, F_GETFL);
+  read_only = flags < 0 || (flags & O_ACCMODE) == O_RDONLY;
+  mem = mmap (NULL, skip + size, PROT_READ | (read_only ? 0 : PROT_WRITE),
+      MAP_SHARED, fd, offset - skip);
+  if (mem == MAP_FAILED) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "Cannot import fd %d: mmap failed: %s", fd, g_strerror (errno));
+    return NULL;
+  }
+  buffer = buffer_alloc (device, size);
+  buffer->map_base = mem;
+  buffer->map_size = skip + size;
+  buffer->data = (guint8 *) mem + skip;
+  buffer->read_only = read_only;
+  return buffer;
+}
+
+/**
+ * npu_buffer_import_host:
+ * @device: the device
+ * @data: the range's first byte
+ * @size: bytes, > 0
+ * @read_only: whether the host may map it for writing
+ * @destroy: (nullable): called with @user_data when the buffer is freed
+ * @user_data: for @destroy
+ * @error: where a failure is reported
+ *
+ * On failure @destroy is not called: the range stays the caller's.
+ *
+ * Returns: (transfer full) (nullable): a buffer over the range, or NULL
+ */
+NpuBuffer *
+npu_buffer_import_host (NpuDevice * device, gpointer data, gsize size,
+    gboolean read_only, GDestroyNotify destroy, gpointer user_data,
+    GError ** error)
+{
+  NpuBuffer *buffer;
+
+  g_return_val_if_fail (device != NULL, NULL);
+  if (data == NULL || size == 0) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "Cannot import an empty host range");
+    return NULL;
+  }
+  buffer = buffer_alloc (device, size);
+  buffer->data = data;
+  buffer->read_only = read_only;
+  buffer->destroy = destroy;
+  buffer->user_data = user_data;
+  return buffer;
+}
+
+NpuBuffer *
+npu_buffer_ref (NpuBuffer * buffer)
+{
+  g_return_val_if_fail (buffer != NULL, NULL);
+  g_atomic_int_inc (&buffer->ref_count);
+  return buffer;
+}
+
+void
+npu_buffer_unref (NpuBuffer * buffer)
+{
+  g_return_if_fail (buffer != NULL);
+  if (!g_atomic_int_dec_and_test (&buffer->ref_count))
+    return;
+  if (buffer->n_maps != 0)
+    g_critical ("NpuBuffer freed while mapped %d times", buffer->n_maps);
+  if (buffer->map_base)
+    munmap (buffer->map_base, buffer->map_size);
+  if (buffer->destroy)
+    buffer->destroy (buffer->user_data);
+  npu_device_unref (buffer->device);
+  g_free (buffer);
+}
+
+gsize
+npu_buffer_get_size (NpuBuffer * buffer)
+{
+  return buffer->size;
+}
+
+NpuDevice *
+npu_buffer_get_device (NpuBuffer * buffer)
+{
+  return buffer->device;
+}
+
+gboolean
+npu_buffer_is_read_only (NpuBuffer * buffer)
+{
+  return buffer->read_only;
+}
+
+/**
+ * npu_buffer_map:
+ * @buffer: the buffer
+ * @flags: how the host will access it
+ * @error: where a failure is reported
+ *
+ * Returns: (nullable): the buffer's first byte, or NULL
+ */
+gpointer
+npu_buffer_map (NpuBuffer * buffer, NpuBufferMapFlags flags, GError ** error)
+{
+  g_return_val_if_fail (buffer != NULL, NULL);
+  if ((flags & NPU_BUFFER_MAP_WRITE) && buffer->read_only) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "Cannot map a read-only buffer for writing");
+    return NULL;
+  }
+  g_atomic_int_inc (&buffer->n_maps);
+  return buffer->data;
+}
+
+void
+npu_buffer_unmap (NpuBuffer * buffer)
+{
+  g_return_if_fail (buffer != NULL);
+  g_return_if_fail (g_atomic_int_get (&buffer->n_maps) > 0);
+  g_atomic_int_add (&buffer->n_maps, -1);
+}

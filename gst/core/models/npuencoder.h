@@ -1,0 +1,161 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: the pieces the transformer encoders share (internal to the core)
+ *
+ * The vision encoder (npuvit.c) and the audio encoder (npuaudioenc.c) run
+ * the same pre-norm block of llama.cpp's build_vit (LayerNorm, multi-head
+ * attention over all positions, LayerNorm, two-matrix FFN) and read their
+ * weights from an mmproj the same way: these are those pieces, once.
+ *
+ * Weights: every 2-D matrix is MXFP4 (used in place when the file has it,
+ * converted once by the OCP rules otherwise); vectors are F32 copies.
+ * Kernels: each row (token) is computed by one thread in a fixed order,
+ * so results do not depend on the number of threads.
+ */
+#ifndef __NPU_ENCODER_H__
+#define __NPU_ENCODER_H__
+
+#include <glib.h>
+#include "core/device/npubackend.h"
+#include "core/formats/npugguf.h"
+#include "core/cpu/npumatmul.h"
+#include "npuviterror.h"
+
+G_BEGIN_DECLS
+
+typedef enum
+{
+  NPU_ENC_ACT_NONE,
+  NPU_ENC_ACT_GELU,             /* tanh form, ggml_gelu */
+  NPU_ENC_ACT_GELU_QUICK,       /* x sigmoid (1.702 x), ggml_gelu_quick */
+  NPU_ENC_ACT_SILU,             /* x sigmoid (x), ggml_silu */
+  NPU_ENC_ACT_GELU_ERF,         /* 0.5 x (1 + erf (x / sqrt 2)), ggml_gelu_erf */
+} NpuEncAct;
+
+/* A rows x k weight in MXFP4: in place (m.owned NULL) or converted
+ * (npu_mxfp4_matrix_from_view()) */
+typedef struct
+{
+  NpuMxfp4Matrix m;
+} NpuEncMatrix;
+
+/* One pre-norm block; k_b may be NULL (Whisper has no key bias) */
+typedef struct
+{
+  float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+  NpuEncMatrix q, k, v, o, up, down;
+  float *q_b, *k_b, *v_b, *o_b, *up_b, *down_b;
+} NpuEncLayer;
+
+/* Where tensors come from while an encoder is built, and what it owns */
+typedef struct
+{
+  const gchar *name;            /* error prefix */
+  const NpuGguf *gguf;
+  NpuTensorLookup lookup;
+  gpointer user_data;
+  gsize owned_bytes, borrowed_bytes;
+} NpuEncLoader;
+
+/* @lookup NULL: the tensors of @gguf */
+G_GNUC_INTERNAL
+void npu_enc_loader_init (NpuEncLoader * ld, const NpuGguf * gguf,
+    NpuTensorLookup lookup, gpointer user_data, const gchar * name);
+/* Finds @tname and checks its shape against @e0..@e3 (1 for unused
+ * dimensions).  Returns FALSE with @error unset if it is absent and not
+ * @required. */
+G_GNUC_INTERNAL
+gboolean npu_enc_get_tensor (NpuEncLoader * ld, const gchar * tname,
+    gboolean required, guint64 e0, guint64 e1, guint64 e2, guint64 e3,
+    NpuTensorView * view, GError ** error);
+G_GNUC_INTERNAL
+gboolean npu_enc_unsupported_type (NpuEncLoader * ld, const gchar * tname,
+    guint32 type, const gchar * allowed, GError ** error);
+/* An F32 copy of a view of @n elements (F32, F16 or BF16) */
+G_GNUC_INTERNAL
+float *npu_enc_to_f32 (NpuEncLoader * ld, const gchar * tname,
+    const NpuTensorView * view, gsize n, GError ** error);
+/* 1-D tensor of @n elements as F32; NULL (error unset) if absent and not
+ * @required */
+G_GNUC_INTERNAL
+float *npu_enc_get_vector (NpuEncLoader * ld, const gchar * tname,
+    gboolean required, guint64 n, GError ** error);
+/* A view of a rows x k matrix as MXFP4: in place, or converted once */
+G_GNUC_INTERNAL
+gboolean npu_enc_view_to_matrix (NpuEncLoader * ld, const gchar * tname,
+    const NpuTensorView * view, guint64 rows, guint64 k,
+    NpuEncMatrix * mat, GError ** error);
+/* A linear layer's weight, ggml ne = [k, rows] */
+G_GNUC_INTERNAL
+gboolean npu_enc_get_matrix (NpuEncLoader * ld, const gchar * tname,
+    guint64 k, guint64 rows, NpuEncMatrix * mat, GError ** error);
+G_GNUC_INTERNAL
+void npu_enc_matrix_clear (NpuEncMatrix * mat);
+G_GNUC_INTERNAL
+gboolean npu_enc_get_u32_key (NpuEncLoader * ld, const gchar * key,
+    guint32 * value, GError ** error);
+/* <prefix>.weight and .bias of @dim; both absent is fine when !@required */
+G_GNUC_INTERNAL
+gboolean npu_enc_get_norm (NpuEncLoader * ld, const gchar * prefix,
+    gboolean required, guint dim, float **w, float **b, GError ** error);
+/* Block @il of "<prefix>.blk.N.*".  The key bias is required if
+ * @k_bias_required, else used when present.  @legacy_ffn_swap: swap
+ * ffn_up and ffn_down back when ffn_down's ne[0] is dim, as clip.cpp does
+ * for the vision projectors of old converters. */
+G_GNUC_INTERNAL
+gboolean npu_enc_load_layer (NpuEncLoader * ld, const gchar * prefix,
+    guint il, guint dim, guint ff, gboolean k_bias_required,
+    gboolean legacy_ffn_swap, NpuEncLayer * l, GError ** error);
+G_GNUC_INTERNAL
+void npu_enc_layer_clear (NpuEncLayer * l);
+
+/* The blocks' shape and scratch, allocated once */
+typedef struct
+{
+  guint dim, ff, n_heads, head_dim;
+  gfloat eps;
+  NpuEncAct act;
+  NpuMatmulPrecision precision; /* of every product of the encoder */
+  guint n_max;                  /* positions the scratch holds */
+  float *h, *q, *k, *v, *att, *ffb;
+  float *scores;                /* n_score_rows rows of n_max */
+  guint n_score_rows;
+  gsize scratch_bytes;
+} NpuEncBlocks;
+
+/* dim, ff, n_heads, head_dim, eps and act set; FALSE if out of memory */
+G_GNUC_INTERNAL
+gboolean npu_enc_blocks_alloc (NpuEncBlocks * b, guint n_max);
+G_GNUC_INTERNAL
+void npu_enc_blocks_clear (NpuEncBlocks * b);
+/* Grows the score rows once if @task has more threads than the machine
+ * has CPUs */
+G_GNUC_INTERNAL
+void npu_enc_blocks_fit_task (NpuEncBlocks * b, NpuTask * task);
+/* x (n rows of dim) += attn_out (MHA (LN1 (x))); x += ffn_down (act
+ * (ffn_up (LN2 (x)))), n <= n_max */
+G_GNUC_INTERNAL
+void npu_enc_block_forward (NpuEncBlocks * b, const NpuEncLayer * l,
+    NpuTask * task, float *x, gsize n);
+
+/* Row kernels, spread over @task's threads (NULL: the calling thread) */
+G_GNUC_INTERNAL
+void npu_enc_bias_act (NpuTask * task, float *y, gsize rows, gsize cols,
+    const float *b, NpuEncAct act);
+/* ggml_norm, then * w + b; dst may be src */
+G_GNUC_INTERNAL
+void npu_enc_layernorm (NpuTask * task, float *dst, const float *src,
+    gsize rows, gsize cols, gfloat eps, const float *w, const float *b);
+/* y[c][r] = sum_j w[r][j] x[c][j], F32 weights */
+G_GNUC_INTERNAL
+void npu_enc_gemm_f32 (NpuTask * task, const float *w, gsize rows, gsize k,
+    const float *x, gsize n, float *y);
+G_GNUC_INTERNAL
+void npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x,
+    gsize n, float *y, NpuMatmulPrecision precision);
+G_GNUC_INTERNAL
+void npu_enc_run_parallel (NpuTask * task, gsize n, gsize grain,
+    NpuParallelFunc func, gpointer data);
+
+G_END_DECLS
+
+#endif /* __NPU_ENCODER_H__ */

@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: decoder-only transformer (llama, qwen2) over MXFP4 weights
+ *
+ * The compute core of the npullm element: hyper-parameters from GGUF
+ * metadata under llama.cpp's key names, weights through a lookup callback
+ * (a GGUF mapping, or the tensors the `weights` pad receives), a forward
+ * pass in F32 activations whose matrix products go through
+ * npu_matmul_mxfp4(), a KV cache allocated once per context and run as a
+ * ring with attention sinks (StreamingLLM), and the samplers.
+ * docs/llm-core.md describes the semantics and the measured figures.
+ *
+ * Threads: a model is immutable once loaded and may serve several
+ * contexts; a context is used by one task at a time.  The eval functions
+ * take the running NpuTask (or NULL to run on the calling thread) and
+ * spread matrix products and attention over the task's threads.
+ *
+ * This is compute core: GLib only, no GStreamer types.
+ */
+#ifndef __NPU_LLM_H__
+#define __NPU_LLM_H__
+
+#include <glib.h>
+#include "core/device/npuapi.h"
+#include "core/device/npubackend.h"
+#include "core/formats/npugguf.h"
+#include "core/device/nputensorview.h"
+#include "core/formats/npukvtype.h"
+#include "core/cpu/npumatmul.h"
+
+G_BEGIN_DECLS
+
+#define NPU_LLM_ERROR (npu_llm_error_quark ())
+NPU_API
+GQuark npu_llm_error_quark (void);
+
+typedef enum
+{
+  NPU_LLM_ERROR_UNSUPPORTED,    /* architecture, RoPE scaling, tensor type */
+  NPU_LLM_ERROR_MISSING,        /* metadata key or tensor absent */
+  NPU_LLM_ERROR_SHAPE,          /* tensor shape, inconsistent parameters */
+  NPU_LLM_ERROR_INVALID,        /* bad argument: token id, sampler value */
+  NPU_LLM_ERROR_CONTEXT_FULL,   /* cache full and streaming disabled */
+} NpuLlmError;
+
+typedef enum
+{
+  NPU_LLM_ARCH_LLAMA,
+  NPU_LLM_ARCH_QWEN2,
+} NpuLlmArch;
+
+/* llama.cpp's LLAMA_ROPE_TYPE_NORM (rotate adjacent pairs x[2i], x[2i+1])
+ * and LLAMA_ROPE_TYPE_NEOX (rotate x[i], x[i + n_rot/2]) */
+typedef enum
+{
+  NPU_LLM_ROPE_NORM,
+  NPU_LLM_ROPE_NEOX,
+} NpuLlmRopeType;
+
+/**
+ * NpuLlmHParams:
+ *
+ * Filled by npu_llm_hparams_from_gguf() from the file's metadata; anyone
+ * who has the values another way may fill it by hand.  @n_vocab is set by
+ * the model from token_embd's ne[1] (0 here is fine).
+ */
+typedef struct
+{
+  NpuLlmArch arch;
+  guint n_embd;                 /* <arch>.embedding_length */
+  guint n_layer;                /* <arch>.block_count */
+  guint n_ff;                   /* <arch>.feed_forward_length */
+  guint n_head;                 /* <arch>.attention.head_count */
+  guint n_head_kv;              /* <arch>.attention.head_count_kv (default n_head) */
+  guint head_dim;               /* <arch>.attention.key_length (default n_embd / n_head) */
+  guint n_rot;                  /* <arch>.rope.dimension_count (default head_dim) */
+  guint n_ctx_train;            /* <arch>.context_length */
+  guint n_vocab;                /* token_embd ne[1] */
+  gfloat rms_eps;               /* <arch>.attention.layer_norm_rms_epsilon */
+  gfloat rope_freq_base;        /* <arch>.rope.freq_base (default 10000) */
+  gfloat rope_freq_scale;       /* 1 / <arch>.rope.scaling.factor (linear) */
+  NpuLlmRopeType rope_type;     /* from the architecture, as llama.cpp */
+} NpuLlmHParams;
+
+NPU_API
+gboolean npu_llm_hparams_from_gguf (const NpuGguf * gguf,
+    NpuLlmHParams * hp, GError ** error);
+
+typedef struct _NpuLlmModel NpuLlmModel;
+typedef struct _NpuLlmContext NpuLlmContext;
+
+/**
+ * NpuLlmLoadFlags:
+ * @NPU_LLM_LOAD_IN_PLACE: MXFP4 matrices are read where the lookup put
+ *   them (ggml's block layout): no copy, the data must outlive the model
+ * @NPU_LLM_LOAD_REPACK: every MXFP4 matrix is repacked once into the
+ *   kernels' split layout (npu_mxfp4_matrix_repack(): still 4.25 bits a
+ *   weight, so a private copy the size of the weights; their source may
+ *   then go away, not token_embd's nor a Q8_0 output's, read in place).
+ *   Decoding is measurably faster (docs/llm-core.md).
+ */
+typedef enum
+{
+  NPU_LLM_LOAD_IN_PLACE = 0,
+  NPU_LLM_LOAD_REPACK = 1 << 0,
+} NpuLlmLoadFlags;
+
+/* Weight matrices must end up MXFP4: MXFP4 tensors are used in place, F32,
+ * F16, BF16 and Q8_0 ones are converted once here (the model then owns
+ * 17 bytes per 32 weights of each).  token_embd keeps its own type (rows
+ * are dequantised one token at a time); with no output.weight the logits
+ * use token_embd.  The logits' matrix is used in place if it is Q8_0 (as
+ * llama.cpp does; npu_matmul_q8_0()), so it must outlive the model, and is
+ * converted like the others otherwise.  @hp is copied. */
+NPU_API
+NpuLlmModel *npu_llm_model_new (const NpuLlmHParams * hp,
+    NpuTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
+    GError ** error);
+/* Opens (maps) the GGUF file and keeps it open for the model's life */
+NPU_API
+NpuLlmModel *npu_llm_model_new_from_file (const gchar * path,
+    NpuLlmLoadFlags flags, GError ** error);
+NPU_API
+void npu_llm_model_free (NpuLlmModel * model);
+NPU_API
+const NpuLlmHParams *npu_llm_model_get_hparams (const NpuLlmModel * model);
+/* Weight bytes one decoded token reads: every matrix, once, plus one
+ * embedding row (the roofline's numerator) */
+NPU_API
+guint64 npu_llm_model_get_decode_bytes (const NpuLlmModel * model);
+/* Bytes the model allocated for converted or repacked matrices (0 if all
+ * were MXFP4 and used in place) */
+NPU_API
+guint64 npu_llm_model_get_converted_bytes (const NpuLlmModel * model);
+
+/**
+ * NpuLlmContextParams:
+ * @n_ctx: KV cache capacity in tokens (0 = the model's context_length)
+ * @n_batch: most tokens per forward step; longer inputs are split (64)
+ * @n_sink: tokens kept at the start when the cache slides (4)
+ * @streaming: when the cache is full, evict the oldest token after the
+ *   sinks (TRUE, default) or fail with NPU_LLM_ERROR_CONTEXT_FULL
+ * @all_logits: keep the logits of every token of the last eval (needs
+ *   n <= @n_batch per eval); else only the last token's are computed
+ * @kv_type: how the cache stores keys and values (NPU_KV_F16, default:
+ *   half of F32's bytes; NPU_KV_Q8_0: 34 bytes per 32 values, needs a
+ *   head size that is a multiple of 32; NPU_KV_F32).  npukvtype.h gives
+ *   each type's error; attention reads the cache in its type.
+ * @precision: activations of the layer matrices' products (npumatmul.h):
+ *   NPU_MATMUL_PRECISION_FAST (int8, as llama.cpp; default) or
+ *   NPU_MATMUL_PRECISION_ACCURATE (int8 plus its int8 residual, ~16 bits),
+ *   for every product including the logits'.
+ */
+typedef struct
+{
+  guint n_ctx;
+  guint n_batch;
+  guint n_sink;
+  gboolean streaming;
+  gboolean all_logits;
+  NpuKvType kv_type;
+  NpuMatmulPrecision precision;
+} NpuLlmContextParams;
+
+typedef struct
+{
+  guint64 n_prefill;            /* tokens evaluated in calls of n > 1 */
+  guint64 n_decode;             /* calls of n = 1 */
+  guint64 n_evicted;            /* tokens dropped from the window */
+  guint n_allocs;               /* allocations the context ever made */
+  gsize kv_bytes;               /* the cache (K and V, every layer) */
+  gsize scratch_bytes;          /* activations, scores, logits */
+} NpuLlmStats;
+
+NPU_API
+void npu_llm_context_params_init (NpuLlmContextParams * params);
+NPU_API
+NpuLlmContext *npu_llm_context_new (NpuLlmModel * model,
+    const NpuLlmContextParams * params, GError ** error);
+NPU_API
+void npu_llm_context_free (NpuLlmContext * ctx);
+/* Forget every token; keeps the memory (no allocation) */
+NPU_API
+void npu_llm_context_reset (NpuLlmContext * ctx);
+
+/* Append @n tokens (ids < n_vocab) / @n rows of n_embd F32 embeddings
+ * (spliced-in vision or audio tokens) at the next positions.  On error
+ * the context is unchanged. */
+NPU_API
+gboolean npu_llm_eval_tokens (NpuLlmContext * ctx, NpuTask * task,
+    const gint32 * tokens, gsize n, GError ** error);
+NPU_API
+gboolean npu_llm_eval_embeddings (NpuLlmContext * ctx, NpuTask * task,
+    const float *embd, gsize n, GError ** error);
+
+/* n_vocab logits of the last token evaluated (NULL before any eval) */
+NPU_API
+const float *npu_llm_get_logits (NpuLlmContext * ctx);
+/* Logits of token @i of the last eval; NULL unless all_logits */
+NPU_API
+const float *npu_llm_get_logits_ith (NpuLlmContext * ctx, gsize i);
+/* Forget every token from position @n_past on, keeping the first ones
+ * (a prompt prefix shared by the next answer).  Possible only while the
+ * cache has never slid since the reset and @n_past <= n_past; returns
+ * FALSE (context unchanged) otherwise.  The logits are gone until the
+ * next eval. */
+NPU_API
+gboolean npu_llm_context_truncate (NpuLlmContext * ctx, guint64 n_past);
+/* Absolute position of the next token (tokens seen since the reset) */
+NPU_API
+guint64 npu_llm_context_get_n_past (NpuLlmContext * ctx);
+/* Tokens the next query attends to besides itself (<= n_ctx - 1) */
+NPU_API
+guint npu_llm_context_get_n_cached (NpuLlmContext * ctx);
+NPU_API
+void npu_llm_context_get_stats (NpuLlmContext * ctx, NpuLlmStats * stats);
+
+/* ------------------------------------------------------------------------
+ * Sampling (npullm-sample.c)
+ *
+ * Applied in llama.cpp's default order: repetition penalty, top-k, top-p,
+ * min-p, temperature, then a draw.  temperature 0 is greedy: the penalty
+ * still applies, then argmax (lowest id on ties).
+ */
+
+/**
+ * NpuLlmSamplerParams:
+ * @temperature: >= 0; 0 = greedy (0.8)
+ * @top_k: keep the k most likely; 0 = all (40)
+ * @top_p: keep the smallest set whose probability reaches p, in (0, 1];
+ *   1 = off (0.95)
+ * @min_p: drop tokens below min_p x the top probability, in [0, 1];
+ *   0 = off (0.05)
+ * @repeat_penalty: > 0; 1 = off (1.0).  A logit of a token among the last
+ *   @repeat_last_n accepted ones is divided by it if positive, multiplied
+ *   if negative (llama.cpp's rule)
+ * @repeat_last_n: history length for the penalty (64)
+ * @seed: the PRNG's seed: same seed, same logits, same tokens
+ */
+typedef struct
+{
+  gfloat temperature;
+  guint top_k;
+  gfloat top_p;
+  gfloat min_p;
+  gfloat repeat_penalty;
+  guint repeat_last_n;
+  guint64 seed;
+} NpuLlmSamplerParams;
+
+typedef struct _NpuLlmSampler NpuLlmSampler;
+
+NPU_API
+void npu_llm_sampler_params_init (NpuLlmSamplerParams * params);
+/* Validates every parameter (NPU_LLM_ERROR_INVALID naming it); allocates
+ * all its buffers here, so sampling never allocates */
+NPU_API
+NpuLlmSampler *npu_llm_sampler_new (const NpuLlmSamplerParams * params,
+    guint n_vocab, GError ** error);
+NPU_API
+void npu_llm_sampler_free (NpuLlmSampler * sampler);
+/* Picks a token from @logits (n_vocab values, not modified) */
+NPU_API
+gint32 npu_llm_sampler_sample (NpuLlmSampler * sampler, const float *logits);
+/* Adds @token to the penalty history (prompt tokens too, as llama.cpp) */
+NPU_API
+void npu_llm_sampler_accept (NpuLlmSampler * sampler, gint32 token);
+/* Clears the history and reseeds */
+NPU_API
+void npu_llm_sampler_reset (NpuLlmSampler * sampler);
+
+G_END_DECLS
+
+#endif /* __NPU_LLM_H__ */

@@ -227,8 +227,7 @@ get_arch (const NpuGguf * gguf, NpuLlmHParams * h, GError ** error)
     h->rope_type = NPU_LLM_ROPE_NEOX;
   } else {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
-        "unsupported architecture '%s' (supported: llama, qwen2, qwen3)",
-        arch);
+        "unsupported architecture '%s' (supported: llama, qwen2, qwen3)", arch);
     return NULL;
   }
   return arch;

@@ -123,10 +123,12 @@ npu_ref_llm_load (NpuRefLlm * r, NpuGguf * gguf, const NpuTextModelParams * p)
   r->ff = p->ff;
   r->n_head = p->n_heads;
   r->n_kv = p->n_kv_heads;
-  r->hd = p->dim / p->n_heads;
+  /* qwen3 states its head size, which need not be dim / heads */
+  r->hd = p->head_dim ? p->head_dim : p->dim / p->n_heads;
   r->n_rot = r->hd;             /* the generator writes full rotary */
   r->n_layer = p->n_layers;
-  r->neox = p->arch == NPU_MODEL_ARCH_QWEN2;
+  r->neox = p->arch != NPU_MODEL_ARCH_LLAMA;
+  r->qk_norm = p->arch == NPU_MODEL_ARCH_QWEN3;
   r->eps = p->rms_eps;
   r->base = p->rope_base;
 
@@ -157,6 +159,10 @@ npu_ref_llm_load (NpuRefLlm * r, NpuGguf * gguf, const NpuTextModelParams * p)
     l->bq = ref_vector (gguf, N ("attn_q.bias"));
     l->bk = ref_vector (gguf, N ("attn_k.bias"));
     l->bv = ref_vector (gguf, N ("attn_v.bias"));
+    l->q_norm = ref_vector (gguf, N ("attn_q_norm.weight"));
+    l->k_norm = ref_vector (gguf, N ("attn_k_norm.weight"));
+    g_assert_true (!r->qk_norm || (l->q_norm && l->k_norm));
+    g_assert_true (!r->qk_norm || !(l->bq || l->bk || l->bv));
     l->wq = ref_matrix (gguf, N ("attn_q.weight"));
     l->wk = ref_matrix (gguf, N ("attn_k.weight"));
     l->wv = ref_matrix (gguf, N ("attn_v.weight"));
@@ -181,6 +187,8 @@ npu_ref_llm_clear (NpuRefLlm * r)
     g_free (l->bq);
     g_free (l->bk);
     g_free (l->bv);
+    g_free (l->q_norm);
+    g_free (l->k_norm);
     g_free (l->wq);
     g_free (l->wk);
     g_free (l->wv);
@@ -302,6 +310,14 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
     matvec (l->wq, l->bq, xn, qd, dim, q);
     matvec (l->wk, l->bk, xn, kvd, dim, run->K[il] + (gsize) P * kvd);
     matvec (l->wv, l->bv, xn, kvd, dim, run->V[il] + (gsize) P * kvd);
+    if (r->qk_norm) {
+      double *k = run->K[il] + (gsize) P * kvd;
+
+      for (h = 0; h < r->n_head; h++)
+        rmsnorm (q + h * r->hd, l->q_norm, r->hd, r->eps, q + h * r->hd);
+      for (h = 0; h < r->n_kv; h++)
+        rmsnorm (k + h * r->hd, l->k_norm, r->hd, r->eps, k + h * r->hd);
+    }
 
     for (h = 0; h < r->n_head; h++) {
       guint gk = h / (r->n_head / r->n_kv);

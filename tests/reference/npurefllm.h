@@ -8,7 +8,9 @@
  * documents; attention computed from un-rotated keys with RoPE applied at
  * each token's position inside the cache (the StreamingLLM rule), so the
  * runtime's shortcut (keys rotated once at their absolute position) is
- * checked, not copied.  tests/unit/test-llm.c holds the core to it;
+ * checked, not copied.  Qwen3: no biases, each head of q and k
+ * RMS-normed with its head_dim weights before RoPE (the keys stored
+ * normed, un-rotated).  tests/unit/test-llm.c holds the core to it;
  * tests/unit/test-llmsplice.c the answering session's prompts.
  */
 #ifndef __NPU_REF_LLM_H__
@@ -20,6 +22,7 @@
 G_BEGIN_DECLS typedef struct
 {
   double *attn_norm, *ffn_norm, *bq, *bk, *bv;
+  double *q_norm, *k_norm;      /* qwen3's per-head norms, head_dim each */
   double *wq, *wk, *wv, *wo, *wg, *wu, *wd;
 } NpuRefLlmLayer;
 
@@ -27,6 +30,7 @@ typedef struct
 {
   guint dim, ff, n_head, n_kv, hd, n_rot, n_layer, vocab;
   gboolean neox;
+  gboolean qk_norm;             /* qwen3: q and k heads RMS-normed */
   double eps, base;
   double *tok, *out, *out_norm; /* token_embd [vocab][dim], output */
   NpuRefLlmLayer *L;

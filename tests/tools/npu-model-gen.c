@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: write deterministic random models in llama.cpp's GGUF layouts
  *
- *   npu-model-gen text --arch llama|qwen2 [--size tiny|small|1b]
+ *   npu-model-gen text --arch llama|qwen2|qwen3 [--size tiny|small|1b]
  *       [--layers N --dim D --ff F --heads H --kv-heads K --vocab V --ctx C]
+ *       [--head-dim N (qwen3)]
  *       [--type f32|f16|bf16|q8_0|mxfp4] [--tied|--untied] [--seed S]
  *       [--all-mxfp4] [--mxfp4-values] [--tokenizer TOK.gguf] -o text.gguf
  *   npu-model-gen mmproj (--for text.gguf | --text-dim D)
@@ -37,7 +38,7 @@ static gchar *opt_arch = NULL, *opt_size = NULL, *opt_type = NULL;
 static gchar *opt_seed = NULL, *opt_out = NULL, *opt_for = NULL;
 static gchar *opt_projector = NULL, *opt_tokenizer = NULL, *opt_act = NULL;
 static gint opt_layers = -1, opt_dim = -1, opt_ff = -1, opt_heads = -1;
-static gint opt_kv_heads = -1, opt_vocab = -1, opt_ctx = -1;
+static gint opt_kv_heads = -1, opt_vocab = -1, opt_ctx = -1, opt_head_dim = -1;
 static gboolean opt_tied = FALSE, opt_untied = FALSE;
 static gboolean opt_all_mxfp4 = FALSE, opt_mxfp4_values = FALSE;
 static gboolean opt_extra_block = FALSE;
@@ -57,12 +58,16 @@ static GOptionEntry common_entries[] = {
 };
 
 static GOptionEntry text_entries[] = {
-  {"arch", 0, 0, G_OPTION_ARG_STRING, &opt_arch, "llama or qwen2", "ARCH"},
+  {"arch", 0, 0, G_OPTION_ARG_STRING, &opt_arch, "llama, qwen2 or qwen3",
+      "ARCH"},
   {"layers", 0, 0, G_OPTION_ARG_INT, &opt_layers, "Blocks", "N"},
   {"dim", 0, 0, G_OPTION_ARG_INT, &opt_dim, "Embedding length", "D"},
   {"ff", 0, 0, G_OPTION_ARG_INT, &opt_ff, "Feed-forward length", "F"},
   {"heads", 0, 0, G_OPTION_ARG_INT, &opt_heads, "Attention heads", "H"},
   {"kv-heads", 0, 0, G_OPTION_ARG_INT, &opt_kv_heads, "KV heads", "K"},
+  {"head-dim", 0, 0, G_OPTION_ARG_INT, &opt_head_dim,
+      "qwen3: head size (attention.key_length; the preset's by default)",
+      "N"},
   {"vocab", 0, 0, G_OPTION_ARG_INT, &opt_vocab, "Tokens", "V"},
   {"ctx", 0, 0, G_OPTION_ARG_INT, &opt_ctx, "Context length", "C"},
   {"tied", 0, 0, G_OPTION_ARG_NONE, &opt_tied,
@@ -229,8 +234,10 @@ main (int argc, char **argv)
       arch = NPU_MODEL_ARCH_LLAMA;
     else if (g_strcmp0 (opt_arch, "qwen2") == 0)
       arch = NPU_MODEL_ARCH_QWEN2;
+    else if (g_strcmp0 (opt_arch, "qwen3") == 0)
+      arch = NPU_MODEL_ARCH_QWEN3;
     else {
-      g_printerr ("--arch must be llama or qwen2\n");
+      g_printerr ("--arch must be llama, qwen2 or qwen3\n");
       return 2;
     }
     ok = npu_model_gen_text_preset (&p, arch, opt_size ? opt_size : "tiny",
@@ -242,6 +249,7 @@ main (int argc, char **argv)
       override (&p.ff, opt_ff);
       override (&p.n_heads, opt_heads);
       override (&p.n_kv_heads, opt_kv_heads);
+      override (&p.head_dim, opt_head_dim);
       override (&p.vocab, opt_vocab);
       override (&p.ctx, opt_ctx);
       if (opt_tied)

@@ -695,6 +695,119 @@ static const gchar qwen2_chat_template[] =
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}"
     "{% endif %}";
 
+/* Qwen3's tokenizer_config.json template, verbatim: no default system
+ * turn, the thinking block of earlier assistant turns dropped, and
+ * "<think>\n\n</think>\n\n" after the generation prompt only when
+ * enable_thinking is false (thinking is on by default) */
+static const gchar qwen3_chat_template[] =
+    "{%- if tools %}\n"
+    "    {{- '<|im_start|>system\\n' }}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- messages[0].content + '\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "    {{- \"# Tools\\n\\nYou may call one or more functions to assist wi"
+    "th the user query.\\n\\nYou are provided with function signatures with"
+    "in <tools></tools> XML tags:\\n<tools>\" }}\n"
+    "    {%- for tool in tools %}\n"
+    "        {{- \"\\n\" }}\n"
+    "        {{- tool | tojson }}\n"
+    "    {%- endfor %}\n"
+    "    {{- \"\\n</tools>\\n\\nFor each function call, return a json objec"
+    "t with function name and arguments within <tool_call></tool_call> XML "
+    "tags:\\n<tool_call>\\n{\\\"name\\\": <function-name>, \\\"arguments"
+    "\\\": <args-json-object>}\\n</tool_call><|im_end|>\\n\" }}\n"
+    "{%- else %}\n"
+    "    {%- if messages[0].role == 'system' %}\n"
+    "        {{- '<|im_start|>system\\n' + messages[0].content + '<|im_end|"
+    ">\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}\n"
+    "{%- set ns = namespace(multi_step_tool=true, last_query_index=messages"
+    "|length - 1) %}\n"
+    "{%- for message in messages[::-1] %}\n"
+    "    {%- set index = (messages|length - 1) - loop.index0 %}\n"
+    "    {%- if ns.multi_step_tool and message.role == \"user\" and not(mes"
+    "sage.content.startswith('<tool_response>') and message.content.endswit"
+    "h('</tool_response>')) %}\n"
+    "        {%- set ns.multi_step_tool = false %}\n"
+    "        {%- set ns.last_query_index = index %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- for message in messages %}\n"
+    "    {%- if (message.role == \"user\") or (message.role == \"system\" a"
+    "nd not loop.first) %}\n"
+    "        {{- '<|im_start|>' + message.role + '\\n' + message.content + "
+    "'<|im_end|>' + '\\n' }}\n"
+    "    {%- elif message.role == \"assistant\" %}\n"
+    "        {%- set content = message.content %}\n"
+    "        {%- set reasoning_content = '' %}\n"
+    "        {%- if message.reasoning_content is defined and message.reason"
+    "ing_content is not none %}\n"
+    "            {%- set reasoning_content = message.reasoning_content %}\n"
+    "        {%- else %}\n"
+    "            {%- if '</think>' in message.content %}\n"
+    "                {%- set content = message.content.split('</think>')[-1"
+    "].lstrip('\\n') %}\n"
+    "                {%- set reasoning_content = message.content.split('</t"
+    "hink>')[0].rstrip('\\n').split('<think>')[-1].lstrip('\\n') %}\n"
+    "            {%- endif %}\n"
+    "        {%- endif %}\n"
+    "        {%- if loop.index0 > ns.last_query_index %}\n"
+    "            {%- if loop.last or (not loop.last and reasoning_content) "
+    "%}\n"
+    "                {{- '<|im_start|>' + message.role + '\\n<think>\\n' + "
+    "reasoning_content.strip('\\n') + '\\n</think>\\n\\n' + content.lstrip("
+    "'\\n') }}\n"
+    "            {%- else %}\n"
+    "                {{- '<|im_start|>' + message.role + '\\n' + content }}"
+    "\n"
+    "            {%- endif %}\n"
+    "        {%- else %}\n"
+    "            {{- '<|im_start|>' + message.role + '\\n' + content }}\n"
+    "        {%- endif %}\n"
+    "        {%- if message.tool_calls %}\n"
+    "            {%- for tool_call in message.tool_calls %}\n"
+    "                {%- if (loop.first and content) or (not loop.first) %}"
+    "\n"
+    "                    {{- '\\n' }}\n"
+    "                {%- endif %}\n"
+    "                {%- if tool_call.function %}\n"
+    "                    {%- set tool_call = tool_call.function %}\n"
+    "                {%- endif %}\n"
+    "                {{- '<tool_call>\\n{\"name\": \"' }}\n"
+    "                {{- tool_call.name }}\n"
+    "                {{- '\", \"arguments\": ' }}\n"
+    "                {%- if tool_call.arguments is string %}\n"
+    "                    {{- tool_call.arguments }}\n"
+    "                {%- else %}\n"
+    "                    {{- tool_call.arguments | tojson }}\n"
+    "                {%- endif %}\n"
+    "                {{- '}\\n</tool_call>' }}\n"
+    "            {%- endfor %}\n"
+    "        {%- endif %}\n"
+    "        {{- '<|im_end|>\\n' }}\n"
+    "    {%- elif message.role == \"tool\" %}\n"
+    "        {%- if loop.first or (messages[loop.index0 - 1].role != \"tool"
+    "\") %}\n"
+    "            {{- '<|im_start|>user' }}\n"
+    "        {%- endif %}\n"
+    "        {{- '\\n<tool_response>\\n' }}\n"
+    "        {{- message.content }}\n"
+    "        {{- '\\n</tool_response>' }}\n"
+    "        {%- if loop.last or (messages[loop.index0 + 1].role != \"tool"
+    "\") %}\n"
+    "            {{- '<|im_end|>\\n' }}\n"
+    "        {%- endif %}\n"
+    "    {%- endif %}\n"
+    "{%- endfor %}\n"
+    "{%- if add_generation_prompt %}\n"
+    "    {{- '<|im_start|>assistant\\n' }}\n"
+    "    {%- if enable_thinking is defined and enable_thinking is false %}"
+    "\n"
+    "        {{- '<think>\\n\\n</think>\\n\\n' }}\n"
+    "    {%- endif %}\n"
+    "{%- endif %}";
+
 static const gchar llama_chat_template[] =
     "{% if messages[0]['role'] == 'system' %}{% set loop_messages = "
     "messages[1:] %}{% set system_message = messages[0]['content'] %}"
@@ -847,8 +960,9 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
   } else {
     guint32 eot = p->vocab - N_MARKERS - QWEN2_N_SPECIAL;
 
-    /* as Qwen2-Instruct files: no scores, bos = pad = <|endoftext|>,
-     * eos = <|im_end|>, no BOS added */
+    /* as Qwen2-Instruct and Qwen3 files (whose pre-tokenizer llama.cpp
+     * also names qwen2): no scores, bos = pad = <|endoftext|>, eos =
+     * <|im_end|>, no BOS added */
     ok = npu_gguf_writer_add_string (w, "tokenizer.ggml.model", "gpt2", -1,
         error)
         && npu_gguf_writer_add_string (w, "tokenizer.ggml.pre", "qwen2", -1,
@@ -868,6 +982,7 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
         && npu_gguf_writer_add_bool (w, "tokenizer.ggml.add_bos_token", FALSE,
         error)
         && npu_gguf_writer_add_string (w, "tokenizer.chat_template",
+        p->arch == NPU_MODEL_ARCH_QWEN3 ? qwen3_chat_template :
         qwen2_chat_template, -1, error);
   }
 
@@ -882,6 +997,19 @@ out:
 
 /* ------------------------------------------------------------------------ */
 /* Parameters                                                                */
+
+const gchar *
+npu_model_gen_arch_name (NpuModelArch arch)
+{
+  switch (arch) {
+    case NPU_MODEL_ARCH_LLAMA:
+      return "llama";
+    case NPU_MODEL_ARCH_QWEN2:
+      return "qwen2";
+    default:
+      return "qwen3";
+  }
+}
 
 gint
 npu_model_gen_parse_type (const gchar * name)
@@ -928,8 +1056,9 @@ npu_model_gen_text_preset (NpuTextModelParams * p, NpuModelArch arch,
   /* llama 2's and Qwen2's values */
   p->rms_eps = arch == NPU_MODEL_ARCH_LLAMA ? 1e-5f : 1e-6f;
   p->rope_base = arch == NPU_MODEL_ARCH_LLAMA ? 10000.0f : 1000000.0f;
-  /* Qwen2's small models tie the output to the embedding, llama's not */
-  p->tied = arch == NPU_MODEL_ARCH_QWEN2;
+  /* Qwen2's and Qwen3's small models tie the output to the embedding,
+   * llama's not */
+  p->tied = arch != NPU_MODEL_ARCH_LLAMA;
 
   if (g_strcmp0 (size, "tiny") == 0) {
     p->n_layers = 2;
@@ -939,6 +1068,10 @@ npu_model_gen_text_preset (NpuTextModelParams * p, NpuModelArch arch,
     p->n_kv_heads = 2;
     p->vocab = 1024;
     p->ctx = 512;
+    /* Qwen3's heads are wider than dim / heads (0.6B: 16 x 128 on a
+     * dim of 1024), so q and o are not square */
+    if (arch == NPU_MODEL_ARCH_QWEN3)
+      p->head_dim = 32;
   } else if (g_strcmp0 (size, "small") == 0) {
     p->n_layers = 6;
     p->dim = 256;
@@ -947,6 +1080,8 @@ npu_model_gen_text_preset (NpuTextModelParams * p, NpuModelArch arch,
     p->n_kv_heads = 2;
     p->vocab = 8192;
     p->ctx = 2048;
+    if (arch == NPU_MODEL_ARCH_QWEN3)
+      p->head_dim = 128;
   } else if (g_strcmp0 (size, "1b") == 0) {
     /* Llama 3.2 1B's and Qwen2.5 1.5B's shapes with a 32k vocabulary */
     p->wtype = NPU_GGML_TYPE_MXFP4;
@@ -958,6 +1093,14 @@ npu_model_gen_text_preset (NpuTextModelParams * p, NpuModelArch arch,
       p->ff = 8192;
       p->n_heads = 32;
       p->n_kv_heads = 8;
+    } else if (arch == NPU_MODEL_ARCH_QWEN3) {
+      /* Qwen3 1.7B's */
+      p->n_layers = 28;
+      p->dim = 2048;
+      p->ff = 6144;
+      p->n_heads = 16;
+      p->n_kv_heads = 8;
+      p->head_dim = 128;
     } else {
       p->n_layers = 20;
       p->dim = 1536;
@@ -1036,6 +1179,13 @@ check_mxfp4_values (gboolean mxfp4_values, guint32 wt, GError ** error)
   return TRUE;
 }
 
+/* attention.key_length: @head_dim, or dim / heads when 0 */
+static guint
+text_head_dim (const NpuTextModelParams * p)
+{
+  return p->head_dim ? p->head_dim : p->dim / MAX (p->n_heads, 1);
+}
+
 static gboolean
 check_text (const NpuTextModelParams * p, GError ** error)
 {
@@ -1048,12 +1198,17 @@ check_text (const NpuTextModelParams * p, GError ** error)
         "layers, dim, ff, heads, kv-heads and ctx must be positive");
     return FALSE;
   }
-  if (p->dim % p->n_heads || p->n_heads % p->n_kv_heads
-      || (p->dim / p->n_heads) % 2) {
+  if ((!p->head_dim && p->dim % p->n_heads) || p->n_heads % p->n_kv_heads
+      || text_head_dim (p) % 2) {
     g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
-        "dim %u, %u heads, %u kv heads: heads must divide dim into an even "
-        "head size and kv heads must divide heads", p->dim, p->n_heads,
-        p->n_kv_heads);
+        "dim %u, %u heads, %u kv heads, head size %u: the head size must be "
+        "even (heads must divide dim when it is not given) and kv heads must "
+        "divide heads", p->dim, p->n_heads, p->n_kv_heads, text_head_dim (p));
+    return FALSE;
+  }
+  if (p->head_dim && p->arch != NPU_MODEL_ARCH_QWEN3) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "a head size other than dim / heads is written for qwen3 only");
     return FALSE;
   }
   if (p->vocab < min_vocab (p->arch)) {
@@ -1199,8 +1354,9 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
   NpuTextModelParams tp = *params;
   const NpuTextModelParams *p = &tp;
   NpuGguf *src = NULL;
-  const gchar *arch = p->arch == NPU_MODEL_ARCH_LLAMA ? "llama" : "qwen2";
-  guint hd = p->dim / MAX (p->n_heads, 1), kv = hd * p->n_kv_heads, i;
+  const gchar *arch = npu_model_gen_arch_name (p->arch);
+  guint hd = text_head_dim (p), kv = hd * p->n_kv_heads, i;
+  guint qd = hd * p->n_heads;   /* dim but for qwen3's wider heads */
   /* llama.cpp's MXFP4 quantisation (LLAMA_FTYPE_MOSTLY_MXFP4_MOE) keeps
    * token_embd and output in Q8_0; every other type applies to all 2-D
    * weights, as llama-quantize does for F16/BF16/Q8_0 files. */
@@ -1258,6 +1414,13 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
       && npu_gguf_writer_add_u32 (w, KEY (".rope.dimension_count"), hd, error);
   if (ok && p->arch == NPU_MODEL_ARCH_LLAMA)
     ok = npu_gguf_writer_add_u32 (w, KEY (".vocab_size"), p->vocab, error);
+  /* The converter writes the head size when config.json has head_dim, as
+   * every Qwen3 config does */
+  if (ok && p->arch == NPU_MODEL_ARCH_QWEN3)
+    ok = npu_gguf_writer_add_u32 (w, KEY (".attention.key_length"), hd,
+        error)
+        && npu_gguf_writer_add_u32 (w, KEY (".attention.value_length"), hd,
+        error);
 #undef KEY
   g_free (key);
   g_free (name);
@@ -1302,19 +1465,28 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
     n[9] = g_strconcat (b, "attn_q.bias", NULL);
     n[10] = g_strconcat (b, "attn_k.bias", NULL);
     n[11] = g_strconcat (b, "attn_v.bias", NULL);
+    n[12] = g_strconcat (b, "attn_q_norm.weight", NULL);
+    n[13] = g_strconcat (b, "attn_k_norm.weight", NULL);
     ok = T1 (n[0], 1.0, 0.05, p->dim)
-        && T2 (n[1], wt, s_dim, p->dim, p->dim)
+        && T2 (n[1], wt, s_dim, p->dim, qd)
         && T2 (n[2], wt, s_dim, p->dim, kv)
         && T2 (n[3], wt, s_dim, p->dim, kv);
     if (ok && p->arch == NPU_MODEL_ARCH_QWEN2)
       ok = T1 (n[9], 0.0, 0.02, p->dim) && T1 (n[10], 0.0, 0.02, kv)
           && T1 (n[11], 0.0, 0.02, kv);
-    ok = ok && T2 (n[4], wt, s_dim * s_res, p->dim, p->dim)
+    /* Qwen3's per-head q/k norms, head_dim weights each; spread wider
+     * than the other norms' so that a decoder which skips one (or applies
+     * the wrong one) gives visibly different logits */
+    if (ok && p->arch == NPU_MODEL_ARCH_QWEN3)
+      ok = T1 (n[12], 1.0, 0.3, hd) && T1 (n[13], 1.0, 0.3, hd);
+    ok = ok && T2 (n[4], wt,
+        (qd == p->dim ? s_dim : 1.0 / sqrt ((gdouble) qd)) * s_res, qd,
+        p->dim)
         && T1 (n[5], 1.0, 0.05, p->dim)
         && T2 (n[6], wt, s_dim, p->dim, p->ff)
         && T2 (n[7], wt, s_dim, p->dim, p->ff)
         && T2 (n[8], wt, s_ff * s_res, p->ff, p->dim);
-    for (k = 0; k < 12; k++)
+    for (k = 0; k < 14; k++)
       g_free (n[k]);
     g_free (b);
   }

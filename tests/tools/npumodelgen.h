@@ -31,6 +31,7 @@ typedef enum
 {
   NPU_MODEL_ARCH_LLAMA,
   NPU_MODEL_ARCH_QWEN2,
+  NPU_MODEL_ARCH_QWEN3,         /* qwen2 without biases, q/k norms */
 } NpuModelArch;
 
 typedef enum
@@ -47,6 +48,9 @@ typedef struct
   guint ff;                     /* feed_forward_length */
   guint n_heads;
   guint n_kv_heads;
+  guint head_dim;               /* qwen3's attention.key_length; 0: dim /
+                                 * n_heads (the only choice for the
+                                 * others) */
   guint vocab;                  /* number of tokens, markers included */
   guint ctx;
   guint32 wtype;                /* ggml type of the 2-D weights */
@@ -187,6 +191,8 @@ gboolean  npu_model_gen_write_audio_mmproj
                                        NpuModelGenStats *stats,
                                        GError **error);
 
+/* general.architecture of @arch: "llama", "qwen2", "qwen3" */
+const gchar *npu_model_gen_arch_name  (NpuModelArch arch);
 /* "f32", "f16", "bf16", "q8_0", "mxfp4" to a ggml type id; -1 if unknown */
 gint      npu_model_gen_parse_type    (const gchar *name);
 /* general.file_type (llama_ftype) for files whose 2-D weights are @wtype */

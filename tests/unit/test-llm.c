@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: the transformer core against a plain double-precision reference
  *
- * Tiny llama and qwen2 models are written with the model generator (MXFP4
+ * Tiny llama, qwen2 and qwen3 models are written with the model generator (MXFP4
  * block weights, Q8_0 token_embd / output as llama.cpp's MXFP4 files have
  * them), and the same model is evaluated with straightforward loops in
  * double (tests/reference/npurefllm.c): weights dequantised with the
@@ -160,6 +160,10 @@ static const ModelConfig configs[] = {
   {"llama-f32", NPU_MODEL_ARCH_LLAMA, 2, FALSE, NPU_GGML_TYPE_F32},
   /* heads of 32, which a Q8_0 cache needs */
   {"qwen2-mqa-hd32", NPU_MODEL_ARCH_QWEN2, 1, FALSE, NPU_GGML_TYPE_MXFP4, 2},
+  /* qwen3: per-head q/k norms, no biases, heads of 32 (the preset's
+   * head_dim) on a dim of 64, so q and o are 128 wide, not square */
+  {"qwen3-gqa-tied", NPU_MODEL_ARCH_QWEN3, 2, TRUE, NPU_GGML_TYPE_MXFP4},
+  {"qwen3-mha-untied", NPU_MODEL_ARCH_QWEN3, 4, FALSE, NPU_GGML_TYPE_MXFP4},
 };
 
 typedef struct
@@ -849,7 +853,8 @@ test_errors (void)
   gint32 bad = 100000, toks[8] = { 0, };
 
   expect_hparams ("mamba", NULL, 0, FALSE, NPU_LLM_ERROR_UNSUPPORTED,
-      "unsupported architecture 'mamba'", NULL);
+      "unsupported architecture 'mamba' (supported: llama, qwen2, qwen3)",
+      NULL);
   expect_hparams ("llama", "yarn", 4, FALSE, NPU_LLM_ERROR_UNSUPPORTED,
       "rope.scaling.type 'yarn'", NULL);
   expect_hparams ("llama", NULL, 0, TRUE, NPU_LLM_ERROR_MISSING,
@@ -863,6 +868,9 @@ test_errors (void)
   g_assert_cmpfloat (hp.rope_freq_scale, ==, 0.5f);
   g_assert_cmpint (hp.rope_type, ==, NPU_LLM_ROPE_NORM);
   g_assert_cmpfloat (hp.rope_freq_base, ==, 10000.0f);
+  expect_hparams ("qwen3", NULL, 0, FALSE, 0, NULL, &hp);
+  g_assert_cmpint (hp.arch, ==, NPU_LLM_ARCH_QWEN3);
+  g_assert_cmpint (hp.rope_type, ==, NPU_LLM_ROPE_NEOX);
 
   test_model_open (&tm, &configs[0]);
   expect_model_error (&tm, "blk.1.ffn_up.weight", NULL, NULL,
@@ -906,6 +914,14 @@ test_errors (void)
   test_model_open (&tq, &configs[1]);
   expect_model_error (&tq, "blk.0.attn_v.bias", NULL, NULL,
       NPU_LLM_ERROR_MISSING, "tensor 'blk.0.attn_v.bias' not found");
+  test_model_close (&tq);
+
+  /* qwen3 needs both per-head norms, of head_dim (32) weights */
+  test_model_open (&tq, &configs[6]);
+  expect_model_error (&tq, "blk.1.attn_k_norm.weight", NULL, NULL,
+      NPU_LLM_ERROR_MISSING, "tensor 'blk.1.attn_k_norm.weight' not found");
+  expect_model_error (&tq, NULL, "blk.0.attn_q_norm.weight", NULL,
+      NPU_LLM_ERROR_SHAPE, "tensor 'blk.0.attn_q_norm.weight' has shape");
   test_model_close (&tq);
 
   /* the file path: errors name the file */

@@ -515,8 +515,11 @@ check_text_model (const gchar * path, const NpuTextModelParams * p)
 {
   GError *err = NULL;
   NpuGguf *g = npu_gguf_open (path, &err);
-  const gchar *arch = p->arch == NPU_MODEL_ARCH_LLAMA ? "llama" : "qwen2";
-  guint hd = p->dim / p->n_heads, kv = hd * p->n_kv_heads, i;
+  const gchar *arch = p->arch == NPU_MODEL_ARCH_LLAMA ? "llama" :
+      p->arch == NPU_MODEL_ARCH_QWEN2 ? "qwen2" : "qwen3";
+  gboolean qwen3 = p->arch == NPU_MODEL_ARCH_QWEN3;
+  guint hd = qwen3 ? p->head_dim : p->dim / p->n_heads;
+  guint kv = hd * p->n_kv_heads, qd = hd * p->n_heads, i;
   guint32 wt = p->wtype, et = wt == NPU_GGML_TYPE_MXFP4 && !p->all_mxfp4 ?
       NPU_GGML_TYPE_Q8_0 : wt;
   const NpuGgufValue *toks, *types, *scores;
@@ -543,6 +546,10 @@ check_text_model (const gchar * path, const NpuTextModelParams * p)
   AK (".attention.head_count", p->n_heads);
   AK (".attention.head_count_kv", p->n_kv_heads);
   AK (".rope.dimension_count", hd);
+  if (qwen3) {
+    AK (".attention.key_length", hd);
+    AK (".attention.value_length", hd);
+  }
 #undef AK
   key = g_strconcat (arch, ".attention.layer_norm_rms_epsilon", NULL);
   g_assert_cmpfloat (npu_gguf_get_f32_default (g, key, -1), >, 0);
@@ -651,6 +658,10 @@ check_text_model (const gchar * path, const NpuTextModelParams * p)
         3);
     g_assert_nonnull (strstr (npu_gguf_get_string (g,
                 "tokenizer.chat_template", NULL, &err), "<|im_start|>"));
+    /* Qwen3's, with its thinking switch; Qwen2's has none */
+    g_assert_true (!strstr (npu_gguf_get_string (g,
+                "tokenizer.chat_template", NULL, &err),
+            "enable_thinking is false") == !qwen3);
     for (i = 0; i < n_tok; i++) {
       const gchar *s = npu_gguf_array_get_string (toks, i, &len);
       g_hash_table_add (vocab, g_strndup (s, len));
@@ -695,8 +706,8 @@ check_text_model (const gchar * path, const NpuTextModelParams * p)
       const gchar *n;
       guint64 ne0, ne1;
     } mats[] = {
-      {"attn_q.weight", p->dim, p->dim}, {"attn_k.weight", p->dim, kv},
-      {"attn_v.weight", p->dim, kv}, {"attn_output.weight", p->dim, p->dim},
+      {"attn_q.weight", p->dim, qd}, {"attn_k.weight", p->dim, kv},
+      {"attn_v.weight", p->dim, kv}, {"attn_output.weight", qd, p->dim},
       {"ffn_gate.weight", p->dim, p->ff}, {"ffn_up.weight", p->dim, p->ff},
       {"ffn_down.weight", p->ff, p->dim},
     };
@@ -725,6 +736,16 @@ check_text_model (const gchar * path, const NpuTextModelParams * p)
       g_free (name);
       name = g_strdup_printf ("blk.%u.attn_v.bias", i);
       tensor (g, name, 1, kv, 0);
+    } else {
+      g_assert_null (npu_gguf_find_tensor (g, name));
+    }
+    g_free (name);
+    name = g_strdup_printf ("blk.%u.attn_q_norm.weight", i);
+    if (qwen3) {
+      tensor (g, name, 1, hd, 0);
+      g_free (name);
+      name = g_strdup_printf ("blk.%u.attn_k_norm.weight", i);
+      tensor (g, name, 1, hd, 0);
     } else {
       g_assert_null (npu_gguf_find_tensor (g, name));
     }
@@ -903,6 +924,20 @@ test_gen_qwen2 (void)
 }
 
 static void
+test_gen_qwen3 (void)
+{
+  NpuTextModelParams p;
+  GError *err = NULL;
+
+  /* the preset's heads are wider than dim / heads: q and o not square */
+  g_assert_true (npu_model_gen_text_preset (&p, NPU_MODEL_ARCH_QWEN3, "tiny",
+          &err));
+  g_assert_cmpuint (p.head_dim * p.n_heads, !=, p.dim);
+  gen_and_check (NPU_MODEL_ARCH_QWEN3, "f32", TRUE);
+  gen_and_check (NPU_MODEL_ARCH_QWEN3, "mxfp4", FALSE);
+}
+
+static void
 test_gen_errors (void)
 {
   NpuTextModelParams p;
@@ -921,6 +956,12 @@ test_gen_errors (void)
   g_assert_error (err, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID);
   g_clear_error (&err);
   p.n_heads = 4;
+  p.head_dim = 32;              /* a head size of its own: qwen3 only */
+  g_assert_false (npu_model_gen_write_text (&p, path, NULL, &err));
+  g_assert_error (err, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID);
+  g_assert_nonnull (strstr (err->message, "qwen3 only"));
+  g_clear_error (&err);
+  p.head_dim = 0;
   p.dim = 80;                   /* not a whole number of MXFP4 blocks */
   p.wtype = NPU_GGML_TYPE_MXFP4;
   g_assert_false (npu_model_gen_write_text (&p, path, NULL, &err));
@@ -1106,6 +1147,7 @@ main (int argc, char **argv)
   g_test_add_func ("/gguf-writer/errors", test_writer_errors);
   g_test_add_func ("/model-gen/llama", test_gen_llama);
   g_test_add_func ("/model-gen/qwen2", test_gen_qwen2);
+  g_test_add_func ("/model-gen/qwen3", test_gen_qwen3);
   g_test_add_func ("/model-gen/errors", test_gen_errors);
   g_test_add_func ("/model-gen/mxfp4-options", test_gen_mxfp4_options);
   g_test_add_func ("/model-gen/determinism", test_determinism);

@@ -728,8 +728,10 @@ gen_model (NpuModelArch arch)
 {
   NpuTextModelParams p;
   GError *err = NULL;
-  gchar *path = g_build_filename (tmpdir,
-      arch == NPU_MODEL_ARCH_LLAMA ? "llama.gguf" : "qwen2.gguf", NULL);
+  gchar *base = g_strconcat (npu_model_gen_arch_name (arch), ".gguf", NULL);
+  gchar *path = g_build_filename (tmpdir, base, NULL);
+
+  g_free (base);
 
   if (g_file_test (path, G_FILE_TEST_EXISTS))
     return path;
@@ -885,6 +887,30 @@ test_chat_generated (void)
   g_free (ids);
   g_free (prompt);
   npu_chat_template_free (t);
+
+  /* Qwen3's template (the generator writes it verbatim): no default
+   * system turn, and with thinking on (its default) the generation prompt
+   * is the bare assistant header, "<think>" being the model's to write.
+   * Rendered by hand from the Jinja for [system?, user]. */
+  {
+    gchar *q3p = gen_model (NPU_MODEL_ARCH_QWEN3);
+    Model *q3 = model_from_file (q3p);
+
+    t = npu_chat_template_new_from_gguf (q3->gguf, q3->tok, &err);
+    g_assert_no_error (err);
+    g_assert_cmpint (npu_chat_template_get_family (t), ==, NPU_CHAT_CHATML);
+    g_assert_null (npu_chat_template_get_default_system (t));
+    g_assert_false (npu_chat_template_has_bos (t));
+    assert_chat (t, NULL, "Describe the image.", TRUE,
+        "<|im_start|>user\nDescribe the image.<|im_end|>\n"
+        "<|im_start|>assistant\n");
+    assert_chat (t, "Be brief.", " Hi ", TRUE,
+        "<|im_start|>system\nBe brief.<|im_end|>\n"
+        "<|im_start|>user\n Hi <|im_end|>\n<|im_start|>assistant\n");
+    npu_chat_template_free (t);
+    model_free (q3);
+    g_free (q3p);
+  }
 
   /* the generator's llama file carries a Llama 2 [INST] template */
   t = npu_chat_template_new_from_gguf (l->gguf, l->tok, &err);

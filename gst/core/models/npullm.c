@@ -1,13 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: decoder-only transformer (llama, qwen2): loading and forward pass
+/* gst-npu: decoder-only transformer (llama, qwen2, qwen3): loading and
+ * forward pass
  *
- * Per layer (llama.cpp's llm_build_llama / llm_build_qwen2):
+ * Per layer (llama.cpp's llm_build_llama / llm_build_qwen2 / qwen3):
  *
  *   h   = x + Wo . attn (rope (Wq . n1 + bq), rope (Wk . n1 + bk), Wv . n1 + bv)
  *   out = h + Wdown . (silu (Wgate . n2) * (Wup . n2))
  *
  * with n1 = rmsnorm (x) * attn_norm, n2 = rmsnorm (h) * ffn_norm, then
- * logits = Wout . (rmsnorm (x) * output_norm).
+ * logits = Wout . (rmsnorm (x) * output_norm).  Qwen3 has no biases and
+ * normalises each head of q and k before RoPE: q_h = rmsnorm (q_h) *
+ * attn_q_norm (head_dim weights shared by the heads, the same epsilon),
+ * and likewise k_h with attn_k_norm.
  *
  * KV cache and positions (docs/llm-core.md): slot of absolute position a is
  * a for the n_sink sinks, n_sink + (a - n_sink) mod W after them, with
@@ -44,6 +48,7 @@ typedef struct
 {
   const float *attn_norm, *ffn_norm;
   const float *bq, *bk, *bv, *bo;       /* NULL when absent */
+  const float *q_norm, *k_norm; /* qwen3's per-head norms, else NULL */
   Matrix wq, wk, wv, wo, wgate, wup, wdown;
 } Layer;
 
@@ -217,9 +222,12 @@ get_arch (const NpuGguf * gguf, NpuLlmHParams * h, GError ** error)
   } else if (strcmp (arch, "qwen2") == 0) {
     h->arch = NPU_LLM_ARCH_QWEN2;
     h->rope_type = NPU_LLM_ROPE_NEOX;
+  } else if (strcmp (arch, "qwen3") == 0) {
+    h->arch = NPU_LLM_ARCH_QWEN3;
+    h->rope_type = NPU_LLM_ROPE_NEOX;
   } else {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
-        "unsupported architecture '%s' (supported: llama, qwen2)", arch);
+        "unsupported architecture '%s' (supported: llama, qwen2, qwen3)", arch);
     return NULL;
   }
   return arch;
@@ -323,15 +331,21 @@ npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
   h.n_head_kv = h.n_head;
   if (!get_u32_opt (gguf, arch, "attention.head_count_kv", &h.n_head_kv, error))
     return FALSE;
-  if (h.n_embd % h.n_head != 0) {
-    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-        "%s.embedding_length %u is not a multiple of head_count %u", arch,
-        h.n_embd, h.n_head);
-    return FALSE;
-  }
-  h.head_dim = h.n_embd / h.n_head;
+  /* The head size defaults to n_embd / n_head; a file that states it
+   * (qwen3, whose q and o project n_head * head_dim, not n_embd) need not
+   * divide evenly, as llama.cpp reads it */
+  h.head_dim = G_MAXUINT;
   if (!get_u32_opt (gguf, arch, "attention.key_length", &h.head_dim, error))
     return FALSE;
+  if (h.head_dim == G_MAXUINT) {
+    if (h.n_embd % h.n_head != 0) {
+      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+          "%s.embedding_length %u is not a multiple of head_count %u", arch,
+          h.n_embd, h.n_head);
+      return FALSE;
+    }
+    h.head_dim = h.n_embd / h.n_head;
+  }
   value_length = h.head_dim;
   if (!get_u32_opt (gguf, arch, "attention.value_length", &value_length, error))
     return FALSE;
@@ -617,6 +631,7 @@ load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
 {
   const NpuLlmHParams *hp = &model->hp;
   gboolean is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
+  gboolean is_qwen3 = hp->arch == NPU_LLM_ARCH_QWEN3;
   guint q_dim = hp->n_head * hp->head_dim;
   guint kv_dim = hp->n_head_kv * hp->head_dim;
   Layer *l = &model->layers[il];
@@ -635,6 +650,11 @@ load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
           kv_dim, &l->bv, error) ||
       !load_vector (lookup, user_data, NAME ("attn_output.bias"), FALSE,
           hp->n_embd, &l->bo, error) ||
+      (is_qwen3 && (!load_vector (lookup, user_data,
+                  NAME ("attn_q_norm.weight"), TRUE, hp->head_dim,
+                  &l->q_norm, error) ||
+              !load_vector (lookup, user_data, NAME ("attn_k_norm.weight"),
+                  TRUE, hp->head_dim, &l->k_norm, error))) ||
       !load_matrix (model, lookup, user_data, NAME ("attn_q.weight"),
           hp->n_embd, q_dim, &l->wq, error) ||
       !load_matrix (model, lookup, user_data, NAME ("attn_k.weight"),
@@ -1047,6 +1067,22 @@ rope_apply (const NpuLlmModel * model, float *row, guint n_heads,
   }
 }
 
+/* Qwen3's q/k norm: each head_dim slice of @n rows of @n_heads heads,
+ * in place, before RoPE (llama.cpp's build_norm on the [head_dim, n_head,
+ * n_tokens] view) */
+static void
+head_norm (const NpuLlmHParams * hp, float *y, const float *w, gsize n,
+    guint n_heads)
+{
+  gsize r;
+
+  if (!w)
+    return;
+  for (r = 0; r < n * n_heads; r++)
+    npu_rms_norm (y + r * hp->head_dim, w, y + r * hp->head_dim,
+        hp->head_dim, hp->rms_eps);
+}
+
 static void
 add_bias (float *y, const float *b, gsize n, guint dim)
 {
@@ -1287,6 +1323,8 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
     add_bias (ctx->q, l->bq, n, ctx->q_dim);
     add_bias (ctx->k, l->bk, n, ctx->kv_dim);
     add_bias (ctx->v, l->bv, n, ctx->kv_dim);
+    head_norm (hp, ctx->q, l->q_norm, n, hp->n_head);
+    head_norm (hp, ctx->k, l->k_norm, n, hp->n_head_kv);
     for (t = 0; t < n; t++) {
       float *qrow = ctx->q + t * ctx->q_dim;
 

@@ -46,6 +46,7 @@ typedef enum
 {
   NPU_LLM_ARCH_LLAMA,
   NPU_LLM_ARCH_QWEN2,
+  NPU_LLM_ARCH_QWEN3,
 } NpuLlmArch;
 
 /* llama.cpp's LLAMA_ROPE_TYPE_NORM (rotate adjacent pairs x[2i], x[2i+1])

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: replays the fuzzing corpora through the model file readers
  *
- * tests/fuzz/corpus-gguf/ and corpus-safetensors/ hold seeds and inputs the
+ * tests/fuzz/corpus-gguf/, corpus-safetensors/ and corpus-tokenwire/ (token
+ * streams as nputokendepay reads them) hold seeds and inputs the
  * fuzzers found interesting (including any that once crashed), so every
  * normal build re-checks them without libFuzzer.  Names say what to expect:
  * "ok-*" must open, "bad-*" must fail with an error, anything else must
@@ -15,6 +16,7 @@
  */
 #include "core/npugguf.h"
 #include "core/npusafetensors.h"
+#include "core/nputokenwire.h"
 
 #include <string.h>
 
@@ -174,6 +176,67 @@ replay (const gchar * sub, gboolean gguf)
   return n;
 }
 
+/* A token stream: packets until the end, or the first error; "ok-" files
+ * must be read to their last byte */
+static gboolean
+read_token_stream (const guint8 * data, gsize size, GError ** error)
+{
+  gsize off = 0;
+
+  while (off < size) {
+    NpuTokenWireHeader h;
+    gsize left = size - off;
+
+    if (!npu_token_wire_read_header (data + off, left, &h, error))
+      return FALSE;
+    off += NPU_TOKEN_WIRE_HEADER_SIZE;
+    left -= NPU_TOKEN_WIRE_HEADER_SIZE;
+    if (!npu_token_wire_check_payload (&h, data + off,
+            MIN (left, h.payload_size), error))
+      return FALSE;
+    off += h.payload_size;
+  }
+  return TRUE;
+}
+
+static void
+test_tokenwire_corpus (void)
+{
+  gchar *root = corpus_root (), *dir;
+  GError *err = NULL;
+  const gchar *name;
+  GDir *d;
+  guint n = 0;
+
+  g_assert_nonnull (root);
+  dir = g_build_filename (root, "corpus-tokenwire", NULL);
+  d = g_dir_open (dir, 0, &err);
+  g_assert_no_error (err);
+  while ((name = g_dir_read_name (d))) {
+    gchar *path = g_build_filename (dir, name, NULL);
+    gchar *contents;
+    guint8 *copy;
+    gsize len;
+    gboolean ok;
+
+    if (!g_file_get_contents (path, &contents, &len, &err))
+      g_error ("%s: %s", path, err->message);
+    /* exact size on the heap, so that an overread trips ASan or valgrind */
+    copy = len ? g_memdup2 (contents, len) : NULL;
+    g_free (contents);
+    ok = read_token_stream (copy, len, &err);
+    check (path, name, ok, err, expect_for (name));
+    g_clear_error (&err);
+    g_free (copy);
+    g_free (path);
+    n++;
+  }
+  g_dir_close (d);
+  g_free (dir);
+  g_free (root);
+  g_assert_cmpuint (n, >=, 10);
+}
+
 static void
 test_gguf_corpus (void)
 {
@@ -193,5 +256,6 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/fuzz-corpus/gguf", test_gguf_corpus);
   g_test_add_func ("/fuzz-corpus/safetensors", test_safetensors_corpus);
+  g_test_add_func ("/fuzz-corpus/tokenwire", test_tokenwire_corpus);
   return g_test_run ();
 }

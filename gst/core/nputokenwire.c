@@ -5,7 +5,11 @@
 #include <math.h>
 #include <string.h>
 
-G_DEFINE_QUARK (npu-token-wire-error-quark, npu_token_wire_error);
+GQuark
+npu_token_wire_error_quark (void)
+{
+  return g_quark_from_static_string ("npu-token-wire-error-quark");
+}
 
 static void
 put32 (guint8 * p, guint32 v)

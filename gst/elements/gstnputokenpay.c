@@ -138,8 +138,7 @@ fill_header (GstNpuTokenPay * self, GstBuffer * buf, NpuTokenWireHeader * h)
   h->duration = GST_BUFFER_DURATION (buf);
   if (GST_BUFFER_FLAG_IS_SET (buf, GST_BUFFER_FLAG_DISCONT))
     h->flags |= NPU_TOKEN_WIRE_FLAG_DISCONT;
-  return h->n_tokens && h->dim &&
-      (guint64) h->n_tokens * h->dim * 4 == size;
+  return h->n_tokens && h->dim && (guint64) h->n_tokens * h->dim * 4 == size;
 }
 
 static GstFlowReturn
@@ -201,8 +200,7 @@ gst_npu_token_pay_class_init (GstNpuTokenPayClass * klass)
   gst_element_class_set_static_metadata (element_class,
       "NPU token payloader", "Codec/Payloader/Network",
       "Writes token buffers and their metas (modality, grid, source "
-      "timestamps) as a byte stream for nputokendepay",
-      "gst-npu contributors");
+      "timestamps) as a byte stream for nputokendepay", "gst-npu contributors");
 }
 
 static void

@@ -185,10 +185,13 @@ answer_remote (const gchar * src, Log * metas, guint n_packets)
 GST_START_TEST (test_remote_answers_as_local)
 {
   GPtrArray *rows = npu_heldout_read (HELDOUT, 4);
+  /* under valgrind (for leaks and memory errors, not the answers) every
+   * 64th: the same code paths, a quarter of the time */
+  guint step = g_getenv ("NPU_UNDER_VALGRIND") ? 64 : 16;
   guint i, n = 0;
 
   /* every 16th held-out frame: the formats and sizes of the list */
-  for (i = 0; i < rows->len; i += 16) {
+  for (i = 0; i < rows->len; i += step) {
     gchar **f = g_ptr_array_index (rows, i);
     gchar *src = g_strdup_printf ("videotestsrc num-buffers=1 %s ! %s", f[0],
         f[1]);
@@ -207,7 +210,7 @@ GST_START_TEST (test_remote_answers_as_local)
     g_free (src);
     n++;
   }
-  fail_unless (n >= 5);
+  fail_unless (n >= 3);
   g_ptr_array_unref (rows);
 }
 

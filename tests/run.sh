@@ -115,7 +115,8 @@ run_realkernel() {
 }
 
 # run_build_suites BUILD: every suite of one build: unit, gst-check, the
-# install test, unit and gst-check under valgrind, and the real-kernel
+# install test, the network namespaces test, unit and gst-check under
+# valgrind, and the real-kernel
 # suite.  A second leg (another
 # GStreamer, another root) calls it again with its own build directory.
 run_build_suites() {
@@ -123,6 +124,7 @@ run_build_suites() {
   run_meson "$build" "unit tests" "$MIN_UNIT" --suite unit
   run_meson "$build" "gst-check tests" "$MIN_CHECK" --suite check
   run_meson "$build" "install test" 1 --suite install
+  run_meson "$build" "network namespaces test" 1 --suite net
   run_meson "$build" "unit tests under valgrind" "$MIN_UNIT" \
     --setup valgrind --suite unit
   run_meson "$build" "gst-check tests under valgrind" "$MIN_CHECK" \

@@ -18,7 +18,7 @@ PACKAGES="gcc libc6-dev pkg-config meson ninja-build
   gstreamer1.0-plugins-good gstreamer1.0-alsa
   gstreamer1.0-x
   valgrind indent
-  qemu-system-x86 busybox-static kmod cpio xz-utils strace"
+  qemu-system-x86 busybox-static kmod cpio xz-utils strace iproute2"
 
 SUDO=
 if [ "$(id -u)" != 0 ]; then

@@ -11,6 +11,8 @@
 #include "gstnpullm.h"
 #include "gstnpuvisiontok.h"
 #include "gstnpuaudiotok.h"
+#include "gstnputokenpay.h"
+#include "gstnputokendepay.h"
 
 static gboolean
 plugin_init (GstPlugin * plugin)
@@ -22,6 +24,8 @@ plugin_init (GstPlugin * plugin)
   ret |= GST_ELEMENT_REGISTER (npullm, plugin);
   ret |= GST_ELEMENT_REGISTER (npuvisiontok, plugin);
   ret |= GST_ELEMENT_REGISTER (npuaudiotok, plugin);
+  ret |= GST_ELEMENT_REGISTER (nputokenpay, plugin);
+  ret |= GST_ELEMENT_REGISTER (nputokendepay, plugin);
   return ret;
 }
 

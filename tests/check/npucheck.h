@@ -131,6 +131,7 @@ npu_check_load_plugins (void)
     {"textoverlay", "libgstpango.so"},
     {"pngenc", "libgstpng.so"},
     {"multifilesink", "libgstmultifile.so"},
+    {"tcpserversink", "libgsttcp.so"},
   };
   guint i;
 

@@ -15,6 +15,7 @@
  */
 #include <core/formats/npugguf.h>
 #include <core/formats/npusafetensors.h>
+#include <core/formats/nputokenwire.h>
 
 #include <string.h>
 

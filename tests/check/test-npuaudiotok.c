@@ -1299,8 +1299,10 @@ static const AudioStep audio_steps[] = {
 
 /* 250 ms a step: two whole chunks of 100 ms and a partial one */
 #define STEP_DURATION (250 * GST_MSECOND)
-/* n-threads=0: the shared CPU device, which the test holds */
-#define STEP_PROPS "vad=false chunk-duration=100000000 max-inflight=2 " \
+/* max-inflight=3: the three chunks of a step fit, so only the caps
+ * event's own wait holds it; n-threads=0: the shared CPU device, which the
+ * test holds */
+#define STEP_PROPS "vad=false chunk-duration=100000000 max-inflight=3 " \
   "n-threads=0"
 
 static GstCaps *

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: mxfp4weights, a model file's tensors as MXFP4 buffers
- *
+/* gst-npu: mxfp4weights, a model file's tensors as MXFP4 buffers */
+
+/**
  * SECTION:element-mxfp4weights
  * @title: mxfp4weights
  *
@@ -38,6 +39,8 @@
  * gst-launch-1.0 mxfp4weights location=model.gguf ! filesink location=out.bin
  * ]| writes every tensor's bytes in file order, MXFP4 ones in block_mxfp4
  * layout.
+ *
+ * Since: 0.1.0
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: npuaudiotok, microphone audio to audio tokens
- *
+/* gst-npu: npuaudiotok, microphone audio to audio tokens */
+
+/**
  * SECTION:element-npuaudiotok
  * @title: npuaudiotok
  *
@@ -45,6 +46,8 @@
  * gst-launch-1.0 pulsesrc ! npuaudiotok model=mmproj-audio.gguf vad-split=true ! llm.audio \
  *     npullm name=llm model=text.gguf prompt="What did you hear?" ! fdsink
  * ]|
+ *
+ * Since: 0.1.0
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -745,10 +748,12 @@ set_caps (GstNpuAudioTok * self, GstCaps * caps)
     return FALSE;
   if (self->have_info) {
     /* new caps mid-stream: the old audio is a clip of its own, and the
-     * scratch the tasks use must be idle before it is replaced */
+     * scratch the tasks use must be idle before it is replaced, flushing
+     * or not (FLUSH_START sets the flag before its npu_queue_flush() has
+     * ended the running task) */
     drain (self);
     g_mutex_lock (&self->lock);
-    while (self->inflight > 0 && !self->flushing)
+    while (self->inflight > 0)
       g_cond_wait (&self->cond, &self->lock);
     g_mutex_unlock (&self->lock);
   }

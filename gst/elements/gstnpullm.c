@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: npullm, tokens and prompts to streaming text
- *
+/* gst-npu: npullm, tokens and prompts to streaming text */
+
+/**
  * SECTION:element-npullm
  * @title: npullm
  *
@@ -37,6 +38,8 @@
  *     npullm name=llm model=text.gguf keep-context=true \
  *     prompt="What changed since the last frame?" ! fdsink
  * ]|
+ *
+ * Since: 0.1.0
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"

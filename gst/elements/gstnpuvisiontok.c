@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: npuvisiontok, camera frames to vision tokens
- *
+/* gst-npu: npuvisiontok, camera frames to vision tokens */
+
+/**
  * SECTION:element-npuvisiontok
  * @title: npuvisiontok
  *
@@ -29,6 +30,8 @@
  * |[
  * gst-launch-1.0 videotestsrc num-buffers=10 ! npuvisiontok model=mmproj.gguf ! fakesink
  * ]|
+ *
+ * Since: 0.1.0
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -524,6 +527,16 @@ wait_for_model (GstNpuVisionTok * self)
   return self->vit != NULL;
 }
 
+/* Waits until no frame is being encoded. */
+static void
+wait_idle (GstNpuVisionTok * self)
+{
+  g_mutex_lock (&self->lock);
+  while (self->inflight > 0)
+    g_cond_wait (&self->cond, &self->lock);
+  g_mutex_unlock (&self->lock);
+}
+
 #if GST_CHECK_VERSION(1, 24, 0)
 /* Posts why @caps, which the sink pad refused, cannot be read. */
 static void
@@ -582,6 +595,12 @@ set_caps (GstNpuVisionTok * self, GstCaps * caps)
   p.layout = NPU_VISION_PREP_LAYOUT_PATCHES;
   p.patch_size = npu_vit_get_patch_size (self->vit);
 
+  /* New caps mid-stream: the frames in flight were submitted against the
+   * plan and the patch scratch about to be replaced, and their tasks read
+   * both; let them finish first.  Not while flushing only: FLUSH_START
+   * cancels the waiting tasks and the running one ends, so the wait is
+   * short then, and a task never outlives what it reads. */
+  wait_idle (self);
   if (self->plan)
     npu_vision_prep_plan_free (self->plan);
   self->plan = npu_vision_prep_plan_new (&p, &error);

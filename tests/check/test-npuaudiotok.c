@@ -1281,6 +1281,191 @@ GST_START_TEST (test_flush_in_flight)
 
 GST_END_TEST;
 
+/* ------------------------------------------------------------------------
+ * Caps changes while chunks are in flight
+ */
+typedef struct
+{
+  GstAudioFormat format;
+  gint channels, rate;
+} AudioStep;
+
+/* rate, channels and format change at every step */
+static const AudioStep audio_steps[] = {
+  {GST_AUDIO_FORMAT_S16LE, 1, 16000},
+  {GST_AUDIO_FORMAT_F32LE, 2, 44100},
+  {GST_AUDIO_FORMAT_S32LE, 3, 8000},
+};
+
+/* 250 ms a step: two whole chunks of 100 ms and a partial one */
+#define STEP_DURATION (250 * GST_MSECOND)
+/* max-inflight=3: the three chunks of a step fit, so only the caps
+ * event's own wait holds it; n-threads=0: the shared CPU device, which the
+ * test holds */
+#define STEP_PROPS "vad=false chunk-duration=100000000 max-inflight=3 " \
+  "n-threads=0"
+
+static GstCaps *
+audio_step_caps (const AudioStep * st)
+{
+  GstAudioInfo info;
+
+  gst_audio_info_set_format (&info, st->format, st->rate, st->channels, NULL);
+  return gst_audio_info_to_caps (&info);
+}
+
+/* Pushes step @s's audio (each channel a different mix of the test
+ * signal) in buffers of 10 ms, stamped from @s * STEP_DURATION on. */
+static void
+push_step (GstHarness * h, guint s)
+{
+  const AudioStep *st = &audio_steps[s];
+  gsize n = gst_util_uint64_scale (STEP_DURATION, st->rate, GST_SECOND);
+  gsize bps = st->format == GST_AUDIO_FORMAT_S16LE ? 2 : 4;
+  guint8 *pcm = g_malloc (n * st->channels * bps);
+  GstClockTime t0 = s * STEP_DURATION;
+  gsize i, per = st->rate / 100, off;
+  gint c;
+
+  for (i = 0; i < n; i++) {
+    for (c = 0; c < st->channels; c++) {
+      double v = clip_at (i / (double) st->rate, 3 + c) * (1.0 - 0.2 * c);
+      gsize k = i * st->channels + c;
+
+      if (st->format == GST_AUDIO_FORMAT_S16LE)
+        ((gint16 *) pcm)[k] = (gint16) lrint (v * 32767.0);
+      else if (st->format == GST_AUDIO_FORMAT_S32LE)
+        ((gint32 *) pcm)[k] = (gint32) lrint (v * 2147483647.0);
+      else
+        ((float *) pcm)[k] = v;
+    }
+  }
+  for (off = 0; off < n; off += per) {
+    gsize k = MIN (per, n - off), bpf = st->channels * bps;
+    GstBuffer *buf = gst_buffer_new_memdup (pcm + off * bpf, k * bpf);
+
+    GST_BUFFER_PTS (buf) = t0 + gst_util_uint64_scale (off, GST_SECOND,
+        st->rate);
+    GST_BUFFER_DURATION (buf) = t0 + gst_util_uint64_scale (off + k,
+        GST_SECOND, st->rate) - GST_BUFFER_PTS (buf);
+    fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
+  }
+  g_free (pcm);
+}
+
+static gboolean
+block_task (NpuTask * task, gpointer data, GError ** error)
+{
+  return npu_fence_wait (data, 30 * G_USEC_PER_SEC, error);
+}
+
+typedef struct
+{
+  GstHarness *h;
+  GstEvent *event;
+  gboolean ok;
+  gint done;
+} CapsPush;
+
+static gpointer
+caps_thread (gpointer data)
+{
+  CapsPush *cp = data;
+
+  cp->ok = gst_harness_push_event (cp->h, cp->event);
+  g_atomic_int_set (&cp->done, 1);
+  return NULL;
+}
+
+/* Rate, channels and format change every 250 ms of audio while its chunks
+ * are still being encoded (the shared CPU device is held): the caps event
+ * closes the partial chunk, waits for the chunks in flight, and only then
+ * replaces the front end and the log-mel scratch they read.  Every chunk's
+ * tokens and timestamps equal those of fresh elements given each step's
+ * caps and audio, then EOS. */
+GST_START_TEST (test_caps_change_in_flight)
+{
+  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
+  GstCaps *caps = audio_step_caps (&audio_steps[0]);
+  gchar *str = gst_caps_to_string (caps);
+  GstHarness *h = make_harness (STEP_PROPS, str);
+  Out got, want = { g_ptr_array_new_with_free_func (g_free),
+    g_array_new (FALSE, FALSE, sizeof (GstClockTime)),
+    g_array_new (FALSE, FALSE, sizeof (GstClockTime)), 0, 0
+  };
+  guint s, i, n_early = 0;
+
+  npu_device_unref (npu_queue_get_device (q));
+  gst_caps_unref (caps);
+  g_free (str);
+  for (s = 0; s < G_N_ELEMENTS (audio_steps); s++) {
+    NpuFence *gate = npu_fence_new (), *blocked;
+    CapsPush cp = { h, NULL, FALSE, 0 };
+    GThread *thread = NULL;
+    GstHarness *fresh;
+    Out one;
+
+    /* the reference: a fresh element, this step only */
+    caps = audio_step_caps (&audio_steps[s]);
+    str = gst_caps_to_string (caps);
+    fresh = make_harness (STEP_PROPS, str);
+    push_step (fresh, s);
+    collect (fresh, &one);
+    gst_harness_teardown (fresh);
+    for (i = 0; i < one.tokens->len; i++) {
+      g_ptr_array_add (want.tokens, g_memdup2 (one.tokens->pdata[i],
+              (gsize) one.n_tokens * one.dim * sizeof (float)));
+      g_array_append_val (want.pts, g_array_index (one.pts, GstClockTime, i));
+      g_array_append_val (want.dur, g_array_index (one.dur, GstClockTime, i));
+    }
+    want.n_tokens = one.n_tokens;
+    want.dim = one.dim;
+    out_clear (&one);
+    g_free (str);
+
+    blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+    push_step (h, s);
+    if (s + 1 < G_N_ELEMENTS (audio_steps)) {
+      gst_caps_unref (caps);
+      caps = audio_step_caps (&audio_steps[s + 1]);
+      cp.event = gst_event_new_caps (caps);
+      thread = g_thread_new ("caps", caps_thread, &cp);
+      /* nothing can finish the chunks while the device is held */
+      g_usleep (300 * 1000);
+      n_early += g_atomic_int_get (&cp.done);
+    }
+    gst_caps_unref (caps);
+    npu_fence_signal (gate);
+    fail_unless (npu_fence_wait (blocked, -1, NULL));
+    if (thread) {
+      g_thread_join (thread);
+      fail_unless (cp.ok, "caps %u refused", s + 1);
+    }
+    npu_fence_unref (gate);
+    npu_fence_unref (blocked);
+  }
+  collect (h, &got);
+  fail_unless_equals_int (n_early, 0);
+  /* three chunks a step: two whole, one drained */
+  fail_unless_equals_int (want.tokens->len, 3 * G_N_ELEMENTS (audio_steps));
+  fail_unless_equals_int (got.tokens->len, want.tokens->len);
+  for (i = 0; i < got.tokens->len; i++) {
+    fail_unless_equals_uint64 (g_array_index (got.pts, GstClockTime, i),
+        g_array_index (want.pts, GstClockTime, i));
+    fail_unless_equals_uint64 (g_array_index (got.dur, GstClockTime, i),
+        g_array_index (want.dur, GstClockTime, i));
+    fail_unless (memcmp (got.tokens->pdata[i], want.tokens->pdata[i],
+            (gsize) got.n_tokens * got.dim * sizeof (float)) == 0,
+        "chunk %u: tokens differ from a fresh element's", i);
+  }
+  out_clear (&got);
+  out_clear (&want);
+  gst_harness_teardown (h);
+  npu_queue_free (q);
+}
+
+GST_END_TEST;
+
 static Suite *
 npuaudiotok_suite (void)
 {
@@ -1310,6 +1495,7 @@ npuaudiotok_suite (void)
   tcase_add_test (tc, test_drop_oldest_qos);
   tcase_add_test (tc, test_state_change_in_flight);
   tcase_add_test (tc, test_flush_in_flight);
+  tcase_add_test (tc, test_caps_change_in_flight);
   return s;
 }
 

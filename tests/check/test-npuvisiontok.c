@@ -1268,6 +1268,177 @@ GST_START_TEST (test_weights_pad_same_tokens)
 
 GST_END_TEST;
 
+/* ------------------------------------------------------------------------
+ * Caps changes while frames are in flight
+ */
+typedef struct
+{
+  GstVideoFormat format;
+  guint width, height;
+  gboolean fd_memory;           /* fd memory under memory:DMABuf caps */
+} CapsStep;
+
+/* size, format and memory change at every step */
+static const CapsStep caps_steps[] = {
+  {GST_VIDEO_FORMAT_GRAY8, 64, 64, FALSE},
+  {GST_VIDEO_FORMAT_NV12, 96, 72, FALSE},
+  {GST_VIDEO_FORMAT_RGBA, 40, 30, TRUE},
+  {GST_VIDEO_FORMAT_I420, 128, 96, FALSE},
+};
+
+#define FRAMES_PER_STEP 2
+
+static GstCaps *
+step_caps (const CapsStep * st, GstVideoInfo * info)
+{
+  GstCaps *caps;
+
+  gst_video_info_set_format (info, st->format, st->width, st->height);
+  caps = gst_video_info_to_caps (info);
+  if (st->fd_memory)
+    gst_caps_set_features (caps, 0,
+        gst_caps_features_new (GST_CAPS_FEATURE_MEMORY_DMABUF, NULL));
+  return caps;
+}
+
+static GstBuffer *
+step_frame (const CapsStep * st, GstAllocator * fd_alloc, guint seed)
+{
+  GstVideoInfo info, l;
+  GstBuffer *buf;
+
+  gst_video_info_set_format (&info, st->format, st->width, st->height);
+  buf = make_frame (&info, 3, st->fd_memory ? fd_alloc : NULL, seed, &l);
+  GST_BUFFER_PTS (buf) = seed * GST_SECOND / 30;
+  return buf;
+}
+
+static GBytes *
+tokens_of (GstBuffer * out)
+{
+  GstMapInfo map;
+  GBytes *bytes;
+
+  /* the map waits for the encode */
+  fail_unless (gst_buffer_map (out, &map, GST_MAP_READ));
+  bytes = g_bytes_new (map.data, map.size);
+  gst_buffer_unmap (out, &map);
+  gst_buffer_unref (out);
+  return bytes;
+}
+
+/* The tokens a fresh element gives for step @s's frames. */
+static GBytes **
+fresh_tokens (guint s, GstAllocator * fd_alloc)
+{
+  GstElement *tok = gst_element_factory_make ("npuvisiontok", NULL);
+  GstHarness *h;
+  GBytes **out = g_new0 (GBytes *, FRAMES_PER_STEP);
+  GstVideoInfo info;
+  guint i;
+
+  g_object_set (tok, "model", mmproj_path, NULL);
+  h = gst_harness_new_with_element (tok, "sink", "src");
+  gst_harness_set_src_caps (h, step_caps (&caps_steps[s], &info));
+  for (i = 0; i < FRAMES_PER_STEP; i++) {
+    fail_unless_equals_int (gst_harness_push (h, step_frame (&caps_steps[s],
+                fd_alloc, s * 10 + i)), GST_FLOW_OK);
+    out[i] = tokens_of (gst_harness_pull (h));
+  }
+  gst_harness_teardown (h);
+  gst_object_unref (tok);
+  return out;
+}
+
+typedef struct
+{
+  GstHarness *h;
+  GstEvent *event;
+  gboolean ok;
+  gint done;
+} CapsPush;
+
+static gpointer
+caps_thread (gpointer data)
+{
+  CapsPush *cp = data;
+
+  cp->ok = gst_harness_push_event (cp->h, cp->event);
+  g_atomic_int_set (&cp->done, 1);
+  return NULL;
+}
+
+/* Size, format and memory change every two frames while those two are
+ * still being encoded (the shared CPU device is held, so they cannot have
+ * finished): the caps event waits for them, they finish with what they
+ * were submitted with, and every frame's tokens equal those a fresh
+ * element gives for the same caps and frame.  Under valgrind or ASan a
+ * read of the freed preprocess plan or patch scratch is reported. */
+GST_START_TEST (test_caps_change_in_flight)
+{
+  GstAllocator *fd_alloc = gst_fd_allocator_new ();
+  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
+  GstElement *tok = gst_element_factory_make ("npuvisiontok", NULL);
+  GstHarness *h;
+  GstBuffer *out[FRAMES_PER_STEP];
+  GstVideoInfo info;
+  guint s, i, n_early = 0;
+
+  npu_device_unref (npu_queue_get_device (q));
+  g_object_set (tok, "model", mmproj_path, "max-inflight", FRAMES_PER_STEP,
+      NULL);
+  h = gst_harness_new_with_element (tok, "sink", "src");
+  gst_harness_set_src_caps (h, step_caps (&caps_steps[0], &info));
+  for (s = 0; s < G_N_ELEMENTS (caps_steps); s++) {
+    GBytes **want = fresh_tokens (s, fd_alloc);
+    NpuFence *gate = npu_fence_new (), *blocked;
+    CapsPush cp = { h, NULL, FALSE, 0 };
+    GThread *thread = NULL;
+
+    blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+    for (i = 0; i < FRAMES_PER_STEP; i++) {
+      fail_unless_equals_int (gst_harness_push (h, step_frame (&caps_steps[s],
+                  fd_alloc, s * 10 + i)), GST_FLOW_OK);
+      out[i] = gst_harness_pull (h);
+    }
+    if (s + 1 < G_N_ELEMENTS (caps_steps)) {
+      GstCaps *caps = step_caps (&caps_steps[s + 1], &info);
+
+      cp.event = gst_event_new_caps (caps);
+      gst_caps_unref (caps);
+      thread = g_thread_new ("caps", caps_thread, &cp);
+      /* nothing can finish the frames while the device is held */
+      g_usleep (300 * 1000);
+      n_early += g_atomic_int_get (&cp.done);
+    }
+    npu_fence_signal (gate);
+    fail_unless (npu_fence_wait (blocked, -1, NULL));
+    if (thread) {
+      g_thread_join (thread);
+      fail_unless (cp.ok, "caps %u refused", s + 1);
+    }
+    for (i = 0; i < FRAMES_PER_STEP; i++) {
+      GBytes *got = tokens_of (out[i]);
+
+      fail_unless (g_bytes_equal (got, want[i]),
+          "step %u frame %u: tokens differ from a fresh element's", s, i);
+      g_bytes_unref (got);
+      g_bytes_unref (want[i]);
+    }
+    g_free (want);
+    npu_fence_unref (gate);
+    npu_fence_unref (blocked);
+  }
+  /* after the tokens: a wrong order shows as what it read first */
+  fail_unless_equals_int (n_early, 0);
+  gst_harness_teardown (h);
+  gst_object_unref (tok);
+  npu_queue_free (q);
+  gst_object_unref (fd_alloc);
+}
+
+GST_END_TEST;
+
 static Suite *
 npuvisiontok_suite (void)
 {
@@ -1294,6 +1465,7 @@ npuvisiontok_suite (void)
   tcase_add_test (tc, test_bad_models_and_frames);
   tcase_add_test (tc, test_state_changes_in_flight);
   tcase_add_test (tc, test_weights_pad_same_tokens);
+  tcase_add_test (tc, test_caps_change_in_flight);
   return s;
 }
 

@@ -146,12 +146,15 @@ sanitizer_tree() {
   dir=$1
   shift
   t0=$(date +%s)
+  slog=$(mktemp)
   if [ ! -f "$dir/build.ninja" ]; then
-    meson setup "$dir" -Doptimization=1 "$@" > "$dir.setup.log" 2>&1 ||
-      { cat "$dir.setup.log"; return 1; }
+    meson setup "$dir" -Doptimization=1 "$@" > "$slog" 2>&1 ||
+      { cat "$slog"; rm -f "$slog"; return 1; }
   fi
-  ninja -C "$dir" $SAN_TARGETS > "$dir.build.log" 2>&1 ||
-    { cat "$dir.build.log"; return 1; }
+  # shellcheck disable=SC2086
+  ninja -C "$dir" $SAN_TARGETS > "$slog" 2>&1 ||
+    { cat "$slog"; rm -f "$slog"; return 1; }
+  rm -f "$slog"
   echo "-- build of $dir: $(( $(date +%s) - t0 )) s"
 }
 

@@ -44,7 +44,7 @@ real (gpointer * slot, const char *name)
 void
 g_mutex_lock (GMutex * mutex)
 {
-  ((void (*) (GMutex *)) real (&real_lock, "g_mutex_lock")) (mutex);
+  ((void (*)(GMutex *)) real (&real_lock, "g_mutex_lock")) (mutex);
   __tsan_acquire (mutex);
 }
 
@@ -53,7 +53,7 @@ g_mutex_trylock (GMutex * mutex)
 {
   gboolean locked;
 
-  locked = ((gboolean (*) (GMutex *)) real (&real_trylock,
+  locked = ((gboolean (*)(GMutex *)) real (&real_trylock,
           "g_mutex_trylock")) (mutex);
   if (locked)
     __tsan_acquire (mutex);
@@ -65,7 +65,7 @@ g_mutex_unlock (GMutex * mutex)
 {
 
   __tsan_release (mutex);
-  ((void (*) (GMutex *)) real (&real_unlock, "g_mutex_unlock")) (mutex);
+  ((void (*)(GMutex *)) real (&real_unlock, "g_mutex_unlock")) (mutex);
 }
 
 void
@@ -73,7 +73,7 @@ g_cond_wait (GCond * cond, GMutex * mutex)
 {
 
   __tsan_release (mutex);
-  ((void (*) (GCond *, GMutex *)) real (&real_wait, "g_cond_wait")) (cond,
+  ((void (*)(GCond *, GMutex *)) real (&real_wait, "g_cond_wait")) (cond,
       mutex);
   __tsan_acquire (mutex);
 }
@@ -84,7 +84,7 @@ g_cond_wait_until (GCond * cond, GMutex * mutex, gint64 end_time)
   gboolean woken;
 
   __tsan_release (mutex);
-  woken = ((gboolean (*) (GCond *, GMutex *, gint64)) real (&real_wait_until,
+  woken = ((gboolean (*)(GCond *, GMutex *, gint64)) real (&real_wait_until,
           "g_cond_wait_until")) (cond, mutex, end_time);
   __tsan_acquire (mutex);
   return woken;

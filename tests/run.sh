@@ -134,6 +134,91 @@ run_build_suites() {
 
 run_build_suites build
 
+# ---- Sanitizers and the soak (Debian 12 leg) --------------------------
+# ASan+UBSan over the unit and gst-check suites, TSan over the backend,
+# fence and session tests and the GStreamer glue tests that are clean
+# under it, each in its own build tree (-O1: the run is slower than -O3,
+# the build faster), and a short soak of the live caption pipeline.
+# Both sanitizer trees are on the Debian 12 leg, where they were made
+# clean; docs/testing.md says what each run needs and why.
+MIN_TSAN=8
+
+# sanitizer_tree DIR ARGS...: configures (once) and builds DIR, timed.
+sanitizer_tree() {
+  dir=$1
+  shift
+  t0=$(date +%s)
+  slog=$(mktemp)
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" -Doptimization=1 "$@" > "$slog" 2>&1 ||
+      { cat "$slog"; rm -f "$slog"; return 1; }
+  fi
+  # shellcheck disable=SC2086
+  ninja -C "$dir" $SAN_TARGETS > "$slog" 2>&1 ||
+    { cat "$slog"; rm -f "$slog"; return 1; }
+  rm -f "$slog"
+  echo "-- build of $dir: $(( $(date +%s) - t0 )) s"
+}
+
+# ASan+UBSan: every report aborts the test (-fno-sanitize-recover; ASan
+# halts on its first error).  Leaks are valgrind's (the phases above):
+# detect_leaks=0, as LeakSanitizer would report GLib's type system and
+# gst_init's one-time allocations.  GST_REGISTRY_FORK=no: the plugin is
+# loaded in the instrumented test process, not in gst-plugin-scanner
+# (not built with ASan, it cannot load the plugin).
+run_asan() {
+  echo "== ASan+UBSan"
+  SAN_TARGETS=
+  if ! sanitizer_tree build-asan -Db_sanitize=address,undefined \
+      -Dc_args=-fno-sanitize-recover=all; then
+    failed=$((failed + 1))
+    return
+  fi
+  export ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:halt_on_error=1
+  export UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+  export GST_REGISTRY_FORK=no
+  run_meson build-asan "unit tests under ASan+UBSan" "$MIN_UNIT" \
+    --no-rebuild --suite unit
+  run_meson build-asan "gst-check tests under ASan+UBSan" "$MIN_CHECK" \
+    --no-rebuild --suite check
+  unset ASAN_OPTIONS UBSAN_OPTIONS GST_REGISTRY_FORK
+}
+
+# TSan: GLib's GMutex/GCond are futexes TSan cannot see;
+# tests/tsan/npu-tsan-glib.c, preloaded, tells it of their edges.
+# G_SLICE=always-malloc: GLib 2.74's slice allocator hands chunks between
+# threads under a lock of its own, unseen.  No suppression file.
+TSAN_TESTS="backend fence llmsession allocator import fdleak videoformats
+  deviceprovider"
+run_tsan() {
+  echo "== TSan"
+  SAN_TARGETS="tests/tsan/libnpu-tsan-glib.so tests/unit/test-backend
+    tests/unit/test-fence tests/unit/test-llmsession
+    tests/check/check-allocator tests/check/check-import
+    tests/check/check-fdleak tests/check/check-videoformats
+    tests/check/check-deviceprovider gst/elements/libgstnpu.so"
+  if ! sanitizer_tree build-tsan -Db_sanitize=thread; then
+    failed=$((failed + 1))
+    return
+  fi
+  SAN_TARGETS=
+  export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
+  export GST_REGISTRY_FORK=no G_SLICE=always-malloc
+  # shellcheck disable=SC2086
+  run_meson build-tsan "backend, fence, session and glue tests under TSan" \
+    "$MIN_TSAN" --no-rebuild \
+    --wrapper "env LD_PRELOAD=$(pwd)/build-tsan/tests/tsan/libnpu-tsan-glib.so" \
+    $TSAN_TESTS
+  unset TSAN_OPTIONS GST_REGISTRY_FORK G_SLICE
+}
+
+if [ -z "${GST_NPU_TRIXIE_LEG:-}" ]; then
+  run_asan
+  run_tsan
+  run_meson build "soak of the live caption pipeline" 1 --suite soak
+fi
+# ---- end of sanitizers and the soak -----------------------------------
+
 # Style once, on Debian 12: its GNU indent (2.2.12) is gst-indent's; 2.2.13
 # (Debian 13) lays some declarations out differently.
 if [ -z "${GST_NPU_TRIXIE_LEG:-}" ]; then

@@ -864,8 +864,9 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   ok = npu_audio_enc_encode (self->enc, task, self->mel, self->window_frames,
       job->out, error);
   gst_npu_memory_end_cpu_write (job->outmem);
-  self->last_encode_us = g_get_monotonic_time () - t0;
+  /* under the lock: the latency query reads it from another thread */
   GST_OBJECT_LOCK (self);
+  self->last_encode_us = g_get_monotonic_time () - t0;
   self->chunks_processed++;
   GST_OBJECT_UNLOCK (self);
   return ok;

@@ -678,8 +678,9 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   npu_vision_prep_run (self->plan, planes, strides, self->patches, task);
   ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
   gst_npu_memory_end_cpu_write (job->outmem);
-  self->last_encode_us = g_get_monotonic_time () - t0;
+  /* under the lock: the latency query reads it from another thread */
   GST_OBJECT_LOCK (self);
+  self->last_encode_us = g_get_monotonic_time () - t0;
   self->frames_processed++;
   GST_OBJECT_UNLOCK (self);
   return ok;
@@ -999,10 +1000,10 @@ gst_npu_vision_tok_src_query (GstPad * pad, GstObject * parent,
       gst_query_parse_latency (query, &live, &min, &max);
       GST_OBJECT_LOCK (self);
       max_inflight = self->max_inflight;
-      GST_OBJECT_UNLOCK (self);
       /* Tokens are pushed at once, but only there when the encode is
        * done; a consumer that waits sees up to max-inflight encodes. */
       ours = self->last_encode_us * GST_USECOND * max_inflight;
+      GST_OBJECT_UNLOCK (self);
       min += ours;
       if (max != GST_CLOCK_TIME_NONE)
         max += ours;

@@ -53,6 +53,10 @@ fi
 # the installed runtime library (its .so links point at dpkg's library).
 ver=$(dpkg-query -W -f='${Version}' libgstreamer-plugins-base1.0-0:arm64)
 dev=$(pwd)/$build/arm64-dev
+# The directory is made here, before meson (which marks only the build
+# directories it makes itself as ignored by git)
+mkdir -p "$build"
+[ -f "$build/.gitignore" ] || echo '*' > "$build/.gitignore"
 if [ "$(cat "$dev/.version" 2>/dev/null)" != "$ver" ]; then
   echo "setup-aarch64: unpacking libgstreamer-plugins-base1.0-dev:arm64 $ver"
   rm -rf "$dev"

@@ -113,20 +113,37 @@ test_set_isa (void)
 
 static const gchar *self_path;
 
-/* Runs this program with NPU_CPU_ISA=@value; its stdout and stderr. */
+/* Runs this program with NPU_CPU_ISA=@value; its stdout and stderr.  In a
+ * cross build meson runs the tests through an emulator (the cross file's
+ * exe_wrapper, in MESON_EXE_WRAPPER): the child is started through it too,
+ * for this machine may not execute the program itself. */
 static void
 run_child (const gchar * value, gchar ** out, gchar ** err)
 {
-  gchar *argv[] = { (gchar *) self_path, (gchar *) "--child", NULL };
+  const gchar *wrapper = g_getenv ("MESON_EXE_WRAPPER");
+  gchar **wrap = NULL;
+  GPtrArray *argv = g_ptr_array_new ();
   gchar **envp = g_environ_setenv (g_get_environ (), "NPU_CPU_ISA", value,
       TRUE);
   GError *error = NULL;
   gint status;
+  guint i;
 
-  g_assert_true (g_spawn_sync (NULL, argv, envp, G_SPAWN_DEFAULT, NULL, NULL,
-          out, err, &status, &error));
+  if (wrapper && *wrapper) {
+    g_assert_true (g_shell_parse_argv (wrapper, NULL, &wrap, &error));
+    g_assert_no_error (error);
+    for (i = 0; wrap[i]; i++)
+      g_ptr_array_add (argv, wrap[i]);
+  }
+  g_ptr_array_add (argv, (gpointer) self_path);
+  g_ptr_array_add (argv, (gpointer) "--child");
+  g_ptr_array_add (argv, NULL);
+  g_assert_true (g_spawn_sync (NULL, (gchar **) argv->pdata, envp,
+          G_SPAWN_SEARCH_PATH, NULL, NULL, out, err, &status, &error));
   g_assert_no_error (error);
   g_assert_true (g_spawn_check_wait_status (status, NULL));
+  g_ptr_array_unref (argv);
+  g_strfreev (wrap);
   g_strfreev (envp);
 }
 

@@ -42,14 +42,19 @@ trap cleanup EXIT
 
 ip netns add "$enc"
 ip netns add "$dec"
+# Commands enter a namespace by nsenter, not "ip netns exec" or "ip -n":
+# those also make / a slave mount, which fails in a chroot whose / is no
+# mount point (the Debian 13 leg's root).
+in_enc="nsenter --net=/run/netns/$enc"
+in_dec="nsenter --net=/run/netns/$dec"
 ip link add "$tag-a" type veth peer name "$tag-b"
 ip link set "$tag-a" netns "$enc"
 ip link set "$tag-b" netns "$dec"
-ip -n "$enc" addr add 10.77.0.1/24 dev "$tag-a"
-ip -n "$dec" addr add 10.77.0.2/24 dev "$tag-b"
-for ns in "$enc" "$dec"; do ip -n "$ns" link set lo up; done
-ip -n "$enc" link set "$tag-a" up
-ip -n "$dec" link set "$tag-b" up
+$in_enc ip addr add 10.77.0.1/24 dev "$tag-a"
+$in_dec ip addr add 10.77.0.2/24 dev "$tag-b"
+for run in "$in_enc" "$in_dec"; do $run ip link set lo up; done
+$in_enc ip link set "$tag-a" up
+$in_dec ip link set "$tag-b" up
 
 # The reference: the same frame in one pipeline
 eval gst-launch-1.0 -q "$frame" ! \
@@ -59,18 +64,18 @@ eval gst-launch-1.0 -q "$frame" ! \
 # tcpserversink sends only to the clients connected by then: the encoder
 # holds its frame a second (identity) and the decoder connects as soon as
 # the port listens (a live camera would simply start with the next frame).
-eval ip netns exec "$enc" gst-launch-1.0 -q "$frame" ! \
+eval $in_enc gst-launch-1.0 -q "$frame" ! \
   npuvisiontok model="$models/videotestsrc-mmproj.gguf" ! \
   nputokenpay ! queue ! identity sleep-time=1000000 ! \
   tcpserversink host=10.77.0.1 port=$port > "$tmp/enc.log" 2>&1 &
 spid=$!
 i=0
 # listening: the client connects well within the second the frame is held
-until ip netns exec "$enc" ss -Htln "sport = :$port" | grep -q . ||
+until $in_enc ss -Htln "sport = :$port" | grep -q . ||
     [ $i -ge 100 ]; do
   sleep 0.1; i=$((i + 1))
 done
-eval ip netns exec "$dec" timeout 60 gst-launch-1.0 -q \
+eval $in_dec timeout 60 gst-launch-1.0 -q \
   tcpclientsrc host=10.77.0.1 port=$port ! nputokendepay ! llm.vision \
   "$llm" > "$tmp/remote.txt" &
 cpid=$!

@@ -10,6 +10,7 @@
 #include "npugguf.h"
 #include "npugguf-private.h"
 #include "npufilemap.h"
+#include "npubyteorder-private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -162,36 +163,6 @@ npu_gguf_type_name (guint32 type)
   return gguf_type_names[type];
 }
 
-/* ------------------------------------------------------------------------ */
-/* Little-endian loads that do not care about alignment                      */
-
-static guint16
-load_u16 (const guint8 * p)
-{
-  guint16 v;
-
-  memcpy (&v, p, 2);
-  return GUINT16_FROM_LE (v);
-}
-
-static guint32
-load_u32 (const guint8 * p)
-{
-  guint32 v;
-
-  memcpy (&v, p, 4);
-  return GUINT32_FROM_LE (v);
-}
-
-static guint64
-load_u64 (const guint8 * p)
-{
-  guint64 v;
-
-  memcpy (&v, p, 8);
-  return GUINT64_FROM_LE (v);
-}
-
 /* Decodes one fixed-size value at @p (the caller checked the bytes) */
 static void
 decode_scalar (NpuGgufType type, const guint8 * p, NpuGgufValue * out)
@@ -210,19 +181,19 @@ decode_scalar (NpuGgufType type, const guint8 * p, NpuGgufValue * out)
       out->v.i = (gint8) p[0];
       break;
     case NPU_GGUF_TYPE_UINT16:
-      out->v.u = load_u16 (p);
+      out->v.u = npu_load_le16 (p);
       break;
     case NPU_GGUF_TYPE_INT16:
-      out->v.i = (gint16) load_u16 (p);
+      out->v.i = (gint16) npu_load_le16 (p);
       break;
     case NPU_GGUF_TYPE_UINT32:
-      out->v.u = load_u32 (p);
+      out->v.u = npu_load_le32 (p);
       break;
     case NPU_GGUF_TYPE_INT32:
-      out->v.i = (gint32) load_u32 (p);
+      out->v.i = (gint32) npu_load_le32 (p);
       break;
     case NPU_GGUF_TYPE_FLOAT32:
-      u32 = load_u32 (p);
+      u32 = npu_load_le32 (p);
       memcpy (&f, &u32, 4);
       out->v.f = f;
       break;
@@ -230,13 +201,13 @@ decode_scalar (NpuGgufType type, const guint8 * p, NpuGgufValue * out)
       out->v.b = p[0] != 0;
       break;
     case NPU_GGUF_TYPE_UINT64:
-      out->v.u = load_u64 (p);
+      out->v.u = npu_load_le64 (p);
       break;
     case NPU_GGUF_TYPE_INT64:
-      out->v.i = (gint64) load_u64 (p);
+      out->v.i = (gint64) npu_load_le64 (p);
       break;
     case NPU_GGUF_TYPE_FLOAT64:
-      u64 = load_u64 (p);
+      u64 = npu_load_le64 (p);
       memcpy (&d, &u64, 8);
       out->v.f = d;
       break;
@@ -281,7 +252,7 @@ read_u32 (Reader * r, guint32 * v, const gchar * what, GError ** error)
 {
   if (!need (r, 4, what, error))
     return FALSE;
-  *v = load_u32 (r->base + r->pos);
+  *v = npu_load_le32 (r->base + r->pos);
   r->pos += 4;
   return TRUE;
 }
@@ -291,7 +262,7 @@ read_u64 (Reader * r, guint64 * v, const gchar * what, GError ** error)
 {
   if (!need (r, 8, what, error))
     return FALSE;
-  *v = load_u64 (r->base + r->pos);
+  *v = npu_load_le64 (r->base + r->pos);
   r->pos += 8;
   return TRUE;
 }

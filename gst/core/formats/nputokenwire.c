@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: token tensors on a byte stream */
 #include "nputokenwire.h"
+#include "npubyteorder-private.h"
 
 #include <math.h>
 #include <string.h>
@@ -11,38 +12,6 @@ npu_token_wire_error_quark (void)
   return g_quark_from_static_string ("npu-token-wire-error-quark");
 }
 
-static void
-put32 (guint8 * p, guint32 v)
-{
-  v = GUINT32_TO_LE (v);
-  memcpy (p, &v, 4);
-}
-
-static void
-put64 (guint8 * p, guint64 v)
-{
-  v = GUINT64_TO_LE (v);
-  memcpy (p, &v, 8);
-}
-
-static guint32
-get32 (const guint8 * p)
-{
-  guint32 v;
-
-  memcpy (&v, p, 4);
-  return GUINT32_FROM_LE (v);
-}
-
-static guint64
-get64 (const guint8 * p)
-{
-  guint64 v;
-
-  memcpy (&v, p, 8);
-  return GUINT64_FROM_LE (v);
-}
-
 void
 npu_token_wire_write_header (const NpuTokenWireHeader * h,
     guint8 out[NPU_TOKEN_WIRE_HEADER_SIZE])
@@ -51,17 +20,17 @@ npu_token_wire_write_header (const NpuTokenWireHeader * h,
   memcpy (out, "NPUT", 4);
   out[4] = NPU_TOKEN_WIRE_VERSION;
   out[6] = NPU_TOKEN_WIRE_HEADER_SIZE;
-  put32 (out + 8, h->modality);
-  put32 (out + 12, h->n_tokens);
-  put32 (out + 16, h->dim);
-  put32 (out + 20, h->grid_width);
-  put32 (out + 24, h->grid_height);
-  put32 (out + 28, h->flags);
-  put64 (out + 32, h->pts);
-  put64 (out + 40, h->duration);
-  put64 (out + 48, h->source_pts);
-  put64 (out + 56, h->source_duration);
-  put64 (out + 64, h->payload_size);
+  npu_store_le32 (out + 8, h->modality);
+  npu_store_le32 (out + 12, h->n_tokens);
+  npu_store_le32 (out + 16, h->dim);
+  npu_store_le32 (out + 20, h->grid_width);
+  npu_store_le32 (out + 24, h->grid_height);
+  npu_store_le32 (out + 28, h->flags);
+  npu_store_le64 (out + 32, h->pts);
+  npu_store_le64 (out + 40, h->duration);
+  npu_store_le64 (out + 48, h->source_pts);
+  npu_store_le64 (out + 56, h->source_duration);
+  npu_store_le64 (out + 64, h->payload_size);
 }
 
 /* Reads and checks one header: every field must be consistent with the
@@ -81,17 +50,17 @@ npu_token_wire_read_header (const guint8 * data, gsize size,
   hsize = data[6] | (data[7] << 8);
   if (version != NPU_TOKEN_WIRE_VERSION || hsize != NPU_TOKEN_WIRE_HEADER_SIZE)
     goto bad_version;
-  h->modality = get32 (data + 8);
-  h->n_tokens = get32 (data + 12);
-  h->dim = get32 (data + 16);
-  h->grid_width = get32 (data + 20);
-  h->grid_height = get32 (data + 24);
-  h->flags = get32 (data + 28);
-  h->pts = get64 (data + 32);
-  h->duration = get64 (data + 40);
-  h->source_pts = get64 (data + 48);
-  h->source_duration = get64 (data + 56);
-  h->payload_size = get64 (data + 64);
+  h->modality = npu_load_le32 (data + 8);
+  h->n_tokens = npu_load_le32 (data + 12);
+  h->dim = npu_load_le32 (data + 16);
+  h->grid_width = npu_load_le32 (data + 20);
+  h->grid_height = npu_load_le32 (data + 24);
+  h->flags = npu_load_le32 (data + 28);
+  h->pts = npu_load_le64 (data + 32);
+  h->duration = npu_load_le64 (data + 40);
+  h->source_pts = npu_load_le64 (data + 48);
+  h->source_duration = npu_load_le64 (data + 56);
+  h->payload_size = npu_load_le64 (data + 64);
   if (h->modality > 1)
     goto bad_modality;
   if (h->n_tokens == 0 || h->dim == 0)
@@ -160,7 +129,7 @@ npu_token_wire_check_payload (const NpuTokenWireHeader * h,
     return FALSE;
   }
   for (i = 0; i < size; i += 4) {
-    guint32 u = get32 (data + i);
+    guint32 u = npu_load_le32 (data + i);
     gfloat f;
 
     memcpy (&f, &u, 4);

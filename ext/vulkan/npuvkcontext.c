@@ -370,7 +370,8 @@ create_device (NpuVkContext * ctx, GError ** error)
   vkGetDeviceQueue (ctx->device, ctx->family, 0, &ctx->queue);
   if (ctx->info->host_import)
     ctx->get_host_pointer_properties = (PFN_vkGetMemoryHostPointerPropertiesEXT)
-        vkGetDeviceProcAddr (ctx->device, "vkGetMemoryHostPointerPropertiesEXT");
+        vkGetDeviceProcAddr (ctx->device,
+        "vkGetMemoryHostPointerPropertiesEXT");
   return TRUE;
 }
 
@@ -435,7 +436,8 @@ npu_vk_context_free (NpuVkContext * ctx)
   if (ctx->messenger) {
     PFN_vkDestroyDebugUtilsMessengerEXT destroy =
         (PFN_vkDestroyDebugUtilsMessengerEXT)
-        vkGetInstanceProcAddr (ctx->instance, "vkDestroyDebugUtilsMessengerEXT");
+        vkGetInstanceProcAddr (ctx->instance,
+        "vkDestroyDebugUtilsMessengerEXT");
     if (destroy)
       destroy (ctx->instance, ctx->messenger, NULL);
   }

@@ -96,10 +96,13 @@ npu_vk_pipelines_init (NpuVkContext * ctx, GError ** error)
   };
   guint i;
 
-  for (i = 0; i < NPU_VK_N_ARGS; i++)
-    bindings[i] = (VkDescriptorSetLayoutBinding) {
-    .binding = i,.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-          .descriptorCount = 1,.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT,};
+  memset (bindings, 0, sizeof (bindings));
+  for (i = 0; i < NPU_VK_N_ARGS; i++) {
+    bindings[i].binding = i;
+    bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings[i].descriptorCount = 1;
+    bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  }
   if (!npu_vk_check (vkCreateDescriptorSetLayout (ctx->device, &li, NULL,
               &ctx->set_layout), "vkCreateDescriptorSetLayout", error) ||
       !npu_vk_check (vkCreatePipelineLayout (ctx->device, &pi, NULL,
@@ -347,12 +350,15 @@ record (NpuVkProgram * prog, GError ** error)
     Dispatch *d = &g_array_index (prog->dispatches, Dispatch, i);
     VkWriteDescriptorSet w[NPU_VK_N_ARGS];
 
-    for (j = 0; j < NPU_VK_N_ARGS; j++)
-      w[j] = (VkWriteDescriptorSet) {
-      .sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET,.dstSet = sets[i],
-            .dstBinding = j,.descriptorCount = 1,
-            .descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
-            .pBufferInfo = &d->bind[j],};
+    memset (w, 0, sizeof (w));
+    for (j = 0; j < NPU_VK_N_ARGS; j++) {
+      w[j].sType = VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET;
+      w[j].dstSet = sets[i];
+      w[j].dstBinding = j;
+      w[j].descriptorCount = 1;
+      w[j].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      w[j].pBufferInfo = &d->bind[j];
+    }
     vkUpdateDescriptorSets (ctx->device, NPU_VK_N_ARGS, w, 0, NULL);
   }
   if (!npu_vk_check (vkBeginCommandBuffer (prog->cmd, &begin),

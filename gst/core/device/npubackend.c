@@ -8,7 +8,7 @@
  * per loop would cost more than the loop on small shapes.
  */
 #include "npubackend.h"
-#include "npudevice-private.h"
+#include "npubackend-private.h"
 
 #include <stdlib.h>
 
@@ -78,7 +78,7 @@ struct _NpuDevice
   gint ref_count;
   guint n_threads;
   gchar *name;
-  /* a device of another engine (npudevice-private.h): its dispatcher runs
+  /* a device of another engine (npubackend-private.h): its dispatcher runs
    * host tasks and hands the engine its work; NULL for the CPU */
   const gchar *kind;
   gchar *engine_key;

@@ -7,7 +7,7 @@
  */
 #include "npubuffer.h"
 #include "npubuffer-private.h"
-#include "npudevice-private.h"
+#include "npubackend-private.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
 #define __NPU_OPS_PRIVATE_H__
 
 #include "npuops.h"
-#include "npudevice-private.h"
+#include "npubackend-private.h"
 
 G_BEGIN_DECLS
 

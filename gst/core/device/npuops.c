@@ -335,6 +335,5 @@ npu_ops_submit (NpuOps * ops, NpuQueue * queue, NpuFence * const *in_fences,
     guint n_in_fences)
 {
   g_return_val_if_fail (npu_queue_get_device (queue) == ops->device, NULL);
-  return npu_queue_submit (queue, run_task, ops, NULL, in_fences,
-      n_in_fences);
+  return npu_queue_submit (queue, run_task, ops, NULL, in_fences, n_in_fences);
 }

@@ -2,12 +2,12 @@
 /* gst-npu: the Vulkan engine's side of the seam
  *
  * The process's Vulkan device for an index (an NpuDevice of its own
- * engine, npudevice-private.h), its buffers, and the operation table
+ * engine, npubackend-private.h), its buffers, and the operation table
  * recorded into an ext/vulkan program.  Built only with the Vulkan engine.
  *
  * GLib only, no GStreamer types.
  */
-#include "npudevice-private.h"
+#include "npubackend-private.h"
 
 #if NPU_HAVE_VULKAN
 

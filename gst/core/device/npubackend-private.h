@@ -7,8 +7,8 @@
  * no streaming thread ever waits for the engine.  The engine's own state
  * (a Vulkan context) hangs off the device.
  */
-#ifndef __NPU_DEVICE_PRIVATE_H__
-#define __NPU_DEVICE_PRIVATE_H__
+#ifndef __NPU_BACKEND_PRIVATE_H__
+#define __NPU_BACKEND_PRIVATE_H__
 
 #include "config.h"
 
@@ -57,4 +57,4 @@ void npu_vulkan_buffer_free (gpointer engine_buffer);
 
 G_END_DECLS
 
-#endif /* __NPU_DEVICE_PRIVATE_H__ */
+#endif /* __NPU_BACKEND_PRIVATE_H__ */

@@ -52,6 +52,15 @@ static const guint32 spv_rope[] =
 static const guint32 spv_attention[] =
 #include "attention.spv.inc"
     ;
+static const guint32 spv_layer_norm[] =
+#include "layer_norm.spv.inc"
+    ;
+static const guint32 spv_bias_act[] =
+#include "bias_act.spv.inc"
+    ;
+static const guint32 spv_gather[] =
+#include "gather.spv.inc"
+    ;
 
 static const struct
 {
@@ -62,6 +71,7 @@ static const struct
 #define K(n) { spv_##n, sizeof (spv_##n), #n }
   K (mul_f32), K (mul_f16), K (mul_q8_0), K (mul_mxfp4), K (rms_norm),
   K (softmax), K (silu_mul), K (gelu), K (add), K (rope), K (attention),
+  K (layer_norm), K (bias_act), K (gather),
 #undef K
 };
 

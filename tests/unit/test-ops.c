@@ -430,7 +430,7 @@ check_rope (NpuDevice * dev, gboolean neox)
 }
 
 static void
-check_attention (NpuDevice * dev, NpuKvType kv_type)
+check_attention (NpuDevice * dev, NpuKvType kv_type, gboolean causal)
 {
   gsize n_kv = pick (1, 3), group = pick (1, 3), n_heads = n_kv * group;
   gsize hd = kv_type == NPU_KV_F16 ? 2 * pick (4, 64) : pick (1, 130);
@@ -471,7 +471,7 @@ check_attention (NpuDevice * dev, NpuKvType kv_type)
   vb = buffer_with (dev, vraw, kv_bytes);
   ob = buffer_with (dev, NULL, q_vals * 4);
   g_assert_true (npu_ops_attention (ops, qb, 0, kb, 0, vb, 0, kv_type, ob, 0,
-          n_q, n_heads, n_kv, hd, pos0, scale, &error));
+          n_q, n_heads, n_kv, hd, pos0, causal, scale, &error));
   g_assert_no_error (error);
   run_ops (dev, ops);
   read_back (ob, 0, y, q_vals);
@@ -479,7 +479,7 @@ check_attention (NpuDevice * dev, NpuKvType kv_type)
   for (t = 0; t < n_q; t++)
     for (h = 0; h < n_heads; h++) {
       const float *qr = q + (t * n_heads + h) * hd;
-      gsize kvh = h / group, n = pos0 + t + 1;
+      gsize kvh = h / group, n = causal ? pos0 + t + 1 : n_ctx;
       double m = -INFINITY, s = 0;
 
       for (j = 0; j < n; j++) {
@@ -502,7 +502,8 @@ check_attention (NpuDevice * dev, NpuKvType kv_type)
    * each weight is within ~2^-17 relative; the output is a weighted mean
    * of values below 4 in magnitude */
   assert_close (kv_type == NPU_KV_F16 ? "attention (f16 kv)" :
-      "attention (f32 kv)", y, ref, NULL, q_vals, 0, 4.0 * 0x1p-15);
+      causal ? "attention (f32 kv)" : "attention (f32 kv, every key)", y,
+      ref, NULL, q_vals, 0, 4.0 * 0x1p-15);
 
   npu_ops_free (ops);
   npu_buffer_unref (qb);
@@ -519,6 +520,117 @@ check_attention (NpuDevice * dev, NpuKvType kv_type)
   g_free (vraw);
 }
 
+static double
+act_ref (NpuOpAct act, double x)
+{
+  switch (act) {
+    case NPU_OP_ACT_GELU:
+      return 0.5 * x * (1.0 + tanh (0.7978845608028654 * x * (1.0 +
+                  0.044715 * x * x)));
+    case NPU_OP_ACT_GELU_QUICK:
+      return x / (1.0 + exp (-1.702 * x));
+    case NPU_OP_ACT_SILU:
+      return x / (1.0 + exp (-x));
+    case NPU_OP_ACT_GELU_ERF:
+      return 0.5 * x * (1.0 + erf (x / sqrt (2.0)));
+    default:
+      return x;
+  }
+}
+
+/* What the encoders add: layer norm, bias and activation, gathering rows */
+static void
+check_encoder_ops (NpuDevice * dev)
+{
+  gsize dim = pick (1, 300), n = pick (1, 7), count = n * dim, i, c;
+  float *x = g_new (float, count), *w = g_new (float, dim);
+  float *b = g_new (float, dim), *y = g_new (float, count);
+  double *ref = g_new (double, count);
+  gint32 idx[9];
+  NpuBuffer *xb, *wb, *bb, *yb, *ab[5], *ib, *gb;
+  NpuOps *ops = npu_ops_new (dev);
+  GError *error = NULL;
+  NpuOpAct act;
+
+  for (i = 0; i < count; i++)
+    x[i] = uniform (-5, 5);
+  for (i = 0; i < dim; i++) {
+    w[i] = uniform (-2, 2);
+    b[i] = uniform (-1, 1);
+  }
+  for (i = 0; i < G_N_ELEMENTS (idx); i++)
+    idx[i] = i % 4 == 3 ? -1 : (gint32) pick (0, n - 1);
+  xb = buffer_with (dev, x, count * 4);
+  wb = buffer_with (dev, w, dim * 4);
+  bb = buffer_with (dev, b, dim * 4);
+  yb = buffer_with (dev, x, count * 4);
+  ib = buffer_with (dev, idx, sizeof (idx));
+  gb = buffer_with (dev, NULL, G_N_ELEMENTS (idx) * dim * 4);
+  /* in place, as the encoders run it */
+  g_assert_true (npu_ops_layer_norm (ops, yb, 0, wb, 0, bb, 0, yb, 0, dim, n,
+          1e-6f, &error));
+  for (act = NPU_OP_ACT_NONE; act <= NPU_OP_ACT_GELU_ERF; act++) {
+    ab[act] = buffer_with (dev, x, count * 4);
+    g_assert_true (npu_ops_bias_act (ops, ab[act], 0, act == NPU_OP_ACT_SILU
+            ? NULL : bb, 0, n, dim, act, &error));
+  }
+  g_assert_true (npu_ops_gather_rows (ops, xb, 0, n, ib, 0, gb, 0,
+          G_N_ELEMENTS (idx), dim, &error));
+  g_assert_no_error (error);
+  run_ops (dev, ops);
+
+  read_back (yb, 0, y, count);
+  for (c = 0; c < n; c++) {
+    double m = 0, v = 0;
+
+    for (i = 0; i < dim; i++)
+      m += x[c * dim + i];
+    m /= dim;
+    for (i = 0; i < dim; i++)
+      v += (x[c * dim + i] - m) * (x[c * dim + i] - m);
+    v = 1.0 / sqrt (v / dim + 1e-6);
+    for (i = 0; i < dim; i++)
+      ref[c * dim + i] = (x[c * dim + i] - m) * v * w[i] + b[i];
+  }
+  /* normalised values are below sqrt (dim) ~ 18, times |w| < 2 */
+  assert_close ("layer_norm", y, ref, NULL, count, 1e-5, 2e-5);
+  for (act = NPU_OP_ACT_NONE; act <= NPU_OP_ACT_GELU_ERF; act++) {
+    gchar *what = g_strdup_printf ("bias_act %d", act);
+
+    read_back (ab[act], 0, y, count);
+    for (i = 0; i < count; i++)
+      ref[i] = act_ref (act, (double) x[i] + (act == NPU_OP_ACT_SILU ? 0 :
+              b[i % dim]));
+    /* exp within GLSL's ulp bound, erf by a polynomial within 1.5e-7 */
+    assert_close (what, y, ref, NULL, count, 8e-6, 1e-6);
+    g_free (what);
+    npu_buffer_unref (ab[act]);
+  }
+  {
+    float *g = g_new (float, G_N_ELEMENTS (idx) * dim);
+
+    read_back (gb, 0, g, G_N_ELEMENTS (idx) * dim);
+    for (i = 0; i < G_N_ELEMENTS (idx); i++)
+      for (c = 0; c < dim; c++)
+        g_assert_cmpfloat (g[i * dim + c], ==, idx[i] < 0 ? 0.0f :
+            x[idx[i] * dim + c]);
+    g_free (g);
+  }
+
+  npu_ops_free (ops);
+  npu_buffer_unref (xb);
+  npu_buffer_unref (wb);
+  npu_buffer_unref (bb);
+  npu_buffer_unref (yb);
+  npu_buffer_unref (ib);
+  npu_buffer_unref (gb);
+  g_free (x);
+  g_free (w);
+  g_free (b);
+  g_free (y);
+  g_free (ref);
+}
+
 static void
 check_all (NpuDevice * dev)
 {
@@ -530,8 +642,10 @@ check_all (NpuDevice * dev)
     check_elementwise (dev);
     check_rope (dev, FALSE);
     check_rope (dev, TRUE);
-    check_attention (dev, NPU_KV_F32);
-    check_attention (dev, NPU_KV_F16);
+    check_attention (dev, NPU_KV_F32, TRUE);
+    check_attention (dev, NPU_KV_F16, TRUE);
+    check_attention (dev, NPU_KV_F32, FALSE);
+    check_encoder_ops (dev);
   }
 }
 
@@ -694,8 +808,17 @@ test_errors (void)
   expect_error (npu_ops_softmax (ops, a, 0, 0, 1, &error), &error,
       "softmax: dim is 0");
   expect_error (npu_ops_attention (ops, a, 0, a, 0, a, 0, NPU_KV_F32, a, 0,
-          1, 3, 2, 8, 0, 1.0f, &error), &error,
+          1, 3, 2, 8, 0, TRUE, 1.0f, &error), &error,
       "3 query heads are not a multiple of 2 KV heads");
+  {
+    gint32 bad = 7;
+    NpuBuffer *ib = buffer_with (cpu, &bad, 4);
+
+    expect_error (npu_ops_gather_rows (ops, a, 0, 7, ib, 0, a, 0, 1, 4,
+            &error), &error, "gather_rows: index 0 is 7, past the 7 source "
+        "rows");
+    npu_buffer_unref (ib);
+  }
   g_assert_cmpuint (npu_ops_get_length (ops), ==, 0);
 
   if (g_strcmp0 (g_getenv ("NPU_REQUIRE_VULKAN"), "1") == 0 ||
@@ -708,7 +831,7 @@ test_errors (void)
     npu_ops_free (ops);
     ops = npu_ops_new (vk);
     expect_error (npu_ops_attention (ops, b, 0, b, 0, b, 0, NPU_KV_Q8_0, b,
-            0, 1, 1, 1, 32, 0, 1.0f, &error), &error,
+            0, 1, 1, 1, 32, 0, TRUE, 1.0f, &error), &error,
         "runs F32 and F16 KV caches");
     npu_buffer_unref (b);
     npu_device_unref (vk);

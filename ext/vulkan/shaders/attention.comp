@@ -1,14 +1,16 @@
 // SPDX-License-Identifier: LGPL-2.1-or-later
 // Causal softmax attention over a KV cache, one (head, query row) a group:
 //   out[t][h] = sum_j softmax_j (scale q[t][h] . k[j][kvh]) v[j][kvh]
-// for keys j = 0 .. pos0 + t, kvh = h / (n_heads / n_kv).  Keys are taken
+// for keys j = 0 .. pos0 + t (causal) or 0 .. pos0 + n_q - 1 (every key:
+// an encoder), kvh = h / (n_heads / n_kv).  Keys are taken
 // 64 at a time: each thread scores one key, then the running maximum and
 // sum are rescaled (the streaming softmax), so any context length works
 // with 64 floats of shared memory; each thread keeps up to four of the
 // head's hd (<= 256) output values.
 // args: 0 q (n_q x n_heads x hd), 1 k cache, 2 v cache (rows of n_kv x
 // hd, F32 or F16), 3 out (as q)
-// p: n_heads, n_kv, hd, pos0, scale (bits), kv_f16; groups: (n_heads, n_q)
+// p: n_heads, n_kv, hd, pos0, scale (bits), kv_f16, causal; groups:
+// (n_heads, n_q)
 #version 450
 #include "common.glsl"
 layout(local_size_x = 64) in;
@@ -29,7 +31,8 @@ float kv_value (bool k, uint idx) {
 void main () {
   uint n_heads = pc.p[0], n_kv = pc.p[1], hd = pc.p[2];
   uint h = gl_WorkGroupID.x, t = gl_WorkGroupID.y, tid = gl_LocalInvocationID.x;
-  uint kvh = h / (n_heads / n_kv), n_keys = pc.p[3] + t + 1;
+  uint kvh = h / (n_heads / n_kv);
+  uint n_keys = pc.p[6] != 0u ? pc.p[3] + t + 1 : pc.p[3] + gl_NumWorkGroups.y;
   float scale = uintBitsToFloat (pc.p[4]);
   uint q0 = pc.off[0] / 4 + (t * n_heads + h) * hd;
   uint row = n_kv * hd;

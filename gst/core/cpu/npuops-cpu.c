@@ -3,10 +3,11 @@
  *
  * Each recorded operation (device/npuops-private.h) run with the CPU
  * kernels, on the running task's threads: the MXFP4 and Q8_0 products at
- * their accurate precision, the encoders' F32 product, the vector maths'
- * RMS norm and SiLU, the attention kernel over the KV rows in place.  What
- * has no kernel of its own yet (the F16 product, softmax, GELU, add, RoPE)
- * is plain C here, with the models' own formulas.
+ * their accurate precision, the encoders' F32 product, layer norm and
+ * bias-and-activation, the vector maths' RMS norm and SiLU, the attention
+ * kernel over the KV rows in place.  What has no kernel of its own yet
+ * (the F16 product, softmax, GELU, add, RoPE, gathering rows) is plain C
+ * here, with the models' own formulas.
  *
  * GLib only, no GStreamer types.
  */
@@ -19,6 +20,7 @@
 #include "core/models/npuencoder.h"
 
 #include <math.h>
+#include <string.h>
 
 static inline float *
 arg_f32 (const NpuOp * op, guint i)
@@ -133,6 +135,40 @@ rope_rows (const NpuOp * op)
     }
 }
 
+/* NpuOpAct and NpuEncAct name the same functions, in their own orders */
+static NpuEncAct
+enc_act (NpuOpAct act)
+{
+  switch (act) {
+    case NPU_OP_ACT_GELU:
+      return NPU_ENC_ACT_GELU;
+    case NPU_OP_ACT_GELU_QUICK:
+      return NPU_ENC_ACT_GELU_QUICK;
+    case NPU_OP_ACT_SILU:
+      return NPU_ENC_ACT_SILU;
+    case NPU_OP_ACT_GELU_ERF:
+      return NPU_ENC_ACT_GELU_ERF;
+    case NPU_OP_ACT_NONE:
+    default:
+      return NPU_ENC_ACT_NONE;
+  }
+}
+
+static void
+gather_rows (const NpuOp * op)
+{
+  gsize n_out = op->n[0], dim = op->n[1], i;
+  const gint32 *idx = (const gint32 *) arg_bytes (op, 1);
+  const float *src = arg_f32 (op, 0);
+  float *dst = arg_f32 (op, 2);
+
+  for (i = 0; i < n_out; i++)
+    if (idx[i] < 0)
+      memset (dst + i * dim, 0, dim * sizeof (float));
+    else
+      memcpy (dst + i * dim, src + (gsize) idx[i] * dim, dim * sizeof (float));
+}
+
 static void
 attention_heads (gsize start, gsize end, guint worker, gpointer user_data)
 {
@@ -154,7 +190,7 @@ attention_heads (gsize start, gsize end, guint worker, gpointer user_data)
     span.v = arg_bytes (op, 2) + (g % n_kv) * head_bytes;
     /* npu_attention_rows counts the stride in values, whatever the type */
     span.stride = kv_row;
-    span.n = pos0 + t + 1;
+    span.n = op->n[5] ? pos0 + t + 1 : pos0 + op->n[0];
     span.type = op->kv_type;
     npu_attention_rows (&span, 1, hd, group, hd, op->f[0], scores,
         pos0 + op->n[0], out + (t * n_heads + (g % n_kv) * group) * hd, hd);
@@ -202,6 +238,17 @@ npu_ops_cpu_run (NpuTask * task, const NpuOp * op)
     case NPU_OP_ATTENTION:
       npu_task_parallel_for (task, op->n[0] * op->n[2], 1, attention_heads,
           &job);
+      break;
+    case NPU_OP_LAYER_NORM:
+      npu_enc_layernorm (task, arg_f32 (op, 3), arg_f32 (op, 0), op->n[1],
+          op->n[0], op->f[0], arg_f32 (op, 1), arg_f32 (op, 2));
+      break;
+    case NPU_OP_BIAS_ACT:
+      npu_enc_bias_act (task, arg_f32 (op, 0), op->n[0], op->n[1],
+          op->n[2] ? arg_f32 (op, 1) : NULL, enc_act (op->act));
+      break;
+    case NPU_OP_GATHER:
+      gather_rows (op);
       break;
   }
 }

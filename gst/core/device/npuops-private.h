@@ -19,6 +19,9 @@ typedef enum
   NPU_OP_ADD,
   NPU_OP_ROPE,
   NPU_OP_ATTENTION,
+  NPU_OP_LAYER_NORM,
+  NPU_OP_BIAS_ACT,
+  NPU_OP_GATHER,
 } NpuOpKind;
 
 #define NPU_OP_MAX_ARGS 4
@@ -33,8 +36,11 @@ typedef struct
 /* One operation.  The sizes in @n are the header's, in its order:
  *   MUL_MAT: rows, k, n;  RMS_NORM: dim, n;  SOFTMAX: dim, n;
  *   SILU_MUL, GELU, ADD: count;  ROPE: n_tok, n_heads, head_dim, n_rot,
- *   pos0, neox;  ATTENTION: n_q, n_heads, n_kv, head_dim, pos0
- * and @f: RMS_NORM: eps;  ROPE: base, freq_scale;  ATTENTION: scale. */
+ *   pos0, neox;  ATTENTION: n_q, n_heads, n_kv, head_dim, pos0, causal;
+ *   LAYER_NORM: dim, n;  BIAS_ACT: rows, cols, has_bias;  GATHER: n_out,
+ *   dim
+ * and @f: RMS_NORM, LAYER_NORM: eps;  ROPE: base, freq_scale;  ATTENTION:
+ * scale. */
 typedef struct
 {
   NpuOpKind kind;
@@ -42,6 +48,7 @@ typedef struct
   guint n_args;
   NpuOpWeight weight;           /* MUL_MAT */
   NpuKvType kv_type;            /* ATTENTION */
+  NpuOpAct act;                 /* BIAS_ACT */
   gsize n[6];
   float f[2];
 } NpuOp;

@@ -10,7 +10,7 @@
 
 static const gchar *const op_names[] = {
   "mul_mat", "rms_norm", "softmax", "silu_mul", "gelu", "add", "rope",
-  "attention",
+  "attention", "layer_norm", "bias_act", "gather_rows",
 };
 
 NpuOps *
@@ -183,6 +183,87 @@ npu_ops_rms_norm (NpuOps * ops, NpuBuffer * x, gsize x_offset, NpuBuffer * w,
 }
 
 gboolean
+npu_ops_layer_norm (NpuOps * ops, NpuBuffer * x, gsize x_offset,
+    NpuBuffer * w, gsize w_offset, NpuBuffer * b, gsize b_offset,
+    NpuBuffer * y, gsize y_offset, gsize dim, gsize n, float eps,
+    GError ** error)
+{
+  NpuOp op = { NPU_OP_LAYER_NORM };
+
+  if (!nonzero (op.kind, "dim", dim, error) ||
+      !nonzero (op.kind, "n", n, error))
+    return FALSE;
+  op.n[0] = dim;
+  op.n[1] = n;
+  op.f[0] = eps;
+  return set_arg (ops, &op, "x", x, x_offset, (guint64) n * dim * 4, FALSE,
+      error) && set_arg (ops, &op, "w", w, w_offset, (guint64) dim * 4, FALSE,
+      error) && set_arg (ops, &op, "b", b, b_offset, (guint64) dim * 4, FALSE,
+      error) && set_arg (ops, &op, "y", y, y_offset, (guint64) n * dim * 4,
+      FALSE, error) && append (ops, &op, error);
+}
+
+gboolean
+npu_ops_bias_act (NpuOps * ops, NpuBuffer * y, gsize y_offset,
+    NpuBuffer * bias, gsize b_offset, gsize rows, gsize cols, NpuOpAct act,
+    GError ** error)
+{
+  NpuOp op = { NPU_OP_BIAS_ACT };
+
+  if (!nonzero (op.kind, "rows", rows, error) ||
+      !nonzero (op.kind, "cols", cols, error))
+    return FALSE;
+  if (act > NPU_OP_ACT_GELU_ERF || (guint64) rows * cols > G_MAXUINT32) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "bias_act: activation %d unknown or %" G_GSIZE_FORMAT " x %"
+        G_GSIZE_FORMAT " values too many", act, rows, cols);
+    return FALSE;
+  }
+  op.act = act;
+  op.n[0] = rows;
+  op.n[1] = cols;
+  op.n[2] = bias != NULL;
+  return set_arg (ops, &op, "y", y, y_offset, (guint64) rows * cols * 4,
+      FALSE, error) && (!bias || set_arg (ops, &op, "the bias", bias,
+          b_offset, (guint64) cols * 4, FALSE, error)) &&
+      append (ops, &op, error);
+}
+
+gboolean
+npu_ops_gather_rows (NpuOps * ops, NpuBuffer * src, gsize s_offset,
+    gsize n_src, NpuBuffer * idx, gsize i_offset, NpuBuffer * dst,
+    gsize d_offset, gsize n_out, gsize dim, GError ** error)
+{
+  NpuOp op = { NPU_OP_GATHER };
+  const gint32 *index;
+  gsize i;
+
+  if (!nonzero (op.kind, "n_src", n_src, error) ||
+      !nonzero (op.kind, "n_out", n_out, error) ||
+      !nonzero (op.kind, "dim", dim, error))
+    return FALSE;
+  op.n[0] = n_out;
+  op.n[1] = dim;
+  if (!set_arg (ops, &op, "src", src, s_offset, (guint64) n_src * dim * 4,
+          FALSE, error) ||
+      !set_arg (ops, &op, "idx", idx, i_offset, (guint64) n_out * 4, FALSE,
+          error) ||
+      !set_arg (ops, &op, "dst", dst, d_offset, (guint64) n_out * dim * 4,
+          FALSE, error))
+    return FALSE;
+  /* the indices are read now: a kernel must not read outside src */
+  index = (const gint32 *) (npu_buffer_get_data (idx) + i_offset);
+  for (i = 0; i < n_out; i++)
+    if (index[i] >= (gint64) n_src) {
+      g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+          "gather_rows: index %" G_GSIZE_FORMAT " is %d, past the %"
+          G_GSIZE_FORMAT " source rows", i, index[i], n_src);
+      return FALSE;
+    }
+  return append (ops, &op, error);
+}
+
+gboolean
 npu_ops_softmax (NpuOps * ops, NpuBuffer * x, gsize x_offset, gsize dim,
     gsize n, GError ** error)
 {
@@ -279,7 +360,7 @@ gboolean
 npu_ops_attention (NpuOps * ops, NpuBuffer * q, gsize q_offset, NpuBuffer * k,
     gsize k_offset, NpuBuffer * v, gsize v_offset, NpuKvType kv_type,
     NpuBuffer * out, gsize o_offset, gsize n_q, gsize n_heads, gsize n_kv,
-    gsize head_dim, gsize pos0, float scale, GError ** error)
+    gsize head_dim, gsize pos0, gboolean causal, float scale, GError ** error)
 {
   NpuOp op = { NPU_OP_ATTENTION };
   guint64 row, kv_bytes;
@@ -303,6 +384,7 @@ npu_ops_attention (NpuOps * ops, NpuBuffer * q, gsize q_offset, NpuBuffer * k,
   op.n[2] = n_kv;
   op.n[3] = head_dim;
   op.n[4] = pos0;
+  op.n[5] = causal != FALSE;
   op.f[0] = scale;
   row = npu_kv_row_bytes (kv_type, (gsize) n_kv * head_dim);
   kv_bytes = row * (pos0 + n_q);

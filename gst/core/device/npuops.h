@@ -31,6 +31,23 @@ G_BEGIN_DECLS
 typedef struct _NpuOps NpuOps;
 
 /**
+ * NpuOpAct:
+ * @NPU_OP_ACT_NONE: the identity
+ * @NPU_OP_ACT_GELU: the tanh form (ggml_gelu)
+ * @NPU_OP_ACT_GELU_QUICK: x sigmoid (1.702 x) (ggml_gelu_quick)
+ * @NPU_OP_ACT_SILU: x sigmoid (x)
+ * @NPU_OP_ACT_GELU_ERF: 0.5 x (1 + erf (x / sqrt 2)) (ggml_gelu_erf)
+ */
+typedef enum
+{
+  NPU_OP_ACT_NONE,
+  NPU_OP_ACT_GELU,
+  NPU_OP_ACT_GELU_QUICK,
+  NPU_OP_ACT_SILU,
+  NPU_OP_ACT_GELU_ERF,
+} NpuOpAct;
+
+/**
  * NpuOpWeight:
  * @NPU_OP_WEIGHT_F32: rows of k floats
  * @NPU_OP_WEIGHT_F16: rows of k IEEE binary16 (k even)
@@ -65,6 +82,25 @@ NPU_API
 gboolean npu_ops_rms_norm (NpuOps * ops, NpuBuffer * x, gsize x_offset,
     NpuBuffer * w, gsize w_offset, NpuBuffer * y, gsize y_offset, gsize dim,
     gsize n, float eps, GError ** error);
+/* y[c][i] = (x[c][i] - mean_c) / sqrt (var_c + eps) w[i] + b[i] (ggml_norm
+ * with a weight and a bias); @y may be @x */
+NPU_API
+gboolean npu_ops_layer_norm (NpuOps * ops, NpuBuffer * x, gsize x_offset,
+    NpuBuffer * w, gsize w_offset, NpuBuffer * b, gsize b_offset,
+    NpuBuffer * y, gsize y_offset, gsize dim, gsize n, float eps,
+    GError ** error);
+/* y[r][c] = act (y[r][c] + bias[c]) in place, rows x cols; @bias may be
+ * NULL */
+NPU_API
+gboolean npu_ops_bias_act (NpuOps * ops, NpuBuffer * y, gsize y_offset,
+    NpuBuffer * bias, gsize b_offset, gsize rows, gsize cols, NpuOpAct act,
+    GError ** error);
+/* dst row i = src row idx[i] for i < n_out, rows of dim values; idx is
+ * int32, a negative index gives a row of zeros; every index < n_src */
+NPU_API
+gboolean npu_ops_gather_rows (NpuOps * ops, NpuBuffer * src, gsize s_offset,
+    gsize n_src, NpuBuffer * idx, gsize i_offset, NpuBuffer * dst,
+    gsize d_offset, gsize n_out, gsize dim, GError ** error);
 /* each of n rows of dim values replaced by its softmax */
 NPU_API
 gboolean npu_ops_softmax (NpuOps * ops, NpuBuffer * x, gsize x_offset,
@@ -91,17 +127,18 @@ NPU_API
 gboolean npu_ops_rope (NpuOps * ops, NpuBuffer * x, gsize x_offset,
     gsize n_tok, gsize n_heads, gsize head_dim, gsize n_rot, gsize pos0,
     float base, float freq_scale, gboolean neox, GError ** error);
-/* Causal attention of n_q query rows (n_heads heads of head_dim) at
- * positions pos0 .. pos0 + n_q - 1 over a KV cache whose rows 0 .. pos0 +
- * n_q - 1 hold n_kv heads of head_dim values in @kv_type (n_heads a
- * multiple of n_kv: query head h reads KV head h / (n_heads / n_kv)):
- * out[t][h] = sum_j softmax_j (scale q[t][h] . k[j]) v[j], j <= pos0 + t. */
+/* Attention of n_q query rows (n_heads heads of head_dim) at positions
+ * pos0 .. pos0 + n_q - 1 over a KV cache whose rows 0 .. pos0 + n_q - 1
+ * hold n_kv heads of head_dim values in @kv_type (n_heads a multiple of
+ * n_kv: query head h reads KV head h / (n_heads / n_kv)):
+ * out[t][h] = sum_j softmax_j (scale q[t][h] . k[j]) v[j], for j <= pos0 +
+ * t where @causal, else for every row (an encoder). */
 NPU_API
 gboolean npu_ops_attention (NpuOps * ops, NpuBuffer * q, gsize q_offset,
     NpuBuffer * k, gsize k_offset, NpuBuffer * v, gsize v_offset,
     NpuKvType kv_type, NpuBuffer * out, gsize o_offset, gsize n_q,
-    gsize n_heads, gsize n_kv, gsize head_dim, gsize pos0, float scale,
-    GError ** error);
+    gsize n_heads, gsize n_kv, gsize head_dim, gsize pos0, gboolean causal,
+    float scale, GError ** error);
 
 /* Runs the list as one task of @queue (a queue of the ops' device) after
  * @in_fences; returns its fence, which fails with the device's message. */

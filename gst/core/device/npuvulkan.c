@@ -159,7 +159,7 @@ add_op (NpuVkProgram * prog, NpuVkContext * ctx, const NpuOp * op,
   NpuVkArg args[NPU_VK_N_ARGS];
   guint32 p[NPU_VK_N_PARAMS] = { 0 };
   guint groups[3] = { 1, 1, 1 }, i, n_p = 0;
-  NpuVkKernel kernel;
+  NpuVkKernel kernel = NPU_VK_KERNEL_ADD;
   static const NpuVkKernel mul[] = {
     [NPU_OP_WEIGHT_F32] = NPU_VK_KERNEL_MUL_F32,
     [NPU_OP_WEIGHT_F16] = NPU_VK_KERNEL_MUL_F16,
@@ -214,14 +214,35 @@ add_op (NpuVkProgram * prog, NpuVkContext * ctx, const NpuOp * op,
           256, groups);
       break;
     case NPU_OP_ATTENTION:
-    default:
       kernel = NPU_VK_KERNEL_ATTENTION;
       for (i = 1; i < 5; i++)
         p[n_p++] = op->n[i];
       p[n_p++] = f32_bits (op->f[0]);
       p[n_p++] = op->kv_type == NPU_KV_F16;
+      p[n_p++] = op->n[5];
       groups[0] = op->n[1];
       groups[1] = op->n[0];
+      break;
+    case NPU_OP_LAYER_NORM:
+      kernel = NPU_VK_KERNEL_LAYER_NORM;
+      p[n_p++] = op->n[0];
+      p[n_p++] = f32_bits (op->f[0]);
+      p[n_p++] = op->n[1];
+      spread (ctx, op->n[1], groups);
+      break;
+    case NPU_OP_BIAS_ACT:
+      kernel = NPU_VK_KERNEL_BIAS_ACT;
+      p[n_p++] = op->n[0];
+      p[n_p++] = op->n[1];
+      p[n_p++] = op->act;
+      p[n_p++] = op->n[2];
+      spread (ctx, ((guint64) op->n[0] * op->n[1] + 255) / 256, groups);
+      break;
+    case NPU_OP_GATHER:
+      kernel = NPU_VK_KERNEL_GATHER;
+      p[n_p++] = op->n[0];
+      p[n_p++] = op->n[1];
+      spread (ctx, ((guint64) op->n[0] * op->n[1] + 255) / 256, groups);
       break;
   }
   return npu_vk_program_add (prog, kernel, args, op->n_args, p, n_p, groups,

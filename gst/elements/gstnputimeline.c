@@ -520,6 +520,8 @@ recorder_open (const gchar * path)
     rec.flows = g_hash_table_new_full (g_int64_hash, g_int64_equal,
         g_free, g_free);
     fputs ("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", rec.file);
+    /* nothing left in the buffer for a fork (gst-check's) to write twice */
+    fflush (rec.file);
   }
   g_mutex_unlock (&rec.lock);
   return rec.file != NULL;

@@ -204,28 +204,41 @@ name_thread (gint64 thread)
   event_write (s);
 }
 
+/* One arrow, from the slice at @from_ns on @from to the one at @to_ns */
+static void
+flow_write (gint64 from_ns, gint64 from, gint64 to_ns, gint64 to)
+{
+  guint64 id = ++rec.next_flow;
+  GString *s;
+
+  s = event_begin ("s", from_ns, from, "media", "flow");
+  g_string_append_printf (s, ",\"id\":%" G_GUINT64_FORMAT, id);
+  event_write (s);
+  s = event_begin ("f", to_ns, to, "media", "flow");
+  g_string_append_printf (s, ",\"id\":%" G_GUINT64_FORMAT ",\"bp\":\"e\"",
+      id);
+  event_write (s);
+}
+
 /* An arrow from the last event tagged @tag to this one (at @ts_ns on
  * @thread, inside a slice that starts there) */
 static void
 flow_to (guint64 tag, gint64 ts_ns, gint64 thread)
 {
   FlowPoint *last, *point;
-  GString *s;
 
   if (tag == NPU_EVENT_NO_TAG)
     return;
   last = g_hash_table_lookup (rec.flows, &tag);
-  if (last) {
-    guint64 id = ++rec.next_flow;
-
-    s = event_begin ("s", last->ts_ns, last->thread, "media", "flow");
-    g_string_append_printf (s, ",\"id\":%" G_GUINT64_FORMAT, id);
-    event_write (s);
-    s = event_begin ("f", ts_ns, thread, "media", "flow");
-    g_string_append_printf (s, ",\"id\":%" G_GUINT64_FORMAT ",\"bp\":\"e\"",
-        id);
-    event_write (s);
-  } else if (g_hash_table_size (rec.flows) >= MAX_OPEN_FLOWS) {
+  if (last && last->ts_ns > ts_ns) {
+    /* Read on its thread before another thread's later event got the
+     * lock: an arrow into the last point, which stays the last. */
+    flow_write (ts_ns, thread, last->ts_ns, last->thread);
+    return;
+  }
+  if (last)
+    flow_write (last->ts_ns, last->thread, ts_ns, thread);
+  else if (g_hash_table_size (rec.flows) >= MAX_OPEN_FLOWS) {
     g_hash_table_remove_all (rec.flows);
   }
   point = g_new (FlowPoint, 1);

@@ -148,8 +148,7 @@ json_pts (GString * s, guint64 tag)
   if (tag == NPU_EVENT_NO_TAG)
     return;
   str = g_strdup_printf ("%" GST_TIME_FORMAT, GST_TIME_ARGS (tag));
-  g_string_append_printf (s, ",\"pts_ns\":%" G_GUINT64_FORMAT ",\"pts\":",
-      tag);
+  g_string_append_printf (s, ",\"pts_ns\":%" G_GUINT64_FORMAT ",\"pts\":", tag);
   json_string (s, str);
   g_free (str);
 }
@@ -215,8 +214,7 @@ flow_write (gint64 from_ns, gint64 from, gint64 to_ns, gint64 to)
   g_string_append_printf (s, ",\"id\":%" G_GUINT64_FORMAT, id);
   event_write (s);
   s = event_begin ("f", to_ns, to, "media", "flow");
-  g_string_append_printf (s, ",\"id\":%" G_GUINT64_FORMAT ",\"bp\":\"e\"",
-      id);
+  g_string_append_printf (s, ",\"id\":%" G_GUINT64_FORMAT ",\"bp\":\"e\"", id);
   event_write (s);
 }
 

@@ -345,6 +345,7 @@ task_event (NpuTask * task, NpuEventKind kind, gboolean failed)
   if (npu_events_enabled ())
     task_event_emit (task, kind, failed);
 }
+
 static void
 task_unref (NpuTask * task)
 {

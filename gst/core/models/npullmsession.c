@@ -311,8 +311,7 @@ eval_task (NpuTask * task, gpointer user_data, GError ** error)
 }
 
 static gboolean
-run_eval (NpuQueue * queue, const gchar * label, EvalJob * job,
-    GError ** error)
+run_eval (NpuQueue * queue, const gchar * label, EvalJob * job, GError ** error)
 {
   NpuFence *fence = npu_queue_submit_labelled (queue, label, eval_task, job,
       NULL, NULL, 0);

@@ -18,6 +18,9 @@
  *   to its end on the worker thread that ran it, with its device, its
  *   queue, the tag it carries (the PTS of its frame, chunk or answer) and
  *   when it was submitted, and an instant on the thread that submitted it;
+ *   where the machine has energy meters (powercap/RAPL, hwmon power
+ *   sensors, under $NPU_SYSFS_ROOT or /sys: npuenergy.h), the joules of
+ *   each domain from its start to its end ("otherData" names the domains);
  * - the stages that the elements report inside a task (preprocess, vision
  *   encoder, log-mel, audio encoder);
  * - flows (arrows) from each of those to the next one with the same PTS:
@@ -41,6 +44,7 @@
 #include <pthread.h>
 #include <unistd.h>
 #include <core/device/npuevents.h>
+#include <core/device/npuenergy.h>
 
 GST_DEBUG_CATEGORY_STATIC (gst_npu_timeline_debug);
 #define GST_CAT_DEFAULT gst_npu_timeline_debug
@@ -56,6 +60,7 @@ typedef struct
   gint64 submit_ns;             /* 0: submitted before the tracer */
   gint64 start_ns;
   gint64 thread;
+  NpuEnergySample *energy;      /* at its start, where there are meters */
 } TaskSpan;
 
 /* Where a flow goes on from: the last event that carried a tag */
@@ -82,6 +87,7 @@ typedef struct
   GHashTable *submits;          /* task id -> submit time (gint64 *) */
   GHashTable *running;          /* thread id -> tag of the task it runs */
   GHashTable *flows;            /* tag -> FlowPoint */
+  NpuEnergyMeter *meter;        /* NULL: the machine has none */
 } Recorder;
 
 static Recorder rec = { 0, };
@@ -249,6 +255,42 @@ flow_to (guint64 tag, gint64 ts_ns, gint64 thread)
  * The compute core's events
  */
 static void
+span_free (gpointer data)
+{
+  TaskSpan *span = data;
+
+  npu_energy_sample_free (span->energy);
+  g_free (span);
+}
+
+/* The task's joules by domain, from its start's sample to now */
+static void
+json_joules (GString * s, TaskSpan * span)
+{
+  NpuEnergySample *now;
+  gboolean first = TRUE;
+  guint i;
+
+  if (!span || !span->energy)
+    return;
+  now = npu_energy_sample_new (rec.meter);
+  npu_energy_meter_read (rec.meter, now);
+  g_string_append (s, ",\"joules\":{");
+  for (i = 0; i < now->n; i++) {
+    gdouble j;
+
+    if (!npu_energy_meter_joules (rec.meter, span->energy, now, i, &j))
+      continue;
+    g_string_append (s, first ? "" : ",");
+    json_string (s, npu_energy_meter_get_domain_name (rec.meter, i));
+    g_string_append_printf (s, ":%.9f", j);
+    first = FALSE;
+  }
+  g_string_append (s, "}");
+  npu_energy_sample_free (now);
+}
+
+static void
 on_task_start (const NpuEvent * ev)
 {
   TaskSpan *span = g_new0 (TaskSpan, 1);
@@ -257,6 +299,10 @@ on_task_start (const NpuEvent * ev)
   span->submit_ns = submit ? *submit : 0;
   span->start_ns = ev->time_ns;
   span->thread = ev->thread;
+  if (rec.meter) {
+    span->energy = npu_energy_sample_new (rec.meter);
+    npu_energy_meter_read (rec.meter, span->energy);
+  }
   g_hash_table_remove (rec.submits, &ev->task_id);
   g_hash_table_insert (rec.tasks, g_memdup2 (&ev->task_id,
           sizeof ev->task_id), span);
@@ -288,6 +334,7 @@ on_task_finish (const NpuEvent * ev)
   json_string (s, ev->device);
   if (span && span->submit_ns)
     json_ts (s, "submitted", span->submit_ns - rec.origin_ns);
+  json_joules (s, span);
   json_pts (s, ev->tag);
   g_string_append (s, "}");
   event_write (s);
@@ -506,6 +553,27 @@ params_file (GstNpuTimeline * self)
   return path ? path : g_strdup_printf ("npu-timeline-%d.json", getpid ());
 }
 
+/* The file's head, with the energy meters found (docs/cost.md) */
+static void
+write_header (void)
+{
+  GString *s = g_string_new ("{\"displayTimeUnit\":\"ms\",\"otherData\":{"
+      "\"energy_domains\":[");
+  guint i, n;
+
+  rec.meter = npu_energy_meter_new (NULL);
+  n = npu_energy_meter_get_n_domains (rec.meter);
+  for (i = 0; i < n; i++) {
+    g_string_append (s, i ? "," : "");
+    json_string (s, npu_energy_meter_get_domain_name (rec.meter, i));
+  }
+  if (n == 0)
+    g_clear_pointer (&rec.meter, npu_energy_meter_free);
+  g_string_append (s, "]},\"traceEvents\":[");
+  fputs (s->str, rec.file);
+  g_string_free (s, TRUE);
+}
+
 static gboolean
 recorder_open (const gchar * path)
 {
@@ -523,14 +591,14 @@ recorder_open (const gchar * path)
     rec.threads = g_hash_table_new_full (g_int64_hash, g_int64_equal,
         g_free, NULL);
     rec.tasks = g_hash_table_new_full (g_int64_hash, g_int64_equal,
-        g_free, g_free);
+        g_free, span_free);
     rec.submits = g_hash_table_new_full (g_int64_hash, g_int64_equal,
         g_free, g_free);
     rec.running = g_hash_table_new_full (g_int64_hash, g_int64_equal,
         g_free, g_free);
     rec.flows = g_hash_table_new_full (g_int64_hash, g_int64_equal,
         g_free, g_free);
-    fputs ("{\"displayTimeUnit\":\"ms\",\"traceEvents\":[", rec.file);
+    write_header ();
     /* nothing left in the buffer for a fork (gst-check's) to write twice */
     fflush (rec.file);
   }
@@ -584,6 +652,7 @@ gst_npu_timeline_finalize (GObject * object)
     g_clear_pointer (&rec.submits, g_hash_table_unref);
     g_clear_pointer (&rec.running, g_hash_table_unref);
     g_clear_pointer (&rec.flows, g_hash_table_unref);
+    g_clear_pointer (&rec.meter, npu_energy_meter_free);
   }
   g_mutex_unlock (&rec.lock);
   G_OBJECT_CLASS (parent_class)->finalize (object);

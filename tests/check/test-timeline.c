@@ -5,11 +5,14 @@
  * whole process records one file; the tests run in order, unforked, and
  * each checks the file once its pipeline is back in NULL.  The file is
  * read by tests/check/timeline-check.py (python3's json module, strict),
- * against the PTS a pad probe saw go into npuvisiontok.
+ * against the PTS a pad probe saw go into npuvisiontok.  $NPU_SYSFS_ROOT
+ * is a tree with one hwmon power sensor that reads 5 W, as the kernel
+ * lays it out, so each task's joules are its duration times 5 W.
  */
 #include <gst/check/gstcheck.h>
 #include <glib/gstdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "npucheck.h"
 
@@ -17,6 +20,51 @@
 #define TEXT NPU_MODELS_DIR "/videotestsrc-text.gguf"
 
 static gchar *tmpdir, *trace_path;
+
+#define HWMON "devices/LNXSYSTM:00/ACPI000D:00/hwmon/hwmon0"
+
+/* A sysfs tree under @root: class/hwmon/hwmon0, a link to the ACPI power
+ * meter's device, whose power1_input reads 5 W */
+static void
+make_sysfs (const gchar * root)
+{
+  gchar *dev = g_build_filename (root, HWMON, NULL);
+  gchar *cls = g_build_filename (root, "class", "hwmon", NULL);
+  gchar *f;
+
+  g_assert (g_mkdir_with_parents (dev, 0755) == 0);
+  g_assert (g_mkdir_with_parents (cls, 0755) == 0);
+  f = g_build_filename (dev, "name", NULL);
+  g_assert (g_file_set_contents (f, "power_meter\n", -1, NULL));
+  g_free (f);
+  f = g_build_filename (dev, "power1_input", NULL);
+  g_assert (g_file_set_contents (f, "5000000\n", -1, NULL));
+  g_free (f);
+  f = g_build_filename (cls, "hwmon0", NULL);
+  g_assert (symlink ("../../" HWMON, f) == 0);
+  g_free (f);
+  g_free (cls);
+  g_free (dev);
+}
+
+static void
+rm_sysfs (const gchar * root)
+{
+  static const gchar *paths[] = { "class/hwmon/hwmon0", "class/hwmon",
+    "class", HWMON "/name", HWMON "/power1_input", HWMON,
+    "devices/LNXSYSTM:00/ACPI000D:00/hwmon", "devices/LNXSYSTM:00/ACPI000D:00",
+    "devices/LNXSYSTM:00", "devices", ""
+  };
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (paths); i++) {
+    gchar *p = g_build_filename (root, paths[i], NULL);
+
+    if (g_remove (p) != 0)
+      g_printerr ("cannot remove %s\n", p);
+    g_free (p);
+  }
+}
 
 static GstPadProbeReturn
 record_pts (GstPad * pad, GstPadProbeInfo * info, gpointer user_data)
@@ -79,7 +127,8 @@ GST_START_TEST (test_eos)
       "npuvisiontok name=tok model=" MMPROJ " ! llm.vision "
       "npullm name=llm model=" TEXT " prompt=\"What do you see?\" "
       "max-tokens=4 ! fakesink", pts, FALSE);
-  gchar *args = g_strdup_printf ("--element tok --pts %s --answer", pts->str);
+  gchar *args = g_strdup_printf ("--element tok --pts %s --answer "
+      "--watts \"power_meter power1=5\"", pts->str);
 
   fail_unless_equals_int (pts->len > 0, TRUE);
   check_trace (args);
@@ -148,8 +197,13 @@ main (int argc, char **argv)
   SRunner *sr;
   int n_failed;
 
+  gchar *sysfs;
+
   tmpdir = g_dir_make_tmp ("npu-timeline-XXXXXX", NULL);
   trace_path = g_build_filename (tmpdir, "trace.json", NULL);
+  sysfs = g_build_filename (tmpdir, "sys", NULL);
+  make_sysfs (sysfs);
+  g_setenv ("NPU_SYSFS_ROOT", sysfs, TRUE);
   {
     gchar *tracers = g_strdup_printf ("npu-timeline(file=%s)", trace_path);
 
@@ -165,6 +219,8 @@ main (int argc, char **argv)
   n_failed = srunner_ntests_failed (sr);
   srunner_free (sr);
   g_unlink (trace_path);
+  rm_sysfs (sysfs);
+  g_free (sysfs);
   g_rmdir (tmpdir);
   g_free (trace_path);
   g_free (tmpdir);

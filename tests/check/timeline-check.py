@@ -14,7 +14,10 @@ non-negative duration, and have been submitted before it started.  With
 --answer, an arrow chain must lead from a frame's arrival to the
 "token" tasks of npullm's answer with that PTS, and every token task with a
 PTS is reached from its frame.  With --flow-error, a sink pad slice of NAME
-must end with the flow "error".
+must end with the flow "error".  With --watts "DOMAIN=W", the trace must
+name that energy domain and every task that ran must carry its joules,
+W times its duration (to 10 % and 2 ms: the meter is read a little after
+the task's events).
 """
 import argparse
 import json
@@ -154,6 +157,25 @@ def check_answer(events, arrivals, tasks):
                  (frames[0]["args"]["pts"], t))
 
 
+def check_joules(path, events, spec):
+    domain, watts = spec.rsplit("=", 1)
+    watts = float(watts)
+    with open(path, encoding="utf-8") as f:
+        names = json.load(f).get("otherData", {}).get("energy_domains")
+    if names != [domain]:
+        fail("energy domains %r, expected [%r]" % (names, domain))
+    ran = [e for e in events if e["ph"] == "X" and e.get("cat") == "task"]
+    for t in ran:
+        j = t["args"].get("joules", {}).get(domain)
+        if j is None:
+            fail("no joules of %s in %r" % (domain, t))
+        seconds = j / watts
+        dur = t["dur"] * 1e-6
+        if abs(seconds - dur) > 0.1 * dur + 0.002:
+            fail("%g J at %g W is %g s, the task took %g s: %r" %
+                 (j, watts, seconds, dur, t))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -161,8 +183,11 @@ def main():
     ap.add_argument("--pts", required=True)
     ap.add_argument("--answer", action="store_true")
     ap.add_argument("--flow-error", action="store_true")
+    ap.add_argument("--watts")
     a = ap.parse_args()
     events = load(a.trace)
+    if a.watts:
+        check_joules(a.trace, events, a.watts)
     slices = check_shape(events)
     arrivals = check_arrivals(events, a.element,
                               [int(p) for p in a.pts.split(",")])

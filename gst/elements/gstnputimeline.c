@@ -120,10 +120,12 @@ json_string (GString * s, const gchar * str)
   g_string_append_c (s, '"');
 }
 
-/* Microseconds since the tracer began, to the nanosecond */
+/* Microseconds since the tracer began, to the nanosecond (never below 0:
+ * "-1.-23" would be no JSON number) */
 static void
 json_ts (GString * s, const gchar * key, gint64 ns)
 {
+  ns = MAX (ns, 0);
   g_string_append_printf (s, ",\"%s\":%" G_GINT64_FORMAT ".%03d", key,
       ns / 1000, (gint) (ns % 1000));
 }

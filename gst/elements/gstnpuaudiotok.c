@@ -859,10 +859,14 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   gboolean ok;
 
   /* the log-mel of the chunk as llama.cpp's for a clip of that length */
+  npu_events_stage (TRUE, "log-mel", NPU_EVENT_NO_TAG);
   gst_npu_log_mel_compute (self->log_mel, job->chunk->samples, job->chunk->n,
       self->window_frames, self->mel);
+  npu_events_stage (FALSE, "log-mel", NPU_EVENT_NO_TAG);
+  npu_events_stage (TRUE, "audio encoder", NPU_EVENT_NO_TAG);
   ok = npu_audio_enc_encode (self->enc, task, self->mel, self->window_frames,
       job->out, error);
+  npu_events_stage (FALSE, "audio encoder", NPU_EVENT_NO_TAG);
   gst_npu_memory_end_cpu_write (job->outmem);
   /* under the lock: the latency query reads it from another thread */
   GST_OBJECT_LOCK (self);
@@ -1001,8 +1005,10 @@ submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
   gst_npu_buffer_add_token_tensor (outbuf, job->outmem, GST_NPU_MODALITY_AUDIO,
       self->n_tokens, out_dim);
 #endif
-  fence = npu_queue_submit (self->queue, encode_task, job, encode_job_free,
-      NULL, 0);
+  /* the chunk's PTS ties the task to it in a timeline (npu-timeline) */
+  npu_queue_set_tag (self->queue, pts);
+  fence = npu_queue_submit_labelled (self->queue, "encode", encode_task, job,
+      encode_job_free, NULL, 0);
   gst_buffer_add_npu_fence_meta (outbuf, fence);
   g_mutex_lock (&self->lock);
   gst_npu_element_push_fence_locked (&self->pending, fence);

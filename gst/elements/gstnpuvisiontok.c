@@ -675,8 +675,12 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
         job->frame.size[i]);
   }
   /* Tasks of one queue run one at a time, so one scratch serves all. */
+  npu_events_stage (TRUE, "preprocess", GST_BUFFER_PTS (job->inbuf));
   npu_vision_prep_run (self->plan, planes, strides, self->patches, task);
+  npu_events_stage (FALSE, "preprocess", GST_BUFFER_PTS (job->inbuf));
+  npu_events_stage (TRUE, "vision encoder", GST_BUFFER_PTS (job->inbuf));
   ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
+  npu_events_stage (FALSE, "vision encoder", GST_BUFFER_PTS (job->inbuf));
   gst_npu_memory_end_cpu_write (job->outmem);
   /* under the lock: the latency query reads it from another thread */
   GST_OBJECT_LOCK (self);
@@ -809,9 +813,12 @@ make_token_buffer (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * in)
 static void
 submit_job (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * outbuf)
 {
-  NpuFence *fence = npu_queue_submit (self->queue, encode_task, job,
-      encode_job_free, NULL, 0);
+  NpuFence *fence;
 
+  /* the frame's PTS ties the task to it in a timeline (npu-timeline) */
+  npu_queue_set_tag (self->queue, GST_BUFFER_PTS (outbuf));
+  fence = npu_queue_submit_labelled (self->queue, "encode", encode_task, job,
+      encode_job_free, NULL, 0);
   gst_buffer_add_npu_fence_meta (outbuf, fence);
   g_mutex_lock (&self->lock);
   gst_npu_element_push_fence_locked (&self->pending, fence);

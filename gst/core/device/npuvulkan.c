@@ -179,8 +179,8 @@ add_op (NpuVkProgram * prog, NpuVkContext * ctx, const NpuOp * op,
       kernel = mul[op->weight];
       p[n_p++] = op->n[0];
       p[n_p++] = op->n[1];
-      spread (ctx, op->n[0], groups);
-      groups[2] = op->n[2];
+      p[n_p++] = op->n[2];
+      spread (ctx, ((guint64) op->n[0] * op->n[2] + 63) / 64, groups);
       break;
     case NPU_OP_RMS_NORM:
       kernel = NPU_VK_KERNEL_RMS_NORM;
@@ -220,8 +220,9 @@ add_op (NpuVkProgram * prog, NpuVkContext * ctx, const NpuOp * op,
       p[n_p++] = f32_bits (op->f[0]);
       p[n_p++] = op->kv_type == NPU_KV_F16;
       p[n_p++] = op->n[5];
-      groups[0] = op->n[1];
-      groups[1] = op->n[0];
+      p[n_p++] = op->n[0];
+      groups[0] = (op->n[0] + 63) / 64;
+      groups[1] = op->n[1];
       break;
     case NPU_OP_LAYER_NORM:
       kernel = NPU_VK_KERNEL_LAYER_NORM;

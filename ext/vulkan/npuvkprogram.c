@@ -61,6 +61,9 @@ static const guint32 spv_bias_act[] =
 static const guint32 spv_gather[] =
 #include "gather.spv.inc"
     ;
+static const guint32 spv_im2col3[] =
+#include "im2col3.spv.inc"
+    ;
 
 static const struct
 {
@@ -71,7 +74,7 @@ static const struct
 #define K(n) { spv_##n, sizeof (spv_##n), #n }
   K (mul_f32), K (mul_f16), K (mul_q8_0), K (mul_mxfp4), K (rms_norm),
   K (softmax), K (silu_mul), K (gelu), K (add), K (rope), K (attention),
-  K (layer_norm), K (bias_act), K (gather),
+  K (layer_norm), K (bias_act), K (gather), K (im2col3),
 #undef K
 };
 

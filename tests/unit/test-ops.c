@@ -631,6 +631,77 @@ check_encoder_ops (NpuDevice * dev)
   g_free (ref);
 }
 
+/* What the audio encoder adds: a convolution's input rows from a
+ * channel-major and a position-major source, and a weighted add */
+static void
+check_audio_ops (NpuDevice * dev)
+{
+  gsize in = pick (1, 40), n_in = pick (2, 60), i, t, k, c;
+  float *src = g_new (float, n_in * in), *y, *a, *b;
+  NpuBuffer *sb, *d1, *d2, *ab, *bb, *ob;
+  NpuOps *ops = npu_ops_new (dev);
+  GError *error = NULL;
+  gsize n1 = n_in, n2 = n_in / 2;
+  double *ref;
+
+  for (i = 0; i < n_in * in; i++)
+    src[i] = uniform (-3, 3);
+  a = g_new (float, n_in * in);
+  b = g_new (float, n_in * in);
+  for (i = 0; i < n_in * in; i++) {
+    a[i] = uniform (-3, 3);
+    b[i] = uniform (-3, 3);
+  }
+  sb = buffer_with (dev, src, n_in * in * 4);
+  d1 = buffer_with (dev, NULL, n1 * in * 3 * 4);
+  d2 = buffer_with (dev, NULL, n2 * in * 3 * 4);
+  ab = buffer_with (dev, a, n_in * in * 4);
+  bb = buffer_with (dev, b, n_in * in * 4);
+  ob = buffer_with (dev, NULL, n_in * in * 4);
+  g_assert_true (npu_ops_im2col3 (ops, sb, 0, n_in, in, TRUE, 1, d1, 0, n1,
+          &error));
+  g_assert_true (npu_ops_im2col3 (ops, sb, 0, n_in, in, FALSE, 2, d2, 0, n2,
+          &error));
+  g_assert_true (npu_ops_add_scaled (ops, ab, 0, 0.5f, bb, 0, -1.25f, ob, 0,
+          n_in * in, &error));
+  g_assert_no_error (error);
+  run_ops (dev, ops);
+
+  y = g_new (float, n1 * in * 3);
+  for (c = 0; c < 2; c++) {
+    gsize n = c ? n2 : n1, stride = c ? 2 : 1;
+
+    read_back (c ? d2 : d1, 0, y, n * in * 3);
+    for (t = 0; t < n; t++)
+      for (i = 0; i < in; i++)
+        for (k = 0; k < 3; k++) {
+          gint64 p = (gint64) (t * stride + k) - 1;
+          float want = p < 0 || p >= (gint64) n_in ? 0.0f :
+              src[c ? p * in + i : i * n_in + p];
+
+          g_assert_cmpfloat (y[(t * in + i) * 3 + k], ==, want);
+        }
+  }
+  ref = g_new (double, n_in * in);
+  read_back (ob, 0, y, n_in * in);
+  for (i = 0; i < n_in * in; i++)
+    ref[i] = 0.5 * a[i] - 1.25 * b[i];
+  assert_close ("add_scaled", y, ref, NULL, n_in * in, 0, 4 * 0x1p-22);
+
+  npu_ops_free (ops);
+  npu_buffer_unref (sb);
+  npu_buffer_unref (d1);
+  npu_buffer_unref (d2);
+  npu_buffer_unref (ab);
+  npu_buffer_unref (bb);
+  npu_buffer_unref (ob);
+  g_free (src);
+  g_free (a);
+  g_free (b);
+  g_free (y);
+  g_free (ref);
+}
+
 static void
 check_all (NpuDevice * dev)
 {
@@ -646,6 +717,7 @@ check_all (NpuDevice * dev)
     check_attention (dev, NPU_KV_F16, TRUE);
     check_attention (dev, NPU_KV_F32, FALSE);
     check_encoder_ops (dev);
+    check_audio_ops (dev);
   }
 }
 

@@ -170,6 +170,23 @@ gather_rows (const NpuOp * op)
 }
 
 static void
+im2col3 (const NpuOp * op)
+{
+  gsize n_out = op->n[0], in = op->n[1], n_in = op->n[2], t, i, k;
+  const float *src = arg_f32 (op, 0);
+  float *dst = arg_f32 (op, 1);
+
+  for (t = 0; t < n_out; t++)
+    for (i = 0; i < in; i++)
+      for (k = 0; k < 3; k++) {
+        gint64 p = (gint64) (t * op->n[3] + k) - 1;
+
+        dst[(t * in + i) * 3 + k] = p < 0 || p >= (gint64) n_in ? 0.0f :
+            src[op->n[4] ? i * n_in + p : p * in + i];
+      }
+}
+
+static void
 attention_heads (gsize start, gsize end, guint worker, gpointer user_data)
 {
   const NpuOp *op = ((Job *) user_data)->op;
@@ -229,8 +246,16 @@ npu_ops_cpu_run (NpuTask * task, const NpuOp * op)
       }
       break;
     case NPU_OP_ADD:
-      for (i = 0; i < op->n[0]; i++)
-        arg_f32 (op, 2)[i] = arg_f32 (op, 0)[i] + arg_f32 (op, 1)[i];
+      if (op->f[0] == 1.0f && op->f[1] == 1.0f)
+        for (i = 0; i < op->n[0]; i++)
+          arg_f32 (op, 2)[i] = arg_f32 (op, 0)[i] + arg_f32 (op, 1)[i];
+      else
+        for (i = 0; i < op->n[0]; i++)
+          arg_f32 (op, 2)[i] = op->f[0] * arg_f32 (op, 0)[i] +
+              op->f[1] * arg_f32 (op, 1)[i];
+      break;
+    case NPU_OP_IM2COL3:
+      im2col3 (op);
       break;
     case NPU_OP_ROPE:
       rope_rows (op);

@@ -22,6 +22,7 @@ typedef enum
   NPU_OP_LAYER_NORM,
   NPU_OP_BIAS_ACT,
   NPU_OP_GATHER,
+  NPU_OP_IM2COL3,
 } NpuOpKind;
 
 #define NPU_OP_MAX_ARGS 4
@@ -38,9 +39,9 @@ typedef struct
  *   SILU_MUL, GELU, ADD: count;  ROPE: n_tok, n_heads, head_dim, n_rot,
  *   pos0, neox;  ATTENTION: n_q, n_heads, n_kv, head_dim, pos0, causal;
  *   LAYER_NORM: dim, n;  BIAS_ACT: rows, cols, has_bias;  GATHER: n_out,
- *   dim
+ *   dim;  IM2COL3: n_out, in, n_in, stride, channel_major
  * and @f: RMS_NORM, LAYER_NORM: eps;  ROPE: base, freq_scale;  ATTENTION:
- * scale. */
+ * scale;  ADD: alpha, beta. */
 typedef struct
 {
   NpuOpKind kind;

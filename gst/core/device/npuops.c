@@ -10,7 +10,7 @@
 
 static const gchar *const op_names[] = {
   "mul_mat", "rms_norm", "softmax", "silu_mul", "gelu", "add", "rope",
-  "attention", "layer_norm", "bias_act", "gather_rows",
+  "attention", "layer_norm", "bias_act", "gather_rows", "im2col3",
 };
 
 NpuOps *
@@ -288,6 +288,7 @@ elementwise (NpuOps * ops, NpuOpKind kind, NpuBuffer * a, gsize a_offset,
   if (!nonzero (kind, "count", count, error))
     return FALSE;
   op.n[0] = count;
+  op.f[0] = op.f[1] = 1.0f;
   return set_arg (ops, &op, "the first input", a, a_offset, count * 4,
       FALSE, error) && (!b || set_arg (ops, &op, "the second input", b,
           b_offset, count * 4, FALSE, error)) &&
@@ -321,6 +322,54 @@ npu_ops_add (NpuOps * ops, NpuBuffer * a, gsize a_offset, NpuBuffer * b,
   g_return_val_if_fail (b != NULL, FALSE);
   return elementwise (ops, NPU_OP_ADD, a, a_offset, b, b_offset, out,
       o_offset, count, error);
+}
+
+gboolean
+npu_ops_add_scaled (NpuOps * ops, NpuBuffer * a, gsize a_offset, float alpha,
+    NpuBuffer * b, gsize b_offset, float beta, NpuBuffer * out,
+    gsize o_offset, gsize count, GError ** error)
+{
+  NpuOp op = { NPU_OP_ADD };
+
+  g_return_val_if_fail (b != NULL, FALSE);
+  if (!nonzero (op.kind, "count", count, error))
+    return FALSE;
+  op.n[0] = count;
+  op.f[0] = alpha;
+  op.f[1] = beta;
+  return set_arg (ops, &op, "the first input", a, a_offset, count * 4,
+      FALSE, error) && set_arg (ops, &op, "the second input", b, b_offset,
+      count * 4, FALSE, error) && set_arg (ops, &op, "the output", out,
+      o_offset, count * 4, FALSE, error) && append (ops, &op, error);
+}
+
+gboolean
+npu_ops_im2col3 (NpuOps * ops, NpuBuffer * src, gsize s_offset, gsize n_in,
+    gsize in, gboolean channel_major, gsize stride, NpuBuffer * dst,
+    gsize d_offset, gsize n_out, GError ** error)
+{
+  NpuOp op = { NPU_OP_IM2COL3 };
+
+  if (!nonzero (op.kind, "n_in", n_in, error) ||
+      !nonzero (op.kind, "in", in, error) ||
+      !nonzero (op.kind, "stride", stride, error) ||
+      !nonzero (op.kind, "n_out", n_out, error))
+    return FALSE;
+  if ((guint64) n_out * in * 3 > G_MAXUINT32 ||
+      (guint64) (n_out - 1) * stride > n_in) {
+    g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
+        "im2col3: %" G_GSIZE_FORMAT " output rows at stride %" G_GSIZE_FORMAT
+        " do not fit %" G_GSIZE_FORMAT " input positions", n_out, stride, n_in);
+    return FALSE;
+  }
+  op.n[0] = n_out;
+  op.n[1] = in;
+  op.n[2] = n_in;
+  op.n[3] = stride;
+  op.n[4] = channel_major != FALSE;
+  return set_arg (ops, &op, "src", src, s_offset, (guint64) n_in * in * 4,
+      FALSE, error) && set_arg (ops, &op, "dst", dst, d_offset,
+      (guint64) n_out * in * 3 * 4, FALSE, error) && append (ops, &op, error);
 }
 
 gboolean

@@ -119,6 +119,20 @@ NPU_API
 gboolean npu_ops_add (NpuOps * ops, NpuBuffer * a, gsize a_offset,
     NpuBuffer * b, gsize b_offset, NpuBuffer * out, gsize o_offset,
     gsize count, GError ** error);
+/* out[i] = alpha a[i] + beta b[i] */
+NPU_API
+gboolean npu_ops_add_scaled (NpuOps * ops, NpuBuffer * a, gsize a_offset,
+    float alpha, NpuBuffer * b, gsize b_offset, float beta, NpuBuffer * out,
+    gsize o_offset, gsize count, GError ** error);
+/* The input rows of a kernel-3, padding-1 convolution of @in channels
+ * over @n_in positions with @stride: dst (n_out rows of 3 in) [t][i * 3 +
+ * k] = src (position stride t + k - 1, channel i), zero outside the
+ * input; @src channel major (src[i * n_in + p]) or position major
+ * (src[p * in + i]) */
+NPU_API
+gboolean npu_ops_im2col3 (NpuOps * ops, NpuBuffer * src, gsize s_offset,
+    gsize n_in, gsize in, gboolean channel_major, gsize stride,
+    NpuBuffer * dst, gsize d_offset, gsize n_out, GError ** error);
 /* Rotary positions in place on n_tok rows of n_heads heads of head_dim
  * values: the first n_rot values of each head turn by pos * freq_scale *
  * base^(-2i / n_rot), pos = pos0 + the row; pairs (2i, 2i + 1), or

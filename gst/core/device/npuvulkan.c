@@ -201,7 +201,15 @@ add_op (NpuVkProgram * prog, NpuVkContext * ctx, const NpuOp * op,
       kernel = op->kind == NPU_OP_SILU_MUL ? NPU_VK_KERNEL_SILU_MUL :
           op->kind == NPU_OP_GELU ? NPU_VK_KERNEL_GELU : NPU_VK_KERNEL_ADD;
       p[n_p++] = op->n[0];
+      p[n_p++] = f32_bits (op->f[0]);
+      p[n_p++] = f32_bits (op->f[1]);
       spread (ctx, (op->n[0] + 255) / 256, groups);
+      break;
+    case NPU_OP_IM2COL3:
+      kernel = NPU_VK_KERNEL_IM2COL3;
+      for (i = 0; i < 5; i++)
+        p[n_p++] = op->n[i];
+      spread (ctx, ((guint64) op->n[0] * op->n[1] * 3 + 255) / 256, groups);
       break;
     case NPU_OP_ROPE:
       kernel = NPU_VK_KERNEL_ROPE;

@@ -123,8 +123,9 @@ G_STATIC_ASSERT ((gint) GST_NPU_AUDIO_TOK_POLICY_DROP_OLDEST ==
 #define AUDIO_FIELDS "format=(string){ S16LE, S32LE, F32LE }, " \
   "layout=(string)interleaved, rate=(int)[ 8000, 48000 ], " \
   "channels=(int)[ 1, 8 ]"
-static GstStaticCaps sink_caps = GST_STATIC_CAPS ("audio/x-raw, " AUDIO_FIELDS "; "
-    "audio/x-raw(" GST_CAPS_FEATURE_MEMORY_DMABUF "), " AUDIO_FIELDS);
+#define AUDIO_CAPS "audio/x-raw, " AUDIO_FIELDS "; " \
+  "audio/x-raw(" GST_CAPS_FEATURE_MEMORY_DMABUF "), " AUDIO_FIELDS
+static GstStaticCaps sink_caps = GST_STATIC_CAPS (AUDIO_CAPS);
 
 /* One chunk of 16 kHz mono samples, waiting or being encoded. */
 typedef struct
@@ -179,8 +180,7 @@ struct _GstNpuAudioTok
 };
 
 #define gst_npu_audio_tok_parent_class parent_class
-G_DEFINE_TYPE (GstNpuAudioTok, gst_npu_audio_tok,
-    GST_TYPE_NPU_ENCODER_ELEMENT);
+G_DEFINE_TYPE (GstNpuAudioTok, gst_npu_audio_tok, GST_TYPE_NPU_ENCODER_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (npuaudiotok, "npuaudiotok",
     GST_RANK_NONE, GST_TYPE_NPU_AUDIO_TOK,
     GST_DEBUG_CATEGORY_INIT (gst_npu_audio_tok_debug, "npuaudiotok", 0,
@@ -224,8 +224,7 @@ static GstFlowReturn gst_npu_audio_tok_drain (GstNpuEncoderElement * base);
 static void gst_npu_audio_tok_reset (GstNpuEncoderElement * base);
 static gboolean gst_npu_audio_tok_sink_query (GstNpuEncoderElement * base,
     GstQuery * query);
-static GstClockTime gst_npu_audio_tok_get_latency (GstNpuEncoderElement *
-    base);
+static GstClockTime gst_npu_audio_tok_get_latency (GstNpuEncoderElement * base);
 
 /* The model and the compute: fixed once the element is READY. */
 static void

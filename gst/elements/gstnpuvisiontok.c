@@ -638,8 +638,7 @@ make_token_buffer (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * in)
 
 /* One frame, one task, in a slot of the in-flight window (the base's). */
 static GstFlowReturn
-gst_npu_vision_tok_handle_buffer (GstNpuEncoderElement * base,
-    GstBuffer * buf)
+gst_npu_vision_tok_handle_buffer (GstNpuEncoderElement * base, GstBuffer * buf)
 {
   GstNpuVisionTok *self = GST_NPU_VISION_TOK (base);
   EncodeJob *job;

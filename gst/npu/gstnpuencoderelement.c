@@ -184,8 +184,7 @@ gst_npu_encoder_element_init (GstNpuEncoderElement * self, gpointer g_class)
 
   priv->max_inflight = DEFAULT_MAX_INFLIGHT;
   priv->policy = DEFAULT_POLICY;
-  priv->weights_in = gst_npu_weights_input_new (GST_ELEMENT (self),
-      load_model);
+  priv->weights_in = gst_npu_weights_input_new (GST_ELEMENT (self), load_model);
   g_mutex_init (&priv->lock);
   g_cond_init (&priv->cond);
   g_queue_init (&priv->pending);

@@ -771,10 +771,14 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   gboolean ok;
 
   /* the log-mel of the chunk as llama.cpp's for a clip of that length */
+  npu_events_stage (TRUE, "log-mel", NPU_EVENT_NO_TAG);
   gst_npu_log_mel_compute (self->log_mel, job->chunk->samples, job->chunk->n,
       self->window_frames, self->mel);
+  npu_events_stage (FALSE, "log-mel", NPU_EVENT_NO_TAG);
+  npu_events_stage (TRUE, "audio encoder", NPU_EVENT_NO_TAG);
   ok = npu_audio_enc_encode (self->enc, task, self->mel, self->window_frames,
       job->out, error);
+  npu_events_stage (FALSE, "audio encoder", NPU_EVENT_NO_TAG);
   gst_npu_memory_end_cpu_write (job->outmem);
   return ok;
 }

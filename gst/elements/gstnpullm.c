@@ -1477,6 +1477,9 @@ gst_npu_llm_loop (GstNpuLlm * self)
   npu_llm_session_set_keep_context (self->session, self->keep_context);
   GST_OBJECT_UNLOCK (self);
   ed.flow = GST_FLOW_OK;
+  /* the answer's PTS (its media's) ties its tasks to the frames in a
+   * timeline (npu-timeline) */
+  npu_queue_set_tag (self->queue, job->pts);
   ok = npu_llm_session_answer (self->session, self->queue, job->text, media,
       n_media, emit_text, &ed, &st, &error);
   if (ok && ed.flow == GST_FLOW_OK && ed.output == GST_NPU_LLM_OUTPUT_CAPTION)

@@ -13,6 +13,7 @@
 #include "gstnpuaudiotok.h"
 #include "gstnputokenpay.h"
 #include "gstnputokendepay.h"
+#include "gstnputimeline.h"
 
 static gboolean
 plugin_init (GstPlugin * plugin)
@@ -26,6 +27,8 @@ plugin_init (GstPlugin * plugin)
   ret |= GST_ELEMENT_REGISTER (npuaudiotok, plugin);
   ret |= GST_ELEMENT_REGISTER (nputokenpay, plugin);
   ret |= GST_ELEMENT_REGISTER (nputokendepay, plugin);
+  /* GST_TRACERS="npu-timeline(file=trace.json)" (docs/cost.md) */
+  ret |= gst_tracer_register (plugin, "npu-timeline", GST_TYPE_NPU_TIMELINE);
   return ret;
 }
 

@@ -594,8 +594,12 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
         job->frame.size[i]);
   }
   /* Tasks of one queue run one at a time, so one scratch serves all. */
+  npu_events_stage (TRUE, "preprocess", GST_BUFFER_PTS (job->inbuf));
   npu_vision_prep_run (self->plan, planes, strides, self->patches, task);
+  npu_events_stage (FALSE, "preprocess", GST_BUFFER_PTS (job->inbuf));
+  npu_events_stage (TRUE, "vision encoder", GST_BUFFER_PTS (job->inbuf));
   ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
+  npu_events_stage (FALSE, "vision encoder", GST_BUFFER_PTS (job->inbuf));
   gst_npu_memory_end_cpu_write (job->outmem);
   return ok;
 }

@@ -556,7 +556,10 @@ gst_npu_encoder_element_push_task (GstNpuEncoderElement * self,
   task->func = func;
   task->job = job;
   task->destroy = destroy;
-  fence = npu_queue_submit (self->queue, run_task, task, task_free, NULL, 0);
+  /* the unit's PTS ties the task to it in a timeline (npu-timeline) */
+  npu_queue_set_tag (self->queue, GST_BUFFER_PTS (outbuf));
+  fence = npu_queue_submit_labelled (self->queue, "encode", run_task, task,
+      task_free, NULL, 0);
   gst_buffer_add_npu_fence_meta (outbuf, fence);
   g_mutex_lock (&priv->lock);
   gst_npu_element_push_fence_locked (&priv->pending, fence);

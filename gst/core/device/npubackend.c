@@ -8,6 +8,7 @@
  * per loop would cost more than the loop on small shapes.
  */
 #include "npubackend.h"
+#include "npuevents.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -50,6 +51,11 @@ struct _NpuTask
   guint n_waiting;
   GError *input_error;
   gint cancelled;
+
+  /* for npuevents.h: set at submit, the id only while a handler is set */
+  const gchar *label;           /* static, or NULL: the queue's name */
+  guint64 tag;
+  guint64 event_id;
 };
 
 struct _NpuQueue
@@ -58,6 +64,7 @@ struct _NpuQueue
   gchar *name;
   GQueue tasks;                 /* not yet done, submission order */
   guint n_running;              /* popped by the dispatcher, not finished */
+  guint64 tag;                  /* atomic: what the next tasks carry */
 };
 
 typedef struct
@@ -306,6 +313,39 @@ npu_task_get_n_threads (NpuTask * task)
 /* ------------------------------------------------------------------------
  * Tasks
  */
+
+/* The slow half of task_event(): a handler is set. */
+static void
+task_event_emit (NpuTask * task, NpuEventKind kind, gboolean failed)
+{
+  static guint64 last_id;
+  NpuEvent ev = { 0, };
+
+  /* A task submitted before the handler was set gets its id late. */
+  if (task->event_id == 0)
+    task->event_id = __atomic_add_fetch (&last_id, 1, __ATOMIC_RELAXED);
+  ev.kind = kind;
+  ev.time_ns = npu_events_now_ns ();
+  ev.thread = npu_events_thread_id ();
+  ev.task_id = task->event_id;
+  ev.queue = task->queue->name;
+  ev.label = task->label ? task->label : task->queue->name;
+  ev.device = task->device->name;
+  ev.tag = task->tag;
+  ev.failed = failed;
+  npu_events_emit_ (&ev);
+}
+
+/* Reports @kind of @task to the event handler.  Without one this is the
+ * one relaxed atomic load of npu_events_enabled(), on the path of every
+ * task. */
+static inline void
+task_event (NpuTask * task, NpuEventKind kind, gboolean failed)
+{
+  if (npu_events_enabled ())
+    task_event_emit (task, kind, failed);
+}
+
 static void
 task_unref (NpuTask * task)
 {
@@ -334,6 +374,8 @@ task_complete (NpuTask * task, GError * error)
 {
   NpuFence *fence = npu_fence_ref (task->out_fence);
 
+  /* before the fence signals: whoever waits for it sees the task over */
+  task_event (task, NPU_EVENT_TASK_FINISH, error != NULL);
   if (task->destroy)
     task->destroy (task->user_data);
   task->user_data = NULL;
@@ -425,6 +467,7 @@ dispatcher_thread (gpointer data)
           NPU_FENCE_ERROR_FAILED, "%s" INPUT_FAILED "%s", queue->name, why);
     } else {
       g_mutex_unlock (&device->lock);
+      task_event (task, NPU_EVENT_TASK_START, FALSE);
       ok = task->func (task, task->user_data, &error);
       if (!ok && !error)
         error = g_error_new (NPU_FENCE_ERROR, NPU_FENCE_ERROR_FAILED,
@@ -644,6 +687,7 @@ npu_queue_new (NpuDevice * device, const gchar * name)
   queue->device = npu_device_ref (device);
   g_queue_init (&queue->tasks);
   queue->name = g_strdup (name ? name : "npu-queue");
+  queue->tag = NPU_EVENT_NO_TAG;
   return queue;
 }
 
@@ -670,6 +714,21 @@ npu_queue_get_device (NpuQueue * queue)
 }
 
 /**
+ * npu_queue_set_tag:
+ * @tag: what the tasks submitted from now on carry in their events
+ *   (npuevents.h), or %NPU_EVENT_NO_TAG
+ *
+ * Names the media the next tasks work on (a frame's PTS, say), for a
+ * timeline to tie them to it.  The tag is the queue's, not the thread's:
+ * meant for a queue whose tasks one thread submits.
+ */
+void
+npu_queue_set_tag (NpuQueue * queue, guint64 tag)
+{
+  __atomic_store_n (&queue->tag, tag, __ATOMIC_RELAXED);
+}
+
+/**
  * npu_queue_submit:
  * @func: the work; returns FALSE and sets its error on failure
  * @destroy: (nullable): frees @user_data once the task is over, whether it
@@ -684,6 +743,25 @@ npu_queue_get_device (NpuQueue * queue)
 NpuFence *
 npu_queue_submit (NpuQueue * queue, NpuTaskFunc func, gpointer user_data,
     GDestroyNotify destroy, NpuFence * const *in_fences, guint n_in_fences)
+{
+  return npu_queue_submit_labelled (queue, NULL, func, user_data, destroy,
+      in_fences, n_in_fences);
+}
+
+/**
+ * npu_queue_submit_labelled:
+ * @label: (nullable): a static string that says what the task does
+ *   ("encode", "prefill"...), for its events (npuevents.h); NULL: the
+ *   queue's name
+ *
+ * As npu_queue_submit().
+ *
+ * Returns: (transfer full): the task's fence.
+ */
+NpuFence *
+npu_queue_submit_labelled (NpuQueue * queue, const gchar * label,
+    NpuTaskFunc func, gpointer user_data, GDestroyNotify destroy,
+    NpuFence * const *in_fences, guint n_in_fences)
 {
   NpuDevice *device = queue->device;
   NpuTask *task = g_new0 (NpuTask, 1);
@@ -701,7 +779,11 @@ npu_queue_submit (NpuQueue * queue, NpuTaskFunc func, gpointer user_data,
   /* One extra count, dropped below, so the task cannot become ready while
    * its inputs are still being registered. */
   task->n_waiting = n_in_fences + 1;
+  task->label = label;
+  task->tag = __atomic_load_n (&queue->tag, __ATOMIC_RELAXED);
   out = npu_fence_ref (task->out_fence);
+  /* before the task can start, so that the events come in order */
+  task_event (task, NPU_EVENT_TASK_SUBMIT, FALSE);
 
   g_mutex_lock (&device->lock);
   g_queue_push_tail (&queue->tasks, task);

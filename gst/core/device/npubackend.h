@@ -29,6 +29,7 @@
 #include <glib.h>
 #include "npuapi.h"
 #include "npufence.h"
+#include "npuevents.h"
 
 G_BEGIN_DECLS
 
@@ -80,6 +81,12 @@ NPU_API
 NpuFence *npu_queue_submit (NpuQueue * queue, NpuTaskFunc func,
     gpointer user_data, GDestroyNotify destroy,
     NpuFence * const *in_fences, guint n_in_fences);
+NPU_API
+NpuFence *npu_queue_submit_labelled (NpuQueue * queue, const gchar * label,
+    NpuTaskFunc func, gpointer user_data, GDestroyNotify destroy,
+    NpuFence * const *in_fences, guint n_in_fences);
+NPU_API
+void npu_queue_set_tag (NpuQueue * queue, guint64 tag);
 NPU_API
 void npu_queue_flush (NpuQueue * queue);
 NPU_API

@@ -311,9 +311,10 @@ eval_task (NpuTask * task, gpointer user_data, GError ** error)
 }
 
 static gboolean
-run_eval (NpuQueue * queue, EvalJob * job, GError ** error)
+run_eval (NpuQueue * queue, const gchar * label, EvalJob * job, GError ** error)
 {
-  NpuFence *fence = npu_queue_submit (queue, eval_task, job, NULL, NULL, 0);
+  NpuFence *fence = npu_queue_submit_labelled (queue, label, eval_task, job,
+      NULL, NULL, 0);
   GError *err = NULL;
   gboolean ok = npu_fence_wait (fence, -1, &err);
 
@@ -491,7 +492,7 @@ eval_prompt (NpuLlmSession * s, NpuQueue * queue, gint32 * toks[2],
   job.n_tokens[1] = n_toks[1];
   job.media = media;
   job.n_media = n_media;
-  if (!run_eval (queue, &job, error))
+  if (!run_eval (queue, "prefill", &job, error))
     return FALSE;
   if (!next_turn)
     s->n_prefix = n_toks[0];
@@ -553,7 +554,7 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
 
     job.tokens[0] = &tok;
     job.n_tokens[0] = 1;
-    if (!run_eval (queue, &job, error))
+    if (!run_eval (queue, "token", &job, error))
       goto out;
     s->unevaluated = NPU_TOKEN_NULL;
   }

@@ -36,6 +36,13 @@ create_context (const gchar * key, gpointer user_data, gchar ** name,
   return ctx;
 }
 
+/* Each device opened stays open for the life of the process: making one
+ * compiles every kernel (about a second on lavapipe), and a pipeline that
+ * goes to NULL and back, or a test that builds one pipeline after
+ * another, would pay it each time. */
+static GMutex kept_lock;
+static GHashTable *kept;        /* index -> NpuDevice (a reference) */
+
 NpuDevice *
 npu_vulkan_device_open (guint index, GError ** error)
 {
@@ -46,7 +53,15 @@ npu_vulkan_device_open (guint index, GError ** error)
   device = npu_device_get_engine_device (key, "vulkan", create_context,
       GUINT_TO_POINTER (index), (GDestroyNotify) npu_vk_context_free,
       &vk_error);
-  if (!device) {
+  if (device) {
+    g_mutex_lock (&kept_lock);
+    if (!kept)
+      kept = g_hash_table_new (NULL, NULL);
+    if (!g_hash_table_contains (kept, GUINT_TO_POINTER (index)))
+      g_hash_table_insert (kept, GUINT_TO_POINTER (index),
+          npu_device_ref (device));
+    g_mutex_unlock (&kept_lock);
+  } else {
     g_set_error (error, NPU_BACKEND_ERROR, vk_error->code ==
         NPU_VK_ERROR_NO_DEVICE ? NPU_BACKEND_ERROR_NOT_FOUND :
         NPU_BACKEND_ERROR_FAILED, "Device \"%s\": %s", key, vk_error->message);

@@ -164,6 +164,10 @@ static const ModelConfig configs[] = {
    * head_dim) on a dim of 64, so q and o are 128 wide, not square */
   {"qwen3-gqa-tied", NPU_MODEL_ARCH_QWEN3, 2, TRUE, NPU_GGML_TYPE_MXFP4},
   {"qwen3-mha-untied", NPU_MODEL_ARCH_QWEN3, 4, FALSE, NPU_GGML_TYPE_MXFP4},
+  /* gpt-oss: 8 experts of which 4 per token, sinks, the even layer
+   * sliding over 128 positions, YaRN, biases, heads of 32 on a dim of 64 */
+  {"gpt-oss-gqa", NPU_MODEL_ARCH_GPT_OSS, 2, FALSE, NPU_GGML_TYPE_MXFP4},
+  {"gpt-oss-mqa", NPU_MODEL_ARCH_GPT_OSS, 1, FALSE, NPU_GGML_TYPE_MXFP4},
 };
 
 typedef struct
@@ -262,9 +266,11 @@ expected_decode_bytes (NpuGguf * gguf, gboolean repacked)
 {
   const NpuGgufTensor *embd = npu_gguf_find_tensor (gguf, "token_embd.weight");
   const NpuGgufTensor *out = npu_gguf_find_tensor (gguf, "output.weight");
-  guint64 sum = embd->n_bytes / embd->ne[1];
+  guint64 sum = embd->n_bytes / embd->ne[1], used = 0;
   guint i;
 
+  npu_gguf_get_u32 (gguf, "gpt-oss.expert_used_count", (guint32 *) & used,
+      NULL);
   if (!out)
     out = embd;
   for (i = 0; i < npu_gguf_n_tensors (gguf); i++) {
@@ -272,7 +278,15 @@ expected_decode_bytes (NpuGguf * gguf, gboolean repacked)
     gboolean is_out = strcmp (t->name, out->name) == 0;
     guint64 nb = t->ne[0] / 32;
 
-    if (is_out && t->type == NPU_GGML_TYPE_Q8_0) {
+    /* gpt-oss: the experts a token is routed to, never repacked, and the
+     * F32 router; the experts' biases are not matrices */
+    if (strstr (t->name, "_exps.weight")) {
+      sum += t->n_bytes / t->ne[2] * used;
+    } else if (strstr (t->name, "ffn_gate_inp.weight")) {
+      sum += t->n_bytes;
+    } else if (g_str_has_suffix (t->name, ".bias")) {
+      /* nothing */
+    } else if (is_out && t->type == NPU_GGML_TYPE_Q8_0) {
       sum += t->n_bytes;
     } else if (is_out || (g_str_has_prefix (t->name, "blk.") &&
             t->n_dims == 2)) {
@@ -284,6 +298,29 @@ expected_decode_bytes (NpuGguf * gguf, gboolean repacked)
   return sum;
 }
 
+/* A mixture of experts picks its top k: where two router logits are
+ * closer than the int8 rounding of the router's input moves them (FAST
+ * precision), the runtime may route a token otherwise than the reference
+ * and its logits jump by that expert's share.  Such a row may exceed the
+ * bound, up to TOL_FLIP, only if the reference's own margin in some layer
+ * was below FLIP_GAP (measured: a flip at a margin of 0.098, router
+ * logits of a spread of ~2), and at most MAX_FLIPS rows of a run may. */
+#define FLIP_GAP 0.25
+#define TOL_FLIP 0.25
+#define MAX_FLIPS 3
+static guint n_flips;
+
+static gboolean
+routing_flip (const NpuRefLlmRun * run, double d, double tol)
+{
+  if (d <= tol || run->r->n_expert == 0)
+    return FALSE;
+  g_assert_cmpfloat (run->min_gap, <, FLIP_GAP);
+  g_assert_cmpfloat (d, <=, TOL_FLIP);
+  n_flips++;
+  return TRUE;
+}
+
 /* Prefill PROMPT_LEN tokens in one batch, compare every row; then 5
  * greedy steps, the runtime's choice fed to both, which must be the
  * reference's or within @tol of it.  Returns the largest difference. */
@@ -293,20 +330,23 @@ reference_run (TestModel * tm, double tol)
   NpuLlmContext *ctx;
   NpuRefLlmRun run;
   gint32 prompt[PROMPT_LEN], tok;
-  double *ref_logits, worst = 0;
+  double *ref_logits, worst = 0, d;
   guint V = tm->ref.vocab, i, step;
+  gboolean flipped = FALSE;
 
   ref_logits = g_new (double, V);
+  n_flips = 0;
   make_prompt (prompt, PROMPT_LEN, V);
   ctx = new_ctx (tm->model, 64, 32, 4, TRUE);
   npu_ref_llm_run_init (&run, &tm->ref, 64, 4, 64);
   run_eval (ctx, prompt, NULL, PROMPT_LEN);
   for (i = 0; i < PROMPT_LEN; i++) {
-    double d;
-
     npu_ref_llm_step_token (&run, prompt[i], ref_logits);
     d = rel_diff (npu_llm_get_logits_ith (ctx, i), ref_logits, V);
-    worst = npu_err_max (worst, d);
+    /* (the last row's flip excuses the first greedy choice) */
+    flipped = routing_flip (&run, d, tol);
+    if (!flipped)
+      worst = npu_err_max (worst, d);
   }
   for (step = 0; step < 5; step++) {
     const float *l = npu_llm_get_logits (ctx);
@@ -319,12 +359,15 @@ reference_run (TestModel * tm, double tol)
       mx = MAX (mx, ref_logits[i]);
       mn = MIN (mn, ref_logits[i]);
     }
-    g_assert_true (ref_logits[tok] >= mx - tol * (mx - mn));
+    g_assert_true (flipped || ref_logits[tok] >= mx - tol * (mx - mn));
     run_eval (ctx, &tok, NULL, 1);
     npu_ref_llm_step_token (&run, tok, ref_logits);
-    worst = npu_err_max (worst, rel_diff (npu_llm_get_logits (ctx),
-            ref_logits, V));
+    d = rel_diff (npu_llm_get_logits (ctx), ref_logits, V);
+    flipped = routing_flip (&run, d, tol);
+    if (!flipped)
+      worst = npu_err_max (worst, d);
   }
+  g_assert_cmpuint (n_flips, <=, MAX_FLIPS);
   npu_ref_llm_run_clear (&run);
   npu_llm_context_free (ctx);
   g_free (ref_logits);
@@ -353,8 +396,9 @@ test_reference (gconstpointer data)
     g_assert_cmpuint (npu_llm_model_get_hparams (tm.model)->n_vocab, ==,
         tm.ref.vocab);
     worst = reference_run (&tm, tol);
-    g_test_message ("%s on %s, %s: max |diff| / range = %.3g (bound %g)",
-        cfg->name, isa, flags ? "repacked" : "in place", worst, tol);
+    g_test_message ("%s on %s, %s: max |diff| / range = %.3g (bound %g; "
+        "%u rows past it at a routing near-tie)", cfg->name, isa,
+        flags ? "repacked" : "in place", worst, tol, n_flips);
     g_assert_true (worst <= tol);
     /* MXFP4 matrices in place and the Q8_0 output as stored: nothing is
      * converted */
@@ -853,10 +897,21 @@ test_errors (void)
   gint32 bad = 100000, toks[8] = { 0, };
 
   expect_hparams ("mamba", NULL, 0, FALSE, NPU_LLM_ERROR_UNSUPPORTED,
-      "unsupported architecture 'mamba' (supported: llama, qwen2, qwen3)",
-      NULL);
-  expect_hparams ("llama", "yarn", 4, FALSE, NPU_LLM_ERROR_UNSUPPORTED,
-      "rope.scaling.type 'yarn'", NULL);
+      "unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, "
+      "gpt-oss)", NULL);
+  expect_hparams ("llama", "longrope", 4, FALSE, NPU_LLM_ERROR_UNSUPPORTED,
+      "rope.scaling.type 'longrope'", NULL);
+  /* YaRN, for any architecture as llama.cpp reads it: the original
+   * context defaults to context_length, the betas to 32 and 1 */
+  expect_hparams ("llama", "yarn", 4, FALSE, 0, NULL, &hp);
+  g_assert_true (hp.rope_yarn);
+  g_assert_cmpfloat (hp.rope_freq_scale, ==, 0.25f);
+  g_assert_cmpuint (hp.yarn_orig_ctx, ==, 256);
+  g_assert_cmpfloat (hp.yarn_beta_fast, ==, 32.0f);
+  g_assert_cmpfloat (hp.yarn_beta_slow, ==, 1.0f);
+  /* gpt-oss without its expert keys */
+  expect_hparams ("gpt-oss", NULL, 0, FALSE, NPU_LLM_ERROR_MISSING,
+      "gpt-oss.expert_count", NULL);
   expect_hparams ("llama", NULL, 0, TRUE, NPU_LLM_ERROR_MISSING,
       "llama.attention.layer_norm_rms_epsilon", NULL);
   expect_hparams ("qwen2", "linear", 4, FALSE, 0, NULL, &hp);

@@ -32,7 +32,7 @@
  * two layers.  Measured / allowed: F16 2.2e-4 / 1e-3, Q8_0 5.4e-3 / 2e-2.
  */
 #include <core/models/npullm.h>
-#include <core/models/npullm-moe.h>
+#include <core/models/npullm-private.h>
 #include <core/cpu/npumatmul.h>
 #include <core/formats/npumxfp4.h>
 #include <core/formats/npuggufwriter.h>

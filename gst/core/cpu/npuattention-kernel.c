@@ -1206,23 +1206,19 @@ attend_nq (const NpuAttnSpan * sp, guint n_spans, guint hd, gsize q_stride,
   switch (nq) {
     case 1:
       attend_best (sp, n_spans, hd, q_stride, scale, sinks, sc, ss, o,
-          out_stride, 1,
-          T);
+          out_stride, 1, T);
       break;
     case 2:
       attend_best (sp, n_spans, hd, q_stride, scale, sinks, sc, ss, o,
-          out_stride, 2,
-          T);
+          out_stride, 2, T);
       break;
     case 3:
       attend_best (sp, n_spans, hd, q_stride, scale, sinks, sc, ss, o,
-          out_stride, 3,
-          T);
+          out_stride, 3, T);
       break;
     default:
       attend_best (sp, n_spans, hd, q_stride, scale, sinks, sc, ss, o,
-          out_stride, 4,
-          T);
+          out_stride, 4, T);
       break;
   }
 }
@@ -1258,18 +1254,15 @@ attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     switch (type) {
       case NPU_KV_F16:
         attend_nq (sp, n_spans, hd, q_stride, scale, sk, sc, ss, o,
-            out_stride, k,
-            NPU_KV_F16);
+            out_stride, k, NPU_KV_F16);
         break;
       case NPU_KV_Q8_0:
         attend_nq (sp, n_spans, hd, q_stride, scale, sk, sc, ss, o,
-            out_stride, k,
-            NPU_KV_Q8_0);
+            out_stride, k, NPU_KV_Q8_0);
         break;
       default:
         attend_nq (sp, n_spans, hd, q_stride, scale, sk, sc, ss, o,
-            out_stride, k,
-            NPU_KV_F32);
+            out_stride, k, NPU_KV_F32);
         break;
     }
   }

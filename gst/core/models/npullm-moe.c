@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: the mixture-of-experts feed-forward of gpt-oss (npullm-moe.h
+/* gst-npu: the mixture-of-experts feed-forward of gpt-oss (npullm-private.h
  * says what it computes) */
-#include "npullm-moe.h"
+#include "npullm-private.h"
 #include "core/cpu/npumatmul.h"
 #include "core/formats/npumxfp4.h"
 
@@ -95,8 +95,7 @@ load_router (NpuLlmMoe * moe, NpuTensorLookup lookup, gpointer user_data,
         "expert_count is %u", name, v.ne[1], moe->n_expert);
     return FALSE;
   }
-  if (!find (lookup, user_data, name, moe->n_embd, moe->n_expert, 1, &v,
-          error))
+  if (!find (lookup, user_data, name, moe->n_embd, moe->n_expert, 1, &v, error))
     return FALSE;
   if (v.type == NPU_GGML_TYPE_F32) {
     if (!check_size (name, &v, n * sizeof (float), error))
@@ -173,8 +172,7 @@ npu_llm_moe_load (NpuLlmMoe * moe, const NpuLlmHParams * hp,
   moe->n_embd = D;
   moe->n_ff = F;
 #define NAME(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
-  ok = load_router (moe, lookup, user_data, NAME ("ffn_gate_inp.weight"),
-      error)
+  ok = load_router (moe, lookup, user_data, NAME ("ffn_gate_inp.weight"), error)
       && load_bias (lookup, user_data, NAME ("ffn_gate_inp.bias"), E, 1,
       &moe->router_b, error)
       && load_experts (moe, lookup, user_data, NAME ("ffn_gate_exps.weight"),

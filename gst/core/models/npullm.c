@@ -15,7 +15,7 @@
  *
  * gpt-oss (llama.cpp's llm_build_openai_moe): biases on q, k, v and o;
  * n2 = rmsnorm (h) * post_attention_norm; the feed-forward is a mixture of
- * experts (npullm-moe.h); each query head has a learned sink logit, one
+ * experts (npullm-private.h); each query head has a learned sink logit, one
  * more term in its softmax's denominator with no value; on the sliding
  * layers (hp.swa_period) a query sees only the last n_swa positions, its
  * own included (llama.cpp's LLAMA_SWA_TYPE_STANDARD mask), inside what
@@ -34,7 +34,7 @@
  * computed in double, so positions stay exact over days of stream.
  */
 #include "npullm.h"
-#include "npullm-moe.h"
+#include "npullm-private.h"
 #include "core/cpu/npuattention.h"
 #include "core/device/npuhugemem.h"
 #include "core/cpu/npumatmul.h"

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: the mixture-of-experts feed-forward of gpt-oss (internal)
+/* gst-npu: what npullm.c shares with npullm-moe.c: the mixture-of-experts
+ * feed-forward of gpt-oss (internal)
  *
  * llama.cpp's build_moe_ffn() with LLM_FFN_SWIGLU_OAI_MOE and
  * LLAMA_EXPERT_GATING_FUNC_TYPE_SOFTMAX_WEIGHT, per token x (already
@@ -21,8 +22,8 @@
  *
  * This is compute core: GLib only, no GStreamer types.
  */
-#ifndef __NPU_LLM_MOE_H__
-#define __NPU_LLM_MOE_H__
+#ifndef __NPU_LLM_PRIVATE_H__
+#define __NPU_LLM_PRIVATE_H__
 
 #include <glib.h>
 #include "npullm.h"
@@ -88,4 +89,4 @@ void npu_llm_moe_forward (const NpuLlmMoe * moe, NpuTask * task,
 
 G_END_DECLS
 
-#endif /* __NPU_LLM_MOE_H__ */
+#endif /* __NPU_LLM_PRIVATE_H__ */

@@ -1059,21 +1059,27 @@ check_window (TestModel * tm, guint n_ctx, guint n_batch, guint total)
 
 /* Past the sliding window (128) on scalar kernels: a cache that holds
  * everything, then one that slides itself (StreamingLLM sinks and ring)
- * under the layer's window */
+ * under the layer's window.  Under valgrind (NPU_UNDER_VALGRIND), where
+ * the whole test took 90 s, the reference's libm calls most of it: one
+ * configuration, 140 tokens (still 12 past the window, in chunks that
+ * straddle its edge), the sliding caches left to the native run. */
 static void
 test_gpt_oss_window (void)
 {
+  gboolean vg = g_getenv ("NPU_UNDER_VALGRIND") != NULL;
   guint c;
 
   g_assert_true (npu_matmul_set_isa ("scalar"));
-  for (c = 0; c < 2; c++) {
+  for (c = 0; c < (vg ? 1 : 2); c++) {
     TestModel tm;
 
     test_model_open (&tm, GPT_OSS_CFG + c);
     g_assert_cmpuint (tm.ref.n_swa, ==, 128);
-    check_window (&tm, 256, 40, 170);
-    check_sliding (&tm, 150, 4, 64, 64, 200);
-    check_sliding (&tm, 140, 0, 48, 130, 170);
+    check_window (&tm, 256, 40, vg ? 140 : 170);
+    if (!vg) {
+      check_sliding (&tm, 150, 4, 64, 64, 200);
+      check_sliding (&tm, 140, 0, 48, 130, 170);
+    }
     test_model_close (&tm);
   }
   g_assert_true (npu_matmul_set_isa (native_isa));

@@ -123,7 +123,10 @@ typedef struct _NpuLlmContext NpuLlmContext;
  *   kernels' split layout (npu_mxfp4_matrix_repack(): still 4.25 bits a
  *   weight, so a private copy the size of the weights; their source may
  *   then go away, not token_embd's nor a Q8_0 output's, read in place).
- *   Decoding is measurably faster (docs/llm-core.md).
+ *   Decoding is measurably faster (docs/llm-core.md).  gpt-oss's experts
+ *   are read in place whatever the flags: a private copy of them would be
+ *   the size of the file, where a token reads only the few it is routed
+ *   to (their source must outlive the model).
  */
 typedef enum
 {

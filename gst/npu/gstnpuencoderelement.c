@@ -753,8 +753,7 @@ gst_npu_encoder_element_release_pad (GstElement * element, GstPad * pad)
  * (whose queue the element has anyway); an element error when it cannot
  * be opened */
 static gboolean
-open_engine (GstNpuEncoderElement * self, const gchar * name,
-    guint n_threads)
+open_engine (GstNpuEncoderElement * self, const gchar * name, guint n_threads)
 {
   GError *error = NULL;
   NpuDevice *dev = npu_device_open (name ? name : "cpu", n_threads, &error);

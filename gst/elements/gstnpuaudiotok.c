@@ -100,6 +100,7 @@ enum
   PROP_POLICY = GST_NPU_ENCODER_ELEMENT_PROP_POLICY,
   PROP_CHUNKS_PROCESSED = GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED,
   PROP_CHUNKS_DROPPED = GST_NPU_ENCODER_ELEMENT_PROP_DROPPED,
+  PROP_DEVICE = GST_NPU_ENCODER_ELEMENT_PROP_DEVICE,
   PROP_CHUNK_DURATION = GST_NPU_ENCODER_ELEMENT_PROP_LAST,
   PROP_OVERLAP,
   PROP_VAD,
@@ -150,6 +151,7 @@ struct _GstNpuAudioTok
 
   /* the model, from load_model to unload_model */
   NpuAudioEnc *enc;
+  NpuAudioEncProgram *program;  /* built for `device` and the window, or NULL */
   NpuGguf *gguf;                /* model property: the tensors live here */
 
   /* per caps, streaming thread; the base calls set_caps with no chunk in
@@ -253,6 +255,22 @@ install_model_properties (GObjectClass * gobject_class)
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:device:
+   *
+   * The engine the audio encoder runs on: `cpu` (the default), `auto` (the
+   * CPU until a measurement says otherwise), `vulkan` or `vulkan:N` (the
+   * Nth Vulkan device, `gst-device-monitor-1.0 Compute` lists them).  The
+   * resampler and the log-mel run on the CPU and write the encoder's input
+   * in the device's memory; on Vulkan the encoder's products are F32 ones
+   * (#GstNpuAudioTok:precision is the CPU's).  A device that cannot be
+   * opened is an error when the element starts.  docs/vulkan.md says what
+   * runs where and how fast.
+   */
+  g_object_class_install_property (gobject_class, PROP_DEVICE,
+      g_param_spec_string ("device", "Device",
+          "Engine of the encoder: cpu, auto, vulkan, vulkan:N", "cpu",
+          rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuAudioTok:precision:
    *
@@ -712,6 +730,15 @@ gst_npu_audio_tok_set_caps (GstNpuEncoderElement * base, GstCaps * caps)
   g_free (self->mel);
   self->mel = g_new (gfloat, (gsize) frames *
       npu_audio_enc_get_n_mels (self->enc));
+  /* the encoder built for the device and this window; no chunk is in
+   * flight */
+  g_clear_pointer (&self->program, npu_audio_enc_program_free);
+  if (base->engine_queue) {
+    self->program = npu_audio_enc_program_new (self->enc,
+        npu_queue_get_device (base->engine_queue), frames, &error);
+    if (!self->program)
+      goto no_program;
+  }
   GST_INFO_OBJECT (self, "%s, %d ch, %d Hz; window %u frames -> %u tokens",
       GST_AUDIO_INFO_NAME (&info), GST_AUDIO_INFO_CHANNELS (&info),
       GST_AUDIO_INFO_RATE (&info), frames, self->n_tokens);
@@ -750,6 +777,14 @@ bad_window:
             "%" GST_TIME_FORMAT ").", frames, GST_TIME_ARGS (chunk)), (NULL));
     return FALSE;
   }
+no_program:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
+        ("Cannot build the audio encoder for its device: %s",
+            error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
 }
 
 /* ------------------------------------------------------------------------
@@ -763,12 +798,53 @@ typedef struct
   gfloat *out;
 } EncodeJob;
 
+/* The encoder on its device: the log-mel written in the device's buffer,
+ * the program run on the device's queue (this task, on a CPU worker,
+ * waits for it: no streaming thread does), the tokens copied from its
+ * output into the token buffer. */
+static gboolean
+encode_on_device (GstNpuAudioTok * self, EncodeJob * job, GError ** error)
+{
+  GstNpuEncoderElement *base = GST_NPU_ENCODER_ELEMENT (self);
+  NpuBuffer *in = npu_audio_enc_program_get_input (self->program);
+  NpuBuffer *out = npu_audio_enc_program_get_output (self->program);
+  NpuFence *fence;
+  gpointer p;
+  gboolean ok;
+
+  npu_events_stage (TRUE, "log-mel", NPU_EVENT_NO_TAG);
+  p = npu_buffer_map (in, NPU_BUFFER_MAP_WRITE, error);
+  if (!p)
+    return FALSE;
+  gst_npu_log_mel_compute (self->log_mel, job->chunk->samples, job->chunk->n,
+      self->window_frames, p);
+  npu_buffer_unmap (in);
+  npu_events_stage (FALSE, "log-mel", NPU_EVENT_NO_TAG);
+  npu_events_stage (TRUE, "audio encoder", NPU_EVENT_NO_TAG);
+  fence = npu_audio_enc_program_submit (self->program, base->engine_queue,
+      NULL, 0);
+  ok = npu_fence_wait (fence, -1, error);
+  npu_fence_unref (fence);
+  npu_events_stage (FALSE, "audio encoder", NPU_EVENT_NO_TAG);
+  if (ok && (p = npu_buffer_map (out, NPU_BUFFER_MAP_READ, error))) {
+    memcpy (job->out, p, npu_buffer_get_size (out));
+    npu_buffer_unmap (out);
+  } else {
+    ok = FALSE;
+  }
+  gst_npu_memory_end_cpu_write (job->outmem);
+  return ok;
+}
+
 static gboolean
 encode_task (NpuTask * task, gpointer user_data, GError ** error)
 {
   EncodeJob *job = user_data;
   GstNpuAudioTok *self = job->self;
   gboolean ok;
+
+  if (self->program)
+    return encode_on_device (self, job, error);
 
   /* the log-mel of the chunk as llama.cpp's for a clip of that length */
   npu_events_stage (TRUE, "log-mel", NPU_EVENT_NO_TAG);
@@ -1222,6 +1298,8 @@ gst_npu_audio_tok_unload_model (GstNpuEncoderElement * base)
 {
   GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (base);
 
+  /* the program reads the encoder's weights: first */
+  g_clear_pointer (&self->program, npu_audio_enc_program_free);
   g_clear_pointer (&self->enc, npu_audio_enc_free);
   g_clear_pointer (&self->gguf, npu_gguf_free);
   g_clear_pointer (&self->fe, gst_npu_audio_frontend_free);

@@ -74,6 +74,7 @@ enum
   PROP_POLICY = GST_NPU_ENCODER_ELEMENT_PROP_POLICY,
   PROP_FRAMES_PROCESSED = GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED,
   PROP_FRAMES_DROPPED = GST_NPU_ENCODER_ELEMENT_PROP_DROPPED,
+  PROP_DEVICE = GST_NPU_ENCODER_ELEMENT_PROP_DEVICE,
   PROP_LETTERBOX = GST_NPU_ENCODER_ELEMENT_PROP_LAST,
   PROP_PRECISION,
   PROP_BYTES_COPIED,
@@ -100,6 +101,7 @@ struct _GstNpuVisionTok
   /* the model, from load_model to unload_model */
   NpuVit *vit;
   NpuGguf *gguf;                /* model property: the tensors live here */
+  NpuVitProgram *program;       /* the encoder built for `device`, or NULL */
 
   /* per caps; the base calls set_caps with no frame in flight */
   GstVideoInfo info;
@@ -188,6 +190,22 @@ install_model_properties (GObjectClass * gobject_class)
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:device:
+   *
+   * The engine the vision encoder runs on: `cpu` (the default), `auto`
+   * (the CPU until a measurement says otherwise), `vulkan` or `vulkan:N`
+   * (the Nth Vulkan device, `gst-device-monitor-1.0 Compute` lists them).
+   * The preprocessing runs on the CPU and writes the encoder's input in
+   * the device's memory; on Vulkan the encoder's products are F32 ones
+   * (#GstNpuVisionTok:precision is the CPU's).  A device that cannot be
+   * opened is an error when the element starts.  docs/vulkan.md says what
+   * runs where and how fast.
+   */
+  g_object_class_install_property (gobject_class, PROP_DEVICE,
+      g_param_spec_string ("device", "Device",
+          "Engine of the encoder: cpu, auto, vulkan, vulkan:N", "cpu",
+          rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuVisionTok:precision:
    *
@@ -417,6 +435,16 @@ gst_npu_vision_tok_load_model (GstNpuEncoderElement * base,
   GST_INFO_OBJECT (self, "%s: %ux%u input, %u tokens of %u", path,
       npu_vit_get_image_size (self->vit), npu_vit_get_image_size (self->vit),
       npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit));
+  if (base->engine_queue) {
+    self->program = npu_vit_program_new (self->vit,
+        npu_queue_get_device (base->engine_queue), &error);
+    if (!self->program)
+      goto no_program;
+    GST_INFO_OBJECT (self, "encoder built for %s, %" G_GSIZE_FORMAT
+        " bytes of weights copied", npu_device_get_name (npu_queue_get_device
+            (base->engine_queue)),
+        npu_vit_program_get_bytes_copied (self->program));
+  }
   return TRUE;
 
   /* ERRORS */
@@ -435,6 +463,14 @@ bad_model:
     g_error_free (error);
     return FALSE;
   }
+no_program:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
+        ("Cannot build the vision encoder of \"%s\" for its device: %s",
+            path, error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
 }
 
 /* The model and what was made for it, once the queue has ended. */
@@ -443,6 +479,8 @@ gst_npu_vision_tok_unload_model (GstNpuEncoderElement * base)
 {
   GstNpuVisionTok *self = GST_NPU_VISION_TOK (base);
 
+  /* the program reads the encoder's weights: first */
+  g_clear_pointer (&self->program, npu_vit_program_free);
   g_clear_pointer (&self->vit, npu_vit_free);
   g_clear_pointer (&self->gguf, npu_gguf_free);
   g_clear_pointer (&self->plan, npu_vision_prep_plan_free);
@@ -576,6 +614,46 @@ typedef struct
   gfloat *out;
 } EncodeJob;
 
+/* The encoder on its device: the preprocess writes the encoder's input in
+ * the device's buffer, the program runs on the device's queue (this task,
+ * on a CPU worker, waits for it: no streaming thread does), and the tokens
+ * are copied from its output into the token buffer, the one copy of this
+ * path (of the tokens, not of the frame). */
+static gboolean
+encode_on_device (GstNpuVisionTok * self, EncodeJob * job,
+    const guint8 ** planes, const gssize * strides, NpuTask * task,
+    GError ** error)
+{
+  GstNpuEncoderElement *base = GST_NPU_ENCODER_ELEMENT (self);
+  NpuBuffer *in = npu_vit_program_get_input (self->program);
+  NpuBuffer *out = npu_vit_program_get_output (self->program);
+  GstClockTime pts = GST_BUFFER_PTS (job->inbuf);
+  NpuFence *fence;
+  gpointer p;
+  gboolean ok;
+
+  npu_events_stage (TRUE, "preprocess", pts);
+  p = npu_buffer_map (in, NPU_BUFFER_MAP_WRITE, error);
+  if (!p)
+    return FALSE;
+  npu_vision_prep_run (self->plan, planes, strides, p, task);
+  npu_buffer_unmap (in);
+  npu_events_stage (FALSE, "preprocess", pts);
+  npu_events_stage (TRUE, "vision encoder", pts);
+  fence = npu_vit_program_submit (self->program, base->engine_queue, NULL, 0);
+  ok = npu_fence_wait (fence, -1, error);
+  npu_fence_unref (fence);
+  npu_events_stage (FALSE, "vision encoder", pts);
+  if (ok && (p = npu_buffer_map (out, NPU_BUFFER_MAP_READ, error))) {
+    memcpy (job->out, p, npu_buffer_get_size (out));
+    npu_buffer_unmap (out);
+  } else {
+    ok = FALSE;
+  }
+  gst_npu_memory_end_cpu_write (job->outmem);
+  return ok;
+}
+
 static gboolean
 encode_task (NpuTask * task, gpointer user_data, GError ** error)
 {
@@ -593,6 +671,8 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
     gst_npu_input_watch_notify (GST_OBJECT (self), planes[i],
         job->frame.size[i]);
   }
+  if (self->program)
+    return encode_on_device (self, job, planes, strides, task, error);
   /* Tasks of one queue run one at a time, so one scratch serves all. */
   npu_events_stage (TRUE, "preprocess", GST_BUFFER_PTS (job->inbuf));
   npu_vision_prep_run (self->plan, planes, strides, self->patches, task);

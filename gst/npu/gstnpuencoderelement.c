@@ -64,6 +64,7 @@ struct _GstNpuEncoderElementPrivate
 {
   /* properties and counters, under the object lock */
   gchar *model;
+  gchar *device;
   guint n_threads;
   guint max_inflight;
   GstNpuEncoderPolicy policy;
@@ -196,6 +197,7 @@ gst_npu_encoder_element_finalize (GObject * object)
   GstNpuEncoderElementPrivate *priv = GST_NPU_ENCODER_ELEMENT (object)->priv;
 
   g_free (priv->model);
+  g_free (priv->device);
   gst_npu_weights_input_free (priv->weights_in);
   g_mutex_clear (&priv->lock);
   g_cond_clear (&priv->cond);
@@ -260,6 +262,10 @@ gst_npu_encoder_element_set_property (GstNpuEncoderElement * self,
     case GST_NPU_ENCODER_ELEMENT_PROP_POLICY:
       priv->policy = g_value_get_enum (value);
       break;
+    case GST_NPU_ENCODER_ELEMENT_PROP_DEVICE:
+      g_free (priv->device);
+      priv->device = g_value_dup_string (value);
+      break;
     default:
       ours = FALSE;
       break;
@@ -293,6 +299,9 @@ gst_npu_encoder_element_get_property (GstNpuEncoderElement * self,
       break;
     case GST_NPU_ENCODER_ELEMENT_PROP_N_THREADS:
       g_value_set_uint (value, priv->n_threads);
+      break;
+    case GST_NPU_ENCODER_ELEMENT_PROP_DEVICE:
+      g_value_set_string (value, priv->device ? priv->device : "cpu");
       break;
     case GST_NPU_ENCODER_ELEMENT_PROP_MAX_INFLIGHT:
       g_value_set_uint (value, priv->max_inflight);
@@ -740,17 +749,42 @@ gst_npu_encoder_element_release_pad (GstElement * element, GstPad * pad)
 /* ------------------------------------------------------------------------
  * States
  */
+/* The `device` the encoder runs on: a queue of it where it is not the CPU
+ * (whose queue the element has anyway); an element error when it cannot
+ * be opened */
+static gboolean
+open_engine (GstNpuEncoderElement * self, const gchar * name, guint n_threads)
+{
+  GError *error = NULL;
+  NpuDevice *dev = npu_device_open (name ? name : "cpu", n_threads, &error);
+
+  if (!dev) {
+    GST_ELEMENT_ERROR (self, RESOURCE, NOT_FOUND,
+        ("Cannot run on device \"%s\": %s", name, error->message),
+        ("npu_device_open: %s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+  if (!g_str_equal (npu_device_get_kind (dev), "cpu")) {
+    self->engine_queue = npu_queue_new (dev, GST_OBJECT_NAME (self));
+    GST_INFO_OBJECT (self, "encoding on %s", npu_device_get_name (dev));
+  }
+  npu_device_unref (dev);
+  return TRUE;
+}
+
 static gboolean
 start (GstNpuEncoderElement * self)
 {
   GstNpuEncoderElementClass *klass = GST_NPU_ENCODER_ELEMENT_GET_CLASS (self);
   GstNpuEncoderElementPrivate *priv = self->priv;
-  gchar *model;
+  gchar *model, *device;
   guint n_threads;
   gboolean ok;
 
   GST_OBJECT_LOCK (self);
   model = g_strdup (priv->model);
+  device = g_strdup (priv->device);
   n_threads = priv->n_threads;
   priv->processed = priv->dropped = 0;
   priv->last_encode_us = 0;
@@ -763,6 +797,12 @@ start (GstNpuEncoderElement * self)
   self->importer = gst_npu_importer_new (0);
   self->allocator = gst_npu_allocator_get_default ();
   self->queue = gst_npu_element_new_queue (GST_ELEMENT (self), n_threads);
+  ok = open_engine (self, device, n_threads);
+  g_free (device);
+  if (!ok) {
+    g_free (model);
+    return FALSE;
+  }
   if (klass->start)
     klass->start (self);
 
@@ -784,6 +824,10 @@ stop (GstNpuEncoderElement * self)
   if (self->queue)
     npu_queue_free (self->queue);
   self->queue = NULL;
+  /* after the CPU queue: its tasks wait for the engine's */
+  if (self->engine_queue)
+    npu_queue_free (self->engine_queue);
+  self->engine_queue = NULL;
   if (klass->reset)
     klass->reset (self);
   klass->unload_model (self);

@@ -73,6 +73,9 @@ typedef enum
  * @GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED: units encoded (uint64, read-only)
  * @GST_NPU_ENCODER_ELEMENT_PROP_DROPPED: units dropped or cancelled by the
  *   policy (uint64, read-only)
+ * @GST_NPU_ENCODER_ELEMENT_PROP_DEVICE: `device` (string): the engine the
+ *   encoder runs on, a name npu_device_open() takes (`cpu`, `auto`,
+ *   `vulkan`, `vulkan:N`)
  * @GST_NPU_ENCODER_ELEMENT_PROP_LAST: the first id free for the subclass's
  *   own properties
  *
@@ -92,6 +95,7 @@ typedef enum
   GST_NPU_ENCODER_ELEMENT_PROP_POLICY,
   GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED,
   GST_NPU_ENCODER_ELEMENT_PROP_DROPPED,
+  GST_NPU_ENCODER_ELEMENT_PROP_DEVICE,
   GST_NPU_ENCODER_ELEMENT_PROP_LAST,
 } GstNpuEncoderElementProperty;
 
@@ -100,7 +104,10 @@ typedef enum
  * @sinkpad: the media input; its chain, event and query functions are the
  *   base class's
  * @srcpad: the token output (fixed caps)
- * @queue: the compute queue, from start to stop
+ * @queue: the compute queue, from start to stop: the CPU device's, where
+ *   the element's tasks run
+ * @engine_queue: a queue of the `device` the encoder runs on, from start
+ *   to stop, where that is not the CPU; %NULL on the CPU
  * @importer: reads input memory in place, from start to stop
  * @allocator: NPU memory for the token tensors, from start to stop
  *
@@ -117,10 +124,11 @@ struct _GstNpuEncoderElement
   NpuQueue *queue;
   GstNpuImporter *importer;
   GstAllocator *allocator;
+  NpuQueue *engine_queue;
 
   /*< private >*/
   GstNpuEncoderElementPrivate *priv;
-  gpointer _gst_reserved[GST_PADDING];
+  gpointer _gst_reserved[GST_PADDING - 1];
 };
 
 /**

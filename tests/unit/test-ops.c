@@ -852,6 +852,64 @@ test_vulkan_import (void)
   npu_device_unref (dev);
 }
 
+/* A run that outlasts NPU_VULKAN_TIMEOUT_MS fails its fence with the
+ * message, the next run of the same list works once the device is done,
+ * and nothing hangs */
+static void
+test_vulkan_timeout (void)
+{
+  NpuDevice *dev = open_device ("vulkan");
+  gsize rows = 2048, k = 2048;
+  NpuBuffer *w, *x, *y;
+  NpuOps *ops;
+  NpuQueue *queue;
+  NpuFence *fence;
+  GError *error = NULL;
+  guint i;
+
+  if (!dev)
+    return;
+  w = buffer_with (dev, NULL, rows * k / 32 * 17);
+  x = buffer_with (dev, NULL, k * 4);
+  y = buffer_with (dev, NULL, rows * 4);
+  ops = npu_ops_new (dev);
+  /* some 40 M multiply-adds: tens of milliseconds on lavapipe */
+  for (i = 0; i < 10; i++)
+    g_assert_true (npu_ops_mul_mat (ops, NPU_OP_WEIGHT_MXFP4, w, 0, rows, k,
+            x, 0, 1, y, 0, &error));
+  queue = npu_queue_new (dev, "test-ops");
+  g_setenv ("NPU_VULKAN_TIMEOUT_MS", "1", TRUE);
+  fence = npu_ops_submit (ops, queue, NULL, 0);
+  g_assert_false (npu_fence_wait (fence, -1, &error));
+  g_assert_nonnull (error);
+  if (!strstr (error->message, "did not finish 10 dispatches within 1 ms"))
+    g_error ("unexpected message: %s", error->message);
+  g_clear_error (&error);
+  npu_fence_unref (fence);
+  g_unsetenv ("NPU_VULKAN_TIMEOUT_MS");
+  /* until the device has ended the first run, a second one is refused */
+  for (i = 0; i < 200; i++) {
+    gboolean ok;
+
+    fence = npu_ops_submit (ops, queue, NULL, 0);
+    ok = npu_fence_wait (fence, -1, &error);
+    npu_fence_unref (fence);
+    if (ok)
+      break;
+    if (!strstr (error->message, "has still not finished"))
+      g_error ("unexpected message: %s", error->message);
+    g_clear_error (&error);
+    g_usleep (10000);
+  }
+  g_assert_cmpuint (i, <, 200);
+  npu_queue_free (queue);
+  npu_ops_free (ops);
+  npu_buffer_unref (w);
+  npu_buffer_unref (x);
+  npu_buffer_unref (y);
+  npu_device_unref (dev);
+}
+
 static void
 expect_error (gboolean ok, GError ** error, const gchar * fragment)
 {
@@ -919,11 +977,16 @@ main (int argc, char **argv)
   int ret;
 
   g_test_init (&argc, &argv, NULL);
+  /* the validation layer checks the Vulkan calls in the plain run; under
+   * valgrind it only multiplies the time */
+  if (g_getenv ("NPU_UNDER_VALGRIND"))
+    g_setenv ("NPU_VULKAN_VALIDATION", "0", TRUE);
   rng = g_rand_new_with_seed (20261202);
   g_test_add_func ("/ops/cpu", test_cpu);
   g_test_add_func ("/ops/vulkan", test_vulkan);
   g_test_add_func ("/ops/vulkan-replay", test_vulkan_replay);
   g_test_add_func ("/ops/vulkan-import", test_vulkan_import);
+  g_test_add_func ("/ops/vulkan-timeout", test_vulkan_timeout);
   g_test_add_func ("/ops/errors", test_errors);
   ret = g_test_run ();
   g_rand_free (rng);

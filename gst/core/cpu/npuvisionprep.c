@@ -939,100 +939,179 @@ rgb16_neon (uint8x16_t cr, uint8x16_t cg, uint8x16_t cb, gfloat * r,
   }
 }
 
-/* 16 pixels at a time of every format, YUV from an even frame column (so
- * that chroma pairs line up); the odd first column and the tail go
- * scalar.  Each load reads only the 16 pixels' own bytes. */
+/* The row converters below: @n blocks of 16 pixels from frame column @x
+ * (even for YUV, so that chroma pairs line up) into r, g, b.  One loop
+ * per format, each its own function (noinline: one call a row, and a loop
+ * objdump shows alone, whose instructions docs/kernels.md counts); each
+ * load reads only the 16 pixels' own bytes. */
+#define NEON_ROW_FN static __attribute__ ((noinline)) void
+#define NEON_ROW_ARGS const ColourCoef * k, const guint8 * s0, \
+    const guint8 * s1, const guint8 * s2, guint x, guint n, gfloat * r, \
+    gfloat * g, gfloat * b
+
+NEON_ROW_FN
+row_nv12_neon (NEON_ROW_ARGS)
+{
+  /* a copy the stores to r, g, b cannot alias: no reloads a block */
+  const ColourCoef kc = *k;
+
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    /* 16 bytes of UV from x on: 8 U, 8 V */
+    uint8x8x2_t uv = vld2_u8 (s1 + x);
+
+    yuv16_neon (&kc, vld1q_u8 (s0 + x), dup8_neon (uv.val[0]),
+        dup8_neon (uv.val[1]), r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_i420_neon (NEON_ROW_ARGS)
+{
+  /* a copy the stores to r, g, b cannot alias: no reloads a block */
+  const ColourCoef kc = *k;
+
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16)
+    yuv16_neon (&kc, vld1q_u8 (s0 + x), dup8_neon (vld1_u8 (s1 + x / 2)),
+        dup8_neon (vld1_u8 (s2 + x / 2)), r, g, b);
+}
+
+NEON_ROW_FN
+row_yuy2_neon (NEON_ROW_ARGS)
+{
+  /* a copy the stores to r, g, b cannot alias: no reloads a block */
+  const ColourCoef kc = *k;
+
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    /* Y0 U Y1 V: 8 of each from 32 bytes */
+    uint8x8x4_t p = vld4_u8 (s0 + (gsize) x * 2);
+    uint8x16_t y = vcombine_u8 (vzip1_u8 (p.val[0], p.val[2]),
+        vzip2_u8 (p.val[0], p.val[2]));
+
+    yuv16_neon (&kc, y, dup8_neon (p.val[1]), dup8_neon (p.val[3]), r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_gray8_neon (NEON_ROW_ARGS)
+{
+  const float32x4_t off = vdupq_n_f32 (k->y_offset);
+  const gfloat scale = k->y_scale;
+  guint j;
+
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    float32x4_t f[4];
+
+    u8x16_to_f32 (vld1q_u8 (s0 + x), f);
+    for (j = 0; j < 4; j++) {
+      /* as the scalar path: (Y - offset) * scale, clamped */
+      float32x4_t l = clamp01_neon (vmulq_n_f32 (vsubq_f32 (f[j], off),
+              scale));
+
+      vst1q_f32 (r + 4 * j, l);
+      vst1q_f32 (g + 4 * j, l);
+      vst1q_f32 (b + 4 * j, l);
+    }
+  }
+}
+
+/* Packed RGB of 3 and 4 bytes a pixel, in either order: the load
+ * deinterleaves (vld3/vld4) */
+NEON_ROW_FN
+row_rgb_neon (NEON_ROW_ARGS)
+{
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    uint8x16x3_t p = vld3q_u8 (s0 + (gsize) x * 3);
+
+    rgb16_neon (p.val[0], p.val[1], p.val[2], r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_bgr_neon (NEON_ROW_ARGS)
+{
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    uint8x16x3_t p = vld3q_u8 (s0 + (gsize) x * 3);
+
+    rgb16_neon (p.val[2], p.val[1], p.val[0], r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_rgbx_neon (NEON_ROW_ARGS)
+{
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    uint8x16x4_t p = vld4q_u8 (s0 + (gsize) x * 4);
+
+    rgb16_neon (p.val[0], p.val[1], p.val[2], r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_bgrx_neon (NEON_ROW_ARGS)
+{
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    uint8x16x4_t p = vld4q_u8 (s0 + (gsize) x * 4);
+
+    rgb16_neon (p.val[2], p.val[1], p.val[0], r, g, b);
+  }
+}
+
+/* Every format, 16 pixels at a time; the odd first column (for the
+ * chroma pairs) and the tail go scalar. */
 static void
 convert_row_neon (const NpuVisionPrepPlan * plan,
     const guint8 * const *planes, const gssize * strides, guint row,
     gfloat * out)
 {
-  const ColourCoef *k = &plan->coef;
   gfloat *r = out, *g = out + plan->slot_floats, *b = g + plan->slot_floats;
   const guint8 *s0 = planes[0] + (gssize) row * strides[0];
   const guint8 *s1 = NULL, *s2 = NULL;
-  guint i = 0, x;
+  guint i = 0, n;
+  void (*fn) (NEON_ROW_ARGS);
 
+  switch (plan->params.format) {
+    case NPU_PIXEL_FORMAT_NV12:
+      fn = row_nv12_neon;
+      break;
+    case NPU_PIXEL_FORMAT_I420:
+      fn = row_i420_neon;
+      break;
+    case NPU_PIXEL_FORMAT_YUY2:
+      fn = row_yuy2_neon;
+      break;
+    case NPU_PIXEL_FORMAT_GRAY8:
+      fn = row_gray8_neon;
+      break;
+    case NPU_PIXEL_FORMAT_RGB:
+      fn = row_rgb_neon;
+      break;
+    case NPU_PIXEL_FORMAT_BGR:
+      fn = row_bgr_neon;
+      break;
+    case NPU_PIXEL_FORMAT_RGBA:
+    case NPU_PIXEL_FORMAT_RGBX:
+      fn = row_rgbx_neon;
+      break;
+    case NPU_PIXEL_FORMAT_BGRA:
+    case NPU_PIXEL_FORMAT_BGRX:
+      fn = row_bgrx_neon;
+      break;
+    default:
+      /* check_params() took no other format */
+      g_assert_not_reached ();
+      return;
+  }
   if (plan->cx % 2 == 1) {
     convert_row_scalar (plan, planes, strides, row, 0, 1, out);
     i = 1;
   }
-  if (plan->params.format == NPU_PIXEL_FORMAT_NV12 ||
-      plan->params.format == NPU_PIXEL_FORMAT_I420)
+  if (npu_pixel_format_n_planes (plan->params.format) > 1)
     s1 = planes[1] + (gssize) (row / 2) * strides[1];
-  if (plan->params.format == NPU_PIXEL_FORMAT_I420)
+  if (npu_pixel_format_n_planes (plan->params.format) > 2)
     s2 = planes[2] + (gssize) (row / 2) * strides[2];
-  for (; i + 16 <= plan->cw; i += 16) {
-    x = plan->cx + i;
-    switch (plan->params.format) {
-      case NPU_PIXEL_FORMAT_NV12:{
-        /* 16 bytes of UV from x (even) on: 8 U, 8 V */
-        uint8x8x2_t uv = vld2_u8 (s1 + x);
-
-        yuv16_neon (k, vld1q_u8 (s0 + x), dup8_neon (uv.val[0]),
-            dup8_neon (uv.val[1]), r + i, g + i, b + i);
-        break;
-      }
-      case NPU_PIXEL_FORMAT_I420:
-        yuv16_neon (k, vld1q_u8 (s0 + x), dup8_neon (vld1_u8 (s1 + x / 2)),
-            dup8_neon (vld1_u8 (s2 + x / 2)), r + i, g + i, b + i);
-        break;
-      case NPU_PIXEL_FORMAT_YUY2:{
-        /* Y0 U Y1 V: 8 of each from 32 bytes */
-        uint8x8x4_t p = vld4_u8 (s0 + (gsize) x * 2);
-        uint8x16_t y = vcombine_u8 (vzip1_u8 (p.val[0], p.val[2]),
-            vzip2_u8 (p.val[0], p.val[2]));
-
-        yuv16_neon (k, y, dup8_neon (p.val[1]), dup8_neon (p.val[3]), r + i,
-            g + i, b + i);
-        break;
-      }
-      case NPU_PIXEL_FORMAT_GRAY8:{
-        /* as the scalar path: (Y - offset) * scale, clamped */
-        float32x4_t f[4];
-        guint j;
-
-        u8x16_to_f32 (vld1q_u8 (s0 + x), f);
-        for (j = 0; j < 4; j++) {
-          float32x4_t l = clamp01_neon (vmulq_n_f32 (vsubq_f32 (f[j],
-                      vdupq_n_f32 (k->y_offset)), k->y_scale));
-
-          vst1q_f32 (r + i + 4 * j, l);
-          vst1q_f32 (g + i + 4 * j, l);
-          vst1q_f32 (b + i + 4 * j, l);
-        }
-        break;
-      }
-      case NPU_PIXEL_FORMAT_RGB:{
-        uint8x16x3_t p = vld3q_u8 (s0 + (gsize) x * 3);
-
-        rgb16_neon (p.val[0], p.val[1], p.val[2], r + i, g + i, b + i);
-        break;
-      }
-      case NPU_PIXEL_FORMAT_BGR:{
-        uint8x16x3_t p = vld3q_u8 (s0 + (gsize) x * 3);
-
-        rgb16_neon (p.val[2], p.val[1], p.val[0], r + i, g + i, b + i);
-        break;
-      }
-      case NPU_PIXEL_FORMAT_RGBA:
-      case NPU_PIXEL_FORMAT_RGBX:{
-        uint8x16x4_t p = vld4q_u8 (s0 + (gsize) x * 4);
-
-        rgb16_neon (p.val[0], p.val[1], p.val[2], r + i, g + i, b + i);
-        break;
-      }
-      case NPU_PIXEL_FORMAT_BGRA:
-      case NPU_PIXEL_FORMAT_BGRX:{
-        uint8x16x4_t p = vld4q_u8 (s0 + (gsize) x * 4);
-
-        rgb16_neon (p.val[2], p.val[1], p.val[0], r + i, g + i, b + i);
-        break;
-      }
-      default:
-        g_assert_not_reached ();
-    }
-  }
+  n = (plan->cw - i) / 16;
+  fn (&plan->coef, s0, s1, s2, plan->cx + i, n, r + i, g + i, b + i);
+  i += 16 * n;
   if (i < plan->cw)
     convert_row_scalar (plan, planes, strides, row, i, plan->cw, out);
 }
@@ -1082,6 +1161,9 @@ hfilter_neon (const NpuVisionPrepPlan * plan, const gfloat * a, gfloat * o,
     float32x4_t prod[8], r[2];
     guint n = MIN (8, plan->dw - x);
 
+    /* unrolled, so that prod[] stays in registers (GCC 12 keeps the loop
+     * and spills it to the stack otherwise) */
+#pragma GCC unroll 8
     for (j = 0; j < 8; j++) {
       const gfloat *w = plan->hw8 + (gsize) (x + j) * T8;
       const gfloat *src = a + plan->hstart8[x + j];

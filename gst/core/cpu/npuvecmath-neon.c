@@ -129,8 +129,16 @@ npu_rms_norm_neon (const float *x, const float *w, float *out, gsize n,
     ss += (double) x[i] * x[i];
   scale = (float) (1.0 / sqrt (ss / n + eps));
 
-  /* (x s) w: two roundings, in this order on every level */
-  for (i = 0; i + 4 <= n; i += 4)
+  /* (x s) w: two roundings, in this order on every level; two vectors a
+   * step halve the loop's own instructions */
+  for (i = 0; i + 8 <= n; i += 8) {
+    float32x4_t a = vmulq_n_f32 (vld1q_f32 (x + i), scale);
+    float32x4_t b = vmulq_n_f32 (vld1q_f32 (x + i + 4), scale);
+
+    vst1q_f32 (out + i, vmulq_f32 (a, vld1q_f32 (w + i)));
+    vst1q_f32 (out + i + 4, vmulq_f32 (b, vld1q_f32 (w + i + 4)));
+  }
+  for (; i + 4 <= n; i += 4)
     vst1q_f32 (out + i, vmulq_f32 (vmulq_n_f32 (vld1q_f32 (x + i), scale),
             vld1q_f32 (w + i)));
   for (; i < n; i++)

@@ -1122,15 +1122,22 @@ axpy_neon (gfloat * acc, const gfloat * src, gfloat w, gsize n, gboolean first)
 {
   gsize i = 0;
 
+  /* 8 floats a step: the loop's own instructions are then a quarter of
+   * it, as in the AVX2 loop */
   if (first) {
-    for (; i + 4 <= n; i += 4)
+    for (; i + 8 <= n; i += 8) {
       vst1q_f32 (acc + i, vmulq_n_f32 (vld1q_f32 (src + i), w));
+      vst1q_f32 (acc + i + 4, vmulq_n_f32 (vld1q_f32 (src + i + 4), w));
+    }
     for (; i < n; i++)
       acc[i] = w * src[i];
   } else {
-    for (; i + 4 <= n; i += 4)
+    for (; i + 8 <= n; i += 8) {
       vst1q_f32 (acc + i, vfmaq_n_f32 (vld1q_f32 (acc + i),
               vld1q_f32 (src + i), w));
+      vst1q_f32 (acc + i + 4, vfmaq_n_f32 (vld1q_f32 (acc + i + 4),
+              vld1q_f32 (src + i + 4), w));
+    }
     for (; i < n; i++)
       acc[i] += w * src[i];
   }

@@ -78,10 +78,10 @@ struct _NpuVisionPrepPlan
   gsize slot_floats;            /* one converted row: R, G, B planes */
   gboolean use_avx2;
   gboolean use_neon;
-  /* Horizontal taps for the AVX2 and NEON paths: every position's taps padded with
-   * zeros to T8 = n_taps rounded up to 8, hw8[x * T8 + k], positions
-   * padded to a multiple of 8 (weight 0, start 0), so that one unaligned
-   * 8-float load per tap chunk replaces gathers. */
+  /* Horizontal taps for the AVX2 and NEON paths: every position's taps
+   * padded with zeros to T8 = n_taps rounded up to 8, hw8[x * T8 + k],
+   * positions padded to a multiple of 8 (weight 0, start 0), so that one
+   * unaligned 8-float load per tap chunk replaces gathers. */
   guint T8;
   gfloat *hw8;
   guint *hstart8;
@@ -942,7 +942,7 @@ rgb16_neon (uint8x16_t cr, uint8x16_t cg, uint8x16_t cb, gfloat * r,
 /* The row converters below: @n blocks of 16 pixels from frame column @x
  * (even for YUV, so that chroma pairs line up) into r, g, b.  One loop
  * per format, each its own function (noinline: one call a row, and a loop
- * objdump shows alone, whose instructions docs/kernels.md counts); each
+ * objdump shows alone, whose instructions docs/visionprep.md counts); each
  * load reads only the 16 pixels' own bytes. */
 #define NEON_ROW_FN static __attribute__ ((noinline)) void
 #define NEON_ROW_ARGS const ColourCoef * k, const guint8 * s0, \

@@ -346,14 +346,19 @@ parse_patterns (const gchar * list)
  * position tables and patch and class embeddings (GGUF "..._embd"; Hugging
  * Face "embed_tokens", "embeddings.position_embedding", ...), which
  * npuvisiontok and npuaudiotok refuse in MXFP4; and a Q8_0 output matrix
- * (as llama.cpp reads its MXFP4 files).  Converting them would only change
- * the numbers, or make the weights unusable. */
+ * (as llama.cpp reads its MXFP4 files); and gpt-oss's router
+ * (ffn_gate_inp, whose products npullm takes in F32 so that a routing
+ * decision does not turn on 4-bit rounding) and its experts' 2-D biases,
+ * added as they are.  Converting them would only change the numbers, or
+ * make the weights unusable. */
 static gboolean
 keep_as_stored (const NpuModelTensor * t)
 {
   return strstr (t->name, "_embd") != NULL || strstr (t->name, "embed") != NULL
       || (t->type == NPU_TENSOR_TYPE_Q8_0
-      && strcmp (t->name, "output.weight") == 0);
+      && strcmp (t->name, "output.weight") == 0)
+      || strstr (t->name, "ffn_gate_inp.") != NULL
+      || g_str_has_suffix (t->name, ".bias");
 }
 
 static gboolean

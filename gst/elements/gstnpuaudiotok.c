@@ -62,6 +62,7 @@
 #include <gst/audio/audio.h>
 #include <npu/npu.h>
 #include <npu/gstnpuelementutils.h>
+#include <npu/gstnpuencoderelement.h>
 #include <core/models/npuaudioenc.h>
 #include <core/device/npubackend.h>
 #include <core/formats/npugguf.h>
@@ -77,8 +78,9 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_audio_tok_debug);
 #define DEFAULT_VAD_THRESHOLD -50.0
 #define DEFAULT_VAD_HANGOVER (500 * GST_MSECOND)
 #define DEFAULT_VAD_SPLIT FALSE
-#define DEFAULT_MAX_INFLIGHT 2
-#define DEFAULT_POLICY GST_NPU_AUDIO_TOK_POLICY_BLOCK
+/* the base's defaults */
+#define DEFAULT_MAX_INFLIGHT GST_NPU_ENCODER_ELEMENT_DEFAULT_MAX_INFLIGHT
+#define DEFAULT_POLICY GST_NPU_ENCODER_ELEMENT_DEFAULT_POLICY
 #define DEFAULT_N_THREADS 0
 #define DEFAULT_PRECISION GST_NPU_PRECISION_ACCURATE
 
@@ -87,41 +89,44 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_audio_tok_debug);
 /* a timestamp this far from where the samples say starts a new stream */
 #define MAX_DRIFT (20 * GST_MSECOND)
 
+/* The properties GstNpuEncoderElement keeps are installed under its ids,
+ * so that the base reads and writes them. */
 enum
 {
   PROP_0,
-  PROP_MODEL,
-  PROP_CHUNK_DURATION,
+  PROP_MODEL = GST_NPU_ENCODER_ELEMENT_PROP_MODEL,
+  PROP_N_THREADS = GST_NPU_ENCODER_ELEMENT_PROP_N_THREADS,
+  PROP_MAX_INFLIGHT = GST_NPU_ENCODER_ELEMENT_PROP_MAX_INFLIGHT,
+  PROP_POLICY = GST_NPU_ENCODER_ELEMENT_PROP_POLICY,
+  PROP_CHUNKS_PROCESSED = GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED,
+  PROP_CHUNKS_DROPPED = GST_NPU_ENCODER_ELEMENT_PROP_DROPPED,
+  PROP_DEVICE = GST_NPU_ENCODER_ELEMENT_PROP_DEVICE,
+  PROP_CHUNK_DURATION = GST_NPU_ENCODER_ELEMENT_PROP_LAST,
   PROP_OVERLAP,
   PROP_VAD,
   PROP_VAD_THRESHOLD,
   PROP_VAD_HANGOVER,
   PROP_VAD_SPLIT,
-  PROP_MAX_INFLIGHT,
-  PROP_POLICY,
-  PROP_N_THREADS,
   PROP_PRECISION,
   PROP_BYTES_COPIED,
-  PROP_CHUNKS_PROCESSED,
-  PROP_CHUNKS_DROPPED,
   PROP_CHUNKS_SILENT,
   PROP_BUFFERS_DMABUF,
 };
 
+/* the base's policy logic reads this element's policy values */
+G_STATIC_ASSERT ((gint) GST_NPU_AUDIO_TOK_POLICY_BLOCK ==
+    (gint) GST_NPU_ENCODER_POLICY_BLOCK);
+G_STATIC_ASSERT ((gint) GST_NPU_AUDIO_TOK_POLICY_DROP_NEWEST ==
+    (gint) GST_NPU_ENCODER_POLICY_DROP_NEWEST);
+G_STATIC_ASSERT ((gint) GST_NPU_AUDIO_TOK_POLICY_DROP_OLDEST ==
+    (gint) GST_NPU_ENCODER_POLICY_DROP_OLDEST);
+
 #define AUDIO_FIELDS "format=(string){ S16LE, S32LE, F32LE }, " \
   "layout=(string)interleaved, rate=(int)[ 8000, 48000 ], " \
   "channels=(int)[ 1, 8 ]"
-static GstStaticPadTemplate sink_template = GST_STATIC_PAD_TEMPLATE ("sink",
-    GST_PAD_SINK, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS ("audio/x-raw, " AUDIO_FIELDS "; "
-        "audio/x-raw(" GST_CAPS_FEATURE_MEMORY_DMABUF "), " AUDIO_FIELDS));
-static GstStaticPadTemplate weights_template =
-GST_STATIC_PAD_TEMPLATE ("weights", GST_PAD_SINK, GST_PAD_REQUEST,
-    GST_STATIC_CAPS ("other/npu-weights"));
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS ("other/tensors, format=(string)static, "
-        "num_tensors=(int)1, types=(string)float32"));
+#define AUDIO_CAPS "audio/x-raw, " AUDIO_FIELDS "; " \
+  "audio/x-raw(" GST_CAPS_FEATURE_MEMORY_DMABUF "), " AUDIO_FIELDS
+static GstStaticCaps sink_caps = GST_STATIC_CAPS (AUDIO_CAPS);
 
 /* One chunk of 16 kHz mono samples, waiting or being encoded. */
 typedef struct
@@ -134,34 +139,24 @@ typedef struct
 
 struct _GstNpuAudioTok
 {
-  GstElement parent;
-
-  GstPad *sinkpad, *srcpad;
+  GstNpuEncoderElement parent;
 
   /* properties, under the object lock */
-  gchar *model;
   GstClockTime chunk_duration, overlap, vad_hangover;
   gboolean vad, vad_split;
   gdouble vad_threshold;
-  guint max_inflight;
-  GstNpuAudioTokPolicy policy;
-  guint n_threads;
   GstNpuPrecision precision;
-  guint64 chunks_processed, chunks_dropped, chunks_silent, bytes_copied;
+  guint64 chunks_silent, bytes_copied;
   guint64 buffers_dmabuf;
-  GstNpuImporter *importer;     /* reads dma-bufs in place */
 
-  /* the model */
-  GMutex lock;
-  GCond cond;
+  /* the model, from load_model to unload_model */
   NpuAudioEnc *enc;
+  NpuAudioEncProgram *program;  /* built for `device` and the window, or NULL */
   NpuGguf *gguf;                /* model property: the tensors live here */
-  GstNpuWeightsInput *weights_in;       /* the weights pad */
-  gboolean flushing;
 
-  /* per caps, streaming thread */
+  /* per caps, streaming thread; the base calls set_caps with no chunk in
+   * flight */
   GstAudioInfo info;
-  gboolean have_info;
   GstNpuAudioFrontend *fe;
   gfloat *conv;                 /* the converter's output for one memory */
   gsize conv_len;
@@ -182,17 +177,12 @@ struct _GstNpuAudioTok
   guint64 last_voiced;          /* end of the last voiced frame */
 
   /* encoding: tasks of one queue run one at a time, one scratch serves */
-  NpuQueue *queue;
-  GstAllocator *allocator;
   GstNpuLogMel *log_mel;
   gfloat *mel;
-  guint inflight;
-  GQueue pending;               /* NpuFence of chunks submitted, oldest first */
-  gint64 last_encode_us;
 };
 
 #define gst_npu_audio_tok_parent_class parent_class
-G_DEFINE_TYPE (GstNpuAudioTok, gst_npu_audio_tok, GST_TYPE_ELEMENT);
+G_DEFINE_TYPE (GstNpuAudioTok, gst_npu_audio_tok, GST_TYPE_NPU_ENCODER_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (npuaudiotok, "npuaudiotok",
     GST_RANK_NONE, GST_TYPE_NPU_AUDIO_TOK,
     GST_DEBUG_CATEGORY_INIT (gst_npu_audio_tok_debug, "npuaudiotok", 0,
@@ -224,22 +214,19 @@ static void gst_npu_audio_tok_set_property (GObject * object, guint prop_id,
     const GValue * value, GParamSpec * pspec);
 static void gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
     GValue * value, GParamSpec * pspec);
-static void gst_npu_audio_tok_finalize (GObject * object);
-static GstStateChangeReturn gst_npu_audio_tok_change_state (GstElement *
-    element, GstStateChange transition);
-static gboolean load_model (GstElement * element, const gchar * path,
-    GstNpuWeights * weights);
-static GstPad *gst_npu_audio_tok_request_new_pad (GstElement * element,
-    GstPadTemplate * templ, const gchar * name, const GstCaps * caps);
-static void gst_npu_audio_tok_release_pad (GstElement * element, GstPad * pad);
-static GstFlowReturn gst_npu_audio_tok_chain (GstPad * pad,
-    GstObject * parent, GstBuffer * buf);
-static gboolean gst_npu_audio_tok_sink_event (GstPad * pad,
-    GstObject * parent, GstEvent * event);
-static gboolean gst_npu_audio_tok_sink_query (GstPad * pad,
-    GstObject * parent, GstQuery * query);
-static gboolean gst_npu_audio_tok_src_query (GstPad * pad,
-    GstObject * parent, GstQuery * query);
+static gboolean gst_npu_audio_tok_load_model (GstNpuEncoderElement * base,
+    const gchar * path, GstNpuWeights * weights);
+static void gst_npu_audio_tok_unload_model (GstNpuEncoderElement * base);
+static void gst_npu_audio_tok_start (GstNpuEncoderElement * base);
+static gboolean gst_npu_audio_tok_set_caps (GstNpuEncoderElement * base,
+    GstCaps * caps);
+static GstFlowReturn gst_npu_audio_tok_handle_buffer (GstNpuEncoderElement *
+    base, GstBuffer * buf);
+static GstFlowReturn gst_npu_audio_tok_drain (GstNpuEncoderElement * base);
+static void gst_npu_audio_tok_reset (GstNpuEncoderElement * base);
+static gboolean gst_npu_audio_tok_sink_query (GstNpuEncoderElement * base,
+    GstQuery * query);
+static GstClockTime gst_npu_audio_tok_get_latency (GstNpuEncoderElement * base);
 
 /* The model and the compute: fixed once the element is READY. */
 static void
@@ -268,6 +255,22 @@ install_model_properties (GObjectClass * gobject_class)
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuAudioTok:device:
+   *
+   * The engine the audio encoder runs on: `cpu` (the default), `auto` (the
+   * CPU until a measurement says otherwise), `vulkan` or `vulkan:N` (the
+   * Nth Vulkan device, `gst-device-monitor-1.0 Compute` lists them).  The
+   * resampler and the log-mel run on the CPU and write the encoder's input
+   * in the device's memory; on Vulkan the encoder's products are F32 ones
+   * (#GstNpuAudioTok:precision is the CPU's).  A device that cannot be
+   * opened is an error when the element starts.  docs/vulkan.md says what
+   * runs where and how fast.
+   */
+  g_object_class_install_property (gobject_class, PROP_DEVICE,
+      g_param_spec_string ("device", "Device",
+          "Engine of the encoder: cpu, auto, vulkan, vulkan:N", "cpu",
+          rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuAudioTok:precision:
    *
@@ -452,30 +455,35 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
 {
   GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstNpuEncoderElementClass *encoder_class =
+      GST_NPU_ENCODER_ELEMENT_CLASS (klass);
+  GstCaps *caps;
 
   gobject_class->set_property = gst_npu_audio_tok_set_property;
   gobject_class->get_property = gst_npu_audio_tok_get_property;
-  gobject_class->finalize = gst_npu_audio_tok_finalize;
 
   install_model_properties (gobject_class);
   install_chunk_properties (gobject_class);
   install_queue_properties (gobject_class);
   install_statistics_properties (gobject_class);
 
-  gst_element_class_add_static_pad_template (element_class, &sink_template);
-  gst_element_class_add_static_pad_template (element_class, &src_template);
-  gst_element_class_add_static_pad_template (element_class, &weights_template);
+  caps = gst_static_caps_get (&sink_caps);
+  gst_npu_encoder_element_class_add_pad_templates (encoder_class, caps);
+  gst_caps_unref (caps);
   gst_element_class_set_static_metadata (element_class,
       "NPU audio tokenizer", "Filter/Converter/Audio/Tensor",
       "Turns audio, read in place, into the tokens of a Whisper-style "
       "audio encoder for a language model", "gst-npu developers");
 
-  element_class->change_state =
-      GST_DEBUG_FUNCPTR (gst_npu_audio_tok_change_state);
-  element_class->request_new_pad =
-      GST_DEBUG_FUNCPTR (gst_npu_audio_tok_request_new_pad);
-  element_class->release_pad =
-      GST_DEBUG_FUNCPTR (gst_npu_audio_tok_release_pad);
+  encoder_class->load_model = gst_npu_audio_tok_load_model;
+  encoder_class->unload_model = gst_npu_audio_tok_unload_model;
+  encoder_class->start = gst_npu_audio_tok_start;
+  encoder_class->set_caps = gst_npu_audio_tok_set_caps;
+  encoder_class->handle_buffer = gst_npu_audio_tok_handle_buffer;
+  encoder_class->drain = gst_npu_audio_tok_drain;
+  encoder_class->reset = gst_npu_audio_tok_reset;
+  encoder_class->sink_query = gst_npu_audio_tok_sink_query;
+  encoder_class->get_latency = gst_npu_audio_tok_get_latency;
 
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_AUDIO_TOK_POLICY, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_PRECISION, 0);
@@ -484,41 +492,13 @@ gst_npu_audio_tok_class_init (GstNpuAudioTokClass * klass)
 static void
 gst_npu_audio_tok_init (GstNpuAudioTok * self)
 {
-  self->sinkpad = gst_pad_new_from_static_template (&sink_template, "sink");
-  gst_pad_set_chain_function (self->sinkpad, gst_npu_audio_tok_chain);
-  gst_pad_set_event_function (self->sinkpad, gst_npu_audio_tok_sink_event);
-  gst_pad_set_query_function (self->sinkpad, gst_npu_audio_tok_sink_query);
-  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
-
-  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
-  gst_pad_set_query_function (self->srcpad, gst_npu_audio_tok_src_query);
-  gst_pad_use_fixed_caps (self->srcpad);
-  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
-
   self->chunk_duration = DEFAULT_CHUNK_DURATION;
   self->overlap = DEFAULT_OVERLAP;
   self->vad = DEFAULT_VAD;
   self->vad_threshold = DEFAULT_VAD_THRESHOLD;
   self->vad_hangover = DEFAULT_VAD_HANGOVER;
   self->vad_split = DEFAULT_VAD_SPLIT;
-  self->max_inflight = DEFAULT_MAX_INFLIGHT;
-  self->policy = DEFAULT_POLICY;
   self->precision = DEFAULT_PRECISION;
-  self->weights_in = gst_npu_weights_input_new (GST_ELEMENT (self), load_model);
-  g_mutex_init (&self->lock);
-  g_cond_init (&self->cond);
-}
-
-static void
-gst_npu_audio_tok_finalize (GObject * object)
-{
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (object);
-
-  g_free (self->model);
-  gst_npu_weights_input_free (self->weights_in);
-  g_mutex_clear (&self->lock);
-  g_cond_clear (&self->cond);
-  G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
 static void
@@ -527,12 +507,11 @@ gst_npu_audio_tok_set_property (GObject * object, guint prop_id,
 {
   GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (object);
 
+  if (gst_npu_encoder_element_set_property (GST_NPU_ENCODER_ELEMENT (self),
+          prop_id, value))
+    return;
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL:
-      g_free (self->model);
-      self->model = g_value_dup_string (value);
-      break;
     case PROP_CHUNK_DURATION:
       self->chunk_duration = g_value_get_uint64 (value);
       break;
@@ -551,15 +530,6 @@ gst_npu_audio_tok_set_property (GObject * object, guint prop_id,
     case PROP_VAD_SPLIT:
       self->vad_split = g_value_get_boolean (value);
       break;
-    case PROP_MAX_INFLIGHT:
-      self->max_inflight = g_value_get_uint (value);
-      break;
-    case PROP_POLICY:
-      self->policy = g_value_get_enum (value);
-      break;
-    case PROP_N_THREADS:
-      self->n_threads = g_value_get_uint (value);
-      break;
     case PROP_PRECISION:
       self->precision = g_value_get_enum (value);
       break;
@@ -576,11 +546,11 @@ gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
 {
   GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (object);
 
+  if (gst_npu_encoder_element_get_property (GST_NPU_ENCODER_ELEMENT (self),
+          prop_id, value))
+    return;
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL:
-      g_value_set_string (value, self->model);
-      break;
     case PROP_CHUNK_DURATION:
       g_value_set_uint64 (value, self->chunk_duration);
       break;
@@ -599,15 +569,6 @@ gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
     case PROP_VAD_SPLIT:
       g_value_set_boolean (value, self->vad_split);
       break;
-    case PROP_MAX_INFLIGHT:
-      g_value_set_uint (value, self->max_inflight);
-      break;
-    case PROP_POLICY:
-      g_value_set_enum (value, self->policy);
-      break;
-    case PROP_N_THREADS:
-      g_value_set_uint (value, self->n_threads);
-      break;
     case PROP_PRECISION:
       g_value_set_enum (value, self->precision);
       break;
@@ -616,12 +577,6 @@ gst_npu_audio_tok_get_property (GObject * object, guint prop_id,
       break;
     case PROP_BUFFERS_DMABUF:
       g_value_set_uint64 (value, self->buffers_dmabuf);
-      break;
-    case PROP_CHUNKS_PROCESSED:
-      g_value_set_uint64 (value, self->chunks_processed);
-      break;
-    case PROP_CHUNKS_DROPPED:
-      g_value_set_uint64 (value, self->chunks_dropped);
       break;
     case PROP_CHUNKS_SILENT:
       g_value_set_uint64 (value, self->chunks_silent);
@@ -644,9 +599,10 @@ lookup_weights (const gchar * name, NpuTensorView * out, gpointer data)
 
 /* Opens the mmproj at @path; tensors from @weights, else from the file. */
 static gboolean
-load_model (GstElement * element, const gchar * path, GstNpuWeights * weights)
+gst_npu_audio_tok_load_model (GstNpuEncoderElement * base, const gchar * path,
+    GstNpuWeights * weights)
 {
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (base);
   GError *error = NULL;
 
   self->gguf = npu_gguf_open (path, &error);
@@ -665,15 +621,13 @@ load_model (GstElement * element, const gchar * path, GstNpuWeights * weights)
       path, npu_audio_enc_get_n_mels (self->enc),
       npu_audio_enc_get_max_frames (self->enc),
       npu_audio_enc_get_out_dim (self->enc));
-  g_mutex_lock (&self->lock);
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
   return TRUE;
 
   /* ERRORS */
 open_failed:
   {
-    gst_npu_element_post_model_open_error (element, path, "GGUF", error);
+    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, "GGUF",
+        error);
     g_error_free (error);
     return FALSE;
   }
@@ -700,17 +654,6 @@ bad_rate:
 /* ------------------------------------------------------------------------
  * Caps
  */
-/* Waits until the encoder is loaded (weights pad); FALSE when flushing. */
-static gboolean
-wait_for_model (GstNpuAudioTok * self)
-{
-  g_mutex_lock (&self->lock);
-  while (!self->enc && !self->flushing)
-    g_cond_wait (&self->cond, &self->lock);
-  g_mutex_unlock (&self->lock);
-  return self->enc != NULL;
-}
-
 static void
 stream_reset (GstNpuAudioTok * self)
 {
@@ -729,11 +672,13 @@ stream_reset (GstNpuAudioTok * self)
   self->split_len = 0;
 }
 
-static GstFlowReturn drain (GstNpuAudioTok * self);
-
+/* Called by the base with the encoder loaded, the old audio drained (a
+ * clip of its own) and no chunk in flight: the front end, the log-mel and
+ * its scratch, which the old chunks' tasks read, may go. */
 static gboolean
-set_caps (GstNpuAudioTok * self, GstCaps * caps)
+gst_npu_audio_tok_set_caps (GstNpuEncoderElement * base, GstCaps * caps)
 {
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (base);
   GstAudioInfo info;
   GError *error = NULL;
   GstClockTime chunk, overlap, hangover;
@@ -744,19 +689,6 @@ set_caps (GstNpuAudioTok * self, GstCaps * caps)
 
   if (!gst_npu_audio_frontend_parse_caps (caps, &info, &error))
     goto bad_caps;
-  if (!wait_for_model (self))
-    return FALSE;
-  if (self->have_info) {
-    /* new caps mid-stream: the old audio is a clip of its own, and the
-     * scratch the tasks use must be idle before it is replaced, flushing
-     * or not (FLUSH_START sets the flag before its npu_queue_flush() has
-     * ended the running task) */
-    drain (self);
-    g_mutex_lock (&self->lock);
-    while (self->inflight > 0)
-      g_cond_wait (&self->cond, &self->lock);
-    g_mutex_unlock (&self->lock);
-  }
 
   GST_OBJECT_LOCK (self);
   chunk = self->chunk_duration;
@@ -790,7 +722,6 @@ set_caps (GstNpuAudioTok * self, GstCaps * caps)
   if (!self->fe)
     goto bad_caps;
   self->info = info;
-  self->have_info = TRUE;
   stream_reset (self);
 
   if (self->log_mel)
@@ -799,6 +730,15 @@ set_caps (GstNpuAudioTok * self, GstCaps * caps)
   g_free (self->mel);
   self->mel = g_new (gfloat, (gsize) frames *
       npu_audio_enc_get_n_mels (self->enc));
+  /* the encoder built for the device and this window; no chunk is in
+   * flight */
+  g_clear_pointer (&self->program, npu_audio_enc_program_free);
+  if (base->engine_queue) {
+    self->program = npu_audio_enc_program_new (self->enc,
+        npu_queue_get_device (base->engine_queue), frames, &error);
+    if (!self->program)
+      goto no_program;
+  }
   GST_INFO_OBJECT (self, "%s, %d ch, %d Hz; window %u frames -> %u tokens",
       GST_AUDIO_INFO_NAME (&info), GST_AUDIO_INFO_CHANNELS (&info),
       GST_AUDIO_INFO_RATE (&info), frames, self->n_tokens);
@@ -810,7 +750,7 @@ set_caps (GstNpuAudioTok * self, GstCaps * caps)
       "float32", "dimensions", G_TYPE_STRING, dims, "framerate",
       GST_TYPE_FRACTION, 0, 1, NULL);
   g_free (dims);
-  ok = gst_pad_set_caps (self->srcpad, out);
+  ok = gst_pad_set_caps (base->srcpad, out);
   gst_caps_unref (out);
   return ok;
 
@@ -837,6 +777,14 @@ bad_window:
             "%" GST_TIME_FORMAT ").", frames, GST_TIME_ARGS (chunk)), (NULL));
     return FALSE;
   }
+no_program:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
+        ("Cannot build the audio encoder for its device: %s",
+            error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
 }
 
 /* ------------------------------------------------------------------------
@@ -850,13 +798,53 @@ typedef struct
   gfloat *out;
 } EncodeJob;
 
+/* The encoder on its device: the log-mel written in the device's buffer,
+ * the program run on the device's queue (this task, on a CPU worker,
+ * waits for it: no streaming thread does), the tokens copied from its
+ * output into the token buffer. */
+static gboolean
+encode_on_device (GstNpuAudioTok * self, EncodeJob * job, GError ** error)
+{
+  GstNpuEncoderElement *base = GST_NPU_ENCODER_ELEMENT (self);
+  NpuBuffer *in = npu_audio_enc_program_get_input (self->program);
+  NpuBuffer *out = npu_audio_enc_program_get_output (self->program);
+  NpuFence *fence;
+  gpointer p;
+  gboolean ok;
+
+  npu_events_stage (TRUE, "log-mel", NPU_EVENT_NO_TAG);
+  p = npu_buffer_map (in, NPU_BUFFER_MAP_WRITE, error);
+  if (!p)
+    return FALSE;
+  gst_npu_log_mel_compute (self->log_mel, job->chunk->samples, job->chunk->n,
+      self->window_frames, p);
+  npu_buffer_unmap (in);
+  npu_events_stage (FALSE, "log-mel", NPU_EVENT_NO_TAG);
+  npu_events_stage (TRUE, "audio encoder", NPU_EVENT_NO_TAG);
+  fence = npu_audio_enc_program_submit (self->program, base->engine_queue,
+      NULL, 0);
+  ok = npu_fence_wait (fence, -1, error);
+  npu_fence_unref (fence);
+  npu_events_stage (FALSE, "audio encoder", NPU_EVENT_NO_TAG);
+  if (ok && (p = npu_buffer_map (out, NPU_BUFFER_MAP_READ, error))) {
+    memcpy (job->out, p, npu_buffer_get_size (out));
+    npu_buffer_unmap (out);
+  } else {
+    ok = FALSE;
+  }
+  gst_npu_memory_end_cpu_write (job->outmem);
+  return ok;
+}
+
 static gboolean
 encode_task (NpuTask * task, gpointer user_data, GError ** error)
 {
   EncodeJob *job = user_data;
   GstNpuAudioTok *self = job->self;
-  gint64 t0 = g_get_monotonic_time ();
   gboolean ok;
+
+  if (self->program)
+    return encode_on_device (self, job, error);
 
   /* the log-mel of the chunk as llama.cpp's for a clip of that length */
   npu_events_stage (TRUE, "log-mel", NPU_EVENT_NO_TAG);
@@ -868,11 +856,6 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
       job->out, error);
   npu_events_stage (FALSE, "audio encoder", NPU_EVENT_NO_TAG);
   gst_npu_memory_end_cpu_write (job->outmem);
-  /* under the lock: the latency query reads it from another thread */
-  GST_OBJECT_LOCK (self);
-  self->last_encode_us = g_get_monotonic_time () - t0;
-  self->chunks_processed++;
-  GST_OBJECT_UNLOCK (self);
   return ok;
 }
 
@@ -887,16 +870,11 @@ static void
 encode_job_free (gpointer data)
 {
   EncodeJob *job = data;
-  GstNpuAudioTok *self = job->self;
 
   chunk_free (job->chunk);
-  gst_memory_unref (job->outmem);
+  if (job->outmem)
+    gst_memory_unref (job->outmem);
   g_free (job);
-
-  g_mutex_lock (&self->lock);
-  self->inflight--;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
 }
 
 static GstClockTime
@@ -906,41 +884,17 @@ sample_time (GstNpuAudioTok * self, guint64 index)
       GST_NPU_LOG_MEL_SAMPLE_RATE);
 }
 
-static void
-post_qos_drop (GstNpuAudioTok * self, GstClockTime ts, GstClockTime dur)
-{
-  GstSegment *segment = NULL;
-  GstEvent *ev = gst_pad_get_sticky_event (self->sinkpad, GST_EVENT_SEGMENT,
-      0);
-  GstClockTime running = GST_CLOCK_TIME_NONE, stream = GST_CLOCK_TIME_NONE;
-  GstMessage *msg;
-
-  if (ev) {
-    gst_event_parse_segment (ev, (const GstSegment **) &segment);
-    running = gst_segment_to_running_time (segment, GST_FORMAT_TIME, ts);
-    stream = gst_segment_to_stream_time (segment, GST_FORMAT_TIME, ts);
-    gst_event_unref (ev);
-  }
-  msg = gst_message_new_qos (GST_OBJECT (self), FALSE, running, stream, ts,
-      dur);
-  GST_OBJECT_LOCK (self);
-  self->chunks_dropped++;
-  gst_message_set_qos_stats (msg, GST_FORMAT_BUFFERS, self->chunks_processed,
-      self->chunks_dropped);
-  GST_OBJECT_UNLOCK (self);
-  gst_element_post_message (GST_ELEMENT (self), msg);
-}
-
 /* Hands @chunk (taken) to the encoder and pushes its tokens. */
 static GstFlowReturn
 submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
 {
+  GstNpuEncoderElement *base = GST_NPU_ENCODER_ELEMENT (self);
   GstClockTime pts = sample_time (self, chunk->start), dur;
-  GstNpuAudioTokPolicy policy;
-  guint max_inflight, out_dim = npu_audio_enc_get_out_dim (self->enc);
+  guint out_dim = npu_audio_enc_get_out_dim (self->enc);
   EncodeJob *job;
   GstBuffer *outbuf;
-  NpuFence *fence;
+  GstFlowReturn ret;
+  gboolean dropped;
 
   dur = sample_time (self, chunk->start + chunk->n) - pts;
   if (self->vad_on && !chunk->voiced) {
@@ -953,41 +907,16 @@ submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
     return GST_FLOW_OK;
   }
 
-  GST_OBJECT_LOCK (self);
-  max_inflight = self->max_inflight;
-  policy = self->policy;
-  GST_OBJECT_UNLOCK (self);
-
-  g_mutex_lock (&self->lock);
-  if (self->inflight >= max_inflight &&
-      policy == GST_NPU_AUDIO_TOK_POLICY_DROP_NEWEST) {
-    g_mutex_unlock (&self->lock);
-    post_qos_drop (self, pts, dur);
+  ret = gst_npu_encoder_element_take_slot (base, pts, dur, &dropped);
+  if (ret != GST_FLOW_OK || dropped) {
     chunk_free (chunk);
-    return GST_FLOW_OK;
+    return ret;
   }
-  if (self->inflight >= max_inflight &&
-      policy == GST_NPU_AUDIO_TOK_POLICY_DROP_OLDEST &&
-      gst_npu_element_cancel_oldest_locked (&self->pending,
-          &self->lock, self->queue)) {
-    g_mutex_unlock (&self->lock);
-    post_qos_drop (self, GST_CLOCK_TIME_NONE, GST_CLOCK_TIME_NONE);
-    g_mutex_lock (&self->lock);
-  }
-  while (self->inflight >= max_inflight && !self->flushing)
-    g_cond_wait (&self->cond, &self->lock);
-  if (self->flushing) {
-    g_mutex_unlock (&self->lock);
-    chunk_free (chunk);
-    return GST_FLOW_FLUSHING;
-  }
-  self->inflight++;
-  g_mutex_unlock (&self->lock);
 
   job = g_new0 (EncodeJob, 1);
   job->self = self;
   job->chunk = chunk;
-  job->outmem = gst_allocator_alloc (self->allocator,
+  job->outmem = gst_allocator_alloc (base->allocator,
       (gsize) out_dim * self->n_tokens * sizeof (gfloat), NULL);
   if (!job->outmem)
     goto no_memory;
@@ -1005,25 +934,18 @@ submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
   gst_npu_buffer_add_token_tensor (outbuf, job->outmem, GST_NPU_MODALITY_AUDIO,
       self->n_tokens, out_dim);
 #endif
-  /* the chunk's PTS ties the task to it in a timeline (npu-timeline) */
-  npu_queue_set_tag (self->queue, pts);
-  fence = npu_queue_submit_labelled (self->queue, "encode", encode_task, job,
-      encode_job_free, NULL, 0);
-  gst_buffer_add_npu_fence_meta (outbuf, fence);
-  g_mutex_lock (&self->lock);
-  gst_npu_element_push_fence_locked (&self->pending, fence);
-  g_mutex_unlock (&self->lock);
   GST_DEBUG_OBJECT (self, "chunk %" GST_TIME_FORMAT " + %" GST_TIME_FORMAT,
       GST_TIME_ARGS (pts), GST_TIME_ARGS (dur));
-  return gst_pad_push (self->srcpad, outbuf);
+  return gst_npu_encoder_element_push_task (base, outbuf, encode_task, job,
+      encode_job_free);
 
   /* ERRORS */
 no_memory:
   {
     GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
         ("Cannot allocate the token tensor."), (NULL));
-    job->outmem = gst_allocator_alloc (self->allocator, 1, NULL);
     encode_job_free (job);
+    gst_npu_encoder_element_release_slot (base);
     return GST_FLOW_ERROR;
   }
 }
@@ -1207,15 +1129,16 @@ convert_memory (GstNpuAudioTok * self, const guint8 * data, gsize size)
   return ret;
 }
 
-/* Pushes the resampler's tail out and closes the partial chunk. */
+/* Pushes the resampler's tail out and closes the partial chunk: at EOS,
+ * before new caps (the base calls it then, once caps are set) and at a
+ * discontinuity. */
 static GstFlowReturn
-drain (GstNpuAudioTok * self)
+gst_npu_audio_tok_drain (GstNpuEncoderElement * base)
 {
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (base);
   GstFlowReturn ret = GST_FLOW_OK;
   gsize latency;
 
-  if (!self->have_info || !self->enc)
-    return GST_FLOW_OK;
   latency = gst_npu_audio_frontend_get_latency (self->fe);
   if (latency > 0 && self->n_in > 0) {
     gsize n = gst_npu_audio_frontend_get_out_frames (self->fe, latency);
@@ -1246,16 +1169,13 @@ drain (GstNpuAudioTok * self)
 }
 
 static GstFlowReturn
-gst_npu_audio_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+gst_npu_audio_tok_handle_buffer (GstNpuEncoderElement * base, GstBuffer * buf)
 {
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (base);
   GstFlowReturn ret = GST_FLOW_OK;
   GstClockTime pts = GST_BUFFER_PTS (buf);
   gboolean dmabuf = FALSE;
   guint i, n;
-
-  if (!self->have_info || !self->enc)
-    goto not_negotiated;
 
   if (GST_CLOCK_TIME_IS_VALID (pts) && GST_CLOCK_TIME_IS_VALID (self->base_ts)) {
     GstClockTime expected = self->base_ts + gst_util_uint64_scale (self->n_in,
@@ -1266,7 +1186,7 @@ gst_npu_audio_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
       /* a gap or a jump: what came before is a clip of its own */
       GST_DEBUG_OBJECT (self, "discontinuity of %" GST_STIME_FORMAT,
           GST_STIME_ARGS (drift));
-      ret = drain (self);
+      ret = gst_npu_audio_tok_drain (base);
       stream_reset (self);
       if (ret != GST_FLOW_OK)
         goto done;
@@ -1282,7 +1202,7 @@ gst_npu_audio_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     GstMemory *mem = gst_buffer_peek_memory (buf, i);
     GstNpuImportMap map;
 
-    if (!gst_npu_importer_map (self->importer, mem, GST_MAP_READ, &map))
+    if (!gst_npu_importer_map (base->importer, mem, GST_MAP_READ, &map))
       goto map_failed;
     if (map.kind == GST_NPU_IMPORT_DMABUF)
       dmabuf = TRUE;
@@ -1290,7 +1210,7 @@ gst_npu_audio_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     GST_LOG_OBJECT (self, "reading %" G_GSIZE_FORMAT " bytes in place at %p",
         map.size, map.data);
     ret = convert_memory (self, map.data, map.size);
-    gst_npu_importer_unmap (self->importer, &map);
+    gst_npu_importer_unmap (base->importer, &map);
   }
   if (dmabuf) {
     GST_OBJECT_LOCK (self);
@@ -1303,15 +1223,6 @@ done:
   return ret;
 
   /* ERRORS */
-not_negotiated:
-  {
-    gst_buffer_unref (buf);
-    if (self->flushing)
-      return GST_FLOW_FLUSHING;
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
-        ("audio arrived before caps"));
-    return GST_FLOW_NOT_NEGOTIATED;
-  }
 map_failed:
   {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
@@ -1322,69 +1233,16 @@ map_failed:
 }
 
 /* ------------------------------------------------------------------------
- * Events and queries
+ * Queries
  */
-static void
-set_flushing (GstNpuAudioTok * self, gboolean flushing)
-{
-  g_mutex_lock (&self->lock);
-  self->flushing = flushing;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
-}
-
 static gboolean
-gst_npu_audio_tok_sink_event (GstPad * pad, GstObject * parent,
-    GstEvent * event)
+gst_npu_audio_tok_sink_query (GstNpuEncoderElement * base, GstQuery * query)
 {
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
-
-  switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_CAPS:{
-      GstCaps *caps;
-      gboolean ok;
-
-      gst_event_parse_caps (event, &caps);
-      ok = set_caps (self, caps);
-      gst_event_unref (event);
-      return ok;
-    }
-    case GST_EVENT_FLUSH_START:
-      set_flushing (self, TRUE);
-      if (self->queue)
-        npu_queue_flush (self->queue);
-      break;
-    case GST_EVENT_FLUSH_STOP:
-      stream_reset (self);
-      set_flushing (self, FALSE);
-      break;
-    case GST_EVENT_EOS:
-      /* the partial chunk, then wait: every token pushed is there before
-       * EOS, so a pipeline shut down at EOS cancels nothing handed on */
-      drain (self);
-      stream_reset (self);
-      g_mutex_lock (&self->lock);
-      while (self->inflight > 0 && !self->flushing)
-        g_cond_wait (&self->cond, &self->lock);
-      g_mutex_unlock (&self->lock);
-      break;
-    default:
-      break;
-  }
-  return gst_pad_event_default (pad, parent, event);
-}
-
-static gboolean
-gst_npu_audio_tok_sink_query (GstPad * pad, GstObject * parent,
-    GstQuery * query)
-{
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
-
   switch (GST_QUERY_TYPE (query)) {
     case GST_QUERY_ALLOCATION:{
       GstAllocationParams params;
-      GstAllocator *allocator = self->allocator ?
-          gst_object_ref (self->allocator) : gst_npu_allocator_get_default ();
+      GstAllocator *allocator = base->allocator ?
+          gst_object_ref (base->allocator) : gst_npu_allocator_get_default ();
 
       /* Sources that allocate (GstBaseSrc, GstAudioBaseSrc) write the
        * samples straight into NPU memory; each buffer is read before
@@ -1396,136 +1254,57 @@ gst_npu_audio_tok_sink_query (GstPad * pad, GstObject * parent,
       return TRUE;
     }
     default:
-      return gst_pad_query_default (pad, parent, query);
+      return gst_pad_query_default (base->sinkpad, GST_OBJECT (base), query);
   }
 }
 
-static gboolean
-gst_npu_audio_tok_src_query (GstPad * pad, GstObject * parent, GstQuery * query)
+/* A chunk is complete a chunk after its first sample (the base adds the
+ * encodes in flight). */
+static GstClockTime
+gst_npu_audio_tok_get_latency (GstNpuEncoderElement * base)
 {
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (parent);
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (base);
+  GstClockTime chunk;
 
-  switch (GST_QUERY_TYPE (query)) {
-    case GST_QUERY_LATENCY:{
-      gboolean live;
-      GstClockTime min, max, ours;
-      guint max_inflight;
-
-      if (!gst_pad_peer_query (self->sinkpad, query))
-        return FALSE;
-      gst_query_parse_latency (query, &live, &min, &max);
-      GST_OBJECT_LOCK (self);
-      max_inflight = self->max_inflight;
-      /* a chunk is complete a chunk after its first sample, and its
-       * tokens there up to max-inflight encodes later */
-      ours = self->chunk_duration +
-          self->last_encode_us * GST_USECOND * max_inflight;
-      GST_OBJECT_UNLOCK (self);
-      min += ours;
-      if (max != GST_CLOCK_TIME_NONE)
-        max += ours;
-      gst_query_set_latency (query, live, min, max);
-      return TRUE;
-    }
-    default:
-      return gst_pad_query_default (pad, parent, query);
-  }
-}
-
-static GstPad *
-gst_npu_audio_tok_request_new_pad (GstElement * element,
-    GstPadTemplate * templ, const gchar * name, const GstCaps * caps)
-{
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
-
-  return gst_npu_weights_input_request_pad (self->weights_in, templ);
-}
-
-static void
-gst_npu_audio_tok_release_pad (GstElement * element, GstPad * pad)
-{
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
-
-  gst_npu_weights_input_release_pad (self->weights_in, pad);
+  GST_OBJECT_LOCK (self);
+  chunk = self->chunk_duration;
+  GST_OBJECT_UNLOCK (self);
+  return chunk;
 }
 
 /* ------------------------------------------------------------------------
  * States
  */
-static gboolean
-start (GstNpuAudioTok * self)
+static void
+gst_npu_audio_tok_start (GstNpuEncoderElement * base)
 {
-  gchar *model;
-  guint n_threads;
-  gboolean ok;
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (base);
 
   GST_OBJECT_LOCK (self);
-  model = g_strdup (self->model);
-  n_threads = self->n_threads;
-  self->chunks_processed = self->chunks_dropped = self->chunks_silent = 0;
-  self->bytes_copied = self->buffers_dmabuf = 0;
+  self->chunks_silent = self->bytes_copied = self->buffers_dmabuf = 0;
   GST_OBJECT_UNLOCK (self);
-
-  self->flushing = FALSE;
-  self->inflight = 0;
-  self->have_info = FALSE;
-  self->allocator = gst_npu_allocator_get_default ();
-  self->importer = gst_npu_importer_new (0);
-  self->queue = gst_npu_element_new_queue (GST_ELEMENT (self), n_threads);
   stream_reset (self);
-
-  ok = gst_npu_weights_input_start (self->weights_in, model);
-  g_free (model);
-  return ok;
 }
 
 static void
-stop (GstNpuAudioTok * self)
+gst_npu_audio_tok_reset (GstNpuEncoderElement * base)
 {
-  set_flushing (self, TRUE);
-  if (self->queue)
-    npu_queue_free (self->queue);
-  self->queue = NULL;
-  stream_reset (self);
+  stream_reset (GST_NPU_AUDIO_TOK (base));
+}
+
+/* The model and what was made for it, once the queue has ended. */
+static void
+gst_npu_audio_tok_unload_model (GstNpuEncoderElement * base)
+{
+  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (base);
+
+  /* the program reads the encoder's weights: first */
+  g_clear_pointer (&self->program, npu_audio_enc_program_free);
   g_clear_pointer (&self->enc, npu_audio_enc_free);
   g_clear_pointer (&self->gguf, npu_gguf_free);
-  gst_npu_weights_input_stop (self->weights_in);
-  g_queue_clear_full (&self->pending, (GDestroyNotify) npu_fence_unref);
   g_clear_pointer (&self->fe, gst_npu_audio_frontend_free);
   g_clear_pointer (&self->log_mel, gst_npu_log_mel_free);
   g_clear_pointer (&self->mel, g_free);
   g_clear_pointer (&self->conv, g_free);
   self->conv_len = 0;
-  gst_clear_object (&self->allocator);
-  g_clear_pointer (&self->importer, gst_npu_importer_free);
-  self->have_info = FALSE;
-}
-
-static GstStateChangeReturn
-gst_npu_audio_tok_change_state (GstElement * element, GstStateChange transition)
-{
-  GstNpuAudioTok *self = GST_NPU_AUDIO_TOK (element);
-  GstStateChangeReturn ret;
-
-  switch (transition) {
-    case GST_STATE_CHANGE_READY_TO_PAUSED:
-      if (!start (self)) {
-        stop (self);
-        return GST_STATE_CHANGE_FAILURE;
-      }
-      break;
-    case GST_STATE_CHANGE_PAUSED_TO_READY:
-      set_flushing (self, TRUE);
-      if (self->queue)
-        npu_queue_flush (self->queue);
-      break;
-    default:
-      break;
-  }
-
-  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
-
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
-    stop (self);
-  return ret;
 }

@@ -4,11 +4,12 @@
 #define __GST_NPU_AUDIO_TOK_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuencoderelement.h>
 
 G_BEGIN_DECLS
 #define GST_TYPE_NPU_AUDIO_TOK (gst_npu_audio_tok_get_type ())
 G_DECLARE_FINAL_TYPE (GstNpuAudioTok, gst_npu_audio_tok, GST,
-    NPU_AUDIO_TOK, GstElement)
+    NPU_AUDIO_TOK, GstNpuEncoderElement)
 /**
  * GstNpuAudioTokPolicy:
  * @GST_NPU_AUDIO_TOK_POLICY_BLOCK: wait for a slot (back-pressure upstream)

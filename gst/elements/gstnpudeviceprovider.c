@@ -134,6 +134,9 @@ gst_npu_device_display_name (const NpuDeviceInfo * info)
     case NPU_DEVICE_KIND_ACCEL:
       return g_strdup_printf ("gst-npu accel node %s (%s)", info->name,
           info->driver);
+    case NPU_DEVICE_KIND_VULKAN:
+      return g_strdup_printf ("gst-npu Vulkan device %s (%s)", info->name,
+          info->driver);
     default:
       return g_strdup_printf ("gst-npu %s (%s)", info->name, info->driver);
   }
@@ -164,6 +167,11 @@ gst_npu_device_new (const NpuDeviceInfo * info)
     gst_structure_set (props, "device.threads", G_TYPE_UINT, info->n_threads,
         "device.cpu-features", G_TYPE_STRING,
         info->cpu_features ? info->cpu_features : "", NULL);
+  }
+  if (info->kind == NPU_DEVICE_KIND_VULKAN) {
+    gst_structure_set (props, "device.memory-heaps", G_TYPE_STRING,
+        info->memory_heaps, "device.imports", G_TYPE_STRING, info->imports,
+        NULL);
   }
 
   caps = gst_caps_new_empty_simple (NPU_DEVICE_CAPS);

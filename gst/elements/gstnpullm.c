@@ -5,8 +5,9 @@
  * SECTION:element-npullm
  * @title: npullm
  *
- * A decoder-only language model (the llama, qwen2 and qwen3 architectures,
- * from GGUF) that answers prompts as text, streamed as it is generated.
+ * A decoder-only language model (the llama, qwen2, qwen3 and gpt-oss
+ * architectures, from GGUF) that answers prompts as text, streamed as it is
+ * generated.
  *
  * - With no sink pad requested, `npullm model=m.gguf prompt="..." ! fdsink`
  *   answers #GstNpuLlm:prompt once and ends the stream.
@@ -311,13 +312,13 @@ install_prompt_properties (GObjectClass * gobject_class)
   /**
    * GstNpuLlm:model:
    *
-   * A GGUF text model (llama, qwen2 or qwen3).  Leave unset to take the
-   * weights from mxfp4weights on the `weights` pad.
+   * A GGUF text model (llama, qwen2, qwen3 or gpt-oss).  Leave unset to
+   * take the weights from mxfp4weights on the `weights` pad.
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "GGUF text model (llama, qwen2, qwen3); unset: weights come on the "
-          "weights pad", DEFAULT_MODEL, rw_ready));
+          "GGUF text model (llama, qwen2, qwen3, gpt-oss); unset: weights come "
+          "on the weights pad", DEFAULT_MODEL, rw_ready));
   /**
    * GstNpuLlm:prompt:
    *

@@ -46,6 +46,7 @@
 #include <gst/video/video.h>
 #include <npu/npu.h>
 #include <npu/gstnpuelementutils.h>
+#include <npu/gstnpuencoderelement.h>
 #include <core/device/npubackend.h>
 #include <core/formats/npugguf.h>
 #include <core/cpu/npuvisionprep.h>
@@ -55,76 +56,62 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_vision_tok_debug);
 #define GST_CAT_DEFAULT gst_npu_vision_tok_debug
 
 #define DEFAULT_MODEL NULL
-#define DEFAULT_MAX_INFLIGHT 2
-#define DEFAULT_POLICY GST_NPU_VISION_TOK_POLICY_BLOCK
+/* the base's defaults */
+#define DEFAULT_MAX_INFLIGHT GST_NPU_ENCODER_ELEMENT_DEFAULT_MAX_INFLIGHT
+#define DEFAULT_POLICY GST_NPU_ENCODER_ELEMENT_DEFAULT_POLICY
 #define DEFAULT_LETTERBOX FALSE
 #define DEFAULT_N_THREADS 0
 #define DEFAULT_PRECISION GST_NPU_PRECISION_ACCURATE
 
+/* The properties GstNpuEncoderElement keeps are installed under its ids,
+ * so that the base reads and writes them. */
 enum
 {
   PROP_0,
-  PROP_MODEL,
-  PROP_MAX_INFLIGHT,
-  PROP_POLICY,
-  PROP_LETTERBOX,
-  PROP_N_THREADS,
+  PROP_MODEL = GST_NPU_ENCODER_ELEMENT_PROP_MODEL,
+  PROP_N_THREADS = GST_NPU_ENCODER_ELEMENT_PROP_N_THREADS,
+  PROP_MAX_INFLIGHT = GST_NPU_ENCODER_ELEMENT_PROP_MAX_INFLIGHT,
+  PROP_POLICY = GST_NPU_ENCODER_ELEMENT_PROP_POLICY,
+  PROP_FRAMES_PROCESSED = GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED,
+  PROP_FRAMES_DROPPED = GST_NPU_ENCODER_ELEMENT_PROP_DROPPED,
+  PROP_DEVICE = GST_NPU_ENCODER_ELEMENT_PROP_DEVICE,
+  PROP_LETTERBOX = GST_NPU_ENCODER_ELEMENT_PROP_LAST,
   PROP_PRECISION,
   PROP_BYTES_COPIED,
-  PROP_FRAMES_PROCESSED,
-  PROP_FRAMES_DROPPED,
   PROP_FRAMES_DMABUF,
 };
 
-/* The sink template is made in class_init from the format table
- * (gstnpuvideoformats.c), where the 1.24+ DMA_DRM form goes too. */
-static GstStaticPadTemplate weights_template =
-GST_STATIC_PAD_TEMPLATE ("weights", GST_PAD_SINK, GST_PAD_REQUEST,
-    GST_STATIC_CAPS ("other/npu-weights"));
-static GstStaticPadTemplate src_template = GST_STATIC_PAD_TEMPLATE ("src",
-    GST_PAD_SRC, GST_PAD_ALWAYS,
-    GST_STATIC_CAPS ("other/tensors, format=(string)static, "
-        "num_tensors=(int)1, types=(string)float32"));
+/* the base's policy logic reads this element's policy values */
+G_STATIC_ASSERT ((gint) GST_NPU_VISION_TOK_POLICY_BLOCK ==
+    (gint) GST_NPU_ENCODER_POLICY_BLOCK);
+G_STATIC_ASSERT ((gint) GST_NPU_VISION_TOK_POLICY_DROP_NEWEST ==
+    (gint) GST_NPU_ENCODER_POLICY_DROP_NEWEST);
+G_STATIC_ASSERT ((gint) GST_NPU_VISION_TOK_POLICY_DROP_OLDEST ==
+    (gint) GST_NPU_ENCODER_POLICY_DROP_OLDEST);
 
 struct _GstNpuVisionTok
 {
-  GstElement parent;
-
-  GstPad *sinkpad, *srcpad;
+  GstNpuEncoderElement parent;
 
   /* properties, under the object lock */
-  gchar *model;
-  guint max_inflight;
-  GstNpuVisionTokPolicy policy;
   gboolean letterbox;
-  guint n_threads;
   GstNpuPrecision precision;
-  guint64 frames_processed, frames_dropped, frames_dmabuf;
+  guint64 frames_dmabuf;
 
-  /* the model */
-  GMutex lock;
-  GCond cond;
+  /* the model, from load_model to unload_model */
   NpuVit *vit;
   NpuGguf *gguf;                /* model property: the tensors live here */
-  GstNpuWeightsInput *weights_in;       /* the weights pad */
-  gboolean flushing;
+  NpuVitProgram *program;       /* the encoder built for `device`, or NULL */
 
-  /* per caps */
+  /* per caps; the base calls set_caps with no frame in flight */
   GstVideoInfo info;
-  gboolean have_info;
   NpuVisionPrepPlan *plan;
   gfloat *patches;              /* one frame's encoder input */
-
-  NpuQueue *queue;
-  GstNpuImporter *importer;
-  GstAllocator *allocator;
-  guint inflight;
-  GQueue pending;               /* NpuFence of frames submitted, oldest first */
-  gint64 last_encode_us;
 };
 
 #define gst_npu_vision_tok_parent_class parent_class
-G_DEFINE_TYPE (GstNpuVisionTok, gst_npu_vision_tok, GST_TYPE_ELEMENT);
+G_DEFINE_TYPE (GstNpuVisionTok, gst_npu_vision_tok,
+    GST_TYPE_NPU_ENCODER_ELEMENT);
 GST_ELEMENT_REGISTER_DEFINE_WITH_CODE (npuvisiontok, "npuvisiontok",
     GST_RANK_NONE, GST_TYPE_NPU_VISION_TOK,
     GST_DEBUG_CATEGORY_INIT (gst_npu_vision_tok_debug, "npuvisiontok", 0,
@@ -156,22 +143,16 @@ static void gst_npu_vision_tok_set_property (GObject * object, guint prop_id,
     const GValue * value, GParamSpec * pspec);
 static void gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
     GValue * value, GParamSpec * pspec);
-static void gst_npu_vision_tok_finalize (GObject * object);
-static GstStateChangeReturn gst_npu_vision_tok_change_state (GstElement *
-    element, GstStateChange transition);
-static gboolean load_model (GstElement * element, const gchar * path,
-    GstNpuWeights * weights);
-static GstPad *gst_npu_vision_tok_request_new_pad (GstElement * element,
-    GstPadTemplate * templ, const gchar * name, const GstCaps * caps);
-static void gst_npu_vision_tok_release_pad (GstElement * element, GstPad * pad);
-static GstFlowReturn gst_npu_vision_tok_chain (GstPad * pad,
-    GstObject * parent, GstBuffer * buf);
-static gboolean gst_npu_vision_tok_sink_event (GstPad * pad,
-    GstObject * parent, GstEvent * event);
-static gboolean gst_npu_vision_tok_sink_query (GstPad * pad,
-    GstObject * parent, GstQuery * query);
-static gboolean gst_npu_vision_tok_src_query (GstPad * pad,
-    GstObject * parent, GstQuery * query);
+static gboolean gst_npu_vision_tok_load_model (GstNpuEncoderElement * base,
+    const gchar * path, GstNpuWeights * weights);
+static void gst_npu_vision_tok_unload_model (GstNpuEncoderElement * base);
+static void gst_npu_vision_tok_start (GstNpuEncoderElement * base);
+static gboolean gst_npu_vision_tok_set_caps (GstNpuEncoderElement * base,
+    GstCaps * caps);
+static GstFlowReturn gst_npu_vision_tok_handle_buffer (GstNpuEncoderElement *
+    base, GstBuffer * buf);
+static gboolean gst_npu_vision_tok_sink_query (GstNpuEncoderElement * base,
+    GstQuery * query);
 
 /* The model, how a frame is fitted to its input, and the compute. */
 static void
@@ -209,6 +190,22 @@ install_model_properties (GObjectClass * gobject_class)
       g_param_spec_uint ("n-threads", "Threads",
           "CPU backend threads (0 = one per CPU)", 0, 1024,
           DEFAULT_N_THREADS, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:device:
+   *
+   * The engine the vision encoder runs on: `cpu` (the default), `auto`
+   * (the CPU until a measurement says otherwise), `vulkan` or `vulkan:N`
+   * (the Nth Vulkan device, `gst-device-monitor-1.0 Compute` lists them).
+   * The preprocessing runs on the CPU and writes the encoder's input in
+   * the device's memory; on Vulkan the encoder's products are F32 ones
+   * (#GstNpuVisionTok:precision is the CPU's).  A device that cannot be
+   * opened is an error when the element starts.  docs/vulkan.md says what
+   * runs where and how fast.
+   */
+  g_object_class_install_property (gobject_class, PROP_DEVICE,
+      g_param_spec_string ("device", "Device",
+          "Engine of the encoder: cpu, auto, vulkan, vulkan:N", "cpu",
+          rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuVisionTok:precision:
    *
@@ -310,33 +307,33 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
 {
   GObjectClass *gobject_class = G_OBJECT_CLASS (klass);
   GstElementClass *element_class = GST_ELEMENT_CLASS (klass);
+  GstNpuEncoderElementClass *encoder_class =
+      GST_NPU_ENCODER_ELEMENT_CLASS (klass);
   GstCaps *sink_caps;
 
   gobject_class->set_property = gst_npu_vision_tok_set_property;
   gobject_class->get_property = gst_npu_vision_tok_get_property;
-  gobject_class->finalize = gst_npu_vision_tok_finalize;
 
   install_model_properties (gobject_class);
   install_queue_properties (gobject_class);
   install_statistics_properties (gobject_class);
 
+  /* The sink caps come from the format table (gstnpuvideoformats.c),
+   * where the 1.24+ DMA_DRM form goes too. */
   sink_caps = gst_npu_video_formats_sink_caps ();
-  gst_element_class_add_pad_template (element_class,
-      gst_pad_template_new ("sink", GST_PAD_SINK, GST_PAD_ALWAYS, sink_caps));
+  gst_npu_encoder_element_class_add_pad_templates (encoder_class, sink_caps);
   gst_caps_unref (sink_caps);
-  gst_element_class_add_static_pad_template (element_class, &src_template);
-  gst_element_class_add_static_pad_template (element_class, &weights_template);
   gst_element_class_set_static_metadata (element_class,
       "NPU vision tokenizer", "Filter/Converter/Video/Tensor",
       "Turns video frames, read in place, into the vision tokens of a "
       "CLIP/SigLIP encoder for a language model", "gst-npu developers");
 
-  element_class->change_state =
-      GST_DEBUG_FUNCPTR (gst_npu_vision_tok_change_state);
-  element_class->request_new_pad =
-      GST_DEBUG_FUNCPTR (gst_npu_vision_tok_request_new_pad);
-  element_class->release_pad =
-      GST_DEBUG_FUNCPTR (gst_npu_vision_tok_release_pad);
+  encoder_class->load_model = gst_npu_vision_tok_load_model;
+  encoder_class->unload_model = gst_npu_vision_tok_unload_model;
+  encoder_class->start = gst_npu_vision_tok_start;
+  encoder_class->set_caps = gst_npu_vision_tok_set_caps;
+  encoder_class->handle_buffer = gst_npu_vision_tok_handle_buffer;
+  encoder_class->sink_query = gst_npu_vision_tok_sink_query;
 
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_VISION_TOK_POLICY, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_PRECISION, 0);
@@ -345,37 +342,8 @@ gst_npu_vision_tok_class_init (GstNpuVisionTokClass * klass)
 static void
 gst_npu_vision_tok_init (GstNpuVisionTok * self)
 {
-  self->sinkpad = gst_pad_new_from_template (gst_element_class_get_pad_template
-      (GST_ELEMENT_GET_CLASS (self), "sink"), "sink");
-  gst_pad_set_chain_function (self->sinkpad, gst_npu_vision_tok_chain);
-  gst_pad_set_event_function (self->sinkpad, gst_npu_vision_tok_sink_event);
-  gst_pad_set_query_function (self->sinkpad, gst_npu_vision_tok_sink_query);
-  gst_element_add_pad (GST_ELEMENT (self), self->sinkpad);
-
-  self->srcpad = gst_pad_new_from_static_template (&src_template, "src");
-  gst_pad_set_query_function (self->srcpad, gst_npu_vision_tok_src_query);
-  gst_pad_use_fixed_caps (self->srcpad);
-  gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
-
-  self->max_inflight = DEFAULT_MAX_INFLIGHT;
-  self->policy = DEFAULT_POLICY;
   self->letterbox = DEFAULT_LETTERBOX;
   self->precision = DEFAULT_PRECISION;
-  self->weights_in = gst_npu_weights_input_new (GST_ELEMENT (self), load_model);
-  g_mutex_init (&self->lock);
-  g_cond_init (&self->cond);
-}
-
-static void
-gst_npu_vision_tok_finalize (GObject * object)
-{
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (object);
-
-  g_free (self->model);
-  gst_npu_weights_input_free (self->weights_in);
-  g_mutex_clear (&self->lock);
-  g_cond_clear (&self->cond);
-  G_OBJECT_CLASS (parent_class)->finalize (object);
 }
 
 static void
@@ -384,23 +352,13 @@ gst_npu_vision_tok_set_property (GObject * object, guint prop_id,
 {
   GstNpuVisionTok *self = GST_NPU_VISION_TOK (object);
 
+  if (gst_npu_encoder_element_set_property (GST_NPU_ENCODER_ELEMENT (self),
+          prop_id, value))
+    return;
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL:
-      g_free (self->model);
-      self->model = g_value_dup_string (value);
-      break;
-    case PROP_MAX_INFLIGHT:
-      self->max_inflight = g_value_get_uint (value);
-      break;
-    case PROP_POLICY:
-      self->policy = g_value_get_enum (value);
-      break;
     case PROP_LETTERBOX:
       self->letterbox = g_value_get_boolean (value);
-      break;
-    case PROP_N_THREADS:
-      self->n_threads = g_value_get_uint (value);
       break;
     case PROP_PRECISION:
       self->precision = g_value_get_enum (value);
@@ -417,39 +375,24 @@ gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
     GValue * value, GParamSpec * pspec)
 {
   GstNpuVisionTok *self = GST_NPU_VISION_TOK (object);
+  GstNpuEncoderElement *base = GST_NPU_ENCODER_ELEMENT (self);
   GstNpuImportStats stats = { 0, };
 
-  if (prop_id == PROP_BYTES_COPIED && self->importer)
-    gst_npu_importer_get_stats (self->importer, &stats);
+  if (gst_npu_encoder_element_get_property (base, prop_id, value))
+    return;
+  if (prop_id == PROP_BYTES_COPIED && base->importer)
+    gst_npu_importer_get_stats (base->importer, &stats);
 
   GST_OBJECT_LOCK (self);
   switch (prop_id) {
-    case PROP_MODEL:
-      g_value_set_string (value, self->model);
-      break;
-    case PROP_MAX_INFLIGHT:
-      g_value_set_uint (value, self->max_inflight);
-      break;
-    case PROP_POLICY:
-      g_value_set_enum (value, self->policy);
-      break;
     case PROP_LETTERBOX:
       g_value_set_boolean (value, self->letterbox);
-      break;
-    case PROP_N_THREADS:
-      g_value_set_uint (value, self->n_threads);
       break;
     case PROP_PRECISION:
       g_value_set_enum (value, self->precision);
       break;
     case PROP_BYTES_COPIED:
       g_value_set_uint64 (value, stats.bytes_copied);
-      break;
-    case PROP_FRAMES_PROCESSED:
-      g_value_set_uint64 (value, self->frames_processed);
-      break;
-    case PROP_FRAMES_DROPPED:
-      g_value_set_uint64 (value, self->frames_dropped);
       break;
     case PROP_FRAMES_DMABUF:
       g_value_set_uint64 (value, self->frames_dmabuf);
@@ -473,9 +416,10 @@ lookup_weights (const gchar * name, NpuTensorView * out, gpointer data)
 
 /* Opens the mmproj at @path; tensors from @weights, else from the file. */
 static gboolean
-load_model (GstElement * element, const gchar * path, GstNpuWeights * weights)
+gst_npu_vision_tok_load_model (GstNpuEncoderElement * base,
+    const gchar * path, GstNpuWeights * weights)
 {
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (element);
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (base);
   GError *error = NULL;
 
   self->gguf = npu_gguf_open (path, &error);
@@ -491,15 +435,23 @@ load_model (GstElement * element, const gchar * path, GstNpuWeights * weights)
   GST_INFO_OBJECT (self, "%s: %ux%u input, %u tokens of %u", path,
       npu_vit_get_image_size (self->vit), npu_vit_get_image_size (self->vit),
       npu_vit_get_n_tokens (self->vit), npu_vit_get_out_dim (self->vit));
-  g_mutex_lock (&self->lock);
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
+  if (base->engine_queue) {
+    self->program = npu_vit_program_new (self->vit,
+        npu_queue_get_device (base->engine_queue), &error);
+    if (!self->program)
+      goto no_program;
+    GST_INFO_OBJECT (self, "encoder built for %s, %" G_GSIZE_FORMAT
+        " bytes of weights copied", npu_device_get_name (npu_queue_get_device
+            (base->engine_queue)),
+        npu_vit_program_get_bytes_copied (self->program));
+  }
   return TRUE;
 
   /* ERRORS */
 open_failed:
   {
-    gst_npu_element_post_model_open_error (element, path, "GGUF", error);
+    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, "GGUF",
+        error);
     g_error_free (error);
     return FALSE;
   }
@@ -511,31 +463,43 @@ bad_model:
     g_error_free (error);
     return FALSE;
   }
+no_program:
+  {
+    GST_ELEMENT_ERROR (self, RESOURCE, FAILED,
+        ("Cannot build the vision encoder of \"%s\" for its device: %s",
+            path, error->message), ("%s", error->message));
+    g_error_free (error);
+    return FALSE;
+  }
+}
+
+/* The model and what was made for it, once the queue has ended. */
+static void
+gst_npu_vision_tok_unload_model (GstNpuEncoderElement * base)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (base);
+
+  /* the program reads the encoder's weights: first */
+  g_clear_pointer (&self->program, npu_vit_program_free);
+  g_clear_pointer (&self->vit, npu_vit_free);
+  g_clear_pointer (&self->gguf, npu_gguf_free);
+  g_clear_pointer (&self->plan, npu_vision_prep_plan_free);
+  g_clear_pointer (&self->patches, g_free);
+}
+
+static void
+gst_npu_vision_tok_start (GstNpuEncoderElement * base)
+{
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (base);
+
+  GST_OBJECT_LOCK (self);
+  self->frames_dmabuf = 0;
+  GST_OBJECT_UNLOCK (self);
 }
 
 /* ------------------------------------------------------------------------
  * Caps
  */
-/* Waits until the encoder is loaded (weights pad); FALSE when flushing. */
-static gboolean
-wait_for_model (GstNpuVisionTok * self)
-{
-  g_mutex_lock (&self->lock);
-  while (!self->vit && !self->flushing)
-    g_cond_wait (&self->cond, &self->lock);
-  g_mutex_unlock (&self->lock);
-  return self->vit != NULL;
-}
-
-/* Waits until no frame is being encoded. */
-static void
-wait_idle (GstNpuVisionTok * self)
-{
-  g_mutex_lock (&self->lock);
-  while (self->inflight > 0)
-    g_cond_wait (&self->cond, &self->lock);
-  g_mutex_unlock (&self->lock);
-}
 
 #if GST_CHECK_VERSION(1, 24, 0)
 /* Posts why @caps, which the sink pad refused, cannot be read. */
@@ -554,9 +518,12 @@ refuse_caps (GstNpuVisionTok * self, GstCaps * caps)
 }
 #endif
 
+/* Called by the base with the encoder loaded and no frame in flight: the
+ * plan and the patch scratch the old frames' tasks read may go. */
 static gboolean
-set_caps (GstNpuVisionTok * self, GstCaps * caps)
+gst_npu_vision_tok_set_caps (GstNpuEncoderElement * base, GstCaps * caps)
 {
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (base);
   NpuVisionPrepParams p;
   NpuPixelFormat format;
   GstVideoInfo info;
@@ -569,8 +536,6 @@ set_caps (GstNpuVisionTok * self, GstCaps * caps)
 
   if (!gst_npu_video_formats_parse (caps, &info, &format, &error))
     goto bad_caps;
-  if (!wait_for_model (self))
-    return FALSE;
 
   npu_vision_prep_params_init (&p);
   p.format = format;
@@ -595,12 +560,6 @@ set_caps (GstNpuVisionTok * self, GstCaps * caps)
   p.layout = NPU_VISION_PREP_LAYOUT_PATCHES;
   p.patch_size = npu_vit_get_patch_size (self->vit);
 
-  /* New caps mid-stream: the frames in flight were submitted against the
-   * plan and the patch scratch about to be replaced, and their tasks read
-   * both; let them finish first.  Not while flushing only: FLUSH_START
-   * cancels the waiting tasks and the running one ends, so the wait is
-   * short then, and a task never outlives what it reads. */
-  wait_idle (self);
   if (self->plan)
     npu_vision_prep_plan_free (self->plan);
   self->plan = npu_vision_prep_plan_new (&p, &error);
@@ -610,7 +569,6 @@ set_caps (GstNpuVisionTok * self, GstCaps * caps)
   self->patches = g_new (gfloat, npu_vision_prep_plan_get_n_floats
       (self->plan));
   self->info = info;
-  self->have_info = TRUE;
 
   dims = g_strdup_printf ("%u:%u", npu_vit_get_out_dim (self->vit),
       npu_vit_get_n_tokens (self->vit));
@@ -620,7 +578,7 @@ set_caps (GstNpuVisionTok * self, GstCaps * caps)
       GST_TYPE_FRACTION, GST_VIDEO_INFO_FPS_N (&info),
       GST_VIDEO_INFO_FPS_D (&info), NULL);
   g_free (dims);
-  ok = gst_pad_set_caps (self->srcpad, out);
+  ok = gst_pad_set_caps (base->srcpad, out);
   gst_caps_unref (out);
   return ok;
 
@@ -656,6 +614,46 @@ typedef struct
   gfloat *out;
 } EncodeJob;
 
+/* The encoder on its device: the preprocess writes the encoder's input in
+ * the device's buffer, the program runs on the device's queue (this task,
+ * on a CPU worker, waits for it: no streaming thread does), and the tokens
+ * are copied from its output into the token buffer, the one copy of this
+ * path (of the tokens, not of the frame). */
+static gboolean
+encode_on_device (GstNpuVisionTok * self, EncodeJob * job,
+    const guint8 ** planes, const gssize * strides, NpuTask * task,
+    GError ** error)
+{
+  GstNpuEncoderElement *base = GST_NPU_ENCODER_ELEMENT (self);
+  NpuBuffer *in = npu_vit_program_get_input (self->program);
+  NpuBuffer *out = npu_vit_program_get_output (self->program);
+  GstClockTime pts = GST_BUFFER_PTS (job->inbuf);
+  NpuFence *fence;
+  gpointer p;
+  gboolean ok;
+
+  npu_events_stage (TRUE, "preprocess", pts);
+  p = npu_buffer_map (in, NPU_BUFFER_MAP_WRITE, error);
+  if (!p)
+    return FALSE;
+  npu_vision_prep_run (self->plan, planes, strides, p, task);
+  npu_buffer_unmap (in);
+  npu_events_stage (FALSE, "preprocess", pts);
+  npu_events_stage (TRUE, "vision encoder", pts);
+  fence = npu_vit_program_submit (self->program, base->engine_queue, NULL, 0);
+  ok = npu_fence_wait (fence, -1, error);
+  npu_fence_unref (fence);
+  npu_events_stage (FALSE, "vision encoder", pts);
+  if (ok && (p = npu_buffer_map (out, NPU_BUFFER_MAP_READ, error))) {
+    memcpy (job->out, p, npu_buffer_get_size (out));
+    npu_buffer_unmap (out);
+  } else {
+    ok = FALSE;
+  }
+  gst_npu_memory_end_cpu_write (job->outmem);
+  return ok;
+}
+
 static gboolean
 encode_task (NpuTask * task, gpointer user_data, GError ** error)
 {
@@ -663,7 +661,6 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   GstNpuVisionTok *self = job->self;
   const guint8 *planes[GST_VIDEO_MAX_PLANES];
   gssize strides[GST_VIDEO_MAX_PLANES];
-  gint64 t0 = g_get_monotonic_time ();
   gboolean ok;
   guint i;
 
@@ -674,6 +671,8 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
     gst_npu_input_watch_notify (GST_OBJECT (self), planes[i],
         job->frame.size[i]);
   }
+  if (self->program)
+    return encode_on_device (self, job, planes, strides, task, error);
   /* Tasks of one queue run one at a time, so one scratch serves all. */
   npu_events_stage (TRUE, "preprocess", GST_BUFFER_PTS (job->inbuf));
   npu_vision_prep_run (self->plan, planes, strides, self->patches, task);
@@ -682,11 +681,6 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
   npu_events_stage (FALSE, "vision encoder", GST_BUFFER_PTS (job->inbuf));
   gst_npu_memory_end_cpu_write (job->outmem);
-  /* under the lock: the latency query reads it from another thread */
-  GST_OBJECT_LOCK (self);
-  self->last_encode_us = g_get_monotonic_time () - t0;
-  self->frames_processed++;
-  GST_OBJECT_UNLOCK (self);
   return ok;
 }
 
@@ -694,95 +688,13 @@ static void
 encode_job_free (gpointer data)
 {
   EncodeJob *job = data;
-  GstNpuVisionTok *self = job->self;
 
-  gst_npu_importer_unmap_frame (self->importer, &job->frame);
+  gst_npu_importer_unmap_frame (GST_NPU_ENCODER_ELEMENT (job->self)->importer,
+      &job->frame);
   gst_buffer_unref (job->inbuf);
-  gst_memory_unref (job->outmem);
+  if (job->outmem)
+    gst_memory_unref (job->outmem);
   g_free (job);
-
-  g_mutex_lock (&self->lock);
-  self->inflight--;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
-}
-
-static void
-post_qos_drop (GstNpuVisionTok * self, GstBuffer * buf)
-{
-  GstSegment *segment = NULL;
-  GstEvent *ev = gst_pad_get_sticky_event (self->sinkpad, GST_EVENT_SEGMENT,
-      0);
-  GstClockTime ts = GST_BUFFER_PTS (buf), running = GST_CLOCK_TIME_NONE;
-  GstMessage *msg;
-
-  if (ev) {
-    gst_event_parse_segment (ev, (const GstSegment **) &segment);
-    running = gst_segment_to_running_time (segment, GST_FORMAT_TIME, ts);
-  }
-  msg = gst_message_new_qos (GST_OBJECT (self), FALSE, running,
-      ev ? gst_segment_to_stream_time (segment, GST_FORMAT_TIME, ts) :
-      GST_CLOCK_TIME_NONE, ts, GST_BUFFER_DURATION (buf));
-  GST_OBJECT_LOCK (self);
-  gst_message_set_qos_stats (msg, GST_FORMAT_BUFFERS, self->frames_processed,
-      self->frames_dropped);
-  GST_OBJECT_UNLOCK (self);
-  gst_element_post_message (GST_ELEMENT (self), msg);
-  if (ev)
-    gst_event_unref (ev);
-}
-
-static void
-count_drop (GstNpuVisionTok * self, GstBuffer * buf)
-{
-  GST_OBJECT_LOCK (self);
-  self->frames_dropped++;
-  GST_OBJECT_UNLOCK (self);
-  post_qos_drop (self, buf);
-}
-
-/* Takes an encoding slot for @buf, by #GstNpuVisionTok:policy: waits for
- * one, or drops @buf (GST_FLOW_OK, *@dropped set), or cancels the oldest
- * waiting frame.  Anything but GST_FLOW_OK with a slot has consumed @buf. */
-static GstFlowReturn
-take_slot (GstNpuVisionTok * self, GstBuffer * buf, gboolean * dropped)
-{
-  guint max_inflight;
-  GstNpuVisionTokPolicy policy;
-
-  *dropped = FALSE;
-  GST_OBJECT_LOCK (self);
-  max_inflight = self->max_inflight;
-  policy = self->policy;
-  GST_OBJECT_UNLOCK (self);
-
-  g_mutex_lock (&self->lock);
-  if (self->inflight >= max_inflight &&
-      policy == GST_NPU_VISION_TOK_POLICY_DROP_NEWEST) {
-    g_mutex_unlock (&self->lock);
-    count_drop (self, buf);
-    gst_buffer_unref (buf);
-    *dropped = TRUE;
-    return GST_FLOW_OK;
-  }
-  if (self->inflight >= max_inflight &&
-      policy == GST_NPU_VISION_TOK_POLICY_DROP_OLDEST &&
-      gst_npu_element_cancel_oldest_locked (&self->pending,
-          &self->lock, self->queue)) {
-    g_mutex_unlock (&self->lock);
-    count_drop (self, buf);
-    g_mutex_lock (&self->lock);
-  }
-  while (self->inflight >= max_inflight && !self->flushing)
-    g_cond_wait (&self->cond, &self->lock);
-  if (self->flushing) {
-    g_mutex_unlock (&self->lock);
-    gst_buffer_unref (buf);
-    return GST_FLOW_FLUSHING;
-  }
-  self->inflight++;
-  g_mutex_unlock (&self->lock);
-  return GST_FLOW_OK;
 }
 
 /* The token tensor's buffer: @job's output memory, @in's timestamps and a
@@ -808,51 +720,35 @@ make_token_buffer (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * in)
   return outbuf;
 }
 
-/* Queues @job's encoding; its fence rides on @outbuf and joins the pending
- * list (signalled ones at its head are let go) */
-static void
-submit_job (GstNpuVisionTok * self, EncodeJob * job, GstBuffer * outbuf)
-{
-  NpuFence *fence;
-
-  /* the frame's PTS ties the task to it in a timeline (npu-timeline) */
-  npu_queue_set_tag (self->queue, GST_BUFFER_PTS (outbuf));
-  fence = npu_queue_submit_labelled (self->queue, "encode", encode_task, job,
-      encode_job_free, NULL, 0);
-  gst_buffer_add_npu_fence_meta (outbuf, fence);
-  g_mutex_lock (&self->lock);
-  gst_npu_element_push_fence_locked (&self->pending, fence);
-  g_mutex_unlock (&self->lock);
-}
-
+/* One frame, one task, in a slot of the in-flight window (the base's). */
 static GstFlowReturn
-gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
+gst_npu_vision_tok_handle_buffer (GstNpuEncoderElement * base, GstBuffer * buf)
 {
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (base);
   EncodeJob *job;
   GstBuffer *outbuf;
   GstFlowReturn ret;
   gboolean dropped;
   gsize out_bytes;
 
-  if (!self->have_info || !self->vit)
-    goto not_negotiated;
-
-  ret = take_slot (self, buf, &dropped);
-  if (ret != GST_FLOW_OK || dropped)
+  ret = gst_npu_encoder_element_take_slot (base, GST_BUFFER_PTS (buf),
+      GST_BUFFER_DURATION (buf), &dropped);
+  if (ret != GST_FLOW_OK || dropped) {
+    gst_buffer_unref (buf);
     return ret;
+  }
 
   job = g_new0 (EncodeJob, 1);
   job->self = self;
   job->inbuf = buf;
   /* In place: NPU memory, or a foreign dma-buf/fd through its fd. */
-  if (!gst_npu_importer_map_frame (self->importer, buf, &self->info,
+  if (!gst_npu_importer_map_frame (base->importer, buf, &self->info,
           &job->frame))
     goto map_failed;
 
   out_bytes = (gsize) npu_vit_get_out_dim (self->vit) *
       npu_vit_get_n_tokens (self->vit) * sizeof (gfloat);
-  job->outmem = gst_allocator_alloc (self->allocator, out_bytes, NULL);
+  job->outmem = gst_allocator_alloc (base->allocator, out_bytes, NULL);
   if (!job->outmem)
     goto no_memory;
   job->out = (gfloat *) gst_npu_memory_begin_cpu_write (job->outmem);
@@ -863,19 +759,10 @@ gst_npu_vision_tok_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
   GST_OBJECT_UNLOCK (self);
 
   outbuf = make_token_buffer (self, job, buf);
-  submit_job (self, job, outbuf);
-  return gst_pad_push (self->srcpad, outbuf);
+  return gst_npu_encoder_element_push_task (base, outbuf, encode_task, job,
+      encode_job_free);
 
   /* ERRORS */
-not_negotiated:
-  {
-    gst_buffer_unref (buf);
-    if (self->flushing)
-      return GST_FLOW_FLUSHING;
-    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, (NULL),
-        ("a frame arrived before caps"));
-    return GST_FLOW_NOT_NEGOTIATED;
-  }
 map_failed:
   {
     GST_ELEMENT_ERROR (self, STREAM, FORMAT,
@@ -885,95 +772,41 @@ map_failed:
             GST_VIDEO_INFO_WIDTH (&self->info),
             GST_VIDEO_INFO_HEIGHT (&self->info)),
         ("buffer of %" G_GSIZE_FORMAT " bytes", gst_buffer_get_size (buf)));
-    job->outmem = gst_allocator_alloc (self->allocator, 1, NULL);
     encode_job_free (job);
+    gst_npu_encoder_element_release_slot (base);
     return GST_FLOW_ERROR;
   }
 no_memory:
   {
     GST_ELEMENT_ERROR (self, RESOURCE, NO_SPACE_LEFT,
         ("Cannot allocate the token tensor."), (NULL));
-    job->outmem = gst_allocator_alloc (self->allocator, 1, NULL);
     encode_job_free (job);
+    gst_npu_encoder_element_release_slot (base);
     return GST_FLOW_ERROR;
   }
 }
 
 /* ------------------------------------------------------------------------
- * Events and queries
+ * Queries
  */
-static void
-set_flushing (GstNpuVisionTok * self, gboolean flushing)
-{
-  g_mutex_lock (&self->lock);
-  self->flushing = flushing;
-  g_cond_broadcast (&self->cond);
-  g_mutex_unlock (&self->lock);
-}
-
 static gboolean
-gst_npu_vision_tok_sink_event (GstPad * pad, GstObject * parent,
-    GstEvent * event)
+gst_npu_vision_tok_sink_query (GstNpuEncoderElement * base, GstQuery * query)
 {
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
-
-  switch (GST_EVENT_TYPE (event)) {
-    case GST_EVENT_CAPS:{
-      GstCaps *caps;
-      gboolean ok;
-
-      gst_event_parse_caps (event, &caps);
-      ok = set_caps (self, caps);
-      gst_event_unref (event);
-      return ok;
-    }
-    case GST_EVENT_FLUSH_START:
-      set_flushing (self, TRUE);
-      if (self->queue)
-        npu_queue_flush (self->queue);
-      break;
-    case GST_EVENT_FLUSH_STOP:
-      set_flushing (self, FALSE);
-      break;
-    case GST_EVENT_EOS:
-      /* Drain: the tokens pushed so far are all there before EOS, so a
-       * pipeline shut down at EOS does not cancel work already handed
-       * downstream. */
-      g_mutex_lock (&self->lock);
-      while (self->inflight > 0 && !self->flushing)
-        g_cond_wait (&self->cond, &self->lock);
-      g_mutex_unlock (&self->lock);
-      break;
-    default:
-      break;
-  }
-  return gst_pad_event_default (pad, parent, event);
-}
-
-static gboolean
-gst_npu_vision_tok_sink_query (GstPad * pad, GstObject * parent,
-    GstQuery * query)
-{
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
+  GstNpuVisionTok *self = GST_NPU_VISION_TOK (base);
+  GstObject *parent = GST_OBJECT (self);
 
   switch (GST_QUERY_TYPE (query)) {
-    case GST_QUERY_ALLOCATION:{
-      guint max_inflight;
-
-      GST_OBJECT_LOCK (self);
-      max_inflight = self->max_inflight;
-      GST_OBJECT_UNLOCK (self);
+    case GST_QUERY_ALLOCATION:
       /* Upstream writes frames straight into NPU memory; the frames in
        * flight are held until their task has read them. */
-      return gst_npu_propose_allocation (query, self->allocator,
-          max_inflight + 1, 0);
-    }
+      return gst_npu_propose_allocation (query, base->allocator,
+          gst_npu_encoder_element_get_max_inflight (base) + 1, 0);
 #if GST_CHECK_VERSION(1, 24, 0)
     case GST_QUERY_ACCEPT_CAPS:{
       GstCaps *caps;
       gboolean accepted;
 
-      if (!gst_pad_query_default (pad, parent, query))
+      if (!gst_pad_query_default (base->sinkpad, parent, query))
         return FALSE;
       gst_query_parse_accept_caps (query, &caps);
       gst_query_parse_accept_caps_result (query, &accepted);
@@ -986,133 +819,6 @@ gst_npu_vision_tok_sink_query (GstPad * pad, GstObject * parent,
     }
 #endif
     default:
-      return gst_pad_query_default (pad, parent, query);
+      return gst_pad_query_default (base->sinkpad, parent, query);
   }
-}
-
-static gboolean
-gst_npu_vision_tok_src_query (GstPad * pad, GstObject * parent,
-    GstQuery * query)
-{
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (parent);
-
-  switch (GST_QUERY_TYPE (query)) {
-    case GST_QUERY_LATENCY:{
-      gboolean live;
-      GstClockTime min, max, ours;
-      guint max_inflight;
-
-      if (!gst_pad_peer_query (self->sinkpad, query))
-        return FALSE;
-      gst_query_parse_latency (query, &live, &min, &max);
-      GST_OBJECT_LOCK (self);
-      max_inflight = self->max_inflight;
-      /* Tokens are pushed at once, but only there when the encode is
-       * done; a consumer that waits sees up to max-inflight encodes. */
-      ours = self->last_encode_us * GST_USECOND * max_inflight;
-      GST_OBJECT_UNLOCK (self);
-      min += ours;
-      if (max != GST_CLOCK_TIME_NONE)
-        max += ours;
-      gst_query_set_latency (query, live, min, max);
-      return TRUE;
-    }
-    default:
-      return gst_pad_query_default (pad, parent, query);
-  }
-}
-
-static GstPad *
-gst_npu_vision_tok_request_new_pad (GstElement * element,
-    GstPadTemplate * templ, const gchar * name, const GstCaps * caps)
-{
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (element);
-
-  return gst_npu_weights_input_request_pad (self->weights_in, templ);
-}
-
-static void
-gst_npu_vision_tok_release_pad (GstElement * element, GstPad * pad)
-{
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (element);
-
-  gst_npu_weights_input_release_pad (self->weights_in, pad);
-}
-
-/* ------------------------------------------------------------------------
- * States
- */
-static gboolean
-start (GstNpuVisionTok * self)
-{
-  gchar *model;
-  guint n_threads;
-  gboolean ok;
-
-  GST_OBJECT_LOCK (self);
-  model = g_strdup (self->model);
-  n_threads = self->n_threads;
-  self->frames_processed = self->frames_dropped = self->frames_dmabuf = 0;
-  GST_OBJECT_UNLOCK (self);
-
-  self->flushing = FALSE;
-  self->inflight = 0;
-  self->have_info = FALSE;
-  self->importer = gst_npu_importer_new (0);
-  self->allocator = gst_npu_allocator_get_default ();
-  self->queue = gst_npu_element_new_queue (GST_ELEMENT (self), n_threads);
-
-  ok = gst_npu_weights_input_start (self->weights_in, model);
-  g_free (model);
-  return ok;
-}
-
-static void
-stop (GstNpuVisionTok * self)
-{
-  set_flushing (self, TRUE);
-  if (self->queue)
-    npu_queue_free (self->queue);
-  self->queue = NULL;
-  if (self->vit)
-    npu_vit_free (self->vit);
-  self->vit = NULL;
-  g_clear_pointer (&self->gguf, npu_gguf_free);
-  gst_npu_weights_input_stop (self->weights_in);
-  g_queue_clear_full (&self->pending, (GDestroyNotify) npu_fence_unref);
-  g_clear_pointer (&self->plan, npu_vision_prep_plan_free);
-  g_clear_pointer (&self->patches, g_free);
-  g_clear_pointer (&self->importer, gst_npu_importer_free);
-  gst_clear_object (&self->allocator);
-  self->have_info = FALSE;
-}
-
-static GstStateChangeReturn
-gst_npu_vision_tok_change_state (GstElement * element,
-    GstStateChange transition)
-{
-  GstNpuVisionTok *self = GST_NPU_VISION_TOK (element);
-  GstStateChangeReturn ret;
-
-  switch (transition) {
-    case GST_STATE_CHANGE_READY_TO_PAUSED:
-      if (!start (self)) {
-        stop (self);
-        return GST_STATE_CHANGE_FAILURE;
-      }
-      break;
-    case GST_STATE_CHANGE_PAUSED_TO_READY:
-      set_flushing (self, TRUE);
-      if (self->queue)
-        npu_queue_flush (self->queue);
-      break;
-    default:
-      break;
-  }
-
-  ret = GST_ELEMENT_CLASS (parent_class)->change_state (element, transition);
-
-  if (transition == GST_STATE_CHANGE_PAUSED_TO_READY)
-    stop (self);
-  return ret;
 }

@@ -4,12 +4,13 @@
 #define __GST_NPU_VISION_TOK_H__
 
 #include <gst/gst.h>
+#include <npu/gstnpuencoderelement.h>
 
 G_BEGIN_DECLS
 
 #define GST_TYPE_NPU_VISION_TOK (gst_npu_vision_tok_get_type ())
 G_DECLARE_FINAL_TYPE (GstNpuVisionTok, gst_npu_vision_tok, GST,
-    NPU_VISION_TOK, GstElement)
+    NPU_VISION_TOK, GstNpuEncoderElement)
 
 /**
  * GstNpuVisionTokPolicy:

@@ -17,5 +17,6 @@
 #include <npu/gstnpuvideoinfo.h>
 #include <npu/gstnpuweights.h>
 #include <npu/gstnpuelementutils.h>
+#include <npu/gstnpuencoderelement.h>
 
 #endif /* __GST_NPU_H__ */

@@ -60,6 +60,7 @@ GST_START_TEST (test_monitor_compute)
   GstDeviceMonitor *monitor;
   GList *devices, *l;
   gboolean found_cpu = FALSE;
+  guint n_vulkan = 0;
 
   monitor = gst_device_monitor_new ();
   fail_unless (gst_device_monitor_add_filter (monitor, "Compute", NULL) > 0);
@@ -116,9 +117,26 @@ GST_START_TEST (test_monitor_compute)
       element = gst_device_create_element (device, NULL);
       fail_unless (element == NULL);
     }
+    props = gst_device_get_properties (device);
+    if (g_strcmp0 (gst_structure_get_string (props, "device.kind"),
+            "vulkan") == 0) {
+      const gchar *dev_name = gst_structure_get_string (props, "device.name");
+
+      n_vulkan++;
+      fail_unless (g_str_has_prefix (dev_name, "vulkan:"), "%s", dev_name);
+      fail_unless (g_str_has_prefix (name, "gst-npu Vulkan device vulkan:"),
+          "display name %s", name);
+      fail_unless (gst_structure_get_string (props, "device.memory-heaps"));
+      fail_unless (gst_structure_get_string (props, "device.imports"));
+      fail_unless (gst_structure_get_string (props, "device.description"));
+    }
+    gst_structure_free (props);
     g_free (name);
   }
   fail_unless (found_cpu, "no device with device.driver=cpu");
+  /* lavapipe in CI: its one device, with host memory import */
+  if (g_strcmp0 (g_getenv ("NPU_REQUIRE_VULKAN"), "1") == 0)
+    fail_unless (n_vulkan >= 1, "no Vulkan device listed");
 
   g_list_free_full (devices, gst_object_unref);
   gst_device_monitor_stop (monitor);
@@ -145,6 +163,19 @@ GST_START_TEST (test_monitor_other_class)
 }
 
 GST_END_TEST;
+
+static guint
+count_vulkan (void)
+{
+  GPtrArray *infos = npu_device_info_enumerate ();
+  guint i, n = 0;
+
+  for (i = 0; i < infos->len; i++)
+    n += ((NpuDeviceInfo *) g_ptr_array_index (infos, i))->kind ==
+        NPU_DEVICE_KIND_VULKAN;
+  g_ptr_array_unref (infos);
+  return n;
+}
 
 static void
 check_provider_matches_core (void)
@@ -203,7 +234,8 @@ GST_START_TEST (test_provider_empty_dirs)
   provider = gst_device_provider_factory_get_by_name (PROVIDER_NAME);
   fail_unless (provider != NULL);
   devices = gst_device_provider_get_devices (provider);
-  fail_unless_equals_int (g_list_length (devices), 1);
+  /* the CPU, and the Vulkan devices, which are no nodes of those dirs */
+  fail_unless_equals_int (g_list_length (devices), 1 + count_vulkan ());
   fail_unless (device_is_cpu (devices->data, NULL));
   g_list_free_full (devices, gst_object_unref);
   gst_object_unref (provider);

@@ -17,6 +17,7 @@
 #include <gst/audio/audio.h>
 
 #include "npucheck.h"
+#include "npuencodercheck.h"
 #include "npuinputwatch.h"
 #include <gst/check/gstharness.h>
 #include <npu/npu.h>
@@ -1353,30 +1354,6 @@ push_step (GstHarness * h, guint s)
   g_free (pcm);
 }
 
-static gboolean
-block_task (NpuTask * task, gpointer data, GError ** error)
-{
-  return npu_fence_wait (data, 30 * G_USEC_PER_SEC, error);
-}
-
-typedef struct
-{
-  GstHarness *h;
-  GstEvent *event;
-  gboolean ok;
-  gint done;
-} CapsPush;
-
-static gpointer
-caps_thread (gpointer data)
-{
-  CapsPush *cp = data;
-
-  cp->ok = gst_harness_push_event (cp->h, cp->event);
-  g_atomic_int_set (&cp->done, 1);
-  return NULL;
-}
-
 /* Rate, channels and format change every 250 ms of audio while its chunks
  * are still being encoded (the shared CPU device is held): the caps event
  * closes the partial chunk, waits for the chunks in flight, and only then
@@ -1385,7 +1362,7 @@ caps_thread (gpointer data)
  * caps and audio, then EOS. */
 GST_START_TEST (test_caps_change_in_flight)
 {
-  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
+  NpuDeviceHold *hold = npu_device_hold_new ();
   GstCaps *caps = audio_step_caps (&audio_steps[0]);
   gchar *str = gst_caps_to_string (caps);
   GstHarness *h = make_harness (STEP_PROPS, str);
@@ -1395,13 +1372,10 @@ GST_START_TEST (test_caps_change_in_flight)
   };
   guint s, i, n_early = 0;
 
-  npu_device_unref (npu_queue_get_device (q));
   gst_caps_unref (caps);
   g_free (str);
   for (s = 0; s < G_N_ELEMENTS (audio_steps); s++) {
-    NpuFence *gate = npu_fence_new (), *blocked;
-    CapsPush cp = { h, NULL, FALSE, 0 };
-    GThread *thread = NULL;
+    NpuPushThread *cp = NULL;
     GstHarness *fresh;
     Out one;
 
@@ -1423,26 +1397,21 @@ GST_START_TEST (test_caps_change_in_flight)
     out_clear (&one);
     g_free (str);
 
-    blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+    npu_device_hold (hold);
     push_step (h, s);
     if (s + 1 < G_N_ELEMENTS (audio_steps)) {
       gst_caps_unref (caps);
       caps = audio_step_caps (&audio_steps[s + 1]);
-      cp.event = gst_event_new_caps (caps);
-      thread = g_thread_new ("caps", caps_thread, &cp);
+      cp = npu_push_thread_start_event (h, gst_event_new_caps (caps));
       /* nothing can finish the chunks while the device is held */
       g_usleep (300 * 1000);
-      n_early += g_atomic_int_get (&cp.done);
+      n_early += npu_push_thread_is_done (cp);
     }
     gst_caps_unref (caps);
-    npu_fence_signal (gate);
-    fail_unless (npu_fence_wait (blocked, -1, NULL));
-    if (thread) {
-      g_thread_join (thread);
-      fail_unless (cp.ok, "caps %u refused", s + 1);
-    }
-    npu_fence_unref (gate);
-    npu_fence_unref (blocked);
+    npu_device_release (hold);
+    if (cp)
+      fail_unless (npu_push_thread_finish (cp) == GST_FLOW_OK,
+          "caps %u refused", s + 1);
   }
   collect (h, &got);
   fail_unless_equals_int (n_early, 0);
@@ -1461,7 +1430,7 @@ GST_START_TEST (test_caps_change_in_flight)
   out_clear (&got);
   out_clear (&want);
   gst_harness_teardown (h);
-  npu_queue_free (q);
+  npu_device_hold_free (hold);
 }
 
 GST_END_TEST;

@@ -24,7 +24,7 @@
 #include <core/formats/npugguf.h>
 #include "../tools/npumodelgen.h"
 
-static gchar *tmpdir, *qwen_path, *llama_path, *mmproj_path;
+static gchar *tmpdir, *qwen_path, *llama_path, *mmproj_path, *gptoss_path;
 
 static void
 write_models (void)
@@ -37,6 +37,7 @@ write_models (void)
   qwen_path = g_build_filename (tmpdir, "qwen2.gguf", NULL);
   llama_path = g_build_filename (tmpdir, "llama.gguf", NULL);
   mmproj_path = g_build_filename (tmpdir, "mmproj.gguf", NULL);
+  gptoss_path = g_build_filename (tmpdir, "gpt-oss.gguf", NULL);
   fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_QWEN2, "tiny",
           &error));
   /* A random model with tied embeddings echoes its last input token
@@ -68,23 +69,30 @@ teardown (void)
   g_unlink (qwen_path);
   g_unlink (llama_path);
   g_unlink (mmproj_path);
+  g_unlink (gptoss_path);
   g_rmdir (tmpdir);
   g_free (qwen_path);
   g_free (llama_path);
   g_free (mmproj_path);
+  g_free (gptoss_path);
   g_free (tmpdir);
 }
 
 /* The prompt as the model must be fed it, written here from the chat
  * templates the generator puts in the files (tests/tools/npumodelgen.c),
  * not by the session: qwen2's ChatML with the template's default system
- * turn and no BOS, llama's Llama 2 "[INST] ... [/INST]" after BOS.  Media
- * rows go between @before and @after, before the user's text. */
+ * turn and no BOS, llama's Llama 2 "[INST] ... [/INST]" after BOS; the
+ * gpt-oss file has no template: the prompt raw.  Media rows go between
+ * @before and @after, before the user's text. */
 static void
 prompt_text (const gchar * path, const gchar * user, gchar ** before,
     gchar ** after, gboolean * bos)
 {
-  if (g_str_equal (path, llama_path)) {
+  if (g_str_equal (path, gptoss_path)) {
+    *before = g_strdup ("");
+    *after = g_strdup (user);
+    *bos = FALSE;
+  } else if (g_str_equal (path, llama_path)) {
     *before = g_strdup ("[INST] ");
     *after = g_strdup_printf ("%s [/INST]", user);
     *bos = TRUE;
@@ -488,6 +496,41 @@ GST_START_TEST (test_weights_pad_same_text)
   g_free (want);
   g_free (got);
   g_free (desc);
+}
+
+GST_END_TEST;
+
+/* gpt-oss through model= and through mxfp4weights (which passes the
+ * router and the experts' biases as stored, converts nothing else of the
+ * file: its matrices are MXFP4 already): both give the core's text */
+GST_START_TEST (test_gpt_oss_both_paths)
+{
+  NpuTextModelParams tp;
+  gchar *want;
+  const gchar *fmt[] = {
+    "npullm name=llm model=%s prompt=\"Once upon a time\" max-tokens=16 ! "
+        "fakesink name=sink",
+    "mxfp4weights name=w location=%s ! llm.weights npullm name=llm "
+        "prompt=\"Once upon a time\" max-tokens=16 ! fakesink name=sink",
+  };
+  guint i;
+
+  /* written here, not in setup (), which every test runs */
+  fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_GPT_OSS, "tiny",
+          NULL));
+  fail_unless (npu_model_gen_write_text (&tp, gptoss_path, NULL, NULL));
+  want = direct_answer (gptoss_path, "Once upon a time", 16, 0.0, 0, NULL, 0);
+  fail_unless (strlen (want) > 0, "the model said nothing");
+  for (i = 0; i < G_N_ELEMENTS (fmt); i++) {
+    gchar *desc = g_strdup_printf (fmt[i], gptoss_path);
+    Collected c = { 0, };
+    gchar *got = run (desc, &c, NULL, NULL);
+
+    fail_unless_equals_string (got, want);
+    g_free (got);
+    g_free (desc);
+  }
+  g_free (want);
 }
 
 GST_END_TEST;
@@ -2285,6 +2328,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_text_only_matches_core);
   tcase_add_test (tc, test_prompt_prefix_reused);
   tcase_add_test (tc, test_weights_pad_same_text);
+  tcase_add_test (tc, test_gpt_oss_both_paths);
   tcase_add_test (tc, test_seed_and_output_modes);
   tcase_add_test (tc, test_text_pad_answers_each);
   tcase_add_test (tc, test_keep_context);

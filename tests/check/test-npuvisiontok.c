@@ -16,6 +16,7 @@
 
 #include <gst/check/gstharness.h>
 #include "npucheck.h"
+#include "npuencodercheck.h"
 #include "npuinputwatch.h"
 #include <npu/npu.h>
 #include <core/models/npuvit.h>
@@ -868,30 +869,6 @@ wait_for_drops (GstElement * tok, guint64 want)
   fail_unless_equals_uint64 (dropped, want);
 }
 
-static gboolean
-block_task (NpuTask * task, gpointer data, GError ** error)
-{
-  return npu_fence_wait (data, 30 * G_USEC_PER_SEC, error);
-}
-
-typedef struct
-{
-  GstHarness *h;
-  GstBuffer *buf;
-  GstFlowReturn flow;
-  gint done;
-} BlockedPush;
-
-static gpointer
-push_thread (gpointer data)
-{
-  BlockedPush *bp = data;
-
-  bp->flow = gst_harness_push (bp->h, bp->buf);
-  g_atomic_int_set (&bp->done, 1);
-  return NULL;
-}
-
 /* policy=block back-pressures upstream once max-inflight frames are being
  * encoded; a flush releases the blocked push (FLUSHING) and cancels the
  * frames in flight (their token buffers, already pushed, fail as
@@ -900,17 +877,14 @@ GST_START_TEST (test_block_and_flush_in_flight)
 {
   GstElement *tok = gst_element_factory_make ("npuvisiontok", NULL);
   GstHarness *h;
-  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
-  NpuFence *gate = npu_fence_new (), *blocked;
+  NpuDeviceHold *hold = npu_device_hold_new ();
   GstVideoInfo info, l;
   GstBuffer *out[2], *b;
-  BlockedPush bp = { 0, };
-  GThread *thread;
+  NpuPushThread *bp;
   GError *err = NULL;
   guint64 processed;
   guint i;
 
-  npu_device_unref (npu_queue_get_device (q));
   g_object_set (tok, "model", mmproj_path, "max-inflight", 2, NULL);
   gst_util_set_object_arg (G_OBJECT (tok), "policy", "block");
   h = gst_harness_new_with_element (tok, "sink", "src");
@@ -918,24 +892,21 @@ GST_START_TEST (test_block_and_flush_in_flight)
       "video/x-raw,format=GRAY8,width=64,height=64,framerate=30/1");
   gst_video_info_set_format (&info, GST_VIDEO_FORMAT_GRAY8, 64, 64);
   /* the shared CPU device is held: frames stay in flight */
-  blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+  npu_device_hold (hold);
   for (i = 0; i < 2; i++) {
     b = make_frame (&info, 0, NULL, i, &l);
     fail_unless_equals_int (gst_harness_push (h, b), GST_FLOW_OK);
     out[i] = gst_harness_pull (h);
     fail_unless (out[i] != NULL);
   }
-  bp.h = h;
-  bp.buf = make_frame (&info, 0, NULL, 2, &l);
-  thread = g_thread_new ("push", push_thread, &bp);
+  bp = npu_push_thread_start_buffer (h, make_frame (&info, 0, NULL, 2, &l));
   /* The third waits: nothing can let it through while the device is
    * held, so "still waiting after 300 ms" cannot be a timing accident. */
   g_usleep (300 * 1000);
-  fail_unless_equals_int (g_atomic_int_get (&bp.done), 0);
+  fail_if (npu_push_thread_is_done (bp));
 
   fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
-  g_thread_join (thread);
-  fail_unless_equals_int (bp.flow, GST_FLOW_FLUSHING);
+  fail_unless_equals_int (npu_push_thread_finish (bp), GST_FLOW_FLUSHING);
   for (i = 0; i < 2; i++) {
     fail_if (gst_npu_buffer_wait (out[i], 10 * G_USEC_PER_SEC, &err));
     fail_unless (g_error_matches (err, NPU_FENCE_ERROR,
@@ -944,8 +915,7 @@ GST_START_TEST (test_block_and_flush_in_flight)
     gst_buffer_unref (out[i]);
   }
   fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
-  npu_fence_signal (gate);
-  fail_unless (npu_fence_wait (blocked, -1, NULL));
+  npu_device_release (hold);
 
   /* encoding again after the flush */
   gst_harness_set_src_caps_str (h,
@@ -961,9 +931,7 @@ GST_START_TEST (test_block_and_flush_in_flight)
 
   gst_harness_teardown (h);
   gst_object_unref (tok);
-  npu_fence_unref (gate);
-  npu_fence_unref (blocked);
-  npu_queue_free (q);
+  npu_device_hold_free (hold);
 }
 
 GST_END_TEST;
@@ -978,16 +946,14 @@ GST_START_TEST (test_drop_newest_counts)
   GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
   GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
   /* Keep the shared CPU device busy so the first frame stays in flight. */
-  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
-  NpuFence *gate = npu_fence_new (), *blocked;
+  NpuDeviceHold *hold = npu_device_hold_new ();
   GstVideoInfo info, l;
   GstMessage *msg;
   guint64 processed, dropped;
   guint i, n_qos = 0;
 
-  npu_device_unref (npu_queue_get_device (q));
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
-  blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+  npu_device_hold (hold);
   gst_video_info_set_format (&info, GST_VIDEO_FORMAT_GRAY8, 64, 64);
   for (i = 0; i < 10; i++) {
     GstBuffer *b = make_frame (&info, 0, NULL, i, &l);
@@ -996,8 +962,7 @@ GST_START_TEST (test_drop_newest_counts)
     gst_buffer_unref (b);
   }
   wait_for_drops (tok, 9);
-  npu_fence_signal (gate);
-  fail_unless (npu_fence_wait (blocked, -1, NULL));
+  npu_device_release (hold);
   g_signal_emit_by_name (src, "end-of-stream", &i);
   /* every drop is posted as QoS, with the frame's PTS and the counts */
   while ((msg = gst_bus_timed_pop_filtered (GST_ELEMENT_BUS (pipeline),
@@ -1023,9 +988,7 @@ GST_START_TEST (test_drop_newest_counts)
   fail_unless_equals_uint64 (processed, 1);
   fail_unless_equals_uint64 (dropped, 9);
   gst_element_set_state (pipeline, GST_STATE_NULL);
-  npu_fence_unref (gate);
-  npu_fence_unref (blocked);
-  npu_queue_free (q);
+  npu_device_hold_free (hold);
   gst_object_unref (src);
   gst_object_unref (tok);
   gst_object_unref (pipeline);
@@ -1044,18 +1007,16 @@ GST_START_TEST (test_drop_oldest_cancels)
   GstElement *src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
   GstElement *tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
   GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
-  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
-  NpuFence *gate = npu_fence_new (), *blocked;
+  NpuDeviceHold *hold = npu_device_hold_new ();
   GstVideoInfo info, l;
   guint64 processed, dropped;
   guint i, n_ok = 0, n_cancelled = 0;
   GstFlowReturn flow;
 
-  npu_device_unref (npu_queue_get_device (q));
   gst_element_set_state (pipeline, GST_STATE_PLAYING);
   /* Hold the shared CPU device: every frame stays queued, so each new one
    * past the second cancels the oldest. */
-  blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+  npu_device_hold (hold);
   gst_video_info_set_format (&info, GST_VIDEO_FORMAT_GRAY8, 64, 64);
   for (i = 0; i < 10; i++) {
     GstBuffer *b = make_frame (&info, 0, NULL, i, &l);
@@ -1064,8 +1025,7 @@ GST_START_TEST (test_drop_oldest_cancels)
     gst_buffer_unref (b);
   }
   wait_for_drops (tok, 8);
-  npu_fence_signal (gate);
-  fail_unless (npu_fence_wait (blocked, -1, NULL));
+  npu_device_release (hold);
   g_signal_emit_by_name (src, "end-of-stream", &flow);
   for (i = 0; i < 10; i++) {
     GstSample *sample = NULL;
@@ -1091,9 +1051,7 @@ GST_START_TEST (test_drop_oldest_cancels)
   fail_unless_equals_uint64 (processed, 2);
   fail_unless_equals_uint64 (dropped, 8);
   gst_element_set_state (pipeline, GST_STATE_NULL);
-  npu_fence_unref (gate);
-  npu_fence_unref (blocked);
-  npu_queue_free (q);
+  npu_device_hold_free (hold);
   gst_object_unref (src);
   gst_object_unref (tok);
   gst_object_unref (sink);
@@ -1350,24 +1308,6 @@ fresh_tokens (guint s, GstAllocator * fd_alloc)
   return out;
 }
 
-typedef struct
-{
-  GstHarness *h;
-  GstEvent *event;
-  gboolean ok;
-  gint done;
-} CapsPush;
-
-static gpointer
-caps_thread (gpointer data)
-{
-  CapsPush *cp = data;
-
-  cp->ok = gst_harness_push_event (cp->h, cp->event);
-  g_atomic_int_set (&cp->done, 1);
-  return NULL;
-}
-
 /* Size, format and memory change every two frames while those two are
  * still being encoded (the shared CPU device is held, so they cannot have
  * finished): the caps event waits for them, they finish with what they
@@ -1377,25 +1317,22 @@ caps_thread (gpointer data)
 GST_START_TEST (test_caps_change_in_flight)
 {
   GstAllocator *fd_alloc = gst_fd_allocator_new ();
-  NpuQueue *q = npu_queue_new (npu_device_get_cpu (0), "blocker");
+  NpuDeviceHold *hold = npu_device_hold_new ();
   GstElement *tok = gst_element_factory_make ("npuvisiontok", NULL);
   GstHarness *h;
   GstBuffer *out[FRAMES_PER_STEP];
   GstVideoInfo info;
   guint s, i, n_early = 0;
 
-  npu_device_unref (npu_queue_get_device (q));
   g_object_set (tok, "model", mmproj_path, "max-inflight", FRAMES_PER_STEP,
       NULL);
   h = gst_harness_new_with_element (tok, "sink", "src");
   gst_harness_set_src_caps (h, step_caps (&caps_steps[0], &info));
   for (s = 0; s < G_N_ELEMENTS (caps_steps); s++) {
     GBytes **want = fresh_tokens (s, fd_alloc);
-    NpuFence *gate = npu_fence_new (), *blocked;
-    CapsPush cp = { h, NULL, FALSE, 0 };
-    GThread *thread = NULL;
+    NpuPushThread *cp = NULL;
 
-    blocked = npu_queue_submit (q, block_task, gate, NULL, NULL, 0);
+    npu_device_hold (hold);
     for (i = 0; i < FRAMES_PER_STEP; i++) {
       fail_unless_equals_int (gst_harness_push (h, step_frame (&caps_steps[s],
                   fd_alloc, s * 10 + i)), GST_FLOW_OK);
@@ -1404,19 +1341,16 @@ GST_START_TEST (test_caps_change_in_flight)
     if (s + 1 < G_N_ELEMENTS (caps_steps)) {
       GstCaps *caps = step_caps (&caps_steps[s + 1], &info);
 
-      cp.event = gst_event_new_caps (caps);
+      cp = npu_push_thread_start_event (h, gst_event_new_caps (caps));
       gst_caps_unref (caps);
-      thread = g_thread_new ("caps", caps_thread, &cp);
       /* nothing can finish the frames while the device is held */
       g_usleep (300 * 1000);
-      n_early += g_atomic_int_get (&cp.done);
+      n_early += npu_push_thread_is_done (cp);
     }
-    npu_fence_signal (gate);
-    fail_unless (npu_fence_wait (blocked, -1, NULL));
-    if (thread) {
-      g_thread_join (thread);
-      fail_unless (cp.ok, "caps %u refused", s + 1);
-    }
+    npu_device_release (hold);
+    if (cp)
+      fail_unless (npu_push_thread_finish (cp) == GST_FLOW_OK,
+          "caps %u refused", s + 1);
     for (i = 0; i < FRAMES_PER_STEP; i++) {
       GBytes *got = tokens_of (out[i]);
 
@@ -1426,14 +1360,12 @@ GST_START_TEST (test_caps_change_in_flight)
       g_bytes_unref (want[i]);
     }
     g_free (want);
-    npu_fence_unref (gate);
-    npu_fence_unref (blocked);
   }
   /* after the tokens: a wrong order shows as what it read first */
   fail_unless_equals_int (n_early, 0);
   gst_harness_teardown (h);
   gst_object_unref (tok);
-  npu_queue_free (q);
+  npu_device_hold_free (hold);
   gst_object_unref (fd_alloc);
 }
 

@@ -20,6 +20,7 @@
 
 #include "npucheck.h"
 #include "npuanswercheck.h"
+#include <core/device/npubackend.h>
 
 #define TEXT_MODEL NPU_MODELS_DIR "/videotestsrc-text.gguf"
 #define VISION_MODEL NPU_MODELS_DIR "/videotestsrc-mmproj.gguf"
@@ -300,13 +301,16 @@ frame_seek_check (FrameSeek * fs)
   g_mutex_unlock (&fs->lock);
 }
 
+/* npuvisiontok's device for answer_from_videotestsrc() */
+static const gchar *vision_device = "cpu";
+
 static gchar *
 answer_from_videotestsrc (const Case * c, gboolean * eog)
 {
   gchar *desc = g_strdup_printf ("videotestsrc name=src num-buffers=2 %s ! "
-      "%s ! npuvisiontok model=%s ! llm.vision "
+      "%s ! npuvisiontok device=%s model=%s ! llm.vision "
       "npullm name=llm model=%s prompt=\"%s\" max-tokens=24 ! "
-      "appsink name=sink sync=false", c->props, c->caps,
+      "appsink name=sink sync=false", c->props, c->caps, vision_device,
       VISION_MODEL, TEXT_MODEL, PROMPT);
   GstElement *pipeline = gst_parse_launch (desc, NULL);
   GstElement *src, *sink;
@@ -486,6 +490,50 @@ GST_START_TEST (test_dmabuf_named)
 
 GST_END_TEST;
 
+/* The vision encoder on the Vulkan device gives every frame the CPU's
+ * answer, word for word (lavapipe in CI: NPU_REQUIRE_VULKAN=1 makes a
+ * missing device a failure) */
+GST_START_TEST (test_vulkan_same_answers)
+{
+  GArray *play = cases_to_play ();
+  NpuDevice *dev = npu_device_open ("vulkan", 1, NULL);
+  guint i;
+
+  if (!dev) {
+    fail_if (g_strcmp0 (g_getenv ("NPU_REQUIRE_VULKAN"), "1") == 0,
+        "no Vulkan device");
+    g_array_unref (play);
+    return;
+  }
+  /* lavapipe's JIT under valgrind takes minutes; the Vulkan path's memory
+   * is checked by the unit tests (ops, vit, audioenc) under valgrind */
+  if (g_getenv ("NPU_UNDER_VALGRIND")) {
+    npu_device_unref (dev);
+    g_array_unref (play);
+    return;
+  }
+  npu_device_unref (dev);
+  for (i = 0; i < play->len; i++) {
+    const Case *c = g_ptr_array_index (cases, g_array_index (play, guint, i));
+    gboolean eog_cpu, eog_vk;
+    gchar *cpu, *vk;
+
+    vision_device = "cpu";
+    cpu = answer_from_videotestsrc (c, &eog_cpu);
+    vision_device = "vulkan";
+    vk = answer_from_videotestsrc (c, &eog_vk);
+    vision_device = "cpu";
+    fail_unless_equals_string (vk, cpu);
+    fail_unless_equals_int (eog_vk, eog_cpu);
+    g_free (cpu);
+    g_free (vk);
+  }
+  g_test_message ("%u frames: the same answers on Vulkan", play->len);
+  g_array_unref (play);
+}
+
+GST_END_TEST;
+
 static Suite *
 trained_models_suite (void)
 {
@@ -497,6 +545,7 @@ trained_models_suite (void)
   tcase_add_checked_fixture (tc, setup, teardown);
   tcase_add_test (tc, test_videotestsrc_named);
   tcase_add_test (tc, test_dmabuf_named);
+  tcase_add_test (tc, test_vulkan_same_answers);
   return s;
 }
 

@@ -480,7 +480,9 @@ main (int argc, char **argv)
   nv = hp->n_vocab;
   printf ("model: %s (%s, %u layers, dim %u, vocab %u), kernels %s, %d "
       "thread%s\n", argv[1], hp->arch == NPU_LLM_ARCH_LLAMA ? "llama" :
-      hp->arch == NPU_LLM_ARCH_QWEN2 ? "qwen2" : "qwen3", hp->n_layer, hp->n_embd, nv, npu_matmul_get_isa (),
+      hp->arch == NPU_LLM_ARCH_QWEN2 ? "qwen2" :
+      hp->arch == NPU_LLM_ARCH_QWEN3 ? "qwen3" : "gpt-oss", hp->n_layer,
+      hp->n_embd, nv, npu_matmul_get_isa (),
       opt_threads, opt_threads > 1 ? "s" : "");
 
   if (opt_prompt) {

@@ -7,6 +7,7 @@
 #include <core/formats/npumxfp4.h>
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 static double *
@@ -46,6 +47,36 @@ ref_matrix (NpuGguf * gguf, const gchar * name)
   g_free (f);
   g_free (conv);
   return d;
+}
+
+/* A 3-D MXFP4 expert tensor, every expert, as stored */
+static double *
+ref_experts (NpuGguf * gguf, const gchar * name)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+  gsize n;
+  float *f;
+  double *d;
+
+  g_assert_nonnull (t);
+  g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_MXFP4);
+  n = t->ne[0] * t->ne[1] * t->ne[2];
+  f = g_new (float, n);
+  npu_mxfp4_dequantize ((const NpuBlockMxfp4 *) t->data, f, n);
+  d = to_double (f, n);
+  g_free (f);
+  return d;
+}
+
+/* A 2-D F32 tensor (the router, the experts' biases) */
+static double *
+ref_f32_2d (NpuGguf * gguf, const gchar * name)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
+
+  g_assert_nonnull (t);
+  g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
+  return to_double ((const float *) t->data, t->ne[0] * t->ne[1]);
 }
 
 static double *
@@ -110,6 +141,39 @@ ref_output (NpuGguf * gguf)
   return ref_matrix (gguf, name);
 }
 
+/* gpt-oss: the experts whole, the router, every bias and the sinks; the
+ * even layers slide (gpt-oss's pattern, stated here, not read) */
+static void
+load_gpt_oss_layer (const NpuRefLlm * r, NpuRefLlmLayer * l, NpuGguf * gguf,
+    guint il)
+{
+  gchar name[64];
+
+#define N(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
+  l->swa = il % 2 == 0;
+  l->ffn_norm = ref_vector (gguf, N ("post_attention_norm.weight"));
+  l->bq = ref_vector (gguf, N ("attn_q.bias"));
+  l->bk = ref_vector (gguf, N ("attn_k.bias"));
+  l->bv = ref_vector (gguf, N ("attn_v.bias"));
+  l->bo = ref_vector (gguf, N ("attn_output.bias"));
+  l->sinks = ref_vector (gguf, N ("attn_sinks.weight"));
+  g_assert_true (l->bq && l->bk && l->bv && l->bo && l->sinks);
+  l->wq = ref_matrix (gguf, N ("attn_q.weight"));
+  l->wk = ref_matrix (gguf, N ("attn_k.weight"));
+  l->wv = ref_matrix (gguf, N ("attn_v.weight"));
+  l->wo = ref_matrix (gguf, N ("attn_output.weight"));
+  l->router = ref_f32_2d (gguf, N ("ffn_gate_inp.weight"));
+  l->router_b = ref_vector (gguf, N ("ffn_gate_inp.bias"));
+  l->wg = ref_experts (gguf, N ("ffn_gate_exps.weight"));
+  l->wu = ref_experts (gguf, N ("ffn_up_exps.weight"));
+  l->wd = ref_experts (gguf, N ("ffn_down_exps.weight"));
+  l->bg = ref_f32_2d (gguf, N ("ffn_gate_exps.bias"));
+  l->bu = ref_f32_2d (gguf, N ("ffn_up_exps.bias"));
+  l->bd = ref_f32_2d (gguf, N ("ffn_down_exps.bias"));
+#undef N
+  (void) r;
+}
+
 /* The hyper-parameters come from @p, what the test asked the generator to
  * write, not from the loader under test; the loader must agree with them */
 void
@@ -131,6 +195,11 @@ npu_ref_llm_load (NpuRefLlm * r, NpuGguf * gguf, const NpuTextModelParams * p)
   r->qk_norm = p->arch == NPU_MODEL_ARCH_QWEN3;
   r->eps = p->rms_eps;
   r->base = p->rope_base;
+  r->n_expert = p->n_experts;
+  r->n_used = p->n_experts_used;
+  r->n_swa = p->sliding_window;
+  r->yarn_factor = p->yarn_factor;
+  r->yarn_orig_ctx = p->yarn_orig_ctx;
 
   g_assert_true (npu_llm_hparams_from_gguf (gguf, &hp, &error));
   g_assert_cmpuint (hp.n_embd, ==, r->dim);
@@ -144,6 +213,10 @@ npu_ref_llm_load (NpuRefLlm * r, NpuGguf * gguf, const NpuTextModelParams * p)
       NPU_LLM_ROPE_NORM);
   g_assert_cmpfloat (hp.rms_eps, ==, (float) r->eps);
   g_assert_cmpfloat (hp.rope_freq_base, ==, (float) r->base);
+  g_assert_cmpuint (hp.n_expert, ==, r->n_expert);
+  g_assert_cmpuint (hp.n_expert_used, ==, r->n_used);
+  g_assert_cmpuint (hp.n_swa, ==, r->n_swa);
+  g_assert_cmpint (hp.rope_yarn, ==, r->yarn_factor != 0.0);
   r->vocab = npu_gguf_find_tensor (gguf, "token_embd.weight")->ne[1];
   r->tok = ref_embeddings (gguf);
   r->out = ref_output (gguf);
@@ -155,6 +228,10 @@ npu_ref_llm_load (NpuRefLlm * r, NpuGguf * gguf, const NpuTextModelParams * p)
 
 #define N(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
     l->attn_norm = ref_vector (gguf, N ("attn_norm.weight"));
+    if (r->n_expert) {
+      load_gpt_oss_layer (r, l, gguf, il);
+      continue;
+    }
     l->ffn_norm = ref_vector (gguf, N ("ffn_norm.weight"));
     l->bq = ref_vector (gguf, N ("attn_q.bias"));
     l->bk = ref_vector (gguf, N ("attn_k.bias"));
@@ -196,6 +273,13 @@ npu_ref_llm_clear (NpuRefLlm * r)
     g_free (l->wg);
     g_free (l->wu);
     g_free (l->wd);
+    g_free (l->bo);
+    g_free (l->sinks);
+    g_free (l->router);
+    g_free (l->router_b);
+    g_free (l->bg);
+    g_free (l->bu);
+    g_free (l->bd);
   }
   g_free (r->L);
   g_free (r->tok);
@@ -232,19 +316,105 @@ rmsnorm (const double *x, const double *w, guint n, double eps, double *y)
     y[i] = x[i] * ss * w[i];
 }
 
+/* YaRN's correction dimension: where a pair turns @rot times over the
+ * original context, n_rot ln (orig / (2 pi rot)) / (2 ln base) */
+static double
+yarn_dim (const NpuRefLlm * r, double rot)
+{
+  return r->n_rot * log (r->yarn_orig_ctx / (2.0 * M_PI * rot)) /
+      (2.0 * log (r->base));
+}
+
+/* Pair i's angle at @pos and the magnitude of cos and sin: plain RoPE, or
+ * YaRN with ext_factor 1, beta_fast 32, beta_slow 1 (ggml's rope_yarn()) */
+static double
+rope_angle (const NpuRefLlm * r, guint i, double pos, double *mscale)
+{
+  double extrap = pos * pow (r->base, -2.0 * i / r->n_rot), interp, lo, hi;
+  double y, ramp;
+
+  *mscale = 1.0;
+  if (r->yarn_factor == 0.0)
+    return extrap;
+  interp = extrap / r->yarn_factor;
+  lo = MAX (0.0, floor (yarn_dim (r, 32.0)));
+  hi = MIN (r->n_rot - 1.0, ceil (yarn_dim (r, 1.0)));
+  y = (i - lo) / MAX (0.001, hi - lo);
+  ramp = 1.0 - MIN (1.0, MAX (0.0, y));
+  *mscale = 1.0 + 0.1 * log (r->yarn_factor);
+  return interp * (1.0 - ramp) + extrap * ramp;
+}
+
 static void
 rope (const NpuRefLlm * r, double *x, double pos)
 {
   guint i, half = r->n_rot / 2;
 
   for (i = 0; i < half; i++) {
-    double a = pos * pow (r->base, -2.0 * i / r->n_rot);
+    double m, a = rope_angle (r, i, pos, &m);
     guint i0 = r->neox ? i : 2 * i, i1 = r->neox ? i + half : 2 * i + 1;
     double x0 = x[i0], x1 = x[i1];
 
-    x[i0] = x0 * cos (a) - x1 * sin (a);
-    x[i1] = x0 * sin (a) + x1 * cos (a);
+    x[i0] = m * (x0 * cos (a) - x1 * sin (a));
+    x[i1] = m * (x0 * sin (a) + x1 * cos (a));
   }
+}
+
+typedef struct
+{
+  double v;
+  guint e;
+} Ranked;
+
+/* value descending, then index ascending: a tie goes to the lower one */
+static int
+rank_cmp (const void *a, const void *b)
+{
+  const Ranked *x = a, *y = b;
+
+  if (x->v != y->v)
+    return x->v > y->v ? -1 : 1;
+  return x->e < y->e ? -1 : x->e > y->e;
+}
+
+double
+npu_ref_llm_moe (const NpuRefLlm * r, const NpuRefLlmLayer * l,
+    const double *xn, double *y)
+{
+  guint E = r->n_expert, D = r->dim, F = r->ff, e, j, i;
+  Ranked *rk = g_new (Ranked, E);
+  double *g = g_new (double, F), *u = g_new (double, F);
+  double *t = g_new (double, D), sum = 0.0, gap;
+
+  for (e = 0; e < E; e++) {
+    matvec (l->router + (gsize) e * D, l->router_b + e, xn, 1, D, &rk[e].v);
+    rk[e].e = e;
+  }
+  qsort (rk, E, sizeof (Ranked), rank_cmp);
+  for (j = 0; j < r->n_used; j++)
+    sum += exp (rk[j].v - rk[0].v);
+  memset (y, 0, D * sizeof (double));
+  for (j = 0; j < r->n_used; j++) {
+    double w = exp (rk[j].v - rk[0].v) / sum;
+
+    e = rk[j].e;
+    matvec (l->wg + (gsize) e * F * D, l->bg + (gsize) e * F, xn, F, D, g);
+    matvec (l->wu + (gsize) e * F * D, l->bu + (gsize) e * F, xn, F, D, u);
+    for (i = 0; i < F; i++) {
+      double a = MIN (g[i], 7.0), b = MAX (-7.0, MIN (u[i], 7.0));
+
+      g[i] = a / (1.0 + exp (-1.702 * a)) * (b + 1.0);
+    }
+    matvec (l->wd + (gsize) e * D * F, l->bd + (gsize) e * D, g, D, F, t);
+    for (i = 0; i < D; i++)
+      y[i] += w * t[i];
+  }
+  gap = r->n_used < E ? rk[r->n_used - 1].v - rk[r->n_used].v : INFINITY;
+  g_free (rk);
+  g_free (g);
+  g_free (u);
+  g_free (t);
+  return gap;
 }
 
 void
@@ -301,6 +471,7 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
     if (a < run->n_sink || a + W > P)
       ret[n_ret++] = a;
   g_assert_cmpuint (n_ret, <=, run->n_ctx);
+  run->min_gap = INFINITY;
 
   memcpy (x, embd, dim * sizeof (double));
   for (il = 0; il < r->n_layer; il++) {
@@ -328,6 +499,11 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
       for (i = 0; i < n_ret; i++) {
         double s = 0;
 
+        /* a sliding layer: only the last n_swa positions (P - a < n_swa) */
+        if (l->swa && P - ret[i] >= r->n_swa) {
+          sc[i] = -INFINITY;
+          continue;
+        }
         memcpy (kh, run->K[il] + (gsize) ret[i] * kvd + gk * r->hd,
             r->hd * sizeof (double));
         rope (r, kh, i);
@@ -336,10 +512,15 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
         sc[i] = s / sqrt ((double) r->hd);
         mx = MAX (mx, sc[i]);
       }
+      /* the sink: one more logit in the denominator, with no value */
+      if (l->sinks)
+        mx = MAX (mx, l->sinks[h]);
       for (i = 0; i < n_ret; i++) {
         sc[i] = exp (sc[i] - mx);
         sum += sc[i];
       }
+      if (l->sinks)
+        sum += exp (l->sinks[h] - mx);
       for (d = 0; d < r->hd; d++) {
         double s = 0;
 
@@ -348,16 +529,20 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
         att[h * r->hd + d] = s;
       }
     }
-    matvec (l->wo, NULL, att, dim, qd, tmp);
+    matvec (l->wo, l->bo, att, dim, qd, tmp);
     for (i = 0; i < dim; i++)
       x[i] += tmp[i];
 
     rmsnorm (x, l->ffn_norm, dim, r->eps, xn);
-    matvec (l->wg, NULL, xn, r->ff, dim, g);
-    matvec (l->wu, NULL, xn, r->ff, dim, u);
-    for (i = 0; i < r->ff; i++)
-      g[i] = g[i] / (1.0 + exp (-g[i])) * u[i];
-    matvec (l->wd, NULL, g, dim, r->ff, tmp);
+    if (r->n_expert) {
+      run->min_gap = MIN (run->min_gap, npu_ref_llm_moe (r, l, xn, tmp));
+    } else {
+      matvec (l->wg, NULL, xn, r->ff, dim, g);
+      matvec (l->wu, NULL, xn, r->ff, dim, u);
+      for (i = 0; i < r->ff; i++)
+        g[i] = g[i] / (1.0 + exp (-g[i])) * u[i];
+      matvec (l->wd, NULL, g, dim, r->ff, tmp);
+    }
     for (i = 0; i < dim; i++)
       x[i] += tmp[i];
   }

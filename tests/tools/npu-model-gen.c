@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: write deterministic random models in llama.cpp's GGUF layouts
  *
- *   npu-model-gen text --arch llama|qwen2|qwen3 [--size tiny|small|1b]
+ *   npu-model-gen text --arch llama|qwen2|qwen3|gpt-oss
+ *       [--size tiny|small|1b (gpt-oss: tiny|small|20b)]
  *       [--layers N --dim D --ff F --heads H --kv-heads K --vocab V --ctx C]
- *       [--head-dim N (qwen3)]
+ *       [--head-dim N (qwen3, gpt-oss)]
+ *       [--experts N --experts-used K --sliding-window W (gpt-oss)]
  *       [--type f32|f16|bf16|q8_0|mxfp4] [--tied|--untied] [--seed S]
  *       [--all-mxfp4] [--mxfp4-values] [--tokenizer TOK.gguf] -o text.gguf
  *   npu-model-gen mmproj (--for text.gguf | --text-dim D)
@@ -46,6 +48,7 @@ static gint opt_image_size = -1, opt_patch = -1, opt_scale = -1;
 static gint opt_text_dim = -1;
 static gint opt_mels = -1, opt_positions = -1, opt_stack = -1;
 static gint opt_hidden = -1;
+static gint opt_experts = -1, opt_experts_used = -1, opt_swa = -1;
 
 static GOptionEntry common_entries[] = {
   {"size", 0, 0, G_OPTION_ARG_STRING, &opt_size, "Preset size", "SIZE"},
@@ -58,15 +61,21 @@ static GOptionEntry common_entries[] = {
 };
 
 static GOptionEntry text_entries[] = {
-  {"arch", 0, 0, G_OPTION_ARG_STRING, &opt_arch, "llama, qwen2 or qwen3",
-      "ARCH"},
+  {"arch", 0, 0, G_OPTION_ARG_STRING, &opt_arch,
+      "llama, qwen2, qwen3 or gpt-oss", "ARCH"},
+  {"experts", 0, 0, G_OPTION_ARG_INT, &opt_experts,
+      "gpt-oss: experts per layer (expert_count)", "N"},
+  {"experts-used", 0, 0, G_OPTION_ARG_INT, &opt_experts_used,
+      "gpt-oss: experts a token is routed to (expert_used_count)", "K"},
+  {"sliding-window", 0, 0, G_OPTION_ARG_INT, &opt_swa,
+      "gpt-oss: positions a sliding layer attends to (128)", "W"},
   {"layers", 0, 0, G_OPTION_ARG_INT, &opt_layers, "Blocks", "N"},
   {"dim", 0, 0, G_OPTION_ARG_INT, &opt_dim, "Embedding length", "D"},
   {"ff", 0, 0, G_OPTION_ARG_INT, &opt_ff, "Feed-forward length", "F"},
   {"heads", 0, 0, G_OPTION_ARG_INT, &opt_heads, "Attention heads", "H"},
   {"kv-heads", 0, 0, G_OPTION_ARG_INT, &opt_kv_heads, "KV heads", "K"},
   {"head-dim", 0, 0, G_OPTION_ARG_INT, &opt_head_dim,
-      "qwen3: head size (attention.key_length; the preset's by default)",
+      "qwen3, gpt-oss: head size (attention.key_length; the preset's by default)",
       "N"},
   {"vocab", 0, 0, G_OPTION_ARG_INT, &opt_vocab, "Tokens", "V"},
   {"ctx", 0, 0, G_OPTION_ARG_INT, &opt_ctx, "Context length", "C"},
@@ -236,8 +245,10 @@ main (int argc, char **argv)
       arch = NPU_MODEL_ARCH_QWEN2;
     else if (g_strcmp0 (opt_arch, "qwen3") == 0)
       arch = NPU_MODEL_ARCH_QWEN3;
+    else if (g_strcmp0 (opt_arch, "gpt-oss") == 0)
+      arch = NPU_MODEL_ARCH_GPT_OSS;
     else {
-      g_printerr ("--arch must be llama, qwen2 or qwen3\n");
+      g_printerr ("--arch must be llama, qwen2, qwen3 or gpt-oss\n");
       return 2;
     }
     ok = npu_model_gen_text_preset (&p, arch, opt_size ? opt_size : "tiny",
@@ -252,6 +263,9 @@ main (int argc, char **argv)
       override (&p.head_dim, opt_head_dim);
       override (&p.vocab, opt_vocab);
       override (&p.ctx, opt_ctx);
+      override (&p.n_experts, opt_experts);
+      override (&p.n_experts_used, opt_experts_used);
+      override (&p.sliding_window, opt_swa);
       if (opt_tied)
         p.tied = TRUE;
       if (opt_untied)

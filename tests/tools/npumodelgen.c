@@ -980,10 +980,13 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
         && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.bos_token_id", eot,
         error)
         && npu_gguf_writer_add_bool (w, "tokenizer.ggml.add_bos_token", FALSE,
-        error)
-        && npu_gguf_writer_add_string (w, "tokenizer.chat_template",
-        p->arch == NPU_MODEL_ARCH_QWEN3 ? qwen3_chat_template :
-        qwen2_chat_template, -1, error);
+        error);
+    /* gpt-oss's harmony template is not written: a file without one is
+     * prompted raw */
+    if (ok && p->arch != NPU_MODEL_ARCH_GPT_OSS)
+      ok = npu_gguf_writer_add_string (w, "tokenizer.chat_template",
+          p->arch == NPU_MODEL_ARCH_QWEN3 ? qwen3_chat_template :
+          qwen2_chat_template, -1, error);
   }
 
 out:
@@ -1006,6 +1009,8 @@ npu_model_gen_arch_name (NpuModelArch arch)
       return "llama";
     case NPU_MODEL_ARCH_QWEN2:
       return "qwen2";
+    case NPU_MODEL_ARCH_GPT_OSS:
+      return "gpt-oss";
     default:
       return "qwen3";
   }
@@ -1045,6 +1050,63 @@ npu_model_gen_file_type (guint32 wtype)
   }
 }
 
+/* gpt-oss-20b's hyper-parameters (its config.json), and small ones for
+ * the tests: a YaRN ramp that crosses the small heads' frequencies (the
+ * 20 B's factor 32 over 4096 positions puts it at pairs 8..18 of 32; the
+ * tiny's 8 over 128 at pairs 0..5 of 16) */
+static gboolean
+gpt_oss_preset (NpuTextModelParams * p, const gchar * size, GError ** error)
+{
+  p->tied = FALSE;
+  p->rms_eps = 1e-5f;
+  p->rope_base = 150000.0f;
+  p->sliding_window = 128;
+  p->n_experts_used = 4;
+  if (g_strcmp0 (size, "tiny") == 0) {
+    p->n_layers = 2;
+    p->dim = 64;
+    p->ff = 64;
+    p->n_heads = 4;
+    p->n_kv_heads = 2;
+    p->head_dim = 32;           /* q and o not square, as the 20 B's */
+    p->n_experts = 8;
+    p->vocab = 1024;
+    p->ctx = 1024;
+    p->yarn_factor = 8.0f;
+    p->yarn_orig_ctx = 128;
+  } else if (g_strcmp0 (size, "small") == 0) {
+    p->n_layers = 4;
+    p->dim = 256;
+    p->ff = 256;
+    p->n_heads = 8;
+    p->n_kv_heads = 2;
+    p->head_dim = 64;
+    p->n_experts = 16;
+    p->vocab = 8192;
+    p->ctx = 4096;
+    p->yarn_factor = 8.0f;
+    p->yarn_orig_ctx = 512;
+  } else if (g_strcmp0 (size, "20b") == 0) {
+    p->wtype = NPU_GGML_TYPE_MXFP4;
+    p->n_layers = 24;
+    p->dim = 2880;
+    p->ff = 2880;
+    p->n_heads = 64;
+    p->n_kv_heads = 8;
+    p->head_dim = 64;
+    p->n_experts = 32;
+    p->vocab = 201088;
+    p->ctx = 131072;
+    p->yarn_factor = 32.0f;
+    p->yarn_orig_ctx = 4096;
+  } else {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "unknown gpt-oss size '%s' (tiny, small, 20b)", size);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean
 npu_model_gen_text_preset (NpuTextModelParams * p, NpuModelArch arch,
     const gchar * size, GError ** error)
@@ -1060,6 +1122,8 @@ npu_model_gen_text_preset (NpuTextModelParams * p, NpuModelArch arch,
    * llama's not */
   p->tied = arch != NPU_MODEL_ARCH_LLAMA;
 
+  if (arch == NPU_MODEL_ARCH_GPT_OSS)
+    return gpt_oss_preset (p, size, error);
   if (g_strcmp0 (size, "tiny") == 0) {
     p->n_layers = 2;
     p->dim = 64;
@@ -1206,9 +1270,20 @@ check_text (const NpuTextModelParams * p, GError ** error)
         "divide heads", p->dim, p->n_heads, p->n_kv_heads, text_head_dim (p));
     return FALSE;
   }
-  if (p->head_dim && p->arch != NPU_MODEL_ARCH_QWEN3) {
+  if (p->head_dim && p->arch != NPU_MODEL_ARCH_QWEN3 &&
+      p->arch != NPU_MODEL_ARCH_GPT_OSS) {
     g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
-        "a head size other than dim / heads is written for qwen3 only");
+        "a head size other than dim / heads is written for qwen3 and "
+        "gpt-oss only");
+    return FALSE;
+  }
+  if ((p->arch == NPU_MODEL_ARCH_GPT_OSS) != (p->n_experts > 0) ||
+      p->n_experts_used > p->n_experts ||
+      (p->n_experts > 0 && (!p->n_experts_used || !p->sliding_window))) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "%u experts, %u used, sliding window %u: gpt-oss needs experts, at "
+        "most as many used and a window, and the others none",
+        p->n_experts, p->n_experts_used, p->sliding_window);
     return FALSE;
   }
   if (p->vocab < min_vocab (p->arch)) {
@@ -1229,7 +1304,10 @@ check_text (const NpuTextModelParams * p, GError ** error)
   return check_ne0 (p->dim, p->wtype, "dim", error)
       && check_ne0 (p->ff, p->wtype, "ff", error)
       && check_ne0 (p->dim, big, "dim", error)
-      && check_ne0 (p->ff, big, "ff", error);
+      && check_ne0 (p->ff, big, "ff", error)
+      && (p->arch != NPU_MODEL_ARCH_GPT_OSS
+      || (check_ne0 (p->dim, NPU_GGML_TYPE_MXFP4, "dim", error)
+          && check_ne0 (p->ff, NPU_GGML_TYPE_MXFP4, "ff", error)));
 }
 
 /* ------------------------------------------------------------------------ */
@@ -1338,6 +1416,77 @@ copy_tokenizer (NpuGgufWriter * w, const NpuGguf * src, GError ** error)
   return ok;
 }
 
+/* gpt-oss's keys beyond the common ones, as GptOssModel writes them */
+static gboolean
+add_gpt_oss_keys (NpuGgufWriter * w, const NpuTextModelParams * p,
+    GError ** error)
+{
+  return npu_gguf_writer_add_u32 (w, "gpt-oss.expert_count", p->n_experts,
+      error)
+      && npu_gguf_writer_add_u32 (w, "gpt-oss.expert_used_count",
+      p->n_experts_used, error)
+      && npu_gguf_writer_add_u32 (w, "gpt-oss.expert_feed_forward_length",
+      p->ff, error)
+      && npu_gguf_writer_add_u32 (w, "gpt-oss.attention.sliding_window",
+      p->sliding_window, error)
+      && (p->yarn_factor == 0.0f
+      || (npu_gguf_writer_add_string (w, "gpt-oss.rope.scaling.type", "yarn",
+              -1, error)
+          && npu_gguf_writer_add_f32 (w, "gpt-oss.rope.scaling.factor",
+              p->yarn_factor, error)
+          && npu_gguf_writer_add_u32 (w,
+              "gpt-oss.rope.scaling.original_context_length",
+              p->yarn_orig_ctx, error)));
+}
+
+/* One gpt-oss block: attention with biases and sinks, the router and the
+ * experts (3-D, MXFP4 always), post_attention_norm.  The gate and up
+ * experts are spread three times wider than unit variance so that the
+ * clamp at 7 of gpt-oss's SwiGLU is reached (a few per cent of the
+ * values), the router twice, so that the top experts are apart. */
+static gboolean
+add_gpt_oss_layer (NpuGgufWriter * w, const NpuTextModelParams * p, guint il,
+    NpuModelGenStats * stats, GError ** error)
+{
+  guint hd = text_head_dim (p), qd = hd * p->n_heads, kv = hd * p->n_kv_heads;
+  guint E = p->n_experts, D = p->dim, F = p->ff;
+  guint32 wt = p->wtype, mx = NPU_GGML_TYPE_MXFP4, f32 = NPU_GGML_TYPE_F32;
+  gdouble s_dim = 1.0 / sqrt ((gdouble) D), s_ff = 1.0 / sqrt ((gdouble) F);
+  gdouble s_res = 1.0 / sqrt (2.0 * p->n_layers);
+  guint g = p->mxfp4_values ? 1 : 0;
+  gchar n[64];
+  gboolean ok;
+
+#define N(s) (g_snprintf (n, sizeof (n), "blk.%u." s, il), n)
+#define R(name, t, grid, mean, std, nd, a, b, c) \
+  add_random (w, p->seed, stats, name, t, grid, FALSE, mean, std, nd, a, b, \
+      c, 1, error)
+  ok = R (N ("attn_norm.weight"), f32, 0, 1.0, 0.05, 1, D, 1, 1)
+      && R (N ("attn_q.weight"), wt, g, 0.0, s_dim, 2, D, qd, 1)
+      && R (N ("attn_q.bias"), f32, 0, 0.0, 0.02, 1, qd, 1, 1)
+      && R (N ("attn_k.weight"), wt, g, 0.0, s_dim, 2, D, kv, 1)
+      && R (N ("attn_k.bias"), f32, 0, 0.0, 0.02, 1, kv, 1, 1)
+      && R (N ("attn_v.weight"), wt, g, 0.0, s_dim, 2, D, kv, 1)
+      && R (N ("attn_v.bias"), f32, 0, 0.0, 0.02, 1, kv, 1, 1)
+      && R (N ("attn_output.weight"), wt, g, 0.0,
+      s_res / sqrt ((gdouble) qd), 2, qd, D, 1)
+      && R (N ("attn_output.bias"), f32, 0, 0.0, 0.02, 1, D, 1, 1)
+      && R (N ("attn_sinks.weight"), f32, 0, 0.0, 1.0, 1, p->n_heads, 1, 1)
+      && R (N ("post_attention_norm.weight"), f32, 0, 1.0, 0.05, 1, D, 1, 1)
+      && R (N ("ffn_gate_inp.weight"), f32, 0, 0.0, 2.0 * s_dim, 2, D, E, 1)
+      && R (N ("ffn_gate_inp.bias"), f32, 0, 0.0, 0.5, 1, E, 1, 1)
+      && R (N ("ffn_gate_exps.weight"), mx, 0, 0.0, 3.0 * s_dim, 3, D, F, E)
+      && R (N ("ffn_gate_exps.bias"), f32, 0, 0.0, 0.5, 2, F, E, 1)
+      && R (N ("ffn_up_exps.weight"), mx, 0, 0.0, 3.0 * s_dim, 3, D, F, E)
+      && R (N ("ffn_up_exps.bias"), f32, 0, 0.0, 0.5, 2, F, E, 1)
+      && R (N ("ffn_down_exps.weight"), mx, 0, 0.0, s_ff * s_res / 4.0, 3, F,
+      D, E)
+      && R (N ("ffn_down_exps.bias"), f32, 0, 0.0, 0.02, 2, D, E, 1);
+#undef R
+#undef N
+  return ok;
+}
+
 gboolean
 npu_model_gen_write_text (const NpuTextModelParams * p, const gchar * path,
     NpuModelGenStats * out_stats, GError ** error)
@@ -1410,13 +1559,19 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
       && npu_gguf_writer_add_f32 (w, KEY (".attention.layer_norm_rms_epsilon"),
       p->rms_eps, error)
       && npu_gguf_writer_add_f32 (w, KEY (".rope.freq_base"), p->rope_base,
-      error)
-      && npu_gguf_writer_add_u32 (w, KEY (".rope.dimension_count"), hd, error);
+      error);
+  /* the gpt-oss converter writes no rotary size (all of the head turns) */
+  if (ok && p->arch != NPU_MODEL_ARCH_GPT_OSS)
+    ok = npu_gguf_writer_add_u32 (w, KEY (".rope.dimension_count"), hd,
+        error);
+  if (ok && p->arch == NPU_MODEL_ARCH_GPT_OSS)
+    ok = add_gpt_oss_keys (w, p, error);
   if (ok && p->arch == NPU_MODEL_ARCH_LLAMA)
     ok = npu_gguf_writer_add_u32 (w, KEY (".vocab_size"), p->vocab, error);
   /* The converter writes the head size when config.json has head_dim, as
    * every Qwen3 config does */
-  if (ok && p->arch == NPU_MODEL_ARCH_QWEN3)
+  if (ok && (p->arch == NPU_MODEL_ARCH_QWEN3 ||
+          p->arch == NPU_MODEL_ARCH_GPT_OSS))
     ok = npu_gguf_writer_add_u32 (w, KEY (".attention.key_length"), hd,
         error)
         && npu_gguf_writer_add_u32 (w, KEY (".attention.value_length"), hd,
@@ -1448,7 +1603,10 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
   add_random (w, p->seed, &stats, n, NPU_GGML_TYPE_F32, 0, FALSE, mean, \
       std, 1, a, 1, 1, 1, error)
   ok = ok && T2 ("token_embd.weight", et, s_emb, p->dim, p->vocab);
-  for (i = 0; ok && i < p->n_layers; i++) {
+  for (i = 0; ok && p->arch == NPU_MODEL_ARCH_GPT_OSS && i < p->n_layers; i++)
+    ok = add_gpt_oss_layer (w, p, i, &stats, error);
+  for (i = 0; ok && p->arch != NPU_MODEL_ARCH_GPT_OSS && i < p->n_layers;
+      i++) {
     gchar *b = g_strdup_printf ("blk.%u.", i);
     gchar *n[16];
     guint k;

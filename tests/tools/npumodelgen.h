@@ -32,6 +32,7 @@ typedef enum
   NPU_MODEL_ARCH_LLAMA,
   NPU_MODEL_ARCH_QWEN2,
   NPU_MODEL_ARCH_QWEN3,         /* qwen2 without biases, q/k norms */
+  NPU_MODEL_ARCH_GPT_OSS,       /* mixture of experts, sinks, sliding window */
 } NpuModelArch;
 
 typedef enum
@@ -67,6 +68,14 @@ typedef struct
   guint64 seed;
   gfloat rms_eps;
   gfloat rope_base;
+  /* gpt-oss: ff is the experts' width (expert_feed_forward_length, and
+   * feed_forward_length as the converter copies it); the experts are
+   * MXFP4 whatever wtype, as the converter keeps OpenAI's */
+  guint n_experts;              /* expert_count */
+  guint n_experts_used;         /* expert_used_count */
+  guint sliding_window;         /* attention.sliding_window */
+  gfloat yarn_factor;           /* rope.scaling.factor (type yarn) */
+  guint yarn_orig_ctx;          /* rope.scaling.original_context_length */
 } NpuTextModelParams;
 
 typedef enum

@@ -640,10 +640,89 @@ test_q8_0_encode (void)
   g_rand_free (rand);
 }
 
+/* gpt-oss's sinks (npu_attention_rows_sinks()): one more logit per query
+ * in the softmax's denominator, with no value, against the double
+ * softmax; head sizes of the one-pass kernel (32, 64) and of the two
+ * passes (80), sinks far above the scores (the output goes to 0) and far
+ * below (no sink), and a span with its own query */
+static void
+test_sinks (void)
+{
+  static const guint hds[] = { 32, 64, 80 };
+  static const guint nqs[] = { 1, 3, 4, 6 };
+  static const guint rows[] = { 1, 17, 100 };
+  GRand *rand = g_rand_new_with_seed (27);
+  guint a, b, c, i, j, d;
+
+  for (a = 0; a < G_N_ELEMENTS (hds); a++)
+    for (b = 0; b < G_N_ELEMENTS (nqs); b++)
+      for (c = 0; c < G_N_ELEMENTS (rows); c++) {
+        guint hd = hds[a], nq = nqs[b], n = rows[c];
+        float *k = g_new (float, n * hd), *v = g_new (float, n * hd);
+        float *q = g_new (float, nq * hd), *out = g_new (float, nq * hd);
+        float *scores = g_new (float, nq * n), *sinks = g_new (float, nq);
+        NpuAttnSpan sp[2];
+        float scale = 1.0f / sqrtf ((float) hd);
+        guint n0 = n / 2;
+
+        for (j = 0; j < n * hd; j++) {
+          k[j] = g_rand_double_range (rand, -1, 1);
+          v[j] = g_rand_double_range (rand, -1, 1);
+        }
+        for (j = 0; j < nq * hd; j++)
+          q[j] = 3.0 * g_rand_double_range (rand, -1, 1);
+        for (i = 0; i < nq; i++)
+          sinks[i] = i == 1 ? 40.0f : i == 2 ? -80.0f :
+              g_rand_double_range (rand, -3, 3);
+        /* rows [0, n0) and [n0, n) as two spans of the same query */
+        memset (sp, 0, sizeof (sp));
+        sp[0] = (NpuAttnSpan) {
+        q, k, v, hd, n0, NPU_KV_F32, FALSE, 0};
+        sp[1] = (NpuAttnSpan) {
+        q, k + n0 * hd, v + n0 * hd, hd, n - n0, NPU_KV_F32, FALSE, 0};
+        npu_attention_rows_sinks (n0 ? sp : sp + 1, n0 ? 2 : 1, hd, nq, hd,
+            scale, sinks, scores, n, out, hd);
+        for (i = 0; i < nq; i++) {
+          double *s = g_new (double, n), mx = sinks[i], sum = 0, err = 0;
+
+          for (j = 0; j < n; j++) {
+            double dot = 0;
+
+            for (d = 0; d < hd; d++)
+              dot += (double) q[i * hd + d] * k[j * hd + d];
+            s[j] = dot * scale;
+            mx = MAX (mx, s[j]);
+          }
+          for (j = 0; j < n; j++)
+            sum += (s[j] = exp (s[j] - mx));
+          sum += exp (sinks[i] - mx);
+          for (d = 0; d < hd; d++) {
+            double o = 0;
+
+            for (j = 0; j < n; j++)
+              o += s[j] / sum * v[j * hd + d];
+            err = MAX (err, fabs (o - out[i * hd + d]));
+          }
+          if (!(err <= 2e-5))
+            g_error ("sinks: hd %u nq %u rows %u: query %u (sink %g) off "
+                "by %g", hd, nq, n, i, sinks[i], err);
+          g_free (s);
+        }
+        g_free (k);
+        g_free (v);
+        g_free (q);
+        g_free (out);
+        g_free (scores);
+        g_free (sinks);
+      }
+  g_rand_free (rand);
+}
+
 /* The tests each lesser level's copy of the kernels runs */
 static void
 test_at_one_level (void)
 {
+  test_sinks ();
   test_shapes ();
   test_packed ();
   test_tiled ();
@@ -667,6 +746,7 @@ main (int argc, char **argv)
   g_test_add_func ("/attention/packed", test_packed);
   g_test_add_func ("/attention/tiled", test_tiled);
   g_test_add_func ("/attention/nan", test_nan);
+  g_test_add_func ("/attention/sinks", test_sinks);
   g_test_add_func ("/attention/f16-encode", test_f16_encode);
   g_test_add_func ("/attention/q8_0-encode", test_q8_0_encode);
   g_test_add_func ("/attention/lesser-isas", test_lesser_isas);

@@ -69,6 +69,60 @@ unset_dirs (void)
   g_unsetenv (NPU_ACCEL_DIR_ENV);
 }
 
+/* The devices less the Vulkan ones, which are no DRM or accel nodes and do
+ * not change with the directories these tests point at (test_vulkan
+ * checks them) */
+static GPtrArray *
+enumerate_nodes (void)
+{
+  GPtrArray *devices = npu_device_info_enumerate ();
+  guint i = 0;
+
+  while (i < devices->len)
+    if (((NpuDeviceInfo *) g_ptr_array_index (devices, i))->kind ==
+        NPU_DEVICE_KIND_VULKAN)
+      g_ptr_array_remove_index (devices, i);
+    else
+      i++;
+  return devices;
+}
+
+/* Each Vulkan device after the nodes, named as npu_device_open() takes it,
+ * with its heaps and import paths; lavapipe in CI (NPU_REQUIRE_VULKAN) */
+static void
+test_vulkan (void)
+{
+  GPtrArray *devices = npu_device_info_enumerate ();
+  guint i, n = 0;
+  gboolean after_nodes = FALSE;
+
+  for (i = 0; i < devices->len; i++) {
+    NpuDeviceInfo *d = g_ptr_array_index (devices, i);
+    gchar *name;
+
+    if (d->kind != NPU_DEVICE_KIND_VULKAN) {
+      g_assert_false (after_nodes);
+      g_assert_null (d->memory_heaps);
+      g_assert_null (d->imports);
+      continue;
+    }
+    after_nodes = TRUE;
+    name = g_strdup_printf ("vulkan:%u", n++);
+    g_assert_cmpstr (d->name, ==, name);
+    g_free (name);
+    g_assert_null (d->path);
+    g_assert_nonnull (d->driver);
+    g_assert_true (strstr (d->description, ", Vulkan 1.") != NULL);
+    g_assert_true (strstr (d->memory_heaps, " GiB") != NULL);
+    g_assert_nonnull (d->imports);
+    g_test_message ("%s: %s (%s), heaps %s, imports \"%s\"", d->name,
+        d->driver, d->description, d->memory_heaps, d->imports);
+  }
+  if (g_strcmp0 (g_getenv ("NPU_REQUIRE_VULKAN"), "1") == 0)
+    g_assert_cmpuint (n, >=, 1);
+  g_ptr_array_unref (devices);
+}
+
 static void
 test_kind_to_string (void)
 {
@@ -77,12 +131,14 @@ test_kind_to_string (void)
       ==, "drm-render");
   g_assert_cmpstr (npu_device_kind_to_string (NPU_DEVICE_KIND_ACCEL), ==,
       "accel");
+  g_assert_cmpstr (npu_device_kind_to_string (NPU_DEVICE_KIND_VULKAN), ==,
+      "vulkan");
 }
 
 static void
 test_cpu_first (void)
 {
-  GPtrArray *devices = npu_device_info_enumerate ();
+  GPtrArray *devices = enumerate_nodes ();
   NpuDeviceInfo *cpu;
   long online = sysconf (_SC_NPROCESSORS_ONLN);
 
@@ -136,7 +192,7 @@ test_cpu_first (void)
 static void
 test_cpu_features (void)
 {
-  GPtrArray *devices = npu_device_info_enumerate ();
+  GPtrArray *devices = enumerate_nodes ();
   NpuDeviceInfo *cpu = g_ptr_array_index (devices, 0);
   const gchar *features = cpu->cpu_features;
 
@@ -191,6 +247,8 @@ test_copy (void)
     g_assert_cmpstr (c->bus_info, ==, d->bus_info);
     g_assert_cmpuint (c->n_threads, ==, d->n_threads);
     g_assert_cmpstr (c->cpu_features, ==, d->cpu_features);
+    g_assert_cmpstr (c->memory_heaps, ==, d->memory_heaps);
+    g_assert_cmpstr (c->imports, ==, d->imports);
     if (d->name)
       g_assert_true (c->name != d->name);
   }
@@ -206,7 +264,7 @@ test_empty_dirs (void)
 
   g_setenv (NPU_DRM_DIR_ENV, dir, TRUE);
   g_setenv (NPU_ACCEL_DIR_ENV, dir, TRUE);
-  devices = npu_device_info_enumerate ();
+  devices = enumerate_nodes ();
   g_assert_cmpuint (devices->len, ==, 1);
   g_assert_cmpint (((NpuDeviceInfo *) g_ptr_array_index (devices, 0))->kind,
       ==, NPU_DEVICE_KIND_CPU);
@@ -218,7 +276,7 @@ test_empty_dirs (void)
 
     g_setenv (NPU_DRM_DIR_ENV, missing, TRUE);
     g_setenv (NPU_ACCEL_DIR_ENV, missing, TRUE);
-    devices = npu_device_info_enumerate ();
+    devices = enumerate_nodes ();
     g_assert_cmpuint (devices->len, ==, 1);
     g_ptr_array_unref (devices);
     g_free (missing);
@@ -227,7 +285,7 @@ test_empty_dirs (void)
   /* Empty values disable the search. */
   g_setenv (NPU_DRM_DIR_ENV, "", TRUE);
   g_setenv (NPU_ACCEL_DIR_ENV, "", TRUE);
-  devices = npu_device_info_enumerate ();
+  devices = enumerate_nodes ();
   g_assert_cmpuint (devices->len, ==, 1);
   g_ptr_array_unref (devices);
 
@@ -298,7 +356,7 @@ test_bogus_nodes (void)
 
   g_setenv (NPU_DRM_DIR_ENV, dir, TRUE);
   g_setenv (NPU_ACCEL_DIR_ENV, dir, TRUE);
-  devices = npu_device_info_enumerate ();
+  devices = enumerate_nodes ();
   g_assert_cmpuint (devices->len, >=, 1);
   g_assert_cmpint (((NpuDeviceInfo *) g_ptr_array_index (devices, 0))->kind,
       ==, NPU_DEVICE_KIND_CPU);
@@ -349,7 +407,7 @@ test_unopenable_node (void)
 
   g_setenv (NPU_DRM_DIR_ENV, dir, TRUE);
   g_setenv (NPU_ACCEL_DIR_ENV, dir, TRUE);
-  devices = npu_device_info_enumerate ();
+  devices = enumerate_nodes ();
   check_nodes_sane (devices, dir);
   for (i = 1; i < devices->len; i++) {
     NpuDeviceInfo *d = g_ptr_array_index (devices, i);
@@ -381,7 +439,7 @@ test_real_nodes (void)
   guint k, n_nodes = 0;
 
   unset_dirs ();
-  devices = npu_device_info_enumerate ();
+  devices = enumerate_nodes ();
   check_nodes_sane (devices, NULL);
 
   for (k = 0; k < G_N_ELEMENTS (dirs); k++) {
@@ -446,6 +504,7 @@ main (int argc, char **argv)
   g_test_add_func ("/deviceinfo/bogus-nodes", test_bogus_nodes);
   g_test_add_func ("/deviceinfo/unopenable-node", test_unopenable_node);
   g_test_add_func ("/deviceinfo/real-nodes", test_real_nodes);
+  g_test_add_func ("/deviceinfo/vulkan", test_vulkan);
 
   return g_test_run ();
 }

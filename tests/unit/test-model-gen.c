@@ -938,6 +938,125 @@ test_gen_qwen3 (void)
 }
 
 static void
+check_tensor (NpuGguf * g, const gchar * name, guint32 type, guint n_dims,
+    guint64 ne0, guint64 ne1, guint64 ne2)
+{
+  const NpuGgufTensor *t = npu_gguf_find_tensor (g, name);
+
+  if (!t)
+    g_error ("tensor '%s' missing", name);
+  g_assert_cmpuint (t->type, ==, type);
+  g_assert_cmpuint (t->n_dims, ==, n_dims);
+  g_assert_cmpuint (t->ne[0], ==, ne0);
+  g_assert_cmpuint (t->ne[1], ==, ne1);
+  g_assert_cmpuint (t->ne[2], ==, ne2);
+}
+
+/* gpt-oss as llama.cpp's GptOssModel writes it (llama-arch.cpp's names
+ * for LLM_ARCH_OPENAI_MOE, llama_model_openai_moe's shapes): the expert
+ * keys, YaRN, no rotary size; per block q/k/v/o with biases, sinks,
+ * post_attention_norm, the router and its bias, the 3-D MXFP4 experts and
+ * their 2-D biases; an untied output; no chat template (harmony is not
+ * written) */
+static void
+test_gen_gpt_oss (void)
+{
+  NpuTextModelParams p;
+  GError *err = NULL;
+  gchar *path = tmp_path ("gpt-oss.gguf"), name[64];
+  NpuGguf *g;
+  gfloat f = 0;
+  guint il, E, D, F, H, KV, HD;
+
+  g_assert_true (npu_model_gen_text_preset (&p, NPU_MODEL_ARCH_GPT_OSS,
+          "20b", &err));
+  /* gpt-oss-20b's config.json */
+  g_assert_cmpuint (p.n_layers, ==, 24);
+  g_assert_cmpuint (p.dim, ==, 2880);
+  g_assert_cmpuint (p.ff, ==, 2880);
+  g_assert_cmpuint (p.n_heads, ==, 64);
+  g_assert_cmpuint (p.n_kv_heads, ==, 8);
+  g_assert_cmpuint (p.head_dim, ==, 64);
+  g_assert_cmpuint (p.n_experts, ==, 32);
+  g_assert_cmpuint (p.n_experts_used, ==, 4);
+  g_assert_cmpuint (p.sliding_window, ==, 128);
+  g_assert_cmpuint (p.vocab, ==, 201088);
+  g_assert_true (npu_model_gen_text_preset (&p, NPU_MODEL_ARCH_GPT_OSS,
+          "tiny", &err));
+  p.wtype = NPU_GGML_TYPE_F32;  /* the experts stay MXFP4 */
+  p.ff = 96;                    /* not dim: up and down tell apart */
+  g_assert_true (npu_model_gen_write_text (&p, path, NULL, &err));
+  g_assert_no_error (err);
+  g = npu_gguf_open (path, &err);
+  g_assert_no_error (err);
+  E = p.n_experts;
+  D = p.dim;
+  F = p.ff;
+  H = p.n_heads;
+  KV = p.n_kv_heads;
+  HD = p.head_dim;
+  g_assert_cmpstr (npu_gguf_get_string (g, "general.architecture", NULL,
+          NULL), ==, "gpt-oss");
+  g_assert_cmpuint (get_u32 (g, "gpt-oss.expert_count"), ==, E);
+  g_assert_cmpuint (get_u32 (g, "gpt-oss.expert_used_count"), ==, 4);
+  g_assert_cmpuint (get_u32 (g, "gpt-oss.expert_feed_forward_length"), ==,
+      F);
+  g_assert_cmpuint (get_u32 (g, "gpt-oss.feed_forward_length"), ==, F);
+  g_assert_cmpuint (get_u32 (g, "gpt-oss.attention.sliding_window"), ==,
+      128);
+  g_assert_cmpuint (get_u32 (g, "gpt-oss.attention.key_length"), ==, HD);
+  g_assert_cmpuint (get_u32 (g, "gpt-oss.attention.value_length"), ==, HD);
+  g_assert_cmpuint (get_u32 (g, "gpt-oss.rope.scaling.original_context_length"),
+      ==, p.yarn_orig_ctx);
+  g_assert_cmpstr (npu_gguf_get_string (g, "gpt-oss.rope.scaling.type", NULL,
+          NULL), ==, "yarn");
+  g_assert_true (npu_gguf_get_f32 (g, "gpt-oss.rope.scaling.factor", &f,
+          NULL));
+  g_assert_cmpfloat (f, ==, p.yarn_factor);
+  g_assert_null (npu_gguf_find (g, "gpt-oss.rope.dimension_count"));
+  g_assert_null (npu_gguf_find (g, "tokenizer.chat_template"));
+  g_assert_cmpstr (npu_gguf_get_string (g, "tokenizer.ggml.model", NULL,
+          NULL), ==, "gpt2");
+  check_tensor (g, "output.weight", NPU_GGML_TYPE_F32, 2, D, p.vocab, 1);
+  for (il = 0; il < p.n_layers; il++) {
+#define N(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
+    check_tensor (g, N ("attn_norm.weight"), 0, 1, D, 1, 1);
+    check_tensor (g, N ("post_attention_norm.weight"), 0, 1, D, 1, 1);
+    check_tensor (g, N ("attn_q.weight"), 0, 2, D, H * HD, 1);
+    check_tensor (g, N ("attn_q.bias"), 0, 1, H * HD, 1, 1);
+    check_tensor (g, N ("attn_k.weight"), 0, 2, D, KV * HD, 1);
+    check_tensor (g, N ("attn_k.bias"), 0, 1, KV * HD, 1, 1);
+    check_tensor (g, N ("attn_v.weight"), 0, 2, D, KV * HD, 1);
+    check_tensor (g, N ("attn_v.bias"), 0, 1, KV * HD, 1, 1);
+    check_tensor (g, N ("attn_output.weight"), 0, 2, H * HD, D, 1);
+    check_tensor (g, N ("attn_output.bias"), 0, 1, D, 1, 1);
+    check_tensor (g, N ("attn_sinks.weight"), 0, 1, H, 1, 1);
+    check_tensor (g, N ("ffn_gate_inp.weight"), 0, 2, D, E, 1);
+    check_tensor (g, N ("ffn_gate_inp.bias"), 0, 1, E, 1, 1);
+    check_tensor (g, N ("ffn_gate_exps.weight"), NPU_GGML_TYPE_MXFP4, 3, D, F,
+        E);
+    check_tensor (g, N ("ffn_up_exps.weight"), NPU_GGML_TYPE_MXFP4, 3, D, F,
+        E);
+    check_tensor (g, N ("ffn_down_exps.weight"), NPU_GGML_TYPE_MXFP4, 3, F, D,
+        E);
+    check_tensor (g, N ("ffn_gate_exps.bias"), 0, 2, F, E, 1);
+    check_tensor (g, N ("ffn_up_exps.bias"), 0, 2, F, E, 1);
+    check_tensor (g, N ("ffn_down_exps.bias"), 0, 2, D, E, 1);
+    g_assert_null (npu_gguf_find_tensor (g, N ("ffn_norm.weight")));
+#undef N
+  }
+  npu_gguf_free (g);
+  g_unlink (path);
+  /* experts the arch does not have, or a window of 0 */
+  p.n_experts_used = p.n_experts + 1;
+  g_assert_false (npu_model_gen_write_text (&p, path, NULL, &err));
+  g_assert_error (err, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID);
+  g_clear_error (&err);
+  g_assert_false (g_file_test (path, G_FILE_TEST_EXISTS));
+  g_free (path);
+}
+
+static void
 test_gen_errors (void)
 {
   NpuTextModelParams p;
@@ -959,7 +1078,7 @@ test_gen_errors (void)
   p.head_dim = 32;              /* a head size of its own: qwen3 only */
   g_assert_false (npu_model_gen_write_text (&p, path, NULL, &err));
   g_assert_error (err, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID);
-  g_assert_nonnull (strstr (err->message, "qwen3 only"));
+  g_assert_nonnull (strstr (err->message, "qwen3 and gpt-oss only"));
   g_clear_error (&err);
   p.head_dim = 0;
   p.dim = 80;                   /* not a whole number of MXFP4 blocks */
@@ -1148,6 +1267,7 @@ main (int argc, char **argv)
   g_test_add_func ("/model-gen/llama", test_gen_llama);
   g_test_add_func ("/model-gen/qwen2", test_gen_qwen2);
   g_test_add_func ("/model-gen/qwen3", test_gen_qwen3);
+  g_test_add_func ("/model-gen/gpt-oss", test_gen_gpt_oss);
   g_test_add_func ("/model-gen/errors", test_gen_errors);
   g_test_add_func ("/model-gen/mxfp4-options", test_gen_mxfp4_options);
   g_test_add_func ("/model-gen/determinism", test_determinism);

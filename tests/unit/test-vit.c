@@ -260,6 +260,106 @@ check_model (const gchar * path, Lookup * lk, const gchar * what)
   g_rand_free (rand);
 }
 
+/* The encoder built for @device_name (npu_vit_program_new()) against the
+ * exact reference, with the accurate path's bounds; skipped where the
+ * device is absent, unless NPU_REQUIRE_VULKAN=1 */
+static void
+check_program (const gchar * path, Lookup * lk, const gchar * what,
+    const gchar * device_name)
+{
+  GError *error = NULL;
+  NpuDevice *dev = npu_device_open (device_name, 2, &error);
+  NpuGguf *g;
+  Lookup plain = { 0, };
+  NpuVit *vit;
+  NpuVitProgram *prog;
+  NpuQueue *queue;
+  NpuFence *fence;
+  GRand *rand = g_rand_new_with_seed (4321);
+  NpuRefLookup ref_lk;
+  gsize n_out, n_in, i;
+  float *patches, *in;
+  const float *y;
+  double *exact, *pd, err, num = 0.0, den = 0.0, rel;
+  /* the CPU's accurate products (~16-bit activations), as for
+   * npu_vit_encode(); F32 products elsewhere, a hundred times closer */
+  gboolean cpu = g_str_equal (device_name, "cpu");
+  double tol_max = cpu ? 2e-3 : 2e-5, tol_rel = cpu ? 1e-3 : 1e-5;
+  guint run;
+
+  if (!dev) {
+    g_assert_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_NOT_FOUND);
+    g_assert_cmpstr (g_getenv ("NPU_REQUIRE_VULKAN"), !=, "1");
+    g_test_message ("%s: no %s device: %s", what, device_name, error->message);
+    g_clear_error (&error);
+    g_rand_free (rand);
+    return;
+  }
+  g = npu_gguf_open (path, &error);
+  g_assert_no_error (error);
+  if (!lk)
+    lk = &plain;
+  lk->base.gguf = g;
+  vit = npu_vit_new (g, lookup_func, lk, &error);
+  g_assert_no_error (error);
+  prog = npu_vit_program_new (vit, dev, &error);
+  g_assert_no_error (error);
+  /* everything imported in place on a device that imports host memory */
+  if (g_str_equal (device_name, "cpu"))
+    g_assert_cmpuint (npu_vit_program_get_bytes_copied (prog), ==, 0);
+
+  n_out = (gsize) npu_vit_get_n_tokens (vit) * npu_vit_get_out_dim (vit);
+  n_in = (gsize) npu_vit_get_n_patches (vit) * npu_vit_get_patch_dim (vit);
+  ref_lk.gguf = g;
+  ref_lk.func = lookup_func;
+  ref_lk.user_data = lk;
+  exact = g_new (double, n_out);
+  pd = g_new (double, n_in);
+  queue = npu_queue_new (dev, "test-vit");
+  /* twice: the recorded program replays with new patches */
+  for (run = 0; run < 2; run++) {
+    patches = random_patches (rand, n_in);
+    in = npu_buffer_map (npu_vit_program_get_input (prog),
+        NPU_BUFFER_MAP_WRITE, &error);
+    g_assert_no_error (error);
+    memcpy (in, patches, n_in * sizeof (float));
+    npu_buffer_unmap (npu_vit_program_get_input (prog));
+    fence = npu_vit_program_submit (prog, queue, NULL, 0);
+    if (!npu_fence_wait (fence, -1, &error))
+      g_error ("%s on %s: %s", what, device_name, error->message);
+    npu_fence_unref (fence);
+
+    for (i = 0; i < n_in; i++)
+      pd[i] = patches[i];
+    npu_ref_vit_encode (&ref_lk, pd, FALSE, exact);
+    y = npu_buffer_map (npu_vit_program_get_output (prog),
+        NPU_BUFFER_MAP_READ, &error);
+    g_assert_true (npu_ref_error_over_rms (y, exact, n_out, &err));
+    num = den = 0.0;
+    for (i = 0; i < n_out; i++) {
+      num += (y[i] - exact[i]) * (y[i] - exact[i]);
+      den += exact[i] * exact[i];
+    }
+    npu_buffer_unmap (npu_vit_program_get_output (prog));
+    rel = sqrt (num / den);
+    g_test_message ("%s [%s program]: max err / rms %.2e (bound %.0e), "
+        "relative norm %.2e (bound %.0e)", what, npu_device_get_name (dev),
+        err, tol_max, rel, tol_rel);
+    g_assert_true (err <= tol_max);
+    g_assert_true (rel <= tol_rel);
+    g_free (patches);
+  }
+
+  npu_queue_free (queue);
+  npu_vit_program_free (prog);
+  npu_vit_free (vit);
+  npu_gguf_free (g);
+  npu_device_unref (dev);
+  g_free (exact);
+  g_free (pd);
+  g_rand_free (rand);
+}
+
 /* Every path this CPU has: "scalar" and the default fast one */
 static void
 check_model_all_isas (const gchar * path, Lookup * lk, const gchar * what)
@@ -322,8 +422,7 @@ test_getters (void)
 
   vit = npu_vit_new_from_file (ide, &error);
   g_assert_no_error (error);
-  g_assert_cmpint (npu_vit_get_projector (vit), ==,
-      NPU_VIT_PROJECTOR_IDEFICS3);
+  g_assert_cmpint (npu_vit_get_projector (vit), ==, NPU_VIT_PROJECTOR_IDEFICS3);
   g_assert_cmpuint (npu_vit_get_n_tokens (vit), ==, 64);
   npu_vit_get_token_grid (vit, &w, &h);
   g_assert_cmpuint (w, ==, 8);
@@ -373,6 +472,8 @@ test_reference (gconstpointer data)
       c->tag);
 
   check_model_all_isas (path, NULL, c->tag);
+  check_program (path, NULL, c->tag, "cpu");
+  check_program (path, NULL, c->tag, "vulkan");
   g_unlink (path);
   g_free (path);
   g_free (text);
@@ -401,6 +502,8 @@ test_class_token (void)
   for (i = 0; i < dim * (n + 1); i++)
     lk.pos[i] = (float) g_rand_double_range (rand, -0.1, 0.1);
   check_model_all_isas (path, &lk, "class token");
+  check_program (path, &lk, "class token", "cpu");
+  check_program (path, &lk, "class token", "vulkan");
 
   g_free (lk.class_embd);
   g_free (lk.pos);

@@ -626,10 +626,18 @@ values_pass (const NpuAttnSpan * spans, guint n_spans, guint hd,
   }
 }
 
+/* e^(sink - m): a sink logit's share of a softmax whose scores were taken
+ * relative to their maximum m (0 with no sink) */
+static inline float
+sink_term (const float *sinks, guint i, float m)
+{
+  return sinks ? expf (sinks[i] - m) : 0.0f;
+}
+
 static ALWAYS_INLINE void
 attend (const NpuAttnSpan * spans, guint n_spans, guint hd, gsize q_stride,
-    float scale, float *scores, gsize ss, float *out, gsize out_stride,
-    const guint NQ, const NpuKvType T)
+    float scale, const float *sinks, float *scores, gsize ss, float *out,
+    gsize out_stride, const guint NQ, const NpuKvType T)
 {
   float mx[MAX_NQ], inv[MAX_NQ];
   guint s, i, m = 0;
@@ -638,7 +646,8 @@ attend (const NpuAttnSpan * spans, guint n_spans, guint hd, gsize q_stride,
     m += spans[s].n;
   scores_pass (spans, n_spans, hd, q_stride, scale, scores, ss, mx, NQ, T);
   for (i = 0; i < NQ; i++)
-    inv[i] = 1.0f / exp_row (scores + i * ss, m, mx[i]);
+    inv[i] = 1.0f / (exp_row (scores + i * ss, m, mx[i]) +
+        sink_term (sinks, i, mx[i]));
   values_pass (spans, n_spans, hd, scores, ss, inv, out, out_stride, NQ, T);
 }
 
@@ -1083,8 +1092,8 @@ online_span_tiled (Online * st, OnlineSums * z, const NpuAttnSpan * sp,
  * pass (Online) */
 static ALWAYS_INLINE void
 attend_online (const NpuAttnSpan * spans, guint n_spans, gsize q_stride,
-    float scale, float *out, gsize out_stride, const guint NQ,
-    const guint NC, const NpuKvType T)
+    float scale, const float *sinks, float *out, gsize out_stride,
+    const guint NQ, const guint NC, const NpuKvType T)
 {
   const v16sf zero = { 0, };
   Online st;
@@ -1118,7 +1127,8 @@ attend_online (const NpuAttnSpan * spans, guint n_spans, gsize q_stride,
       online_span_rows (&st, &z, sp, NQ, NC, T);
   }
   for (i = 0; i < NQ; i++) {
-    const float inv = 1.0f / hsum16 (z.l[i]);
+    const float inv = 1.0f / (hsum16 (z.l[i]) + sink_term (sinks, i,
+            z.m[i]));
 
     for (c = 0; c < NC; c++)
       store16 (out + i * out_stride + 16 * c, z.acc[i][c] * inv);
@@ -1130,14 +1140,17 @@ attend_online (const NpuAttnSpan * spans, guint n_spans, gsize q_stride,
  * value sums of the hot loops in memory (a load and a store around every
  * multiply-add); alone, each gets the register file to itself. */
 typedef void (*OnlineFn) (const NpuAttnSpan * sp, guint n_spans,
-    gsize q_stride, float scale, float *o, gsize out_stride);
+    gsize q_stride, float scale, const float *sinks, float *o,
+    gsize out_stride);
 
 #define ONLINE_FN(NQ, NC, T) \
 static __attribute__((noinline)) void \
 attend_online_##NQ##_##NC##_##T (const NpuAttnSpan * sp, guint n_spans, \
-    gsize q_stride, float scale, float *o, gsize out_stride) \
+    gsize q_stride, float scale, const float *sinks, float *o, \
+    gsize out_stride) \
 { \
-  attend_online (sp, n_spans, q_stride, scale, o, out_stride, NQ, NC, T); \
+  attend_online (sp, n_spans, q_stride, scale, sinks, o, out_stride, NQ, \
+      NC, T); \
 }
 #define ONLINE_FNS_NQ(NQ, T) \
   ONLINE_FN (NQ, 1, T) ONLINE_FN (NQ, 2, T) ONLINE_FN (NQ, 3, T) \
@@ -1167,8 +1180,8 @@ ONLINE_FNS (NPU_KV_F32)
 /* attend_online() where the head allows it, else the two passes */
 static ALWAYS_INLINE void
 attend_best (const NpuAttnSpan * sp, guint n_spans, guint hd,
-    gsize q_stride, float scale, float *sc, gsize ss, float *o,
-    gsize out_stride, const guint NQ, const NpuKvType T)
+    gsize q_stride, float scale, const float *sinks, float *sc, gsize ss,
+    float *o, gsize out_stride, const guint NQ, const NpuKvType T)
 {
   /* Only where a vector is one register: with AVX2 (two ymm) and below,
    * GCC splits the folds' two-vector shuffles into long sequences and the
@@ -1176,43 +1189,44 @@ attend_best (const NpuAttnSpan * sp, guint n_spans, guint hd,
    * 71 against 65 ms, Q8_0 103 against 81) */
 #if defined(__AVX512F__)
   if (hd % 16 == 0 && hd <= 64)
-    online_fns[T][NQ - 1][hd / 16 - 1] (sp, n_spans, q_stride, scale, o,
-        out_stride);
+    online_fns[T][NQ - 1][hd / 16 - 1] (sp, n_spans, q_stride, scale, sinks,
+        o, out_stride);
   else
 #endif
-    attend (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, NQ, T);
+    attend (sp, n_spans, hd, q_stride, scale, sinks, sc, ss, o, out_stride,
+        NQ, T);
 }
 
 /* One pass of up to MAX_NQ queries, over rows of type T */
 static ALWAYS_INLINE void
 attend_nq (const NpuAttnSpan * sp, guint n_spans, guint hd, gsize q_stride,
-    float scale, float *sc, gsize ss, float *o, gsize out_stride, guint nq,
-    const NpuKvType T)
+    float scale, const float *sinks, float *sc, gsize ss, float *o,
+    gsize out_stride, guint nq, const NpuKvType T)
 {
   switch (nq) {
     case 1:
-      attend_best (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 1,
-          T);
+      attend_best (sp, n_spans, hd, q_stride, scale, sinks, sc, ss, o,
+          out_stride, 1, T);
       break;
     case 2:
-      attend_best (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 2,
-          T);
+      attend_best (sp, n_spans, hd, q_stride, scale, sinks, sc, ss, o,
+          out_stride, 2, T);
       break;
     case 3:
-      attend_best (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 3,
-          T);
+      attend_best (sp, n_spans, hd, q_stride, scale, sinks, sc, ss, o,
+          out_stride, 3, T);
       break;
     default:
-      attend_best (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, 4,
-          T);
+      attend_best (sp, n_spans, hd, q_stride, scale, sinks, sc, ss, o,
+          out_stride, 4, T);
       break;
   }
 }
 
 static ALWAYS_INLINE void
 attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
-    guint nq, gsize q_stride, float scale, float *scores, gsize ss,
-    float *out, gsize out_stride)
+    guint nq, gsize q_stride, float scale, const float *sinks, float *scores,
+    gsize ss, float *out, gsize out_stride)
 {
   const NpuKvType type = spans[0].type;
   guint q0, s;
@@ -1226,6 +1240,7 @@ attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     NpuAttnSpan sub[NPU_ATTN_MAX_SPANS];
     const NpuAttnSpan *sp = spans;
     float *sc = scores + q0 * ss, *o = out + q0 * out_stride;
+    const float *sk = sinks ? sinks + q0 : NULL;
     guint k = MIN (nq - q0, MAX_NQ);
 
     /* later passes: the same rows, the next queries */
@@ -1238,16 +1253,16 @@ attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     }
     switch (type) {
       case NPU_KV_F16:
-        attend_nq (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, k,
-            NPU_KV_F16);
+        attend_nq (sp, n_spans, hd, q_stride, scale, sk, sc, ss, o,
+            out_stride, k, NPU_KV_F16);
         break;
       case NPU_KV_Q8_0:
-        attend_nq (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, k,
-            NPU_KV_Q8_0);
+        attend_nq (sp, n_spans, hd, q_stride, scale, sk, sc, ss, o,
+            out_stride, k, NPU_KV_Q8_0);
         break;
       default:
-        attend_nq (sp, n_spans, hd, q_stride, scale, sc, ss, o, out_stride, k,
-            NPU_KV_F32);
+        attend_nq (sp, n_spans, hd, q_stride, scale, sk, sc, ss, o,
+            out_stride, k, NPU_KV_F32);
         break;
     }
   }
@@ -1255,9 +1270,9 @@ attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
 
 void
 KERNEL_NAME (NPU_ATTN_ISA) (const NpuAttnSpan * spans, guint n_spans,
-    guint hd, guint nq, gsize q_stride, float scale, float *scores, gsize ss,
-    float *out, gsize out_stride)
+    guint hd, guint nq, gsize q_stride, float scale, const float *sinks,
+    float *scores, gsize ss, float *out, gsize out_stride)
 {
-  attention_rows (spans, n_spans, hd, nq, q_stride, scale, scores, ss, out,
-      out_stride);
+  attention_rows (spans, n_spans, hd, nq, q_stride, scale, sinks, scores, ss,
+      out, out_stride);
 }

@@ -15,8 +15,8 @@ G_BEGIN_DECLS
 #define NPU_ATTN_KERNEL_DECL(isa) \
 G_GNUC_INTERNAL \
 void npu_attention_rows_##isa (const NpuAttnSpan * spans, guint n_spans, \
-    guint hd, guint nq, gsize q_stride, float scale, float *scores, \
-    gsize ss, float *out, gsize out_stride);
+    guint hd, guint nq, gsize q_stride, float scale, const float *sinks, \
+    float *scores, gsize ss, float *out, gsize out_stride);
 
 NPU_ATTN_KERNEL_DECL (generic)
 #if defined(__x86_64__)

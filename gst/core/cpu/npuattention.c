@@ -12,6 +12,15 @@ npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     guint nq, gsize q_stride, float scale, float *scores, gsize ss,
     float *out, gsize out_stride)
 {
+  npu_attention_rows_sinks (spans, n_spans, hd, nq, q_stride, scale, NULL,
+      scores, ss, out, out_stride);
+}
+
+void
+npu_attention_rows_sinks (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    guint nq, gsize q_stride, float scale, const float *sinks, float *scores,
+    gsize ss, float *out, gsize out_stride)
+{
 #if defined(__x86_64__)
   const NpuCpuFeatures f16 = NPU_CPU_FMA | NPU_CPU_F16C;
   const NpuCpuFeatures vnni = NPU_CPU_AVX512BW | NPU_CPU_AVX512VNNI |
@@ -19,20 +28,20 @@ npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
 
   if (npu_cpu_has (NPU_CPU_AVX512F | f16 | vnni)) {
     npu_attention_rows_avx512vnni (spans, n_spans, hd, nq, q_stride, scale,
-        scores, ss, out, out_stride);
+        sinks, scores, ss, out, out_stride);
     return;
   }
   if (npu_cpu_has (NPU_CPU_AVX512F | f16)) {
     npu_attention_rows_avx512 (spans, n_spans, hd, nq, q_stride, scale,
-        scores, ss, out, out_stride);
+        sinks, scores, ss, out, out_stride);
     return;
   }
   if (npu_cpu_has (NPU_CPU_AVX2 | f16)) {
-    npu_attention_rows_avx2 (spans, n_spans, hd, nq, q_stride, scale, scores,
-        ss, out, out_stride);
+    npu_attention_rows_avx2 (spans, n_spans, hd, nq, q_stride, scale, sinks,
+        scores, ss, out, out_stride);
     return;
   }
 #endif
-  npu_attention_rows_generic (spans, n_spans, hd, nq, q_stride, scale, scores,
-      ss, out, out_stride);
+  npu_attention_rows_generic (spans, n_spans, hd, nq, q_stride, scale, sinks,
+      scores, ss, out, out_stride);
 }

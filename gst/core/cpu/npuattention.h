@@ -57,6 +57,16 @@ void npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
     guint nq, gsize q_stride, float scale, float *scores, gsize ss,
     float *out, gsize out_stride);
 
+/* The same with one more logit per query in each softmax, @sinks[i] for
+ * query i (already scaled: it is not multiplied by @scale), that has no
+ * value row: out_i = sum_j e^(s_ij) v_j / (sum_j e^(s_ij) + e^(sinks[i])).
+ * gpt-oss's attention sinks, one learned logit per query head.  @sinks
+ * NULL is npu_attention_rows(). */
+G_GNUC_INTERNAL
+void npu_attention_rows_sinks (const NpuAttnSpan * spans, guint n_spans,
+    guint hd, guint nq, gsize q_stride, float scale, const float *sinks,
+    float *scores, gsize ss, float *out, gsize out_stride);
+
 G_END_DECLS
 
 #endif /* __NPU_ATTENTION_H__ */

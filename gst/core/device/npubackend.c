@@ -8,7 +8,10 @@
  * per loop would cost more than the loop on small shapes.
  */
 #include "npubackend.h"
+#include "npubackend-private.h"
 #include "npuevents.h"
+
+#include <stdlib.h>
 
 #include <string.h>
 #include <unistd.h>
@@ -82,6 +85,12 @@ struct _NpuDevice
   gint ref_count;
   guint n_threads;
   gchar *name;
+  /* a device of another engine (npubackend-private.h): its dispatcher runs
+   * host tasks and hands the engine its work; NULL for the CPU */
+  const gchar *kind;
+  gchar *engine_key;
+  gpointer engine;
+  GDestroyNotify engine_free;
 
   GMutex lock;                  /* everything below but the parallel job */
   GCond cond;
@@ -531,6 +540,7 @@ npu_device_new_cpu (guint n_threads)
 
 static GMutex shared_lock;
 static GHashTable *shared_devices;      /* n_threads -> NpuDevice (weak) */
+static GHashTable *shared_engines;      /* engine key -> NpuDevice (weak) */
 
 /**
  * npu_device_get_cpu:
@@ -560,6 +570,67 @@ npu_device_get_cpu (guint n_threads)
   }
   g_mutex_unlock (&shared_lock);
   return device;
+}
+
+/**
+ * npu_device_get_engine_device:
+ * @key: names the engine's device, "vulkan:0" say
+ * @create: makes the engine's state for @key (called under a lock, once
+ *   per live device)
+ *
+ * The process's device of another engine for @key, shared like the CPU
+ * device: one per key while anyone holds it.  Its one dispatcher thread
+ * runs the tasks of its queues in order; @create's result is freed by
+ * @engine_free when the last reference goes.
+ *
+ * Returns: (transfer full) (nullable): the device, or NULL with @error set
+ * by @create
+ */
+NpuDevice *
+npu_device_get_engine_device (const gchar * key, const gchar * kind,
+    NpuEngineCreateFunc create, gpointer user_data,
+    GDestroyNotify engine_free, GError ** error)
+{
+  NpuDevice *device;
+  gchar *name = NULL;
+  gpointer engine;
+
+  g_mutex_lock (&shared_lock);
+  if (!shared_engines)
+    shared_engines = g_hash_table_new (g_str_hash, g_str_equal);
+  device = g_hash_table_lookup (shared_engines, key);
+  if (device) {
+    npu_device_ref (device);
+    g_mutex_unlock (&shared_lock);
+    return device;
+  }
+  engine = create (key, user_data, &name, error);
+  if (!engine) {
+    g_mutex_unlock (&shared_lock);
+    return NULL;
+  }
+  device = npu_device_new_cpu (1);
+  g_free (device->name);
+  device->name = name;
+  device->kind = kind;
+  device->engine_key = g_strdup (key);
+  device->engine = engine;
+  device->engine_free = engine_free;
+  g_hash_table_insert (shared_engines, device->engine_key, device);
+  g_mutex_unlock (&shared_lock);
+  return device;
+}
+
+const gchar *
+npu_device_get_kind (NpuDevice * device)
+{
+  return device->kind ? device->kind : "cpu";
+}
+
+gpointer
+npu_device_get_engine (NpuDevice * device)
+{
+  return device->engine;
 }
 
 /* TRUE if @name is "vulkan" or "vulkan:" followed by a decimal index */
@@ -599,9 +670,16 @@ npu_device_open (const gchar * name, guint n_threads, GError ** error)
   if (name == NULL || g_str_equal (name, "auto") || g_str_equal (name, "cpu"))
     return npu_device_get_cpu (n_threads);
   if (is_vulkan_name (name)) {
+#if NPU_HAVE_VULKAN
+    const gchar *index = strchr (name, ':');
+
+    return npu_vulkan_device_open (index ? atoi (index + 1) : 0, error);
+#else
     g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_NOT_FOUND,
-        "Device \"%s\": this build has no Vulkan backend", name);
+        "Device \"%s\": this build has no Vulkan backend (build with "
+        "libvulkan-dev and glslc installed)", name);
     return NULL;
+#endif
   }
   g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_NOT_FOUND,
       "Unknown device \"%s\" (known names: cpu, vulkan, vulkan:N, auto)", name);
@@ -632,6 +710,9 @@ npu_device_unref (NpuDevice * device)
   if (shared_devices && g_hash_table_lookup (shared_devices,
           GUINT_TO_POINTER (device->n_threads)) == device)
     g_hash_table_remove (shared_devices, GUINT_TO_POINTER (device->n_threads));
+  if (device->engine_key && shared_engines &&
+      g_hash_table_lookup (shared_engines, device->engine_key) == device)
+    g_hash_table_remove (shared_engines, device->engine_key);
   g_mutex_unlock (&shared_lock);
 
   g_mutex_lock (&device->lock);
@@ -647,6 +728,9 @@ npu_device_unref (NpuDevice * device)
   for (i = 0; i + 1 < device->n_threads; i++)
     g_thread_join (device->helpers[i]);
 
+  if (device->engine_free)
+    device->engine_free (device->engine);
+  g_free (device->engine_key);
   g_free (device->helpers);
   g_mutex_clear (&device->lock);
   g_cond_clear (&device->cond);

@@ -70,6 +70,9 @@ NPU_API
 guint npu_device_get_n_threads (NpuDevice * device);
 NPU_API
 const gchar *npu_device_get_name (NpuDevice * device);
+/* "cpu" or "vulkan": the engine behind @device */
+NPU_API
+const gchar *npu_device_get_kind (NpuDevice * device);
 
 NPU_API
 NpuQueue *npu_queue_new (NpuDevice * device, const gchar * name);

@@ -6,6 +6,8 @@
  * reach whoever else maps it), a host range is used in place.
  */
 #include "npubuffer.h"
+#include "npubuffer-private.h"
+#include "npubackend-private.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +29,53 @@ struct _NpuBuffer
   GDestroyNotify destroy;
   gpointer user_data;
   gint n_maps;
+  /* another engine's buffer over the same bytes (a Vulkan buffer), and the
+   * bytes copied to make it where it could not be imported in place */
+  gpointer engine_buffer;
+  gsize engine_offset;          /* where data lies in engine_buffer */
+  gsize bytes_copied;
 };
+
+static gboolean
+is_vulkan (NpuDevice * device)
+{
+  return g_str_equal (npu_device_get_kind (device), "vulkan");
+}
+
+/* Gives a buffer over host bytes (an fd's mapping, a host range) its
+ * engine buffer: those bytes imported in place where the engine can, else,
+ * for a read-only buffer, a copy, counted; a writable buffer that cannot be
+ * imported fails, as a copy would not see the host's later writes. */
+static gboolean
+attach_engine (NpuBuffer * buffer, GError ** error)
+{
+#if NPU_HAVE_VULKAN
+  GError *import_error = NULL;
+  gpointer copy;
+
+  if (!is_vulkan (buffer->device))
+    return TRUE;
+  buffer->engine_buffer = npu_vulkan_buffer_import_host (buffer->device,
+      buffer->data, buffer->size, &buffer->engine_offset, &import_error);
+  if (buffer->engine_buffer)
+    return TRUE;
+  if (!buffer->read_only) {
+    g_propagate_prefixed_error (error, import_error,
+        "Cannot use %" G_GSIZE_FORMAT " bytes in place on %s: ", buffer->size,
+        npu_device_get_name (buffer->device));
+    return FALSE;
+  }
+  g_clear_error (&import_error);
+  buffer->engine_buffer = npu_vulkan_buffer_new (buffer->device, buffer->size,
+      &copy, error);
+  if (!buffer->engine_buffer)
+    return FALSE;
+  memcpy (copy, buffer->data, buffer->size);
+  buffer->engine_offset = 0;
+  buffer->bytes_copied = buffer->size;
+#endif
+  return TRUE;
+}
 
 static NpuBuffer *
 buffer_alloc (NpuDevice * device, gsize size)
@@ -60,6 +108,18 @@ npu_buffer_new (NpuDevice * device, gsize size, GError ** error)
         "Cannot allocate an empty buffer");
     return NULL;
   }
+#if NPU_HAVE_VULKAN
+  if (is_vulkan (device)) {
+    gpointer engine_buffer = npu_vulkan_buffer_new (device, size, &mem, error);
+
+    if (!engine_buffer)
+      return NULL;
+    buffer = buffer_alloc (device, size);
+    buffer->data = mem;
+    buffer->engine_buffer = engine_buffer;
+    return buffer;
+  }
+#endif
   mem = mmap (NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
       -1, 0);
   if (mem == MAP_FAILED) {
@@ -150,6 +210,10 @@ npu_buffer_import_fd (NpuDevice * device, int fd, gsize offset, gsize size,
   buffer->map_size = skip + size;
   buffer->data = (guint8 *) mem + skip;
   buffer->read_only = read_only;
+  if (!attach_engine (buffer, error)) {
+    npu_buffer_unref (buffer);
+    return NULL;
+  }
   return buffer;
 }
 
@@ -185,6 +249,12 @@ npu_buffer_import_host (NpuDevice * device, gpointer data, gsize size,
   buffer->read_only = read_only;
   buffer->destroy = destroy;
   buffer->user_data = user_data;
+  if (!attach_engine (buffer, error)) {
+    /* the caller keeps its range on failure */
+    buffer->destroy = NULL;
+    npu_buffer_unref (buffer);
+    return NULL;
+  }
   return buffer;
 }
 
@@ -204,6 +274,10 @@ npu_buffer_unref (NpuBuffer * buffer)
     return;
   if (buffer->n_maps != 0)
     g_critical ("NpuBuffer freed while mapped %d times", buffer->n_maps);
+#if NPU_HAVE_VULKAN
+  if (buffer->engine_buffer)
+    npu_vulkan_buffer_free (buffer->engine_buffer);
+#endif
   if (buffer->map_base)
     munmap (buffer->map_base, buffer->map_size);
   if (buffer->destroy)
@@ -257,4 +331,30 @@ npu_buffer_unmap (NpuBuffer * buffer)
   g_return_if_fail (buffer != NULL);
   g_return_if_fail (g_atomic_int_get (&buffer->n_maps) > 0);
   g_atomic_int_add (&buffer->n_maps, -1);
+}
+
+/**
+ * npu_buffer_get_bytes_copied:
+ *
+ * Returns: the bytes copied to give @buffer's device its own copy, where
+ * an fd or host range could not be imported in place (0 on the CPU and
+ * wherever the import worked).
+ */
+gsize
+npu_buffer_get_bytes_copied (NpuBuffer * buffer)
+{
+  return buffer->bytes_copied;
+}
+
+guint8 *
+npu_buffer_get_data (NpuBuffer * buffer)
+{
+  return buffer->data;
+}
+
+gpointer
+npu_buffer_get_engine_buffer (NpuBuffer * buffer, gsize * offset)
+{
+  *offset = buffer->engine_offset;
+  return buffer->engine_buffer;
 }

@@ -74,6 +74,8 @@ gpointer npu_buffer_map (NpuBuffer * buffer, NpuBufferMapFlags flags,
     GError ** error);
 NPU_API
 void npu_buffer_unmap (NpuBuffer * buffer);
+NPU_API
+gsize npu_buffer_get_bytes_copied (NpuBuffer * buffer);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (NpuBuffer, npu_buffer_unref)
 

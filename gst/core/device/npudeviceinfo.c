@@ -21,6 +21,11 @@
 #define NPU_WITH_LIBDRM 0
 #endif
 
+#include "npubackend-private.h"
+#if NPU_HAVE_VULKAN
+#include "ext/vulkan/npuvk.h"
+#endif
+
 #define CPUINFO_PATH "/proc/cpuinfo"
 
 const gchar *
@@ -33,6 +38,8 @@ npu_device_kind_to_string (NpuDeviceKind kind)
       return "drm-render";
     case NPU_DEVICE_KIND_ACCEL:
       return "accel";
+    case NPU_DEVICE_KIND_VULKAN:
+      return "vulkan";
     default:
       return "unknown";
   }
@@ -49,6 +56,8 @@ npu_device_info_free (NpuDeviceInfo * info)
   g_free (info->description);
   g_free (info->bus_info);
   g_free (info->cpu_features);
+  g_free (info->memory_heaps);
+  g_free (info->imports);
   g_free (info);
 }
 
@@ -68,6 +77,8 @@ npu_device_info_copy (const NpuDeviceInfo * info)
   copy->bus_info = g_strdup (info->bus_info);
   copy->n_threads = info->n_threads;
   copy->cpu_features = g_strdup (info->cpu_features);
+  copy->memory_heaps = g_strdup (info->memory_heaps);
+  copy->imports = g_strdup (info->imports);
   return copy;
 }
 
@@ -165,6 +176,63 @@ device_dir (const gchar * env, const gchar * def)
   return dir;
 }
 
+#if NPU_HAVE_VULKAN
+static NpuDeviceInfo *
+vulkan_device_info (const NpuVkDeviceInfo * vk)
+{
+  NpuDeviceInfo *info = g_new0 (NpuDeviceInfo, 1);
+  GString *heaps = g_string_new (NULL), *imports = g_string_new (NULL);
+  guint i;
+
+  info->kind = NPU_DEVICE_KIND_VULKAN;
+  info->name = g_strdup_printf ("vulkan:%u", vk->index);
+  info->driver = g_strdup (vk->driver);
+  info->description = g_strdup_printf ("%s, %s, %s, Vulkan %u.%u", vk->name,
+      vk->driver_info && *vk->driver_info ? vk->driver_info : "no version",
+      vk->type, vk->api_version >> 22, (vk->api_version >> 12) & 0x3ff);
+  for (i = 0; i < vk->n_heaps; i++)
+    g_string_append_printf (heaps, "%s%.1f GiB%s", i ? ", " : "",
+        vk->heap_size[i] / (1024.0 * 1024 * 1024),
+        vk->heap_device_local[i] ? " device-local" : "");
+  if (vk->host_import)
+    g_string_append (imports, "host-memory ");
+  if (vk->dmabuf_import)
+    g_string_append (imports, "dma-buf ");
+  if (vk->sync_fd)
+    g_string_append (imports, "sync-fd ");
+  if (vk->int_dot)
+    g_string_append (imports, "int-dot ");
+  if (imports->len)
+    g_string_truncate (imports, imports->len - 1);
+  info->memory_heaps = g_string_free (heaps, FALSE);
+  info->imports = g_string_free (imports, FALSE);
+  return info;
+}
+
+/* Every Vulkan device with a compute queue; none where no loader or
+ * driver answers (said in the debug log) */
+static void
+add_vulkan_devices (GPtrArray * devices)
+{
+  GError *error = NULL;
+  GPtrArray *list = npu_vk_list_devices (&error);
+  guint i;
+
+  if (!list) {
+    g_debug ("no Vulkan devices: %s", error->message);
+    g_error_free (error);
+    return;
+  }
+  for (i = 0; i < list->len; i++) {
+    const NpuVkDeviceInfo *vk = g_ptr_array_index (list, i);
+
+    if (vk->has_compute)
+      g_ptr_array_add (devices, vulkan_device_info (vk));
+  }
+  g_ptr_array_unref (list);
+}
+#endif
+
 GPtrArray *
 npu_device_info_enumerate (void)
 {
@@ -199,6 +267,9 @@ npu_device_info_enumerate (void)
 #else
   g_debug ("built without libdrm: not searching %s and %s for devices",
       drm_dir ? drm_dir : "(none)", accel_dir ? accel_dir : "(none)");
+#endif
+#if NPU_HAVE_VULKAN
+  add_vulkan_devices (devices);
 #endif
 
   return devices;

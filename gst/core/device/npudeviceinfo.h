@@ -38,6 +38,7 @@ typedef enum
   NPU_DEVICE_KIND_CPU,
   NPU_DEVICE_KIND_DRM_RENDER,
   NPU_DEVICE_KIND_ACCEL,
+  NPU_DEVICE_KIND_VULKAN,
 } NpuDeviceKind;
 
 typedef struct
@@ -54,6 +55,11 @@ typedef struct
   gchar *cpu_features;          /* CPU: space-separated SIMD features the
                                  * kernels use ("avx2 fma f16c ...", "neon
                                  * dotprod"), may be ""; NULL for the others */
+  /* Vulkan (name "vulkan:N", what npu_device_open() takes; driver the
+   * Vulkan driver's name; description its device name, version and type) */
+  gchar *memory_heaps;          /* "23.4 GiB device-local, ..." */
+  gchar *imports;               /* space-separated: "host-memory dma-buf
+                                 * sync-fd int-dot", may be "" */
 } NpuDeviceInfo;
 
 /* Returns a new array of NpuDeviceInfo (element free func set); the CPU

@@ -43,6 +43,7 @@
 #include <glib.h>
 #include "core/device/npuapi.h"
 #include "core/device/npubackend.h"
+#include "core/device/npubuffer.h"
 #include "core/formats/npugguf.h"
 #include "core/cpu/npumatmul.h"
 #include "npuvit.h"
@@ -129,6 +130,41 @@ gboolean        npu_audio_enc_encode          (NpuAudioEnc *enc,
                                                const float *mel,
                                                guint n_frames, float *out,
                                                GError **error);
+
+/**
+ * NpuAudioEncProgram:
+ *
+ * The encoder built for a device and one window of @n_frames mel frames,
+ * as #NpuVitProgram is for the vision encoder: weights imported once,
+ * scratch on the device, npu_audio_enc_encode()'s arithmetic recorded once
+ * and replayed by each submit.  Write the mel (npu_audio_enc_encode()'s
+ * input layout) into the input buffer, submit, read the n_tokens x out_dim
+ * tokens from the output buffer once the fence has signalled.  The
+ * encoder must outlive its programs.
+ */
+typedef struct _NpuAudioEncProgram NpuAudioEncProgram;
+
+NPU_API
+NpuAudioEncProgram *npu_audio_enc_program_new (NpuAudioEnc *enc,
+                                               NpuDevice *device,
+                                               guint n_frames,
+                                               GError **error);
+NPU_API
+void            npu_audio_enc_program_free    (NpuAudioEncProgram *prog);
+/* n_mels x n_frames floats */
+NPU_API
+NpuBuffer      *npu_audio_enc_program_get_input  (NpuAudioEncProgram *prog);
+/* n_tokens x out_dim floats */
+NPU_API
+NpuBuffer      *npu_audio_enc_program_get_output (NpuAudioEncProgram *prog);
+NPU_API
+NpuFence       *npu_audio_enc_program_submit  (NpuAudioEncProgram *prog,
+                                               NpuQueue *queue,
+                                               NpuFence * const *in_fences,
+                                               guint n_in_fences);
+NPU_API
+gsize           npu_audio_enc_program_get_bytes_copied
+                                              (NpuAudioEncProgram *prog);
 
 G_END_DECLS
 

@@ -16,6 +16,7 @@
 
 #include <glib.h>
 #include "core/device/npubackend.h"
+#include "core/device/npuops.h"
 #include "core/formats/npugguf.h"
 #include "core/cpu/npumatmul.h"
 #include "npuviterror.h"
@@ -155,6 +156,54 @@ void npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x,
 G_GNUC_INTERNAL
 void npu_enc_run_parallel (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer data);
+
+/* ------------------------------------------------------------------------
+ * The same blocks recorded as device operations (npuencoder-ops.c)
+ */
+
+/* The weights an encoder's program reads, each host array imported once
+ * as a read-only device buffer (in place where the device can import
+ * it), and its scratch as device buffers */
+typedef struct
+{
+  NpuDevice *device;
+  GHashTable *weights;          /* host address -> NpuBuffer */
+  NpuBuffer *h, *q, *k, *v, *att, *ffb;
+  gsize bytes_copied;           /* of the weights that were not imported */
+} NpuEncDevBlocks;
+
+/* The device's buffer over @size bytes at @data, made at the first call */
+G_GNUC_INTERNAL
+NpuBuffer *npu_enc_dev_weight (NpuEncDevBlocks * d, gconstpointer data,
+    gsize size, GError ** error);
+G_GNUC_INTERNAL
+gboolean npu_enc_dev_blocks_init (NpuEncDevBlocks * d, NpuDevice * device,
+    const NpuEncBlocks * b, GError ** error);
+G_GNUC_INTERNAL
+void npu_enc_dev_blocks_clear (NpuEncDevBlocks * d);
+/* Records y (n rows) = m x (n rows): x and y at byte offsets of their
+ * buffers */
+G_GNUC_INTERNAL
+gboolean npu_enc_record_matmul (NpuEncDevBlocks * d, NpuOps * ops,
+    const NpuEncMatrix * m, NpuBuffer * x, gsize x_offset, gsize n,
+    NpuBuffer * y, gsize y_offset, GError ** error);
+/* Records y += bias, then the activation, on rows x cols; @b may be NULL */
+G_GNUC_INTERNAL
+gboolean npu_enc_record_bias_act (NpuEncDevBlocks * d, NpuOps * ops,
+    NpuBuffer * y, gsize y_offset, gsize rows, gsize cols, const float *b,
+    NpuEncAct act, GError ** error);
+/* Records npu_enc_layernorm (dst, src) */
+G_GNUC_INTERNAL
+gboolean npu_enc_record_layernorm (NpuEncDevBlocks * d, NpuOps * ops,
+    NpuBuffer * dst, gsize d_offset, NpuBuffer * src, gsize s_offset,
+    gsize rows, gsize cols, gfloat eps, const float *w, const float *b,
+    GError ** error);
+/* Records npu_enc_block_forward (b, l, x) for x (n rows of dim) at
+ * @x_offset of @x */
+G_GNUC_INTERNAL
+gboolean npu_enc_record_block (NpuEncDevBlocks * d, NpuOps * ops,
+    const NpuEncBlocks * b, const NpuEncLayer * l, NpuBuffer * x,
+    gsize x_offset, gsize n, GError ** error);
 
 G_END_DECLS
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: decoder-only transformer (llama, qwen2, qwen3): loading and
- * forward pass
+/* gst-npu: decoder-only transformer (llama, qwen2, qwen3, gpt-oss):
+ * loading and forward pass
  *
  * Per layer (llama.cpp's llm_build_llama / llm_build_qwen2 / qwen3):
  *
@@ -12,6 +12,14 @@
  * normalises each head of q and k before RoPE: q_h = rmsnorm (q_h) *
  * attn_q_norm (head_dim weights shared by the heads, the same epsilon),
  * and likewise k_h with attn_k_norm.
+ *
+ * gpt-oss (llama.cpp's llm_build_openai_moe): biases on q, k, v and o;
+ * n2 = rmsnorm (h) * post_attention_norm; the feed-forward is a mixture of
+ * experts (npullm-private.h); each query head has a learned sink logit, one
+ * more term in its softmax's denominator with no value; on the sliding
+ * layers (hp.swa_period) a query sees only the last n_swa positions, its
+ * own included (llama.cpp's LLAMA_SWA_TYPE_STANDARD mask), inside what
+ * the cache keeps; RoPE is NEOX with YaRN scaling.
  *
  * KV cache and positions (docs/llm-core.md): slot of absolute position a is
  * a for the n_sink sinks, n_sink + (a - n_sink) mod W after them, with
@@ -26,6 +34,7 @@
  * computed in double, so positions stay exact over days of stream.
  */
 #include "npullm.h"
+#include "npullm-private.h"
 #include "core/cpu/npuattention.h"
 #include "core/device/npuhugemem.h"
 #include "core/cpu/npumatmul.h"
@@ -49,7 +58,10 @@ typedef struct
   const float *attn_norm, *ffn_norm;
   const float *bq, *bk, *bv, *bo;       /* NULL when absent */
   const float *q_norm, *k_norm; /* qwen3's per-head norms, else NULL */
-  Matrix wq, wk, wv, wo, wgate, wup, wdown;
+  const float *sinks;           /* gpt-oss: n_head logits, else NULL */
+  gboolean swa;                 /* attends to the last n_swa positions */
+  Matrix wq, wk, wv, wo, wgate, wup, wdown;     /* dense: gate, up, down */
+  NpuLlmMoe moe;                /* gpt-oss: the experts */
 } Layer;
 
 struct _NpuLlmModel
@@ -68,6 +80,7 @@ struct _NpuLlmModel
   Matrix output;
   const float *rope_freqs;      /* optional rope_freqs.weight [n_rot / 2] */
   double *inv_freq;             /* n_rot / 2 angular frequencies */
+  double rope_mscale;           /* YaRN's factor on cos and sin (else 1) */
 
   Layer *layers;
   NpuLlmLoadFlags flags;
@@ -106,6 +119,7 @@ struct _NpuLlmContext
   float *rope_abs, *rope_rel;   /* n_batch x n_rot (cos, sin pairs) */
   float *logits;                /* (all_logits ? n_batch : 1) x n_vocab */
   gsize n_logits;               /* rows valid in @logits */
+  NpuLlmMoeScratch moe;         /* a mixture of experts' (else unused) */
   gboolean rel_needed;
 };
 
@@ -225,12 +239,45 @@ get_arch (const NpuGguf * gguf, NpuLlmHParams * h, GError ** error)
   } else if (strcmp (arch, "qwen3") == 0) {
     h->arch = NPU_LLM_ARCH_QWEN3;
     h->rope_type = NPU_LLM_ROPE_NEOX;
+  } else if (strcmp (arch, "gpt-oss") == 0) {
+    h->arch = NPU_LLM_ARCH_GPT_OSS;
+    h->rope_type = NPU_LLM_ROPE_NEOX;
   } else {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
-        "unsupported architecture '%s' (supported: llama, qwen2, qwen3)", arch);
+        "unsupported architecture '%s' (supported: llama, qwen2, qwen3, "
+        "gpt-oss)", arch);
     return NULL;
   }
   return arch;
+}
+
+/* YaRN's keys besides the factor, with llama.cpp's defaults */
+static gboolean
+get_yarn (const NpuGguf * gguf, const gchar * arch, NpuLlmHParams * h,
+    GError ** error)
+{
+  h->yarn_orig_ctx = h->n_ctx_train;
+  h->yarn_beta_fast = 32.0f;
+  h->yarn_beta_slow = 1.0f;
+  h->rope_attn_factor = 1.0f;
+  if (!get_u32_opt (gguf, arch, "rope.scaling.original_context_length",
+          &h->yarn_orig_ctx, error)
+      || !get_f32_opt (gguf, arch, "rope.scaling.yarn_beta_fast", FALSE,
+          &h->yarn_beta_fast, NULL, error)
+      || !get_f32_opt (gguf, arch, "rope.scaling.yarn_beta_slow", FALSE,
+          &h->yarn_beta_slow, NULL, error)
+      || !get_f32_opt (gguf, arch, "rope.scaling.attn_factor", FALSE,
+          &h->rope_attn_factor, NULL, error))
+    return FALSE;
+  if (h->yarn_orig_ctx == 0 || !(h->yarn_beta_fast > 0.0f) ||
+      !(h->yarn_beta_slow > 0.0f) || !(h->rope_attn_factor > 0.0f)) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "%s: YaRN original context %u, beta_fast %g, beta_slow %g or "
+        "attn_factor %g out of range", arch, h->yarn_orig_ctx,
+        h->yarn_beta_fast, h->yarn_beta_slow, h->rope_attn_factor);
+    return FALSE;
+  }
+  return TRUE;
 }
 
 static gboolean
@@ -265,12 +312,15 @@ get_rope_scaling (const NpuGguf * gguf, const gchar * arch,
           &factor, &have_factor, error))
     return FALSE;
   h->rope_freq_scale = 1.0f;
+  h->rope_yarn = scaling && strcmp (scaling, "yarn") == 0;
+  if (h->rope_yarn && !get_yarn (gguf, arch, h, error))
+    return FALSE;
   if (scaling && strcmp (scaling, "none") == 0) {
     /* nothing */
-  } else if (scaling && strcmp (scaling, "linear") != 0) {
+  } else if (scaling && strcmp (scaling, "linear") != 0 && !h->rope_yarn) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
-        "unsupported %s.rope.scaling.type '%s' (supported: none, linear)",
-        arch, scaling);
+        "unsupported %s.rope.scaling.type '%s' (supported: none, linear, "
+        "yarn)", arch, scaling);
     return FALSE;
   } else if (have_factor && factor != 0.0f) {
     if (factor < 0.0f) {
@@ -280,6 +330,33 @@ get_rope_scaling (const NpuGguf * gguf, const gchar * arch,
     }
     h->rope_freq_scale = 1.0f / factor;
   }
+  return TRUE;
+}
+
+/* gpt-oss's experts and sliding window.  feed_forward_length is what the
+ * converter copies from intermediate_size, the experts' width; n_ff is
+ * taken from the expert key, which llama.cpp reads. */
+static gboolean
+get_moe (const NpuGguf * gguf, const gchar * arch, NpuLlmHParams * h,
+    GError ** error)
+{
+  h->swa_period = 2;
+  if (!get_u32_req (gguf, arch, "expert_count", &h->n_expert, error) ||
+      !get_u32_req (gguf, arch, "expert_used_count", &h->n_expert_used,
+          error) ||
+      !get_u32_req (gguf, arch, "expert_feed_forward_length", &h->n_ff_exp,
+          error) ||
+      !get_u32_req (gguf, arch, "attention.sliding_window", &h->n_swa, error)
+      || !get_u32_opt (gguf, arch, "attention.sliding_window_pattern",
+          &h->swa_period, error))
+    return FALSE;
+  if (h->n_expert_used > h->n_expert) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "%s.expert_used_count %u exceeds expert_count %u", arch,
+        h->n_expert_used, h->n_expert);
+    return FALSE;
+  }
+  h->n_ff = h->n_ff_exp;
   return TRUE;
 }
 
@@ -324,10 +401,15 @@ npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
 
   if (!get_u32_req (gguf, arch, "embedding_length", &h.n_embd, error) ||
       !get_u32_req (gguf, arch, "block_count", &h.n_layer, error) ||
-      !get_u32_req (gguf, arch, "feed_forward_length", &h.n_ff, error) ||
       !get_u32_req (gguf, arch, "attention.head_count", &h.n_head, error) ||
       !get_u32_req (gguf, arch, "context_length", &h.n_ctx_train, error))
     return FALSE;
+  if (h.arch == NPU_LLM_ARCH_GPT_OSS) {
+    if (!get_moe (gguf, arch, &h, error))
+      return FALSE;
+  } else if (!get_u32_req (gguf, arch, "feed_forward_length", &h.n_ff, error)) {
+    return FALSE;
+  }
   h.n_head_kv = h.n_head;
   if (!get_u32_opt (gguf, arch, "attention.head_count_kv", &h.n_head_kv, error))
     return FALSE;
@@ -506,12 +588,16 @@ check_hparams (const NpuLlmHParams * hp, GError ** error)
   if (hp->n_embd == 0 || hp->n_layer == 0 || hp->n_ff == 0 ||
       hp->n_head == 0 || hp->n_head_kv == 0 || hp->head_dim == 0 ||
       hp->n_head % hp->n_head_kv != 0 || hp->n_rot == 0 || hp->n_rot % 2 ||
-      hp->n_rot > hp->head_dim || hp->n_ctx_train == 0) {
+      hp->n_rot > hp->head_dim || hp->n_ctx_train == 0 ||
+      (hp->arch == NPU_LLM_ARCH_GPT_OSS) != (hp->n_expert > 0) ||
+      (hp->n_expert > 0 && (hp->n_expert_used == 0 || hp->n_ff_exp == 0 ||
+              hp->n_expert_used > hp->n_expert))) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
         "inconsistent hyper-parameters (embd %u, layers %u, ff %u, heads "
-        "%u/%u, head size %u, rot %u, ctx %u)", hp->n_embd, hp->n_layer,
-        hp->n_ff, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_rot,
-        hp->n_ctx_train);
+        "%u/%u, head size %u, rot %u, ctx %u, experts %u/%u of %u)",
+        hp->n_embd, hp->n_layer, hp->n_ff, hp->n_head, hp->n_head_kv,
+        hp->head_dim, hp->n_rot, hp->n_ctx_train, hp->n_expert_used,
+        hp->n_expert, hp->n_ff_exp);
     return FALSE;
   }
   return TRUE;
@@ -602,6 +688,41 @@ load_output (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
   return TRUE;
 }
 
+/* ggml_rope_yarn_corr_dim(): the dimension whose rotation turns @n_rot
+ * times over the original context */
+static double
+yarn_corr_dim (const NpuLlmHParams * hp, double n_rot)
+{
+  return hp->n_rot * log (hp->yarn_orig_ctx / (n_rot * 2.0 * G_PI)) /
+      (2.0 * log ((double) hp->rope_freq_base));
+}
+
+/* YaRN (ggml's rope_yarn() with ext_factor 1, what llama.cpp sets for a
+ * yarn file): pair i's angle blends the interpolated and the original
+ * frequency, theta = theta_interp (1 - ramp) + theta_extrap ramp, with
+ * theta_interp = freq_scale theta_extrap; the blend is linear in the
+ * position, so it folds into the frequency.  cos and sin are scaled by
+ * attn_factor (1 + 0.1 ln (1 / freq_scale)). */
+static void
+yarn_frequencies (NpuLlmModel * model)
+{
+  const NpuLlmHParams *hp = &model->hp;
+  double lo = MAX (0.0, floor (yarn_corr_dim (hp, hp->yarn_beta_fast)));
+  double hi = MIN (hp->n_rot - 1.0, ceil (yarn_corr_dim (hp,
+              hp->yarn_beta_slow)));
+  double scale = hp->rope_freq_scale;
+  guint i;
+
+  for (i = 0; i < hp->n_rot / 2; i++) {
+    double y = (i - lo) / MAX (0.001, hi - lo);
+    double ramp = 1.0 - CLAMP (y, 0.0, 1.0);
+    double extrap = model->inv_freq[i] / scale;
+
+    model->inv_freq[i] = extrap * (scale * (1.0 - ramp) + ramp);
+  }
+  model->rope_mscale = hp->rope_attn_factor * (1.0 + 0.1 * log (1.0 / scale));
+}
+
 static gboolean
 load_rope (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
     GError ** error)
@@ -615,6 +736,7 @@ load_rope (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
           hp->n_rot / 2, &model->rope_freqs, error))
     return FALSE;
   model->inv_freq = g_new (double, hp->n_rot / 2);
+  model->rope_mscale = 1.0;
   for (i = 0; i < hp->n_rot / 2; i++) {
     double f = pow ((double) hp->rope_freq_base, -2.0 * i / hp->n_rot);
 
@@ -622,6 +744,56 @@ load_rope (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
       f /= model->rope_freqs[i];
     model->inv_freq[i] = f * hp->rope_freq_scale;
   }
+  if (hp->rope_yarn)
+    yarn_frequencies (model);
+  return TRUE;
+}
+
+/* gpt-oss's layer: q/k/v/o with their biases, the sinks, the experts,
+ * post_attention_norm in ffn_norm's place */
+static gboolean
+load_layer_gpt_oss (NpuLlmModel * model, NpuTensorLookup lookup,
+    gpointer user_data, guint il, GError ** error)
+{
+  const NpuLlmHParams *hp = &model->hp;
+  guint q_dim = hp->n_head * hp->head_dim;
+  guint kv_dim = hp->n_head_kv * hp->head_dim;
+  Layer *l = &model->layers[il];
+  guint64 expert_bytes = 0;
+  gchar name[64];
+
+  l->swa = hp->n_swa > 0 && (hp->swa_period == 0 ||
+      il % hp->swa_period < hp->swa_period - 1);
+#define NAME(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
+  if (!load_vector (lookup, user_data, NAME ("attn_norm.weight"), TRUE,
+          hp->n_embd, &l->attn_norm, error) ||
+      !load_vector (lookup, user_data, NAME ("post_attention_norm.weight"),
+          TRUE, hp->n_embd, &l->ffn_norm, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_q.bias"), TRUE, q_dim,
+          &l->bq, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_k.bias"), TRUE, kv_dim,
+          &l->bk, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_v.bias"), TRUE, kv_dim,
+          &l->bv, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_output.bias"), TRUE,
+          hp->n_embd, &l->bo, error) ||
+      !load_vector (lookup, user_data, NAME ("attn_sinks.weight"), TRUE,
+          hp->n_head, &l->sinks, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_q.weight"),
+          hp->n_embd, q_dim, &l->wq, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_k.weight"),
+          hp->n_embd, kv_dim, &l->wk, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_v.weight"),
+          hp->n_embd, kv_dim, &l->wv, error) ||
+      !load_matrix (model, lookup, user_data, NAME ("attn_output.weight"),
+          q_dim, hp->n_embd, &l->wo, error) ||
+      !npu_llm_moe_load (&l->moe, hp, lookup, user_data, il, &expert_bytes,
+          error))
+    return FALSE;
+#undef NAME
+  /* a token reads the experts it is routed to, and the router */
+  model->decode_bytes += hp->n_expert_used * expert_bytes +
+      (guint64) hp->n_expert * hp->n_embd * sizeof (float);
   return TRUE;
 }
 
@@ -637,6 +809,8 @@ load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
   Layer *l = &model->layers[il];
   gchar name[64];
 
+  if (hp->arch == NPU_LLM_ARCH_GPT_OSS)
+    return load_layer_gpt_oss (model, lookup, user_data, il, error);
 #define NAME(s) (g_snprintf (name, sizeof (name), "blk.%u." s, il), name)
   if (!load_vector (lookup, user_data, NAME ("attn_norm.weight"), TRUE,
           hp->n_embd, &l->attn_norm, error) ||
@@ -749,6 +923,7 @@ npu_llm_model_free (NpuLlmModel * model)
       matrix_clear (&l->wgate);
       matrix_clear (&l->wup);
       matrix_clear (&l->wdown);
+      npu_llm_moe_clear (&l->moe);
     }
     g_free (model->layers);
   }
@@ -904,6 +1079,10 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   ctx->rope_abs = ctx_alloc (ctx, nb * hp->n_rot, scratch);
   ctx->rope_rel = ctx_alloc (ctx, nb * hp->n_rot, scratch);
   ctx->logits = ctx_alloc (ctx, (p.all_logits ? nb : 1) * hp->n_vocab, scratch);
+  if (hp->n_expert > 0) {
+    ctx->stats.n_allocs += 9;
+    *scratch += npu_llm_moe_scratch_init (&ctx->moe, hp, nb);
+  }
   return ctx;
 }
 
@@ -932,6 +1111,7 @@ npu_llm_context_free (NpuLlmContext * ctx)
   g_free (ctx->rope_abs);
   g_free (ctx->rope_rel);
   g_free (ctx->logits);
+  npu_llm_moe_scratch_clear (&ctx->moe);
   g_free (ctx);
 }
 
@@ -1031,8 +1211,8 @@ rope_table (const NpuLlmModel * model, guint64 pos, float *cs)
   for (i = 0; i < half; i++) {
     double a = (double) pos * model->inv_freq[i];
 
-    cs[2 * i] = (float) cos (a);
-    cs[2 * i + 1] = (float) sin (a);
+    cs[2 * i] = (float) (cos (a) * model->rope_mscale);
+    cs[2 * i + 1] = (float) (sin (a) * model->rope_mscale);
   }
 }
 
@@ -1183,20 +1363,30 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
   guint64 pt = p0 + t, lo, nsk, a;
   const float *qa = ctx->q + q_off;
   const float *qs = (pt >= n_ctx) ? ctx->qr + q_off : qa;
+  const Layer *l = &ctx->model->layers[job->layer];
+  guint64 s0 = 0;
   NpuAttnSpan spans[5];
   guint n_spans = 0;
 
-  /* retained: the sinks [0, nsk) and the window [lo, pt] */
+  /* retained: the sinks [0, nsk) and the window [lo, pt]; a sliding
+   * layer sees only what of them lies in [s0, pt], its last n_swa
+   * positions (the cache keeps more for the other layers) */
   nsk = MIN (n_sink, pt + 1);
   lo = pt + 1 >= ctx->window ? pt + 1 - ctx->window : 0;
   lo = MAX (lo, nsk);
+  if (l->swa && pt + 1 > hp->n_swa) {
+    s0 = pt + 1 - hp->n_swa;
+    lo = MAX (lo, s0);
+  }
 
   /* sinks in the cache (slot = position), then in the chunk */
   a = MIN (nsk, p0);
-  if (a > 0)
-    n_spans += add_cache_span (ctx, &spans[n_spans], qs, kc, vc, 0, a);
-  if (nsk > p0)
-    n_spans += add_span (ctx, &spans[n_spans], qs, kb, vb, kv_dim, 0, nsk - p0);
+  if (a > s0)
+    n_spans += add_cache_span (ctx, &spans[n_spans], qs, kc, vc, s0, a - s0);
+  a = MAX (p0, s0);
+  if (nsk > a)
+    n_spans += add_span (ctx, &spans[n_spans], qs, kb, vb, kv_dim, a - p0,
+        nsk - a);
   /* the window: in the cache up to the chunk, then in the chunk */
   n_spans += window_spans (ctx, lo, MIN (pt + 1, p0), qa, kc, vc,
       &spans[n_spans]);
@@ -1207,8 +1397,9 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
 
   /* the group's query heads are adjacent in the row: every key and value
    * row is read once for all of them */
-  npu_attention_rows (spans, n_spans, hd, gqa, hd, 1.0f / sqrtf ((float) hd),
-      sc, n_ctx, ctx->att + q_off, hd);
+  npu_attention_rows_sinks (spans, n_spans, hd, gqa, hd,
+      1.0f / sqrtf ((float) hd), l->sinks ? l->sinks + g * gqa : NULL, sc,
+      n_ctx, ctx->att + q_off, hd);
 }
 
 /* Items (row, KV head), each on the score rows of the worker running it */
@@ -1285,6 +1476,24 @@ cache_store (NpuLlmContext * ctx, guint il, guint64 p0, gsize n)
       memcpy (ctx->v_cache + dst, ctx->v_st + t * ctx->kv_row + g * hr, hr);
     }
   }
+}
+
+/* ctx->tmp = Wdown . (silu (Wgate . xn) * (Wup . xn)) for @n rows */
+static void
+dense_ffn (NpuLlmContext * ctx, NpuTask * task, const Layer * l, gsize n,
+    guint ff)
+{
+  const NpuMxfp4Matrix *w[2] = { &l->wgate.m, &l->wup.m };
+  float *const y[2] = { ctx->gate, ctx->up };
+
+  npu_matmul_mxfp4_multi_with_precision (task, w, 2, ctx->xn, n, y,
+      ctx->p.precision);
+  /* in vectors: with a scalar expf this loop took 25 us a layer of
+   * the 1.1 B llama, on one thread while the others waited
+   * (npuvecmath.h) */
+  npu_silu_mul (ctx->gate, ctx->up, ctx->gate, n * ff);
+  npu_matmul_mxfp4_with_precision (task, &l->wdown.m, ctx->gate, n,
+      ctx->tmp, ctx->p.precision);
 }
 
 /* One chunk of @n <= n_batch rows already in ctx->x, at positions p0.. */
@@ -1364,19 +1573,11 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
     for (t = 0; t < n; t++)
       npu_rms_norm (ctx->x + t * dim, l->ffn_norm, ctx->xn + t * dim, dim,
           hp->rms_eps);
-    {
-      const NpuMxfp4Matrix *w[2] = { &l->wgate.m, &l->wup.m };
-      float *const y[2] = { ctx->gate, ctx->up };
-
-      npu_matmul_mxfp4_multi_with_precision (task, w, 2, ctx->xn, n, y,
-          ctx->p.precision);
-    }
-    /* in vectors: with a scalar expf this loop took 25 us a layer of
-     * the 1.1 B llama, on one thread while the others waited
-     * (npuvecmath.h) */
-    npu_silu_mul (ctx->gate, ctx->up, ctx->gate, n * ff);
-    npu_matmul_mxfp4_with_precision (task, &l->wdown.m, ctx->gate, n,
-        ctx->tmp, ctx->p.precision);
+    if (hp->n_expert > 0)
+      npu_llm_moe_forward (&l->moe, task, ctx->p.precision, ctx->xn, n,
+          ctx->tmp, &ctx->moe);
+    else
+      dense_ffn (ctx, task, l, n, ff);
     for (i = 0; i < n * dim; i++)
       ctx->x[i] += ctx->tmp[i];
   }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: decoder-only transformer (llama, qwen2) over MXFP4 weights
+/* gst-npu: decoder-only transformer (llama, qwen2, qwen3, gpt-oss) over
+ * MXFP4 weights
  *
  * The compute core of the npullm element: hyper-parameters from GGUF
  * metadata under llama.cpp's key names, weights through a lookup callback
@@ -47,6 +48,7 @@ typedef enum
   NPU_LLM_ARCH_LLAMA,
   NPU_LLM_ARCH_QWEN2,
   NPU_LLM_ARCH_QWEN3,
+  NPU_LLM_ARCH_GPT_OSS,         /* llama.cpp's LLM_ARCH_OPENAI_MOE */
 } NpuLlmArch;
 
 /* llama.cpp's LLAMA_ROPE_TYPE_NORM (rotate adjacent pairs x[2i], x[2i+1])
@@ -78,8 +80,32 @@ typedef struct
   guint n_vocab;                /* token_embd ne[1] */
   gfloat rms_eps;               /* <arch>.attention.layer_norm_rms_epsilon */
   gfloat rope_freq_base;        /* <arch>.rope.freq_base (default 10000) */
-  gfloat rope_freq_scale;       /* 1 / <arch>.rope.scaling.factor (linear) */
+  gfloat rope_freq_scale;       /* 1 / <arch>.rope.scaling.factor */
   NpuLlmRopeType rope_type;     /* from the architecture, as llama.cpp */
+
+  /* YaRN (<arch>.rope.scaling.type "yarn"), as ggml's rope_yarn() with
+   * ext_factor 1: each frequency blends its interpolated (times
+   * rope_freq_scale) and original value by a ramp between the dimensions
+   * where beta_fast and beta_slow rotations fit in yarn_orig_ctx, and
+   * cos and sin are scaled by rope_attn_factor (1 + 0.1 ln (1 /
+   * rope_freq_scale)) */
+  gboolean rope_yarn;
+  guint yarn_orig_ctx;          /* rope.scaling.original_context_length
+                                 * (default context_length) */
+  gfloat yarn_beta_fast;        /* rope.scaling.yarn_beta_fast (32) */
+  gfloat yarn_beta_slow;        /* rope.scaling.yarn_beta_slow (1) */
+  gfloat rope_attn_factor;      /* rope.scaling.attn_factor (1) */
+
+  /* gpt-oss: a mixture of experts in place of the dense feed-forward
+   * (0 experts: dense), attention sinks, and a sliding window on the
+   * layers il with il % swa_period < swa_period - 1 (llama.cpp's
+   * set_swa_pattern(): with the period 2 of gpt-oss, the even layers) */
+  guint n_expert;               /* <arch>.expert_count */
+  guint n_expert_used;          /* <arch>.expert_used_count */
+  guint n_ff_exp;               /* <arch>.expert_feed_forward_length */
+  guint n_swa;                  /* <arch>.attention.sliding_window (0: none) */
+  guint swa_period;             /* <arch>.attention.sliding_window_pattern
+                                 * (2) */
 } NpuLlmHParams;
 
 NPU_API
@@ -97,7 +123,10 @@ typedef struct _NpuLlmContext NpuLlmContext;
  *   kernels' split layout (npu_mxfp4_matrix_repack(): still 4.25 bits a
  *   weight, so a private copy the size of the weights; their source may
  *   then go away, not token_embd's nor a Q8_0 output's, read in place).
- *   Decoding is measurably faster (docs/llm-core.md).
+ *   Decoding is measurably faster (docs/llm-core.md).  gpt-oss's experts
+ *   are read in place whatever the flags: a private copy of them would be
+ *   the size of the file, where a token reads only the few it is routed
+ *   to (their source must outlive the model).
  */
 typedef enum
 {
@@ -125,7 +154,8 @@ void npu_llm_model_free (NpuLlmModel * model);
 NPU_API
 const NpuLlmHParams *npu_llm_model_get_hparams (const NpuLlmModel * model);
 /* Weight bytes one decoded token reads: every matrix, once, plus one
- * embedding row (the roofline's numerator) */
+ * embedding row (the roofline's numerator); of a mixture of experts, the
+ * n_expert_used experts a token is routed to in each layer */
 NPU_API
 guint64 npu_llm_model_get_decode_bytes (const NpuLlmModel * model);
 /* Bytes the model allocated for converted or repacked matrices (0 if all

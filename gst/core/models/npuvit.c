@@ -6,8 +6,7 @@
  * llava / siglip graph builders); docs/vision-encoder.md gives the maths
  * and says where we differ on purpose.
  */
-#include "npuvit.h"
-#include "npuencoder.h"
+#include "npuvit-private.h"
 #include "core/cpu/npumatmul.h"
 #include "core/formats/npumxfp4.h"
 
@@ -17,38 +16,6 @@
 /* Anything larger than this many floats in one buffer is a broken file,
  * not a model: refuse it before allocating. */
 #define MAX_BUFFER_ELEMENTS ((guint64) 1 << 31)
-
-typedef NpuEncMatrix Matrix;
-typedef NpuEncLayer Layer;
-
-struct _NpuVit
-{
-  NpuGguf *gguf;                /* npu_vit_new_from_file () only */
-
-  NpuVitProjector projector;
-  guint image_size, patch, side, n_patches, patch_dim;
-  guint dim, ff, n_layers, out_dim;
-  guint scale, grid, n_tokens;
-  guint n_pos;                  /* encoder tokens: patches (+ class token) */
-  guint first;                  /* 1 with a class token, else 0 */
-  gfloat mean[3], std[3];
-
-  /* patch embedding: MXFP4 when 3 p p is a multiple of 32, else F32 */
-  gboolean patch_mxfp4;
-  Matrix patch_w;
-  float *patch_w32;             /* dim x patch_dim */
-  float *patch_b, *pos, *class_embd;
-  float *pre_ln_w, *pre_ln_b, *post_ln_w, *post_ln_b;
-  Layer *layers;
-  Matrix mm0, mm2, fc;
-  float *mm0_b, *mm2_b;
-
-  /* the blocks' shape and scratch; x and proj, allocated once */
-  NpuEncBlocks blocks;
-  float *x, *proj;
-
-  gsize owned_bytes, borrowed_bytes, scratch_bytes;
-};
 
 /* ------------------------------------------------------------------------
  * Loading

@@ -44,6 +44,7 @@
 #include <glib.h>
 #include "core/device/npuapi.h"
 #include "core/device/npubackend.h"
+#include "core/device/npubuffer.h"
 #include "core/formats/npugguf.h"
 #include "core/device/nputensorview.h"
 #include "core/cpu/npumatmul.h"
@@ -131,6 +132,41 @@ NPU_API
 gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
                                           const float *patches, float *out,
                                           GError **error);
+
+/**
+ * NpuVitProgram:
+ *
+ * The encoder built for a device: its weights imported once as device
+ * buffers (in place where the device can import host memory, else copied
+ * once, npu_vit_program_get_bytes_copied()), its scratch on the device, and
+ * npu_vit_encode()'s arithmetic recorded once as operations of the seam
+ * (core/device/npuops.h), replayed by each submit.  Write the patches
+ * (npu_vit_encode()'s input layout) into the input buffer, submit, and
+ * read the tokens from the output buffer once the fence has signalled.
+ * The vit must outlive its programs.  On the CPU device the products are
+ * the accurate ones whatever npu_vit_set_precision() says.
+ */
+typedef struct _NpuVitProgram NpuVitProgram;
+
+NPU_API
+NpuVitProgram  *npu_vit_program_new      (NpuVit *vit, NpuDevice *device,
+                                          GError **error);
+NPU_API
+void            npu_vit_program_free     (NpuVitProgram *prog);
+/* n_patches x patch_dim floats */
+NPU_API
+NpuBuffer      *npu_vit_program_get_input  (NpuVitProgram *prog);
+/* n_tokens x out_dim floats */
+NPU_API
+NpuBuffer      *npu_vit_program_get_output (NpuVitProgram *prog);
+NPU_API
+NpuFence       *npu_vit_program_submit   (NpuVitProgram *prog,
+                                          NpuQueue *queue,
+                                          NpuFence * const *in_fences,
+                                          guint n_in_fences);
+/* Bytes of weights copied because the device could not import them */
+NPU_API
+gsize           npu_vit_program_get_bytes_copied (NpuVitProgram *prog);
 
 G_END_DECLS
 

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu tests: a kernel's tests again at every lesser ISA level
  *
- * The kernels cloned per x86 level (attention, the vector maths between
- * the products) pick their copy from the level npu_cpu_get_isa() gives.
+ * The kernels cloned per level (attention, the vector maths between the
+ * products: avx512, avx2 and generic on x86, neon and generic on aarch64)
+ * pick their copy from the CPU features the cap leaves.
  * A test run exercises the best level the CPU has; these helpers run the
  * same tests again with NPU_CPU_ISA's cap set, from inside the test, to
  * each lower level the CPU can run, so that every copy is checked.

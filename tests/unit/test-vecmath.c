@@ -11,6 +11,7 @@
  * results must be what the formula gives in double: an infinity the same
  * infinity, a NaN a NaN.  Each element's result must also not depend on
  * where it sits in the array (the same bits alone and in a long row).
+ * And each level must run the copy written for it, bit for bit.
  */
 #include <core/cpu/npuvecmath.h>
 #include <core/cpu/npucpu.h>
@@ -222,6 +223,84 @@ test_norm (void)
   g_rand_free (rand);
 }
 
+typedef void (*SiluFn) (const float *gate, const float *up, float *out,
+    gsize n);
+typedef void (*NormFn) (const float *x, const float *w, float *out, gsize n,
+    float eps);
+
+/* The copy written for the level the cap leaves: a level must not fall
+ * back to another copy unseen (the other tests would pass on any correct
+ * copy, and the one meant for the level would go untested) */
+static void
+expected_copy (SiluFn * silu, NormFn * norm, const gchar ** name)
+{
+#if defined(__x86_64__)
+  if (npu_cpu_has (NPU_CPU_AVX512F | NPU_CPU_FMA)) {
+    *silu = npu_silu_mul_avx512;
+    *norm = npu_rms_norm_avx512;
+    *name = "avx512";
+    return;
+  }
+  if (npu_cpu_has (NPU_CPU_AVX2 | NPU_CPU_FMA)) {
+    *silu = npu_silu_mul_avx2;
+    *norm = npu_rms_norm_avx2;
+    *name = "avx2";
+    return;
+  }
+#elif defined(__aarch64__)
+  if (npu_cpu_has (NPU_CPU_NEON)) {
+    *silu = npu_silu_mul_neon;
+    *norm = npu_rms_norm_neon;
+    *name = "neon";
+    return;
+  }
+#endif
+  *silu = npu_silu_mul_generic;
+  *norm = npu_rms_norm_generic;
+  *name = "generic";
+}
+
+/* npu_silu_mul () and npu_rms_norm () give the bits of the expected copy;
+ * how many elements the generic copy gets otherwise says whether the
+ * check could tell the copies apart on this level */
+static void
+test_dispatch (void)
+{
+  GRand *rand = g_rand_new_with_seed (29);
+  const gsize n = 1027;
+  float *g = g_new (float, n), *u = g_new (float, n);
+  float *a = g_new (float, n), *b = g_new (float, n);
+  SiluFn silu;
+  NormFn norm;
+  const gchar *name;
+  guint differ = 0;
+  gsize i;
+
+  for (i = 0; i < n; i++) {
+    g[i] = (float) g_rand_double_range (rand, -20.0, 20.0);
+    u[i] = (float) g_rand_double_range (rand, -4.0, 4.0);
+  }
+  expected_copy (&silu, &norm, &name);
+  npu_silu_mul (g, u, a, n);
+  silu (g, u, b, n);
+  g_assert_cmpmem (a, n * sizeof (float), b, n * sizeof (float));
+  npu_silu_mul_generic (g, u, b, n);
+  for (i = 0; i < n; i++)
+    differ += memcmp (&a[i], &b[i], sizeof (float)) != 0;
+  npu_rms_norm (g, u, a, n, 1e-5f);
+  norm (g, u, b, n, 1e-5f);
+  g_assert_cmpmem (a, n * sizeof (float), b, n * sizeof (float));
+  g_test_message ("at %s the %s copy; its SiLU differs from the generic "
+      "copy's in %u of %" G_GSIZE_FORMAT " elements",
+      npu_cpu_isa_name (npu_cpu_get_isa ()), name, differ, n);
+
+  g_free (g);
+  g_free (u);
+  g_free (a);
+  g_free (b);
+  g_rand_free (rand);
+}
+
 /* The tests each lesser level's copy of the kernels runs */
 static void
 test_at_one_level (void)
@@ -229,6 +308,7 @@ test_at_one_level (void)
   test_silu_random ();
   test_silu_edges ();
   test_norm ();
+  test_dispatch ();
 }
 
 /* The other levels' copies (the tests above ran the best one) */
@@ -245,6 +325,7 @@ main (int argc, char **argv)
   g_test_add_func ("/vecmath/silu-random", test_silu_random);
   g_test_add_func ("/vecmath/silu-edges", test_silu_edges);
   g_test_add_func ("/vecmath/norm", test_norm);
+  g_test_add_func ("/vecmath/dispatch", test_dispatch);
   g_test_add_func ("/vecmath/lesser-isas", test_lesser_isas);
   return g_test_run ();
 }

@@ -15,6 +15,16 @@
   else \
     f##_generic (__VA_ARGS__); \
 } G_STMT_END
+#elif defined(__aarch64__)
+/* Advanced SIMD alone: the NEON copy needs neither the dot product nor
+ * half-precision arithmetic, so a Cortex-A53 or A72 runs it too (under
+ * NPU_CPU_ISA=scalar the NEON feature is capped off). */
+#define PICK(f, ...) G_STMT_START { \
+  if (npu_cpu_has (NPU_CPU_NEON)) \
+    f##_neon (__VA_ARGS__); \
+  else \
+    f##_generic (__VA_ARGS__); \
+} G_STMT_END
 #else
 #define PICK(f, ...) f##_generic (__VA_ARGS__)
 #endif

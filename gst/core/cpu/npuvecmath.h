@@ -7,8 +7,9 @@
  * per element the 1.1 B llama's SiLU took 25 us a layer (8192 values),
  * 0.4 ms of a token, against 4 us in AVX-512 vectors (bench-vecmath, in
  * cache).  These are the vector forms, built once per ISA level
- * (npuvecmath-kernel.c, like the attention kernel) and picked from the
- * CPU probe (npucpu.h, NPU_CPU_ISA's cap applies).
+ * (npuvecmath-kernel.c, like the attention kernel; on aarch64 also
+ * npuvecmath-neon.c in NEON intrinsics) and picked from the CPU probe
+ * (npucpu.h, NPU_CPU_ISA's cap applies).
  *
  * Not installed: used by npullm.c and the unit tests.
  */
@@ -56,6 +57,10 @@ NPU_VECMATH_DECL (generic)
 #if defined(__x86_64__)
 NPU_VECMATH_DECL (avx2)
 NPU_VECMATH_DECL (avx512)
+#endif
+#if defined(__aarch64__)
+/* npuvecmath-neon.c: intrinsics, not the vector-extension kernel */
+NPU_VECMATH_DECL (neon)
 #endif
 
 G_END_DECLS

@@ -29,6 +29,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #define HAVE_X86_DISPATCH 1
 #include <immintrin.h>
+#elif defined(__aarch64__)
+/* Advanced SIMD is in the AArch64 baseline: no -march flag needed */
+#define HAVE_NEON_DISPATCH 1
+#include <arm_neon.h>
 #endif
 
 /* Limits keep every intermediate product of the geometry in 64 bits and
@@ -73,10 +77,11 @@ struct _NpuVisionPrepPlan
   gsize n_floats;
   gsize slot_floats;            /* one converted row: R, G, B planes */
   gboolean use_avx2;
-  /* Horizontal taps for the AVX2 path: every position's taps padded with
-   * zeros to T8 = n_taps rounded up to 8, hw8[x * T8 + k], positions
-   * padded to a multiple of 8 (weight 0, start 0), so that one unaligned
-   * 8-float load per tap chunk replaces gathers. */
+  gboolean use_neon;
+  /* Horizontal taps for the AVX2 and NEON paths: every position's taps
+   * padded with zeros to T8 = n_taps rounded up to 8, hw8[x * T8 + k],
+   * positions padded to a multiple of 8 (weight 0, start 0), so that one
+   * unaligned 8-float load per tap chunk replaces gathers. */
   guint T8;
   gfloat *hw8;
   guint *hstart8;
@@ -421,7 +426,8 @@ plan_output_layout (NpuVisionPrepPlan * plan)
       ((gsize) plan->cw + ROW_ALIGN - 1) / ROW_ALIGN * ROW_ALIGN;
 }
 
-/* The AVX2 path's padded filter tables, where this CPU has AVX2 */
+/* The SIMD paths' padded filter tables, where this CPU has AVX2 or NEON
+ * (Advanced SIMD alone: no dot product needed) */
 static void
 plan_simd (NpuVisionPrepPlan * plan)
 {
@@ -429,8 +435,10 @@ plan_simd (NpuVisionPrepPlan * plan)
 
 #ifdef HAVE_X86_DISPATCH
   plan->use_avx2 = npu_cpu_has (NPU_CPU_AVX2 | NPU_CPU_FMA);
+#elif defined(HAVE_NEON_DISPATCH)
+  plan->use_neon = npu_cpu_has (NPU_CPU_NEON);
 #endif
-  if (plan->use_avx2) {
+  if (plan->use_avx2 || plan->use_neon) {
     guint k, T = plan->fx.n_taps, dw8 = (plan->dw + 7) / 8 * 8;
 
     plan->T8 = (T + 7) / 8 * 8;
@@ -860,6 +868,338 @@ hfilter_avx2 (const NpuVisionPrepPlan * plan, const gfloat * a, gfloat * o,
 }
 #endif
 
+#ifdef HAVE_NEON_DISPATCH
+/* 16 codes to 4 vectors of 4 floats, exactly */
+static inline void
+u8x16_to_f32 (uint8x16_t v, float32x4_t f[4])
+{
+  uint16x8_t lo = vmovl_u8 (vget_low_u8 (v)), hi = vmovl_high_u8 (v);
+
+  f[0] = vcvtq_f32_u32 (vmovl_u16 (vget_low_u16 (lo)));
+  f[1] = vcvtq_f32_u32 (vmovl_high_u16 (lo));
+  f[2] = vcvtq_f32_u32 (vmovl_u16 (vget_low_u16 (hi)));
+  f[3] = vcvtq_f32_u32 (vmovl_high_u16 (hi));
+}
+
+static inline float32x4_t
+clamp01_neon (float32x4_t v)
+{
+  return vminq_f32 (vmaxq_f32 (v, vdupq_n_f32 (0.0f)), vdupq_n_f32 (1.0f));
+}
+
+/* 16 luma codes and their 16 (already duplicated) chroma codes to clamped
+ * R, G, B, with the AVX2 path's fused multiply-adds */
+static inline void
+yuv16_neon (const ColourCoef * k, uint8x16_t y, uint8x16_t u, uint8x16_t v,
+    gfloat * r, gfloat * g, gfloat * b)
+{
+  float32x4_t yf[4], uf[4], vf[4];
+  guint j;
+
+  u8x16_to_f32 (y, yf);
+  u8x16_to_f32 (u, uf);
+  u8x16_to_f32 (v, vf);
+  for (j = 0; j < 4; j++) {
+    float32x4_t l = vmulq_n_f32 (vsubq_f32 (yf[j],
+            vdupq_n_f32 (k->y_offset)), k->y_scale);
+    float32x4_t cu = vsubq_f32 (uf[j], vdupq_n_f32 (128.0f));
+    float32x4_t cv = vsubq_f32 (vf[j], vdupq_n_f32 (128.0f));
+
+    vst1q_f32 (r + 4 * j, clamp01_neon (vfmaq_n_f32 (l, cv, k->r_v)));
+    vst1q_f32 (g + 4 * j, clamp01_neon (vfmsq_n_f32 (vfmsq_n_f32 (l, cu,
+                    k->g_u), cv, k->g_v)));
+    vst1q_f32 (b + 4 * j, clamp01_neon (vfmaq_n_f32 (l, cu, k->b_u)));
+  }
+}
+
+/* Each code of 8 twice: the chroma of 16 luma columns */
+static inline uint8x16_t
+dup8_neon (uint8x8_t c)
+{
+  return vcombine_u8 (vzip1_u8 (c, c), vzip2_u8 (c, c));
+}
+
+/* 16 packed RGB pixels, deinterleaved by the load (vld3/vld4), to floats
+ * in [0, 1]: code * (1 / 255), the scalar path's one rounding */
+static inline void
+rgb16_neon (uint8x16_t cr, uint8x16_t cg, uint8x16_t cb, gfloat * r,
+    gfloat * g, gfloat * b)
+{
+  const gfloat n = 1.0f / 255.0f;
+  float32x4_t fr[4], fg[4], fb[4];
+  guint j;
+
+  u8x16_to_f32 (cr, fr);
+  u8x16_to_f32 (cg, fg);
+  u8x16_to_f32 (cb, fb);
+  for (j = 0; j < 4; j++) {
+    vst1q_f32 (r + 4 * j, vmulq_n_f32 (fr[j], n));
+    vst1q_f32 (g + 4 * j, vmulq_n_f32 (fg[j], n));
+    vst1q_f32 (b + 4 * j, vmulq_n_f32 (fb[j], n));
+  }
+}
+
+/* The row converters below: @n blocks of 16 pixels from frame column @x
+ * (even for YUV, so that chroma pairs line up) into r, g, b.  One loop
+ * per format, each its own function (noinline: one call a row, and a loop
+ * objdump shows alone, whose instructions docs/visionprep.md counts); each
+ * load reads only the 16 pixels' own bytes. */
+#define NEON_ROW_FN static __attribute__ ((noinline)) void
+#define NEON_ROW_ARGS const ColourCoef * k, const guint8 * s0, \
+    const guint8 * s1, const guint8 * s2, guint x, guint n, gfloat * r, \
+    gfloat * g, gfloat * b
+
+NEON_ROW_FN
+row_nv12_neon (NEON_ROW_ARGS)
+{
+  /* a copy the stores to r, g, b cannot alias: no reloads a block */
+  const ColourCoef kc = *k;
+
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    /* 16 bytes of UV from x on: 8 U, 8 V */
+    uint8x8x2_t uv = vld2_u8 (s1 + x);
+
+    yuv16_neon (&kc, vld1q_u8 (s0 + x), dup8_neon (uv.val[0]),
+        dup8_neon (uv.val[1]), r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_i420_neon (NEON_ROW_ARGS)
+{
+  /* a copy the stores to r, g, b cannot alias: no reloads a block */
+  const ColourCoef kc = *k;
+
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16)
+    yuv16_neon (&kc, vld1q_u8 (s0 + x), dup8_neon (vld1_u8 (s1 + x / 2)),
+        dup8_neon (vld1_u8 (s2 + x / 2)), r, g, b);
+}
+
+NEON_ROW_FN
+row_yuy2_neon (NEON_ROW_ARGS)
+{
+  /* a copy the stores to r, g, b cannot alias: no reloads a block */
+  const ColourCoef kc = *k;
+
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    /* Y0 U Y1 V: 8 of each from 32 bytes */
+    uint8x8x4_t p = vld4_u8 (s0 + (gsize) x * 2);
+    uint8x16_t y = vcombine_u8 (vzip1_u8 (p.val[0], p.val[2]),
+        vzip2_u8 (p.val[0], p.val[2]));
+
+    yuv16_neon (&kc, y, dup8_neon (p.val[1]), dup8_neon (p.val[3]), r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_gray8_neon (NEON_ROW_ARGS)
+{
+  const float32x4_t off = vdupq_n_f32 (k->y_offset);
+  const gfloat scale = k->y_scale;
+  guint j;
+
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    float32x4_t f[4];
+
+    u8x16_to_f32 (vld1q_u8 (s0 + x), f);
+    for (j = 0; j < 4; j++) {
+      /* as the scalar path: (Y - offset) * scale, clamped */
+      float32x4_t l = clamp01_neon (vmulq_n_f32 (vsubq_f32 (f[j], off),
+              scale));
+
+      vst1q_f32 (r + 4 * j, l);
+      vst1q_f32 (g + 4 * j, l);
+      vst1q_f32 (b + 4 * j, l);
+    }
+  }
+}
+
+/* Packed RGB of 3 and 4 bytes a pixel, in either order: the load
+ * deinterleaves (vld3/vld4) */
+NEON_ROW_FN
+row_rgb_neon (NEON_ROW_ARGS)
+{
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    uint8x16x3_t p = vld3q_u8 (s0 + (gsize) x * 3);
+
+    rgb16_neon (p.val[0], p.val[1], p.val[2], r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_bgr_neon (NEON_ROW_ARGS)
+{
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    uint8x16x3_t p = vld3q_u8 (s0 + (gsize) x * 3);
+
+    rgb16_neon (p.val[2], p.val[1], p.val[0], r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_rgbx_neon (NEON_ROW_ARGS)
+{
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    uint8x16x4_t p = vld4q_u8 (s0 + (gsize) x * 4);
+
+    rgb16_neon (p.val[0], p.val[1], p.val[2], r, g, b);
+  }
+}
+
+NEON_ROW_FN
+row_bgrx_neon (NEON_ROW_ARGS)
+{
+  for (; n > 0; n--, x += 16, r += 16, g += 16, b += 16) {
+    uint8x16x4_t p = vld4q_u8 (s0 + (gsize) x * 4);
+
+    rgb16_neon (p.val[2], p.val[1], p.val[0], r, g, b);
+  }
+}
+
+/* Every format, 16 pixels at a time; the odd first column (for the
+ * chroma pairs) and the tail go scalar. */
+static void
+convert_row_neon (const NpuVisionPrepPlan * plan,
+    const guint8 * const *planes, const gssize * strides, guint row,
+    gfloat * out)
+{
+  gfloat *r = out, *g = out + plan->slot_floats, *b = g + plan->slot_floats;
+  const guint8 *s0 = planes[0] + (gssize) row * strides[0];
+  const guint8 *s1 = NULL, *s2 = NULL;
+  guint i = 0, n;
+  void (*fn) (NEON_ROW_ARGS);
+
+  switch (plan->params.format) {
+    case NPU_PIXEL_FORMAT_NV12:
+      fn = row_nv12_neon;
+      break;
+    case NPU_PIXEL_FORMAT_I420:
+      fn = row_i420_neon;
+      break;
+    case NPU_PIXEL_FORMAT_YUY2:
+      fn = row_yuy2_neon;
+      break;
+    case NPU_PIXEL_FORMAT_GRAY8:
+      fn = row_gray8_neon;
+      break;
+    case NPU_PIXEL_FORMAT_RGB:
+      fn = row_rgb_neon;
+      break;
+    case NPU_PIXEL_FORMAT_BGR:
+      fn = row_bgr_neon;
+      break;
+    case NPU_PIXEL_FORMAT_RGBA:
+    case NPU_PIXEL_FORMAT_RGBX:
+      fn = row_rgbx_neon;
+      break;
+    case NPU_PIXEL_FORMAT_BGRA:
+    case NPU_PIXEL_FORMAT_BGRX:
+      fn = row_bgrx_neon;
+      break;
+    default:
+      /* check_params() took no other format */
+      g_assert_not_reached ();
+      return;
+  }
+  if (plan->cx % 2 == 1) {
+    convert_row_scalar (plan, planes, strides, row, 0, 1, out);
+    i = 1;
+  }
+  if (npu_pixel_format_n_planes (plan->params.format) > 1)
+    s1 = planes[1] + (gssize) (row / 2) * strides[1];
+  if (npu_pixel_format_n_planes (plan->params.format) > 2)
+    s2 = planes[2] + (gssize) (row / 2) * strides[2];
+  n = (plan->cw - i) / 16;
+  fn (&plan->coef, s0, s1, s2, plan->cx + i, n, r + i, g + i, b + i);
+  i += 16 * n;
+  if (i < plan->cw)
+    convert_row_scalar (plan, planes, strides, row, i, plan->cw, out);
+}
+
+/* acc (+)= w * src over @n floats (rows of the ring are 32-byte aligned) */
+static void
+axpy_neon (gfloat * acc, const gfloat * src, gfloat w, gsize n, gboolean first)
+{
+  gsize i = 0;
+
+  /* 8 floats a step: the loop's own instructions are then a quarter of
+   * it, as in the AVX2 loop */
+  if (first) {
+    for (; i + 8 <= n; i += 8) {
+      vst1q_f32 (acc + i, vmulq_n_f32 (vld1q_f32 (src + i), w));
+      vst1q_f32 (acc + i + 4, vmulq_n_f32 (vld1q_f32 (src + i + 4), w));
+    }
+    for (; i < n; i++)
+      acc[i] = w * src[i];
+  } else {
+    for (; i + 8 <= n; i += 8) {
+      vst1q_f32 (acc + i, vfmaq_n_f32 (vld1q_f32 (acc + i),
+              vld1q_f32 (src + i), w));
+      vst1q_f32 (acc + i + 4, vfmaq_n_f32 (vld1q_f32 (acc + i + 4),
+              vld1q_f32 (src + i + 4), w));
+    }
+    for (; i < n; i++)
+      acc[i] += w * src[i];
+  }
+}
+
+/* The sums of 4 vectors, as one vector */
+static inline float32x4_t
+sum4_neon (const float32x4_t * v)
+{
+  return vpaddq_f32 (vpaddq_f32 (v[0], v[1]), vpaddq_f32 (v[2], v[3]));
+}
+
+/* Horizontal filter of one channel row @a, normalised: the AVX2 path's
+ * padded tables (8 outputs a block, each output's taps in chunks of 8 with
+ * zero weights), an 8-float chunk as two NEON vectors; the 8 windows'
+ * products then summed across by pairwise adds.  A block whose outputs are
+ * consecutive floats is stored as two vectors, any other lane by lane. */
+static void
+hfilter_neon (const NpuVisionPrepPlan * plan, const gfloat * a, gfloat * o,
+    gfloat sc, gfloat bi)
+{
+  const guint T8 = plan->T8;
+  const gsize *col_off = plan->col_off + plan->dx;
+  const float32x4_t biv = vdupq_n_f32 (bi);
+  guint x, j, k, lane;
+
+  for (x = 0; x < plan->dw; x += 8) {
+    float32x4_t prod[8], r[2];
+    guint n = MIN (8, plan->dw - x);
+
+    /* unrolled, so that prod[] stays in registers (GCC 12 keeps the loop
+     * and spills it to the stack otherwise) */
+#pragma GCC unroll 8
+    for (j = 0; j < 8; j++) {
+      const gfloat *w = plan->hw8 + (gsize) (x + j) * T8;
+      const gfloat *src = a + plan->hstart8[x + j];
+      float32x4_t lo = vmulq_f32 (vld1q_f32 (w), vld1q_f32 (src));
+      float32x4_t hi = vmulq_f32 (vld1q_f32 (w + 4), vld1q_f32 (src + 4));
+
+      for (k = 8; k < T8; k += 8) {
+        lo = vfmaq_f32 (lo, vld1q_f32 (w + k), vld1q_f32 (src + k));
+        hi = vfmaq_f32 (hi, vld1q_f32 (w + k + 4), vld1q_f32 (src + k + 4));
+      }
+      prod[j] = vaddq_f32 (lo, hi);
+    }
+    r[0] = vfmaq_n_f32 (biv, sum4_neon (prod), sc);
+    r[1] = vfmaq_n_f32 (biv, sum4_neon (prod + 4), sc);
+    if (plan->hsplit[x / 8] == 8) {
+      vst1q_f32 (o + col_off[x], r[0]);
+      vst1q_f32 (o + col_off[x] + 4, r[1]);
+    } else {
+      gfloat res[8];
+
+      vst1q_f32 (res, r[0]);
+      vst1q_f32 (res + 4, r[1]);
+      for (lane = 0; lane < n; lane++)
+        o[col_off[x + lane]] = res[lane];
+    }
+  }
+}
+#endif
+
 static void
 axpy_scalar (gfloat * acc, const gfloat * src, gfloat w, gsize n,
     gboolean first)
@@ -907,6 +1247,10 @@ get_row (const NpuVisionPrepPlan * plan, const RunCtx * ctx, Scratch * s,
   if (plan->use_avx2 && is_yuv (plan->params.format))
     convert_row_avx2 (plan, ctx->planes, ctx->strides, plan->cy + row, dst);
   else
+#elif defined(HAVE_NEON_DISPATCH)
+  if (plan->use_neon)
+    convert_row_neon (plan, ctx->planes, ctx->strides, plan->cy + row, dst);
+  else
 #endif
     convert_row_scalar (plan, ctx->planes, ctx->strides, plan->cy + row, 0,
         plan->cw, dst);
@@ -941,10 +1285,10 @@ run_rows (gsize start, gsize end, guint worker, gpointer user_data)
 
   if (!s->ring) {
     s->ring = g_aligned_alloc (fy->n_taps * 3 * plane, sizeof (gfloat), 32);
-    /* + 8: the AVX2 horizontal windows may reach past the last plane */
+    /* + 8: the SIMD horizontal windows may reach past the last plane */
     s->acc = g_aligned_alloc (3 * plane + 8, sizeof (gfloat), 32);
     /* Zeroed: the padding between planes goes through the vertical sum,
-     * and the AVX2 horizontal windows multiply it by zero weights, so it
+     * and the SIMD horizontal windows multiply it by zero weights, so it
      * must hold no NaN or Inf (nor slow denormals). */
     memset (s->ring, 0, fy->n_taps * 3 * plane * sizeof (gfloat));
     memset (s->acc, 0, (3 * plane + 8) * sizeof (gfloat));
@@ -977,6 +1321,10 @@ run_rows (gsize start, gsize end, guint worker, gpointer user_data)
       if (plan->use_avx2)
         axpy_avx2 (s->acc, src, wy[k], 3 * plane, n == fy->count[yy]);
       else
+#elif defined(HAVE_NEON_DISPATCH)
+      if (plan->use_neon)
+        axpy_neon (s->acc, src, wy[k], 3 * plane, n == fy->count[yy]);
+      else
 #endif
         axpy_scalar (s->acc, src, wy[k], 3 * plane, n == fy->count[yy]);
       n--;
@@ -991,6 +1339,11 @@ run_rows (gsize start, gsize end, guint worker, gpointer user_data)
 #ifdef HAVE_X86_DISPATCH
       if (plan->use_avx2) {
         hfilter_avx2 (plan, a, o, sc, bi);
+        continue;
+      }
+#elif defined(HAVE_NEON_DISPATCH)
+      if (plan->use_neon) {
+        hfilter_neon (plan, a, o, sc, bi);
         continue;
       }
 #endif

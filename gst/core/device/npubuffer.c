@@ -36,11 +36,13 @@ struct _NpuBuffer
   gsize bytes_copied;
 };
 
+#if NPU_HAVE_VULKAN
 static gboolean
 is_vulkan (NpuDevice * device)
 {
   return g_str_equal (npu_device_get_kind (device), "vulkan");
 }
+#endif
 
 /* Gives a buffer over host bytes (an fd's mapping, a host range) its
  * engine buffer: those bytes imported in place where the engine can, else,

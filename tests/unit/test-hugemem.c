@@ -126,13 +126,12 @@ test_alloc (void)
     }
     npu_huge_free (p, size);
     /* gone from the map.  Valgrind (Debian 13's) may map memory of its own
-     * at the freed address at once (seen: 8 MiB, not advised, after
-     * freeing 9 MB): there, a mapping at @p must at least not be ours,
-     * neither advised nor as large as the block was. */
+     * at the freed address at once, of any size (seen: 8 MiB after
+     * freeing 9 MB, and 8 MiB after freeing 2 MiB): there, a mapping at
+     * @p must at least not be ours, that is not advised for huge pages. */
     if (smaps_for (p, &sm)) {
       g_assert_nonnull (g_getenv ("NPU_UNDER_VALGRIND"));
       g_assert_false (sm.advised);
-      g_assert_cmpuint (sm.size_kb * 1024, <, size);
     }
   }
   g_free (enabled);

@@ -24,36 +24,21 @@ struct _NpuAudioEncProgram
   NpuOps *ops;
 };
 
-static NpuBuffer *
-index_buffer (NpuDevice * device, gsize n, guint first, guint step,
-    GError ** error)
-{
-  NpuBuffer *buf = npu_buffer_new (device, n * sizeof (gint32), error);
-  gint32 *p;
-  gsize i;
-
-  if (!buf)
-    return NULL;
-  p = npu_buffer_map (buf, NPU_BUFFER_MAP_WRITE, error);
-  if (!p) {
-    npu_buffer_unref (buf);
-    return NULL;
-  }
-  for (i = 0; i < n; i++)
-    p[i] = first + i * step;
-  npu_buffer_unmap (buf);
-  return buf;
-}
-
 /* dst = the rows first, first + step, ... (n of them, of dim) of src */
 static gboolean
 record_rows (NpuAudioEncProgram * prog, NpuBuffer * src, gsize n_src,
     guint first, guint step, NpuBuffer * dst, gsize n, gsize dim,
     GError ** error)
 {
-  NpuBuffer *idx = index_buffer (prog->d.device, n, first, step, error);
+  gint32 *rows = g_new (gint32, n);
+  NpuBuffer *idx;
   gboolean ok;
+  gsize i;
 
+  for (i = 0; i < n; i++)
+    rows[i] = first + i * step;
+  idx = npu_enc_dev_index (prog->d.device, rows, n, error);
+  g_free (rows);
   if (!idx)
     return FALSE;
   ok = npu_ops_gather_rows (prog->ops, src, 0, n_src, idx, 0, dst, 0, n, dim,

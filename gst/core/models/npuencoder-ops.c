@@ -14,6 +14,7 @@
 #include "npuencoder.h"
 
 #include <math.h>
+#include <string.h>
 
 NpuBuffer *
 npu_enc_dev_weight (NpuEncDevBlocks * d, gconstpointer data, gsize size,
@@ -30,6 +31,25 @@ npu_enc_dev_weight (NpuEncDevBlocks * d, gconstpointer data, gsize size,
     return NULL;
   d->bytes_copied += npu_buffer_get_bytes_copied (buf);
   g_hash_table_insert (d->weights, (gpointer) data, buf);
+  return buf;
+}
+
+NpuBuffer *
+npu_enc_dev_index (NpuDevice * device, const gint32 * values, gsize n,
+    GError ** error)
+{
+  NpuBuffer *buf = npu_buffer_new (device, n * sizeof (gint32), error);
+  gpointer p;
+
+  if (!buf)
+    return NULL;
+  p = npu_buffer_map (buf, NPU_BUFFER_MAP_WRITE, error);
+  if (!p) {
+    npu_buffer_unref (buf);
+    return NULL;
+  }
+  memcpy (p, values, n * sizeof (gint32));
+  npu_buffer_unmap (buf);
   return buf;
 }
 

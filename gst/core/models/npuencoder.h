@@ -172,6 +172,11 @@ typedef struct
   gsize bytes_copied;           /* of the weights that were not imported */
 } NpuEncDevBlocks;
 
+/* A device buffer holding the @n int32 @values (the index tables of
+ * npu_ops_gather_rows()) */
+G_GNUC_INTERNAL
+NpuBuffer *npu_enc_dev_index (NpuDevice * device, const gint32 * values,
+    gsize n, GError ** error);
 /* The device's buffer over @size bytes at @data, made at the first call */
 G_GNUC_INTERNAL
 NpuBuffer *npu_enc_dev_weight (NpuEncDevBlocks * d, gconstpointer data,

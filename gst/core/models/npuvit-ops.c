@@ -20,26 +20,6 @@ struct _NpuVitProgram
   NpuOps *ops;
 };
 
-/* A device buffer of @n int32 filled by @fill */
-static NpuBuffer *
-index_buffer (NpuDevice * device, const gint32 * values, gsize n,
-    GError ** error)
-{
-  NpuBuffer *buf = npu_buffer_new (device, n * sizeof (gint32), error);
-  gpointer p;
-
-  if (!buf)
-    return NULL;
-  p = npu_buffer_map (buf, NPU_BUFFER_MAP_WRITE, error);
-  if (!p) {
-    npu_buffer_unref (buf);
-    return NULL;
-  }
-  memcpy (p, values, n * sizeof (gint32));
-  npu_buffer_unmap (buf);
-  return buf;
-}
-
 /* pixel_shuffle() of npuvit.c as source rows: output row (token, yi, xi)
  * of dim values is patch row (s ty + yi) side + (s tx + xi), or zeros
  * beyond the grid */
@@ -87,7 +67,7 @@ record_input (NpuVitProgram * prog, GError ** error)
   if (vit->class_embd) {
     if (!(cls = npu_enc_dev_weight (d, vit->class_embd, dim * sizeof (float),
                 error)) ||
-        !(prog->index = index_buffer (d->device, &zero, 1, error)) ||
+        !(prog->index = npu_enc_dev_index (d->device, &zero, 1, error)) ||
         !npu_ops_gather_rows (prog->ops, cls, 0, 1, prog->index, 0, prog->x,
             0, 1, dim, error))
       return FALSE;
@@ -125,7 +105,7 @@ record_projector (NpuVitProgram * prog, GError ** error)
         vit->out_dim, vit->mm2_b, NPU_ENC_ACT_NONE, error);
 
   idx = shuffle_index (vit, &n_idx);
-  shuffle = index_buffer (d->device, idx, n_idx, error);
+  shuffle = npu_enc_dev_index (d->device, idx, n_idx, error);
   g_free (idx);
   if (!shuffle)
     return FALSE;

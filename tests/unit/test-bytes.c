@@ -24,11 +24,11 @@ test_count (void)
   npu_bytes_read (&frame, NPU_BYTES_FRAME, 640 * 480 * 4);
   npu_bytes_write (&frame, NPU_BYTES_ACTIVATIONS, 7);
 
-  g_assert_cmpuint (token.read[NPU_BYTES_WEIGHTS], ==, 35651584);
+  g_assert_cmpuint (token.read[NPU_BYTES_WEIGHTS], ==, 8912896);
   g_assert_cmpuint (token.written[NPU_BYTES_WEIGHTS], ==, 0);
   g_assert_cmpuint (token.read[NPU_BYTES_KV], ==, 1000);
   g_assert_cmpuint (token.written[NPU_BYTES_KV], ==, 24);
-  g_assert_cmpuint (npu_bytes_total (&token), ==, 35651584 + 1024);
+  g_assert_cmpuint (npu_bytes_total (&token), ==, 8912896 + 1024);
   g_assert_cmpuint (npu_bytes_total (&frame), ==, 1228807);
 
   npu_bytes_add (&sum, &token);
@@ -40,7 +40,7 @@ test_count (void)
         2 * token.written[k] + frame.written[k]);
   }
   g_assert_cmpuint (npu_bytes_total (&sum), ==,
-      2 * (35651584 + 1024) + 1228807);
+      2 * (8912896 + 1024) + 1228807);
 }
 
 /* 1 MiB at 5 pJ/bit is 1048576 x 8 x 5e-12 J = 41.94304 uJ; none at all

@@ -984,6 +984,23 @@ static const gchar qwen2vl_tpl[] =
     "{{ message['content'] }}<|im_end|>\n{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
 
+/* Gemma 3's template (google/gemma-3-*-it, as the converter stores it),
+ * the parts that matter for [system?, user] */
+static const gchar gemma3_tpl[] =
+    "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n"
+    "{%- set first_user_prefix = messages[0]['content'] + '\\n\\n' -%}\n"
+    "{%- set loop_messages = messages[1:] -%}\n{%- else -%}\n"
+    "{%- set first_user_prefix = \"\" -%}\n"
+    "{%- set loop_messages = messages -%}\n{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "{%- if (message['role'] == 'assistant') -%}{%- set role = \"model\" -%}"
+    "{%- else -%}{%- set role = message['role'] -%}{%- endif -%}\n"
+    "{{ '<start_of_turn>' + role + '\\n' + (first_user_prefix if loop.first "
+    "else \"\") }}\n{{ message['content'] | trim }}\n"
+    "{{ '<end_of_turn>\\n' }}\n{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}{{'<start_of_turn>model\\n'}}"
+    "{%- endif -%}\n";
+
 static void
 test_chat_families (void)
 {
@@ -1019,6 +1036,21 @@ test_chat_families (void)
   g_assert_no_error (err);
   g_assert_cmpstr (npu_chat_template_get_default_system (t), ==,
       "You are a helpful assistant.");
+  npu_chat_template_free (t);
+
+  /* Gemma: bos_token first, the system message (not trimmed) and a blank
+   * line in the first user turn, the user message trimmed, the assistant
+   * turn is "model" */
+  t = chat_from_template (gemma3_tpl, &err);
+  g_assert_no_error (err);
+  g_assert_cmpint (npu_chat_template_get_family (t), ==, NPU_CHAT_GEMMA);
+  g_assert_true (npu_chat_template_has_bos (t));
+  g_assert_null (npu_chat_template_get_default_system (t));
+  assert_chat (t, NULL, " Describe the image.\n", TRUE,
+      "<bos><start_of_turn>user\nDescribe the image.<end_of_turn>\n"
+      "<start_of_turn>model\n");
+  assert_chat (t, " Be brief.", "Hi ", FALSE,
+      "<bos><start_of_turn>user\n Be brief.\n\nHi<end_of_turn>\n");
   npu_chat_template_free (t);
 
   /* no template: plain completion (base model) */
@@ -1088,6 +1120,14 @@ test_chat_next (void)
   t = npu_chat_template_new_from_name ("llama2", &err);
   assert_conversation (t, " Hello",
       "<s>[INST] Hi [/INST] Hello </s><s>[INST] Bye [/INST]");
+  npu_chat_template_free (t);
+
+  /* the answer is "model"'s turn, closed by '<end_of_turn>\n' */
+  t = npu_chat_template_new_from_name ("gemma", &err);
+  assert_conversation (t, "Hello",
+      "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
+      "Hello<end_of_turn>\n<start_of_turn>user\nBye<end_of_turn>\n"
+      "<start_of_turn>model\n");
   npu_chat_template_free (t);
 
   t = npu_chat_template_new_from_name ("none", &err);

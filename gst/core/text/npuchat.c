@@ -34,6 +34,8 @@ npu_chat_template_new (NpuChatFamily family, const gchar * bos_text)
     t->bos_text = g_strdup ("<|begin_of_text|>");
   else if (family == NPU_CHAT_LLAMA2)
     t->bos_text = g_strdup ("<s>");
+  else if (family == NPU_CHAT_GEMMA)
+    t->bos_text = g_strdup ("<bos>");
   return t;
 }
 
@@ -57,9 +59,11 @@ npu_chat_template_new_from_name (const gchar * name, GError ** error)
     return npu_chat_template_new (NPU_CHAT_LLAMA3, NULL);
   if (g_ascii_strcasecmp (name, "llama2") == 0)
     return npu_chat_template_new (NPU_CHAT_LLAMA2, NULL);
+  if (g_ascii_strcasecmp (name, "gemma") == 0)
+    return npu_chat_template_new (NPU_CHAT_GEMMA, NULL);
   g_set_error (error, NPU_CHAT_ERROR, NPU_CHAT_ERROR_UNKNOWN_TEMPLATE,
       "unknown chat template family \"%s\" (known: none, completion, chatml, "
-      "qwen2, llama3, llama2)", name);
+      "qwen2, llama3, llama2, gemma)", name);
   return NULL;
 }
 
@@ -147,9 +151,11 @@ npu_chat_template_new_from_gguf (const NpuGguf * gguf,
     return npu_chat_template_new (NPU_CHAT_LLAMA3, bos);
   if (strstr (tpl, "[INST]"))
     return npu_chat_template_new (NPU_CHAT_LLAMA2, bos);
+  if (strstr (tpl, "<start_of_turn>"))
+    return npu_chat_template_new (NPU_CHAT_GEMMA, bos);
   g_set_error (error, NPU_CHAT_ERROR, NPU_CHAT_ERROR_UNKNOWN_TEMPLATE,
       "tokenizer.chat_template is of no family we know (ChatML, Llama 3, "
-      "Llama 2); set a chat format or use completion");
+      "Llama 2, Gemma); set a chat format or use completion");
   return NULL;
 }
 
@@ -183,6 +189,8 @@ npu_chat_family_name (NpuChatFamily family)
       return "llama3";
     case NPU_CHAT_LLAMA2:
       return "llama2";
+    case NPU_CHAT_GEMMA:
+      return "gemma";
     case NPU_CHAT_CUSTOM:
       return "custom";
   }
@@ -200,7 +208,8 @@ gboolean
 npu_chat_template_has_bos (const NpuChatTemplate * tmpl)
 {
   g_return_val_if_fail (tmpl != NULL, FALSE);
-  return tmpl->family == NPU_CHAT_LLAMA3 || tmpl->family == NPU_CHAT_LLAMA2;
+  return tmpl->family == NPU_CHAT_LLAMA3 || tmpl->family == NPU_CHAT_LLAMA2
+      || tmpl->family == NPU_CHAT_GEMMA;
 }
 
 /* Python's str.strip() / Jinja's trim: ASCII and Unicode white space at
@@ -307,6 +316,25 @@ npu_chat_format (const NpuChatTemplate * tmpl, const gchar * system,
       break;
     }
 
+    case NPU_CHAT_GEMMA:{
+      /* Gemma 3: {{ bos_token }}, a system message becomes
+       * first_user_prefix = messages[0]['content'] + '\n\n' (not trimmed),
+       * then {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if
+       * loop.first else "") }}{{ message['content'] | trim }}
+       * {{ '<end_of_turn>\n' }}, and {% if add_generation_prompt %}
+       * {{'<start_of_turn>model\n'}}{% endif %} */
+      gchar *u = strip_ws (user);
+
+      g_string_append_printf (out, "%s<start_of_turn>user\n", tmpl->bos_text);
+      if (system)
+        g_string_append_printf (out, "%s\n\n", system);
+      g_string_append_printf (out, "%s<end_of_turn>\n", u);
+      if (add_generation_prompt)
+        g_string_append (out, "<start_of_turn>model\n");
+      g_free (u);
+      break;
+    }
+
     case NPU_CHAT_CUSTOM:
       g_string_assign (out, tmpl->format);
       /* {prompt} first, so that a "{system}" typed by the user in the
@@ -365,6 +393,18 @@ npu_chat_format_next (const NpuChatTemplate * tmpl, const gchar * user,
       turn = g_strdup_printf (" </s>%s[INST] %s [/INST]", tmpl->bos_text, u);
       g_free (u);
       return turn;
+
+    case NPU_CHAT_GEMMA:
+      /* the model's turn (role "model") closes with '<end_of_turn>\n' as
+       * every message of the loop; only the first user turn gets
+       * first_user_prefix */
+      u = strip_ws (user);
+      out = g_string_new ("<end_of_turn>\n");
+      g_string_append_printf (out, "<start_of_turn>user\n%s<end_of_turn>\n", u);
+      if (add_generation_prompt)
+        g_string_append (out, "<start_of_turn>model\n");
+      g_free (u);
+      return g_string_free (out, FALSE);
 
     case NPU_CHAT_CUSTOM:
     default:

@@ -10,6 +10,7 @@
  *   ChatML (Qwen2, SmolLM...): the template contains "<|im_start|>"
  *   Llama 3:                   the template contains "<|start_header_id|>"
  *   Llama 2:                   the template contains "[INST]"
+ *   Gemma (Gemma 2 and 3):     the template contains "<start_of_turn>"
  *
  * or take a family by name, or a user format with {system} and {prompt}
  * placeholders, or none at all (plain completion, for base models).
@@ -48,20 +49,21 @@ typedef enum
   NPU_CHAT_CHATML,
   NPU_CHAT_LLAMA3,
   NPU_CHAT_LLAMA2,
+  NPU_CHAT_GEMMA,
   NPU_CHAT_CUSTOM,              /* user format */
 } NpuChatFamily;
 
 typedef struct _NpuChatTemplate NpuChatTemplate;
 
 /* A family with no default system prompt; @bos_text (NULL: "<s>" for
- * Llama 2, "<|begin_of_text|>" for Llama 3) is what those templates call
+ * Llama 2, "<|begin_of_text|>" for Llama 3, "<bos>" for Gemma) is what those templates call
  * bos_token.  Not for NPU_CHAT_CUSTOM. */
 NPU_API
 NpuChatTemplate    *npu_chat_template_new        (NpuChatFamily family,
                                                   const gchar *bos_text);
 /* "none" or "completion", "chatml", "qwen2" (ChatML whose default system
  * prompt is "You are a helpful assistant.", as Qwen2-Instruct's), "llama3",
- * "llama2" */
+ * "llama2", "gemma" */
 NPU_API
 NpuChatTemplate    *npu_chat_template_new_from_name (const gchar *name,
                                                      GError **error);
@@ -86,7 +88,7 @@ void                npu_chat_template_free       (NpuChatTemplate *tmpl);
 
 NPU_API
 NpuChatFamily       npu_chat_template_get_family (const NpuChatTemplate *tmpl);
-/* "none", "chatml", "llama3", "llama2", "custom" */
+/* "none", "chatml", "llama3", "llama2", "gemma", "custom" */
 NPU_API
 const gchar        *npu_chat_family_name         (NpuChatFamily family);
 /* The system message used when none is given, or NULL */
@@ -127,7 +129,7 @@ gchar              *npu_chat_format              (const NpuChatTemplate *tmpl,
  * then @user's turn.  No system message and no BOS text: they came with
  * the first turn.  ChatML: "<|im_end|>\n<|im_start|>user\n...", Llama 3:
  * "<|eot_id|><|start_header_id|>user...", Llama 2: " </s><s>[INST] ...
- * [/INST]", plain completion: a blank line, then @user; a custom format:
+ * [/INST]", Gemma: "<end_of_turn>\n<start_of_turn>user\n...", plain completion: a blank line, then @user; a custom format:
  * the format again with an empty {system}.
  *
  * Returns: (transfer full): the text

@@ -57,9 +57,11 @@ npu_chat_template_new_from_name (const gchar * name, GError ** error)
     return npu_chat_template_new (NPU_CHAT_LLAMA3, NULL);
   if (g_ascii_strcasecmp (name, "llama2") == 0)
     return npu_chat_template_new (NPU_CHAT_LLAMA2, NULL);
+  if (g_ascii_strcasecmp (name, "harmony") == 0)
+    return npu_chat_template_new (NPU_CHAT_HARMONY, NULL);
   g_set_error (error, NPU_CHAT_ERROR, NPU_CHAT_ERROR_UNKNOWN_TEMPLATE,
       "unknown chat template family \"%s\" (known: none, completion, chatml, "
-      "qwen2, llama3, llama2)", name);
+      "qwen2, llama3, llama2, harmony)", name);
   return NULL;
 }
 
@@ -147,9 +149,12 @@ npu_chat_template_new_from_gguf (const NpuGguf * gguf,
     return npu_chat_template_new (NPU_CHAT_LLAMA3, bos);
   if (strstr (tpl, "[INST]"))
     return npu_chat_template_new (NPU_CHAT_LLAMA2, bos);
+  /* llama.cpp's test for gpt-oss's template (LLM_CHAT_TEMPLATE_OPENAI_MOE) */
+  if (strstr (tpl, "<|start|>") && strstr (tpl, "<|channel|>"))
+    return npu_chat_template_new (NPU_CHAT_HARMONY, NULL);
   g_set_error (error, NPU_CHAT_ERROR, NPU_CHAT_ERROR_UNKNOWN_TEMPLATE,
       "tokenizer.chat_template is of no family we know (ChatML, Llama 3, "
-      "Llama 2); set a chat format or use completion");
+      "Llama 2, harmony); set a chat format or use completion");
   return NULL;
 }
 
@@ -183,6 +188,8 @@ npu_chat_family_name (NpuChatFamily family)
       return "llama3";
     case NPU_CHAT_LLAMA2:
       return "llama2";
+    case NPU_CHAT_HARMONY:
+      return "harmony";
     case NPU_CHAT_CUSTOM:
       return "custom";
   }
@@ -307,6 +314,19 @@ npu_chat_format (const NpuChatTemplate * tmpl, const gchar * system,
       break;
     }
 
+    case NPU_CHAT_HARMONY:
+      /* llama.cpp's rendering of gpt-oss's template (llama-chat.cpp,
+       * LLM_CHAT_TEMPLATE_OPENAI_MOE): '<|start|>' + role + '<|message|>'
+       * + content + '<|end|>' per message, content verbatim, then
+       * '<|start|>assistant'; the model names its channel itself */
+      if (system)
+        g_string_append_printf (out, "<|start|>system<|message|>%s<|end|>",
+            system);
+      g_string_append_printf (out, "<|start|>user<|message|>%s<|end|>", user);
+      if (add_generation_prompt)
+        g_string_append (out, "<|start|>assistant");
+      break;
+
     case NPU_CHAT_CUSTOM:
       g_string_assign (out, tmpl->format);
       /* {prompt} first, so that a "{system}" typed by the user in the
@@ -365,6 +385,14 @@ npu_chat_format_next (const NpuChatTemplate * tmpl, const gchar * user,
       turn = g_strdup_printf (" </s>%s[INST] %s [/INST]", tmpl->bos_text, u);
       g_free (u);
       return turn;
+
+    case NPU_CHAT_HARMONY:
+      /* llama.cpp closes an assistant message with '<|return|>' */
+      out = g_string_new ("<|return|>");
+      g_string_append_printf (out, "<|start|>user<|message|>%s<|end|>", user);
+      if (add_generation_prompt)
+        g_string_append (out, "<|start|>assistant");
+      return g_string_free (out, FALSE);
 
     case NPU_CHAT_CUSTOM:
     default:

@@ -66,7 +66,10 @@ vocab () {
   fi
   node "$HERE/hf-tokenizer-gguf.js" "$dir/package/models" \
       "$WORK/$name.tok.gguf" "$@"
-  "$GEN" text --arch "$arch" --type f16 --tied \
+  # llama.cpp's gpt-oss requires output.weight: no tied embeddings there
+  local tied=--tied
+  [ "$arch" = gpt-oss ] && tied=
+  "$GEN" text --arch "$arch" --type f16 $tied \
       --tokenizer "$WORK/$name.tok.gguf" -o "$WORK/$name.gguf" >/dev/null
 }
 

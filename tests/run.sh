@@ -13,7 +13,7 @@
 set -u
 cd "$(dirname "$0")/.."
 # Each phase prints its wall time ("-- LABEL: N s"): the whole run, both
-# legs, has a CI budget of about 30 minutes.
+# legs, has a CI budget of about 45 minutes.
 t_setup=$(date +%s)
 ./tests/setup.sh || { echo "0 passed, 1 failed"; exit 1; }
 echo "-- set-up and build: $(( $(date +%s) - t_setup )) s"
@@ -119,17 +119,22 @@ run_realkernel() {
 
 # run_build_suites BUILD: every suite of one build: unit, gst-check, the
 # install test, the network namespaces test, unit and gst-check under
-# valgrind, and the real-kernel
-# suite.  A second leg (another
-# GStreamer, another root) calls it again with its own build directory.
+# valgrind, and the real-kernel suite.  A second leg (another GStreamer,
+# another root) calls it again with its own build directory.  There the
+# unit suite is not run again under valgrind: the unit tests are the core,
+# which has no GStreamer in it, and run under valgrind and ASan on Debian
+# 12 already; the six minutes they took under valgrind on Debian 13 were
+# what put CI's run over its budget.  The Debian 13 leg still runs them
+# plain (gcc 14, -Werror) and the gst-check suite under valgrind.
 run_build_suites() {
   build=$1
   run_meson "$build" "unit tests" "$MIN_UNIT" --suite unit
   run_meson "$build" "gst-check tests" "$MIN_CHECK" --suite check
   run_meson "$build" "install test" 1 --suite install
   run_meson "$build" "network namespaces test" 1 --suite net
-  run_meson "$build" "unit tests under valgrind" "$MIN_UNIT" \
-    --setup valgrind --suite unit
+  [ -n "${GST_NPU_TRIXIE_LEG:-}" ] ||
+    run_meson "$build" "unit tests under valgrind" "$MIN_UNIT" \
+      --setup valgrind --suite unit
   run_meson "$build" "gst-check tests under valgrind" "$MIN_CHECK" \
     --setup valgrind --suite check
   run_realkernel "$build"

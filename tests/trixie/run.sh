@@ -2,9 +2,9 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # tests/trixie/run.sh: the Debian 13 leg of tests/run.sh (GStreamer 1.26,
 # gcc 14).  Runs, as root on the host, the project's own tests/run.sh inside
-# a Debian 13 (trixie) minbase root: the unit and gst-check suites, the same
-# under valgrind, the real-kernel suite (the guest's userspace is then the
-# trixie root) and the style check.  Ends with one line "N passed, N failed".
+# a Debian 13 (trixie) minbase root: the unit and gst-check suites, the
+# gst-check suite under valgrind and the real-kernel suite (the guest's
+# userspace is then the trixie root).  Ends with one line "N passed, N failed".
 #
 # The root is made once with debootstrap and kept between runs under
 # GST_NPU_TRIXIE_DIR (default /var/tmp/gst-npu-trixie); a marker written last

@@ -29,7 +29,7 @@ mkdir -p "$BIN" 2>/dev/null
 
 result() { echo "REALKERNEL-RESULT $*"; }
 missing=""
-for p in rk-memory rk-fence rk-visiontok; do [ -x "$BIN/$p" ] || missing="$missing $p"; done
+for p in rk-memory rk-fence rk-visiontok rk-camfault; do [ -x "$BIN/$p" ] || missing="$missing $p"; done
 if [ -n "$missing" ]; then
   echo "[FAIL] realkernel-build"
   echo "    not built in $BIN:$missing (run ninja -C $BUILD)"
@@ -40,11 +40,11 @@ RES=$(mktemp -d "${TMPDIR:-/tmp}/gst-npu-rk-results.XXXXXX")
 trap 'rm -rf "$RES"' EXIT
 T0=$(date +%s.%N)
 if [ "$VERBOSE" = 1 ]; then
-  "$HERE/qemu-run.sh" -t "${GST_NPU_RK_TIMEOUT:-900}" -s "$SRC" -b "$BUILD" -r "$RES" -C / \
+  "$HERE/qemu-run.sh" -t "${GST_NPU_RK_TIMEOUT:-900}" -s "$SRC" -b "$BUILD" -r "$RES" -C / -e GST_NPU_RK_CAMERA_FAULTS \
     -- /bin/bash "$HERE/guest-suite.sh" "$BIN" 2> "$RES.err" | tr -d '\r' | tee "$LOG"
   RC=${PIPESTATUS[0]}
 else
-  "$HERE/qemu-run.sh" -t "${GST_NPU_RK_TIMEOUT:-900}" -s "$SRC" -b "$BUILD" -r "$RES" -C / \
+  "$HERE/qemu-run.sh" -t "${GST_NPU_RK_TIMEOUT:-900}" -s "$SRC" -b "$BUILD" -r "$RES" -C / -e GST_NPU_RK_CAMERA_FAULTS \
     -- /bin/bash "$HERE/guest-suite.sh" "$BIN" 2> "$RES.err" | tr -d '\r' > "$LOG"
   RC=${PIPESTATUS[0]}
 fi

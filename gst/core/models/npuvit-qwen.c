@@ -231,28 +231,14 @@ build_tables (NpuVit * vit)
   }
 }
 
-gboolean
-npu_vit_qwen_load (NpuVit * vit, NpuEncLoader * ld, GError ** error)
+/* n_wa_pattern and the window size (qwen2.5vl), the window in merged
+ * tokens; without windows one window is the whole image */
+static gboolean
+load_windows (NpuVit * vit, NpuEncLoader * ld, GError ** error)
 {
   NpuVitQwen *q = &vit->qwen;
-  NpuTensorView view;
   guint32 window_px = 112;
-  guint hd = vit->blocks.head_dim, il;
-  gsize n = vit->n_patches, d = vit->dim;
 
-  q->rms = vit->projector == NPU_VIT_PROJECTOR_QWEN25VL;
-  if (vit->image_size % (2 * vit->patch)) {
-    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
-        "%s: image size %u is not a multiple of 2 patches of %u (the "
-        "merger's 2 x 2 units)", ld->name, vit->image_size, vit->patch);
-    return FALSE;
-  }
-  if (hd % 4) {
-    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
-        "%s: head size %u is not a multiple of 4 (2-D rotary embeddings)",
-        ld->name, hd);
-    return FALSE;
-  }
   /* qwen2.5vl: windows, and a full-attention block every n_wa_pattern
    * (the converter's fullatt_block_indexes, which are evenly spaced) */
   if (q->rms) {
@@ -288,6 +274,68 @@ npu_vit_qwen_load (NpuVit * vit, NpuEncLoader * ld, GError ** error)
   }
   q->window = q->n_wa_pattern ? window_px / vit->patch / 2 : vit->side / 2;
 
+  return TRUE;
+}
+
+/* The merger: mm.0 [4 dim, 4 dim], GELU, mm.2 [4 dim, out] */
+static gboolean
+load_merger (NpuVit * vit, NpuEncLoader * ld, GError ** error)
+{
+  NpuTensorView view;
+  gsize d = vit->dim;
+
+  memset (&view, 0, sizeof (view));
+  if (!ld->lookup ("mm.2.weight", &view, ld->user_data)) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_MISSING,
+        "%s: tensor mm.2.weight is missing", ld->name);
+    return FALSE;
+  }
+  vit->out_dim = view.n_dims >= 2 ? view.ne[1] : 0;
+  if (!vit->out_dim || vit->out_dim > (1u << 20)) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "%s: mm.2.weight has an output size of %u", ld->name, vit->out_dim);
+    return FALSE;
+  }
+  vit->grid = vit->side / 2;
+  vit->n_tokens = vit->grid * vit->grid;
+  vit->n_pos = vit->n_patches;
+  vit->first = 0;
+  if (!npu_enc_get_matrix (ld, "mm.0.weight", 4 * d, 4 * d, &vit->mm0, error)
+      || !(vit->mm0_b = npu_enc_get_vector (ld, "mm.0.bias", TRUE, 4 * d,
+              error))
+      || !npu_enc_get_matrix (ld, "mm.2.weight", 4 * d, vit->out_dim,
+          &vit->mm2, error)
+      || !(vit->mm2_b = npu_enc_get_vector (ld, "mm.2.bias", TRUE,
+              vit->out_dim, error)))
+    return FALSE;
+
+  return TRUE;
+}
+
+gboolean
+npu_vit_qwen_load (NpuVit * vit, NpuEncLoader * ld, GError ** error)
+{
+  NpuVitQwen *q = &vit->qwen;
+  NpuTensorView view;
+  guint hd = vit->blocks.head_dim, il;
+  gsize n = vit->n_patches, d = vit->dim;
+
+  q->rms = vit->projector == NPU_VIT_PROJECTOR_QWEN25VL;
+  if (vit->image_size % (2 * vit->patch)) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "%s: image size %u is not a multiple of 2 patches of %u (the "
+        "merger's 2 x 2 units)", ld->name, vit->image_size, vit->patch);
+    return FALSE;
+  }
+  if (hd % 4) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "%s: head size %u is not a multiple of 4 (2-D rotary embeddings)",
+        ld->name, hd);
+    return FALSE;
+  }
+  if (!load_windows (vit, ld, error))
+    return FALSE;
+
   if (!load_patch_embedding (vit, ld, error))
     return FALSE;
   memset (&view, 0, sizeof (view));
@@ -318,32 +366,8 @@ npu_vit_qwen_load (NpuVit * vit, NpuEncLoader * ld, GError ** error)
           &vit->post_ln_b, error))
     return FALSE;
 
-  /* merger: mm.0 [4 dim, 4 dim], GELU, mm.2 [4 dim, out] */
-  memset (&view, 0, sizeof (view));
-  if (!ld->lookup ("mm.2.weight", &view, ld->user_data)) {
-    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_MISSING,
-        "%s: tensor mm.2.weight is missing", ld->name);
+  if (!load_merger (vit, ld, error))
     return FALSE;
-  }
-  vit->out_dim = view.n_dims >= 2 ? view.ne[1] : 0;
-  if (!vit->out_dim || vit->out_dim > (1u << 20)) {
-    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
-        "%s: mm.2.weight has an output size of %u", ld->name, vit->out_dim);
-    return FALSE;
-  }
-  vit->grid = vit->side / 2;
-  vit->n_tokens = vit->grid * vit->grid;
-  vit->n_pos = vit->n_patches;
-  vit->first = 0;
-  if (!npu_enc_get_matrix (ld, "mm.0.weight", 4 * d, 4 * d, &vit->mm0, error)
-      || !(vit->mm0_b = npu_enc_get_vector (ld, "mm.0.bias", TRUE, 4 * d,
-              error))
-      || !npu_enc_get_matrix (ld, "mm.2.weight", 4 * d, vit->out_dim,
-          &vit->mm2, error)
-      || !(vit->mm2_b = npu_enc_get_vector (ld, "mm.2.bias", TRUE,
-              vit->out_dim, error)))
-    return FALSE;
-
   build_tables (vit);
   vit->x = g_try_new (float, n * d);
   vit->proj = g_try_new (float, n * d);

@@ -1431,7 +1431,9 @@ GST_START_TEST (test_qwen25vl_frame)
   patches = reference_patches (&info, &laid_out, frame, FALSE,
       qp.image_size, qp.patch);
   GST_BUFFER_PTS (frame) = 0;
+  /* the push-buffer signal takes a reference of its own */
   fail_unless_equals_int (push (src, frame), GST_FLOW_OK);
+  gst_buffer_unref (frame);
   g_signal_emit_by_name (sink, "pull-sample", &sample);
   fail_unless (sample != NULL);
   frame = gst_sample_get_buffer (sample);

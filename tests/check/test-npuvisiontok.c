@@ -151,19 +151,16 @@ make_frame (const GstVideoInfo * info, guint extra, GstAllocator * fd_alloc,
   return buf;
 }
 
-/* What the element must give for @buf, from the double-precision
- * references of the preprocessing and of the encoder (tests/reference/),
- * which share no code with the element or the core's fast paths. */
+/* The patches of @buf at @image_size (patch @patch, CLIP's mean and std),
+ * from the double-precision reference of the preprocessing */
 static gdouble *
-reference_tokens (const GstVideoInfo * info,
+reference_patches (const GstVideoInfo * info,
     const GstVideoInfo * laid_out, GstBuffer * buf, gboolean letterbox,
-    gsize * n_floats)
+    guint image_size, guint patch)
 {
   NpuVisionPrepParams p;
   NpuRefFrame fr = { 0, };
-  NpuRefLookup lk = { 0, };
-  NpuGguf *gguf;
-  gdouble *chw, *patches, *out;
+  gdouble *chw, *patches;
   guint i, rect[4];
   GstMapInfo map;
 
@@ -181,7 +178,7 @@ reference_tokens (const GstVideoInfo * info,
       NPU_COLOR_RANGE_FULL : NPU_COLOR_RANGE_LIMITED;
   p.crop_width = p.width;
   p.crop_height = p.height;
-  p.out_width = p.out_height = mp.image_size;
+  p.out_width = p.out_height = image_size;
   p.mode = letterbox ? NPU_VISION_PREP_LETTERBOX : NPU_VISION_PREP_STRETCH;
   for (i = 0; i < 3; i++) {
     p.mean[i] = clip_mean[i];
@@ -200,7 +197,23 @@ reference_tokens (const GstVideoInfo * info,
   }
   chw = npu_ref_vision_prep (&fr, &p, rect);
   gst_buffer_unmap (buf, &map);
-  patches = npu_ref_patchify (chw, p.out_width, p.out_height, mp.patch);
+  patches = npu_ref_patchify (chw, p.out_width, p.out_height, patch);
+  g_free (chw);
+  return patches;
+}
+
+/* What the element must give for @buf, from the double-precision
+ * references of the preprocessing and of the encoder (tests/reference/),
+ * which share no code with the element or the core's fast paths. */
+static gdouble *
+reference_tokens (const GstVideoInfo * info,
+    const GstVideoInfo * laid_out, GstBuffer * buf, gboolean letterbox,
+    gsize * n_floats)
+{
+  NpuRefLookup lk = { 0, };
+  NpuGguf *gguf;
+  gdouble *patches = reference_patches (info, laid_out, buf, letterbox,
+      mp.image_size, mp.patch), *out;
 
   gguf = npu_gguf_open (mmproj_path, NULL);
   fail_unless (gguf != NULL);
@@ -209,7 +222,6 @@ reference_tokens (const GstVideoInfo * info,
   out = g_new (gdouble, *n_floats);
   npu_ref_vit_encode (&lk, patches, FALSE, out);
   npu_gguf_free (gguf);
-  g_free (chw);
   g_free (patches);
   return out;
 }
@@ -1371,6 +1383,115 @@ GST_START_TEST (test_caps_change_in_flight)
 
 GST_END_TEST;
 
+/* A Qwen2.5-VL mmproj (window attention, 2 x 2 merger) through the
+ * element on the CPU: the element's tokens against the core's encoder
+ * (held to a double-precision reference by tests/unit/test-vit-qwen.c) on
+ * the patches of the double-precision preprocessing reference.  Checks the
+ * element's side: the file's size, mean and std, the merged token count
+ * (168 / 28 squared) and the text width.  Bounds as check_frame's. */
+GST_START_TEST (test_qwen25vl_frame)
+{
+  gboolean q8 = g_strcmp0 (npu_matmul_get_isa (), "scalar") != 0;
+  gchar *path = g_build_filename (tmpdir, "qwen.gguf", NULL);
+  NpuMmprojParams qp;
+  GError *error = NULL;
+  GstVideoInfo info, laid_out;
+  GstElement *pipeline, *src, *sink, *tok;
+  GstBuffer *frame;
+  GstSample *sample = NULL;
+  GstNpuTokensMeta *tmeta;
+  GstMapInfo map;
+  GstCaps *caps;
+  NpuGguf *gguf;
+  NpuVit *vit;
+  gdouble *patches, *want, err;
+  gfloat *fpatches, *got;
+  gint precision;
+  gsize n, np, i;
+  gchar *desc;
+
+  fail_unless (npu_model_gen_mmproj_preset (&qp,
+          NPU_MODEL_PROJECTOR_QWEN25VL, "tiny", &error));
+  fail_unless (npu_model_gen_write_mmproj (&qp, text_path, path, NULL,
+          &error), "%s", error ? error->message : "");
+
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_RGB, 200, 150);
+  caps = gst_video_info_to_caps (&info);
+  desc = g_strdup_printf ("appsrc name=src format=time ! "
+      "npuvisiontok name=tok model=%s ! appsink name=sink sync=false", path);
+  pipeline = gst_parse_launch (desc, NULL);
+  fail_unless (pipeline != NULL);
+  src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  g_object_set (src, "caps", caps, NULL);
+  sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+
+  frame = make_frame (&info, 3, NULL, 7, &laid_out);
+  patches = reference_patches (&info, &laid_out, frame, FALSE,
+      qp.image_size, qp.patch);
+  GST_BUFFER_PTS (frame) = 0;
+  /* the push-buffer signal takes a reference of its own */
+  fail_unless_equals_int (push (src, frame), GST_FLOW_OK);
+  gst_buffer_unref (frame);
+  g_signal_emit_by_name (sink, "pull-sample", &sample);
+  fail_unless (sample != NULL);
+  frame = gst_sample_get_buffer (sample);
+  tmeta = gst_buffer_get_npu_tokens_meta (frame);
+  fail_unless (tmeta != NULL);
+  fail_unless_equals_int (tmeta->n_tokens,
+      (qp.image_size / 28) * (qp.image_size / 28));
+  fail_unless_equals_int (tmeta->dim, tp.dim);
+
+  /* the core's encoder on the reference patches, at the element's
+   * precision */
+  gguf = npu_gguf_open (path, &error);
+  fail_unless (gguf != NULL);
+  vit = npu_vit_new (gguf, NULL, NULL, &error);
+  fail_unless (vit != NULL, "%s", error ? error->message : "");
+  g_object_get (tok, "precision", &precision, NULL);
+  npu_vit_set_precision (vit, (NpuMatmulPrecision) precision);
+  np = (gsize) npu_vit_get_n_patches (vit) * npu_vit_get_patch_dim (vit);
+  n = (gsize) tmeta->n_tokens * tmeta->dim;
+  fpatches = g_new (gfloat, np);
+  for (i = 0; i < np; i++)
+    fpatches[i] = (gfloat) patches[i];
+  got = g_new (gfloat, n);
+  fail_unless (npu_vit_encode (vit, NULL, fpatches, got, &error));
+  want = g_new (gdouble, n);
+  for (i = 0; i < n; i++)
+    want[i] = got[i];
+
+  fail_unless (gst_buffer_map (frame, &map, GST_MAP_READ));
+  fail_unless_equals_uint64 (map.size, n * sizeof (gfloat));
+  fail_unless (npu_ref_error_over_rms ((const gfloat *) map.data, want, n,
+          &err), "tokens not finite, or an all-zero reference");
+  GST_INFO ("qwen2.5vl 200x150 [%s]: max err / rms %.2e",
+      npu_matmul_get_isa (), err);
+  fail_unless (npu_within (err, q8 ? 2e-3 : 1e-4),
+      "qwen2.5vl [%s]: max err / rms %g", npu_matmul_get_isa (), err);
+  gst_buffer_unmap (frame, &map);
+  gst_sample_unref (sample);
+
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (tok);
+  gst_object_unref (src);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  gst_caps_unref (caps);
+  npu_vit_free (vit);
+  npu_gguf_free (gguf);
+  g_free (fpatches);
+  g_free (got);
+  g_free (want);
+  g_free (patches);
+  g_free (desc);
+  g_unlink (path);
+  g_free (path);
+}
+
+GST_END_TEST;
+
 static Suite *
 npuvisiontok_suite (void)
 {
@@ -1398,6 +1519,7 @@ npuvisiontok_suite (void)
   tcase_add_test (tc, test_state_changes_in_flight);
   tcase_add_test (tc, test_weights_pad_same_tokens);
   tcase_add_test (tc, test_caps_change_in_flight);
+  tcase_add_test (tc, test_qwen25vl_frame);
   return s;
 }
 

@@ -9,8 +9,10 @@
  *       [--type f32|f16|bf16|q8_0|mxfp4] [--tied|--untied] [--seed S]
  *       [--all-mxfp4] [--mxfp4-values] [--tokenizer TOK.gguf] -o text.gguf
  *   npu-model-gen mmproj (--for text.gguf | --text-dim D)
- *       [--projector mlp|idefics3] [--size tiny|small|base]
+ *       [--projector mlp|idefics3|qwen2vl|qwen2.5vl]
+ *       [--size tiny|small|base]
  *       [--image-size 224] [--patch 14] [--scale-factor 2]
+ *       [--wa-pattern N --window-size PX (qwen2.5vl)]
  *       [--vision-layers N --vision-dim D --vision-ff F --vision-heads H]
  *       [--act gelu|silu|quick] [--type ...] [--mxfp4-values]
  *       [--extra-block] [--seed S]
@@ -45,7 +47,7 @@ static gboolean opt_tied = FALSE, opt_untied = FALSE;
 static gboolean opt_all_mxfp4 = FALSE, opt_mxfp4_values = FALSE;
 static gboolean opt_extra_block = FALSE;
 static gint opt_image_size = -1, opt_patch = -1, opt_scale = -1;
-static gint opt_text_dim = -1;
+static gint opt_text_dim = -1, opt_wa_pattern = -1, opt_window = -1;
 static gint opt_mels = -1, opt_positions = -1, opt_stack = -1;
 static gint opt_hidden = -1;
 static gint opt_experts = -1, opt_experts_used = -1, opt_swa = -1;
@@ -101,11 +103,15 @@ static GOptionEntry mmproj_entries[] = {
   {"text-dim", 0, 0, G_OPTION_ARG_INT, &opt_text_dim,
       "Projector output size, without --for", "D"},
   {"projector", 0, 0, G_OPTION_ARG_STRING, &opt_projector,
-      "mlp (LLaVA) or idefics3 (SmolVLM)", "TYPE"},
+      "mlp (LLaVA), idefics3 (SmolVLM), qwen2vl or qwen2.5vl", "TYPE"},
   {"image-size", 0, 0, G_OPTION_ARG_INT, &opt_image_size, "Image side", "N"},
   {"patch", 0, 0, G_OPTION_ARG_INT, &opt_patch, "Patch side", "N"},
   {"scale-factor", 0, 0, G_OPTION_ARG_INT, &opt_scale,
       "idefics3 pixel shuffle factor", "N"},
+  {"wa-pattern", 0, 0, G_OPTION_ARG_INT, &opt_wa_pattern,
+      "qwen2.5vl: every N-th block attends to the whole image", "N"},
+  {"window-size", 0, 0, G_OPTION_ARG_INT, &opt_window,
+      "qwen2.5vl: attention window side in pixels", "PX"},
   {"vision-layers", 0, 0, G_OPTION_ARG_INT, &opt_layers, "ViT blocks", "N"},
   {"vision-dim", 0, 0, G_OPTION_ARG_INT, &opt_dim, "ViT width", "D"},
   {"vision-ff", 0, 0, G_OPTION_ARG_INT, &opt_ff, "ViT MLP width", "F"},
@@ -316,8 +322,13 @@ main (int argc, char **argv)
       proj = NPU_MODEL_PROJECTOR_MLP;
     else if (strcmp (opt_projector, "idefics3") == 0)
       proj = NPU_MODEL_PROJECTOR_IDEFICS3;
+    else if (strcmp (opt_projector, "qwen2vl") == 0)
+      proj = NPU_MODEL_PROJECTOR_QWEN2VL;
+    else if (strcmp (opt_projector, "qwen2.5vl") == 0)
+      proj = NPU_MODEL_PROJECTOR_QWEN25VL;
     else {
-      g_printerr ("--projector must be mlp or idefics3\n");
+      g_printerr ("--projector must be mlp, idefics3, qwen2vl or "
+          "qwen2.5vl\n");
       return 2;
     }
     if ((opt_for == NULL) == (opt_text_dim < 0)) {
@@ -336,15 +347,18 @@ main (int argc, char **argv)
       override (&p.patch, opt_patch);
       override (&p.scale_factor, opt_scale);
       override (&p.text_dim, opt_text_dim);
+      override (&p.n_wa_pattern, opt_wa_pattern);
+      override (&p.window_size, opt_window);
       p.mxfp4_values = opt_mxfp4_values;
       p.extra_block = opt_extra_block;
-      if (opt_act == NULL || strcmp (opt_act, "gelu") == 0)
+      /* without --act, the preset's (Qwen's: what the converter writes) */
+      if (opt_act != NULL && strcmp (opt_act, "gelu") == 0)
         p.act = NPU_MODEL_ACT_GELU;
-      else if (strcmp (opt_act, "silu") == 0)
+      else if (opt_act != NULL && strcmp (opt_act, "silu") == 0)
         p.act = NPU_MODEL_ACT_SILU;
-      else if (strcmp (opt_act, "quick") == 0)
+      else if (opt_act != NULL && strcmp (opt_act, "quick") == 0)
         p.act = NPU_MODEL_ACT_GELU_QUICK;
-      else {
+      else if (opt_act != NULL) {
         g_printerr ("--act must be gelu, silu or quick\n");
         return 2;
       }

@@ -1214,6 +1214,20 @@ npu_model_gen_mmproj_preset (NpuMmprojParams * p,
         "unknown vision encoder size '%s' (tiny, small, base)", size);
     return FALSE;
   }
+  if (projector == NPU_MODEL_PROJECTOR_QWEN2VL
+      || projector == NPU_MODEL_PROJECTOR_QWEN25VL) {
+    /* Qwen's patch 14 and 112-pixel windows; 168 pixels are 6 x 6 merged
+     * tokens, so the windows are 4 x 4, 4 x 2, 2 x 4 and 2 x 2: whole and
+     * clipped ones */
+    p->patch = 14;
+    p->image_size = 168;
+    p->window_size = 112;
+    p->n_wa_pattern = p->n_layers;
+    p->act = projector == NPU_MODEL_PROJECTOR_QWEN25VL ? NPU_MODEL_ACT_SILU :
+        NPU_MODEL_ACT_GELU_QUICK;
+    if (p->dim / p->n_heads % 4)
+      p->n_heads = p->dim / 64;
+  }
   return TRUE;
 }
 
@@ -1791,6 +1805,158 @@ add_encoder_blocks (NpuGgufWriter * w, const EncoderBlocks * e,
   return ok;
 }
 
+/* Qwen2-VL / Qwen2.5-VL, as llama.cpp's Qwen2VLVisionModel converter
+ * writes them: the Conv3D patch kernel split into its two temporal halves
+ * (v.patch_embd.weight, .weight.1, F16, no bias), no position embedding
+ * (the blocks use 2-D rotary embeddings), no class token; blocks with
+ * LayerNorm and fc1/fc2 (qwen2vl) or RMSNorm (weights only) and a gated
+ * FFN with biases (qwen2.5vl); the merger's norm as v.post_ln, then
+ * mm.0 (4 dim -> 4 dim) and mm.2 (4 dim -> text). */
+static gboolean
+add_qwen_block (NpuGgufWriter * w, const NpuMmprojParams * p,
+    const EncoderBlocks * e, gboolean rms, guint i, NpuModelGenStats * stats,
+    GError ** error)
+{
+  guint dim = p->dim, ff = p->ff;
+  gchar *n[20];
+  gboolean ok;
+  guint k;
+
+  n[0] = g_strdup_printf ("v.blk.%u.ln1.weight", i);
+  n[1] = g_strdup_printf ("v.blk.%u.ln1.bias", i);
+  n[2] = g_strdup_printf ("v.blk.%u.attn_q.weight", i);
+  n[3] = g_strdup_printf ("v.blk.%u.attn_q.bias", i);
+  n[4] = g_strdup_printf ("v.blk.%u.attn_k.weight", i);
+  n[5] = g_strdup_printf ("v.blk.%u.attn_k.bias", i);
+  n[6] = g_strdup_printf ("v.blk.%u.attn_v.weight", i);
+  n[7] = g_strdup_printf ("v.blk.%u.attn_v.bias", i);
+  n[8] = g_strdup_printf ("v.blk.%u.attn_out.weight", i);
+  n[9] = g_strdup_printf ("v.blk.%u.attn_out.bias", i);
+  n[10] = g_strdup_printf ("v.blk.%u.ln2.weight", i);
+  n[11] = g_strdup_printf ("v.blk.%u.ln2.bias", i);
+  n[12] = g_strdup_printf ("v.blk.%u.ffn_up.weight", i);
+  n[13] = g_strdup_printf ("v.blk.%u.ffn_up.bias", i);
+  n[14] = g_strdup_printf ("v.blk.%u.ffn_gate.weight", i);
+  n[15] = g_strdup_printf ("v.blk.%u.ffn_gate.bias", i);
+  n[16] = g_strdup_printf ("v.blk.%u.ffn_down.weight", i);
+  n[17] = g_strdup_printf ("v.blk.%u.ffn_down.bias", i);
+  n[18] = n[19] = NULL;
+#define T(n, std, a, b) \
+  add_random (w, e->seed, stats, n, e->wt, e->grid, FALSE, 0.0, std, 2, a, \
+      b, 1, 1, error)
+#define T1(n, mean, std, a) \
+  add_random (w, e->seed, stats, n, NPU_GGML_TYPE_F32, 0, FALSE, mean, \
+      std, 1, a, 1, 1, 1, error)
+  ok = T1 (n[0], 1.0, 0.05, dim) && (rms || T1 (n[1], 0.0, 0.02, dim))
+      && T (n[2], e->s_dim, dim, dim) && T1 (n[3], 0.0, 0.02, dim)
+      && T (n[4], e->s_dim, dim, dim) && T1 (n[5], 0.0, 0.02, dim)
+      && T (n[6], e->s_dim, dim, dim) && T1 (n[7], 0.0, 0.02, dim)
+      && T (n[8], e->s_dim * e->s_res, dim, dim) && T1 (n[9], 0.0, 0.02, dim)
+      && T1 (n[10], 1.0, 0.05, dim) && (rms || T1 (n[11], 0.0, 0.02, dim))
+      && T (n[12], e->s_dim, dim, ff) && T1 (n[13], 0.0, 0.02, ff)
+      && (!rms || (T (n[14], e->s_dim, dim, ff) && T1 (n[15], 0.0, 0.02, ff)))
+      && T (n[16], e->s_ff * e->s_res, ff, dim) && T1 (n[17], 0.0, 0.02, dim);
+#undef T
+#undef T1
+  for (k = 0; k < 18; k++)
+    g_free (n[k]);
+  return ok;
+}
+
+static gboolean
+write_qwen_mmproj (const NpuMmprojParams * p, guint text_dim,
+    const gchar * path, NpuModelGenStats * out_stats, GError ** error)
+{
+  static const gfloat clip_mean[3] = { 0.48145466f, 0.4578275f, 0.40821073f };
+  static const gfloat clip_std[3] = { 0.26862954f, 0.26130258f, 0.27577711f };
+  gboolean q25 = p->projector == NPU_MODEL_PROJECTOR_QWEN25VL;
+  const gchar *type = q25 ? "qwen2.5vl_merger" : "qwen2vl_merger";
+  guint32 wt = p->wtype;
+  guint32 conv_t = wt == NPU_GGML_TYPE_F32 ? NPU_GGML_TYPE_F32 :
+      NPU_GGML_TYPE_F16;
+  guint32 grid_t = p->mxfp4_values ? NPU_GGML_TYPE_MXFP4 : wt;
+  guint grid = p->mxfp4_values ? 1 : 0, i;
+  guint64 in = (guint64) p->dim * 4;
+  NpuModelGenStats stats = { 0 };
+  EncoderBlocks blocks = { 0, };
+  gdouble s_conv = 1.0 / sqrt (2.0 * 3.0 * p->patch * p->patch);
+  NpuGgufWriter *w;
+  gchar *name;
+  gboolean ok;
+
+  if (p->image_size % (2 * p->patch) || p->dim % p->n_heads
+      || (p->dim / p->n_heads) % 4) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "%s: image size %u must be a multiple of twice the patch size %u "
+        "and the head size (dim %u / %u heads) a multiple of 4", type,
+        p->image_size, p->patch, p->dim, p->n_heads);
+    return FALSE;
+  }
+  if (!check_mxfp4_values (p->mxfp4_values, wt, error)
+      || !check_ne0 (p->dim, wt, "vision dim", error)
+      || !check_ne0 (p->ff, wt, "vision ff", error)
+      || !check_ne0 (in, wt, "projector input", error)
+      || !check_ne0 (p->dim, grid_t, "vision dim", error)
+      || !check_ne0 (p->ff, grid_t, "vision ff", error)
+      || !check_ne0 (in, grid_t, "projector input", error))
+    return FALSE;
+
+  w = npu_gguf_writer_new ();
+  name = g_strdup_printf ("gst-npu random mmproj %s %uL-%u", type,
+      p->n_layers, p->dim);
+  ok = add_general (w, "clip", name, p->seed, wt, error)
+      && npu_gguf_writer_add_bool (w, "clip.has_vision_encoder", TRUE, error)
+      && npu_gguf_writer_add_string (w, "clip.projector_type", type, -1, error)
+      && (!q25 || npu_gguf_writer_add_bool (w, "clip.use_silu", TRUE, error))
+      && npu_gguf_writer_add_u32 (w, "clip.vision.image_size", p->image_size,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.patch_size", p->patch, error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.embedding_length", p->dim,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.feed_forward_length", p->ff,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.block_count", p->n_layers,
+      error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.attention.head_count",
+      p->n_heads, error)
+      && npu_gguf_writer_add_f32 (w,
+      "clip.vision.attention.layer_norm_epsilon", p->eps, error)
+      && npu_gguf_writer_add_u32 (w, "clip.vision.projection_dim", text_dim,
+      error)
+      && npu_gguf_writer_add_array (w, "clip.vision.image_mean",
+      NPU_GGUF_TYPE_FLOAT32, clip_mean, 3, error)
+      && npu_gguf_writer_add_array (w, "clip.vision.image_std",
+      NPU_GGUF_TYPE_FLOAT32, clip_std, 3, error)
+      && (!q25 || (npu_gguf_writer_add_u32 (w, "clip.vision.n_wa_pattern",
+              p->n_wa_pattern, error)
+          && npu_gguf_writer_add_u32 (w, "clip.vision.window_size",
+              p->window_size, error)));
+  g_free (name);
+
+  encoder_blocks_init (&blocks, "v", TRUE, p->seed, wt, grid, p->dim, p->ff,
+      p->n_layers);
+  /* the two temporal halves each see one copy of the image */
+  ok = ok && add_random (w, p->seed, &stats, "v.patch_embd.weight", conv_t, 0,
+      p->mxfp4_values, 0.0, s_conv, 4, p->patch, p->patch, 3, p->dim, error)
+      && add_random (w, p->seed, &stats, "v.patch_embd.weight.1", conv_t, 0,
+      p->mxfp4_values, 0.0, s_conv, 4, p->patch, p->patch, 3, p->dim, error);
+  for (i = 0; ok && i < p->n_layers; i++)
+    ok = add_qwen_block (w, p, &blocks, q25, i, &stats, error);
+  ok = ok && add_random (w, p->seed, &stats, "v.post_ln.weight",
+      NPU_GGML_TYPE_F32, 0, FALSE, 1.0, 0.05, 1, p->dim, 1, 1, 1, error)
+      && (q25 || add_random (w, p->seed, &stats, "v.post_ln.bias",
+          NPU_GGML_TYPE_F32, 0, FALSE, 0.0, 0.02, 1, p->dim, 1, 1, 1, error))
+      && add_random (w, p->seed, &stats, "mm.0.weight", wt, grid, FALSE, 0.0,
+      1.0 / sqrt ((gdouble) in), 2, in, in, 1, 1, error)
+      && add_random (w, p->seed, &stats, "mm.0.bias", NPU_GGML_TYPE_F32, 0,
+      FALSE, 0.0, 0.02, 1, in, 1, 1, 1, error)
+      && add_random (w, p->seed, &stats, "mm.2.weight", wt, grid, FALSE, 0.0,
+      1.0 / sqrt ((gdouble) in), 2, in, text_dim, 1, 1, error)
+      && add_random (w, p->seed, &stats, "mm.2.bias", NPU_GGML_TYPE_F32, 0,
+      FALSE, 0.0, 0.02, 1, text_dim, 1, 1, 1, error);
+  return finish_and_free (w, ok, path, &stats, out_stats, error);
+}
+
 gboolean
 npu_model_gen_write_mmproj (const NpuMmprojParams * p,
     const gchar * text_path, const gchar * path,
@@ -1823,6 +1989,9 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
         "vision sizes and the text embedding size must be positive");
     return FALSE;
   }
+  if (p->projector == NPU_MODEL_PROJECTOR_QWEN2VL
+      || p->projector == NPU_MODEL_PROJECTOR_QWEN25VL)
+    return write_qwen_mmproj (p, text_dim, path, out_stats, error);
   if (p->image_size % p->patch || p->dim % p->n_heads) {
     g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
         "image size %u must be a multiple of the patch size %u and heads %u "

@@ -39,6 +39,8 @@ typedef enum
 {
   NPU_MODEL_PROJECTOR_MLP,      /* LLaVA: mm.0 (linear), GELU, mm.2 */
   NPU_MODEL_PROJECTOR_IDEFICS3, /* SmolVLM: pixel shuffle + mm.model.fc */
+  NPU_MODEL_PROJECTOR_QWEN2VL,  /* Qwen2-VL: 2x2 merger, LayerNorm blocks */
+  NPU_MODEL_PROJECTOR_QWEN25VL, /* Qwen2.5-VL: RMSNorm, SwiGLU, windows */
 } NpuModelProjector;
 
 typedef struct
@@ -97,6 +99,9 @@ typedef struct
   guint ff;
   guint n_heads;
   guint scale_factor;           /* idefics3 pixel shuffle factor */
+  guint n_wa_pattern;           /* qwen2.5vl: every n-th block attends to
+                                 * the whole image, the others to windows */
+  guint window_size;            /* qwen2.5vl: window side in pixels (112) */
   guint text_dim;               /* projector output: the text model's
                                  * embedding_length */
   guint32 wtype;

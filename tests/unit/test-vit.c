@@ -601,7 +601,8 @@ test_bad_models (void)
   /* an unknown projector type (the first "idefics3" is in general.name) */
   npu_test_expect_patched_error (new_vit, path, "idefics3", "resampl3", 1,
       NPU_VIT_ERROR_UNSUPPORTED,
-      "projector type \"resampl3\" is not supported (mlp, idefics3)");
+      "projector type \"resampl3\" is not supported (mlp, idefics3, "
+      "qwen2vl_merger, qwen2.5vl_merger)");
 
   /* no vision encoder: clip.has_vision_encoder absent means false */
   npu_test_expect_patched_error (new_vit, path, "clip.has_vision_encoder",

@@ -144,6 +144,12 @@ npu_vit_program_new (NpuVit * vit, NpuDevice * device, GError ** error)
   gsize proj;
 
   g_return_val_if_fail (vit != NULL && device != NULL, NULL);
+  if (vit->qwen.layers) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
+        "vision encoder on %s: the Qwen mergers run on the CPU backend "
+        "only (no device program yet)", npu_device_get_name (device));
+    return NULL;
+  }
 
   prog = g_new0 (NpuVitProgram, 1);
   prog->vit = vit;

@@ -13,6 +13,38 @@ G_BEGIN_DECLS
 typedef NpuEncMatrix Matrix;
 typedef NpuEncLayer Layer;
 
+/* A Qwen2-VL / Qwen2.5-VL block (npuvit-qwen.c): LayerNorm (w, b) or
+ * RMSNorm (b NULL); gate NULL (qwen2vl): ffn_down (act (ffn_up)), else
+ * ffn_down (act (ffn_gate) * ffn_up) */
+typedef struct
+{
+  float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+  NpuEncMatrix q, k, v, o, up, gate, down;
+  float *q_b, *k_b, *v_b, *o_b, *up_b, *gate_b, *down_b;
+  gboolean has_gate;
+  gboolean full;                /* attends to every patch, not its window */
+} NpuVitQwenLayer;
+
+/* The Qwen merger's layout (npuvit-qwen.c), fixed by the image size */
+typedef struct
+{
+  gboolean rms;                 /* qwen2.5vl: RMSNorm and SwiGLU */
+  guint n_wa_pattern;           /* 0: no window attention */
+  guint window;                 /* window side in merged tokens */
+  NpuVitQwenLayer *layers;
+  /* sequence position -> patch (row-major); output token (row-major over
+   * the merged grid) -> merged unit of the sequence */
+  guint *order, *unit_of;
+  /* window of each sequence position, and where each window starts
+   * (n_windows + 1 entries, the last n_patches) */
+  guint *win_of, *win_start;
+  guint n_windows;
+  /* rotary cos / sin of each sequence position, head_dim / 2 each */
+  float *cos, *sin;
+  float *pin;                   /* the patches in sequence order */
+  float *gate;                  /* n_patches x ff: the gate's products */
+} NpuVitQwen;
+
 struct _NpuVit
 {
   NpuGguf *gguf;                /* npu_vit_new_from_file () only */
@@ -35,12 +67,24 @@ struct _NpuVit
   Matrix mm0, mm2, fc;
   float *mm0_b, *mm2_b;
 
+  NpuVitQwen qwen;              /* qwen2vl_merger, qwen2.5vl_merger */
+
   /* the blocks' shape and scratch; x and proj, allocated once */
   NpuEncBlocks blocks;
   float *x, *proj;
 
   gsize owned_bytes, borrowed_bytes, scratch_bytes;
 };
+
+/* npuvit-qwen.c: everything after the hyper-parameters, for the Qwen
+ * projectors (the kernels, blocks, merger, tables and scratch) */
+G_GNUC_INTERNAL
+gboolean npu_vit_qwen_load (NpuVit * vit, NpuEncLoader * ld, GError ** error);
+G_GNUC_INTERNAL
+void npu_vit_qwen_clear (NpuVit * vit);
+G_GNUC_INTERNAL
+gboolean npu_vit_qwen_encode (NpuVit * vit, NpuTask * task,
+    const float *patches, float *out, GError ** error);
 
 G_END_DECLS
 

@@ -90,10 +90,14 @@ load_kind (Loader * ld, GError ** error)
     vit->projector = NPU_VIT_PROJECTOR_MLP;
   else if (g_strcmp0 (proj, "idefics3") == 0)
     vit->projector = NPU_VIT_PROJECTOR_IDEFICS3;
+  else if (g_strcmp0 (proj, "qwen2vl_merger") == 0)
+    vit->projector = NPU_VIT_PROJECTOR_QWEN2VL;
+  else if (g_strcmp0 (proj, "qwen2.5vl_merger") == 0)
+    vit->projector = NPU_VIT_PROJECTOR_QWEN25VL;
   else {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
-        "%s: projector type \"%s\" is not supported (mlp, idefics3)",
-        ld->e.name, proj);
+        "%s: projector type \"%s\" is not supported (mlp, idefics3, "
+        "qwen2vl_merger, qwen2.5vl_merger)", ld->e.name, proj);
     return FALSE;
   }
   return TRUE;
@@ -386,6 +390,49 @@ alloc_scratch (NpuVit * vit)
   return vit->x && vit->proj;
 }
 
+/* The tensors of the mlp and idefics3 graphs, and their scratch */
+static gboolean
+load_tensors (Loader * ld, GError ** error)
+{
+  NpuVit *vit = ld->vit;
+  const gchar *name = ld->e.name;
+  gboolean ok;
+  guint i;
+
+  ok = load_patch_embedding (ld, error)
+      && npu_enc_get_norm (&ld->e, "v.pre_ln", FALSE, vit->dim,
+      &vit->pre_ln_w, &vit->pre_ln_b, error);
+  if (ok) {
+    vit->layers = g_new0 (Layer, vit->n_layers);
+    for (i = 0; ok && i < vit->n_layers; i++)
+      ok = npu_enc_load_layer (&ld->e, "v", i, vit->dim, vit->ff, TRUE, TRUE,
+          &vit->layers[i], error);
+  }
+  /* One block past block_count would be silently ignored: the file and
+   * its key disagree, say so. */
+  if (ok) {
+    NpuTensorView view;
+    gchar *extra = g_strdup_printf ("v.blk.%u.attn_q.weight", vit->n_layers);
+
+    if (ld->e.lookup (extra, &view, ld->e.user_data)) {
+      g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+          "%s: tensor %s exists but clip.vision.block_count is %u", name,
+          extra, vit->n_layers);
+      ok = FALSE;
+    }
+    g_free (extra);
+  }
+  ok = ok && npu_enc_get_norm (&ld->e, "v.post_ln", FALSE, vit->dim,
+      &vit->post_ln_w, &vit->post_ln_b, error)
+      && load_projector (ld, error);
+  if (ok && !alloc_scratch (vit)) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "%s: out of memory for the scratch buffers", name);
+    ok = FALSE;
+  }
+  return ok;
+}
+
 static NpuVit *
 vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
     gpointer user_data, const gchar * name, GError ** error)
@@ -393,7 +440,6 @@ vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
   Loader ld;
   NpuVit *vit;
   gboolean ok;
-  guint i;
 
   g_return_val_if_fail (gguf != NULL, NULL);
   g_return_val_if_fail (error == NULL || *error == NULL, NULL);
@@ -403,37 +449,12 @@ vit_new (const NpuGguf * gguf, NpuTensorLookup lookup,
   vit->blocks.precision = NPU_MATMUL_PRECISION_ACCURATE;
   ld.vit = vit;
 
-  ok = load_hparams (&ld, error) && load_patch_embedding (&ld, error)
-      && npu_enc_get_norm (&ld.e, "v.pre_ln", FALSE, vit->dim,
-      &vit->pre_ln_w, &vit->pre_ln_b, error);
-  if (ok) {
-    vit->layers = g_new0 (Layer, vit->n_layers);
-    for (i = 0; ok && i < vit->n_layers; i++)
-      ok = npu_enc_load_layer (&ld.e, "v", i, vit->dim, vit->ff, TRUE, TRUE,
-          &vit->layers[i], error);
-  }
-  /* One block past block_count would be silently ignored: the file and
-   * its key disagree, say so. */
-  if (ok) {
-    NpuTensorView view;
-    gchar *extra = g_strdup_printf ("v.blk.%u.attn_q.weight", vit->n_layers);
-
-    if (ld.e.lookup (extra, &view, ld.e.user_data)) {
-      g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
-          "%s: tensor %s exists but clip.vision.block_count is %u", name,
-          extra, vit->n_layers);
-      ok = FALSE;
-    }
-    g_free (extra);
-  }
-  ok = ok && npu_enc_get_norm (&ld.e, "v.post_ln", FALSE, vit->dim,
-      &vit->post_ln_w, &vit->post_ln_b, error)
-      && load_projector (&ld, error);
-  if (ok && !alloc_scratch (vit)) {
-    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
-        "%s: out of memory for the scratch buffers", name);
-    ok = FALSE;
-  }
+  ok = load_hparams (&ld, error);
+  if (ok && (vit->projector == NPU_VIT_PROJECTOR_QWEN2VL
+          || vit->projector == NPU_VIT_PROJECTOR_QWEN25VL))
+    ok = npu_vit_qwen_load (vit, &ld.e, error);
+  else if (ok)
+    ok = load_tensors (&ld, error);
   vit->owned_bytes = ld.e.owned_bytes;
   vit->borrowed_bytes = ld.e.borrowed_bytes;
   if (!ok) {
@@ -500,6 +521,7 @@ npu_vit_free (NpuVit * vit)
   g_free (vit->mm2_b);
   g_free (vit->x);
   g_free (vit->proj);
+  npu_vit_qwen_clear (vit);
   npu_enc_blocks_clear (&vit->blocks);
   if (vit->gguf)
     npu_gguf_free (vit->gguf);
@@ -650,6 +672,8 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
   /* Grows once if this device has more threads than the machine has
    * CPUs; not per frame. */
   npu_enc_blocks_fit_task (&vit->blocks, task);
+  if (vit->qwen.layers)
+    return npu_vit_qwen_encode (vit, task, patches, out, error);
 
   /* Patch embedding: the stride-p convolution is one product over the
    * flattened patches, then its bias and the position embeddings. */

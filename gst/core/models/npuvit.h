@@ -17,6 +17,11 @@
  *                   "idefics3" (SmolVLM): pixel shuffle by scale_factor,
  *                                         then mm.model.fc (no bias)
  *
+ * "qwen2vl_merger" and "qwen2.5vl_merger" (Qwen2-VL, Qwen2.5-VL) are
+ * another graph: 2-D rotary embeddings instead of position embeddings,
+ * window attention (2.5), 2 x 2 patches merged into one token by mm.0 and
+ * mm.2; npuvit-qwen.c gives it, on the CPU only (no device program).
+ *
  * act is GELU (tanh form) with clip.use_gelu, SiLU with clip.use_silu,
  * quick GELU (x sigmoid (1.702 x)) otherwise, as llama.cpp's clip.cpp picks.
  *
@@ -56,6 +61,8 @@ typedef enum
 {
   NPU_VIT_PROJECTOR_MLP,        /* "mlp": LLaVA 1.5 */
   NPU_VIT_PROJECTOR_IDEFICS3,   /* "idefics3": SmolVLM, Idefics3 */
+  NPU_VIT_PROJECTOR_QWEN2VL,    /* "qwen2vl_merger": Qwen2-VL */
+  NPU_VIT_PROJECTOR_QWEN25VL,   /* "qwen2.5vl_merger": Qwen2.5-VL */
 } NpuVitProjector;
 
 typedef struct _NpuVit NpuVit;
@@ -92,7 +99,8 @@ NPU_API
 void            npu_vit_get_mean_std     (const NpuVit *vit, gfloat mean[3],
                                           gfloat std[3]);
 /* Output tokens per image and the grid they form (w x h, row-major):
- * the patch grid for mlp, the grid after the pixel shuffle for idefics3 */
+ * the patch grid for mlp, the grid after the pixel shuffle for idefics3,
+ * the grid of 2 x 2 patches for the Qwen mergers */
 NPU_API
 guint           npu_vit_get_n_tokens     (const NpuVit *vit);
 NPU_API

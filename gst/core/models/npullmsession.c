@@ -40,7 +40,18 @@ struct _NpuLlmSession
   guint n_image_close;
   /* the channel of the text being handed to emit (harmony answers) */
   NpuHarmonyChannel emit_channel;
+  /* tests only: the tokens every answer starts with instead of sampled
+   * ones (NPU_LLM_FORCE_ANSWER) */
+  gint32 *forced;
+  gsize n_forced;
 };
+
+/* Tests only: NPU_LLM_FORCE_ANSWER="text" (control-token text as those
+ * tokens) makes every answer begin with the tokens of that text instead
+ * of the ones sampled, each evaluated as a sampled one would be, so that
+ * a test can drive a random model through an answer format (harmony) it
+ * would never write.  Read once, when the session is made. */
+#define FORCE_ANSWER_ENV "NPU_LLM_FORCE_ANSWER"
 
 GQuark
 npu_llm_session_error_quark (void)
@@ -155,6 +166,9 @@ npu_llm_session_new (const NpuGguf * gguf, NpuLlmModel * model,
   if (!s->tmpl)
     goto failed;
   find_image_wrapping (s);
+  if (g_getenv (FORCE_ANSWER_ENV))
+    s->forced = npu_tokenizer_encode (s->tokenizer,
+        g_getenv (FORCE_ANSWER_ENV), -1, FALSE, TRUE, &s->n_forced);
 
   npu_llm_context_params_init (&cp);
   cp.n_ctx = params->n_ctx ? params->n_ctx : MIN (hp->n_ctx_train ?
@@ -183,6 +197,7 @@ npu_llm_session_free (NpuLlmSession * s)
   if (!s)
     return;
   g_free (s->prefix);
+  g_free (s->forced);
   if (s->sampler)
     npu_llm_sampler_free (s->sampler);
   if (s->ctx)
@@ -607,6 +622,9 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
     gsize len = 0, hold;
     const gchar *stop;
     NpuHarmonyChannel channel = NPU_HARMONY_FINAL;
+
+    if (st->n_generated < s->n_forced)
+      tok = s->forced[st->n_generated];
 
     if (ends_answer (s, hp != NULL, tok)) {
       st->hit_eog = TRUE;

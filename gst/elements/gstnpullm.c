@@ -84,6 +84,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_llm_debug);
 #define DEFAULT_PRECISION GST_NPU_PRECISION_FAST
 #define DEFAULT_STOP NULL
 #define DEFAULT_KEEP_CONTEXT FALSE
+#define DEFAULT_REASONING FALSE
 
 enum
 {
@@ -112,6 +113,7 @@ enum
   PROP_N_ANSWERS,
   PROP_MEDIA_REPLACED,
   PROP_CAPTION_DURATION,
+  PROP_REASONING,
 };
 
 /* One prompt to answer. */
@@ -166,6 +168,7 @@ struct _GstNpuLlm
   GstNpuPrecision precision;
   gchar *stop;
   gboolean keep_context;
+  gboolean reasoning;
 
   /* statistics, under the object lock */
   gdouble ttft_ms, prefill_tps, decode_tps;
@@ -552,6 +555,25 @@ install_answer_properties (GObjectClass * gobject_class)
           "One conversation across answers (each answer goes on from the "
           "last, within the attention-sink window)", DEFAULT_KEEP_CONTEXT,
           rw | GST_PARAM_MUTABLE_PLAYING));
+  /**
+   * GstNpuLlm:reasoning:
+   *
+   * With the harmony chat family (gpt-oss) the model writes its chain of
+   * thought in the `analysis` channel before the answer in `final`.  By
+   * default only the final channel is streamed; true streams the
+   * analysis text as well, as it comes (each buffer holds text of one
+   * channel only).  Either way the answer's analysis text is in the
+   * `analysis` field of the `npullm-stats` message, so an application
+   * tells the two apart; the answer the video pad carries is the final
+   * channel's.  Headers, the format's tokens and tool calls
+   * (`commentary`) never reach the output.  No effect for other
+   * families.  May be changed while playing (from the next answer on).
+   */
+  g_object_class_install_property (gobject_class, PROP_REASONING,
+      g_param_spec_boolean ("reasoning", "Reasoning",
+          "Harmony (gpt-oss): also stream the analysis channel (the chain "
+          "of thought), not only the final answer", DEFAULT_REASONING,
+          rw | GST_PARAM_MUTABLE_PLAYING));
 }
 
 /* Read-only figures of the last answers. */
@@ -677,6 +699,7 @@ gst_npu_llm_init (GstNpuLlm * self)
   self->caption_duration = DEFAULT_CAPTION_DURATION;
   self->kv_type = DEFAULT_KV_TYPE;
   self->keep_context = DEFAULT_KEEP_CONTEXT;
+  self->reasoning = DEFAULT_REASONING;
   self->precision = DEFAULT_PRECISION;
   self->weights_in = gst_npu_weights_input_new (GST_ELEMENT (self),
       load_session);
@@ -791,6 +814,9 @@ gst_npu_llm_set_property (GObject * object, guint prop_id,
     case PROP_KEEP_CONTEXT:
       self->keep_context = g_value_get_boolean (value);
       break;
+    case PROP_REASONING:
+      self->reasoning = g_value_get_boolean (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -862,6 +888,9 @@ gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_KEEP_CONTEXT:
       g_value_set_boolean (value, self->keep_context);
+      break;
+    case PROP_REASONING:
+      g_value_set_boolean (value, self->reasoning);
       break;
     case PROP_TTFT:
       g_value_set_double (value, self->ttft_ms);
@@ -1015,6 +1044,8 @@ typedef struct
   Job *job;
   GString *pending;
   GString *answer;              /* the whole answer, for the video pad */
+  GString *analysis;            /* harmony: the analysis channel's text */
+  gboolean reasoning;           /* stream the analysis too */
   GstNpuLlmOutput output;
   GstFlowReturn flow;
 } EmitData;
@@ -1225,7 +1256,14 @@ emit_text (const gchar * text, gsize len, gpointer user_data)
 {
   EmitData *ed = user_data;
 
-  g_string_append_len (ed->answer, text, len);
+  if (npu_llm_session_get_emit_channel (ed->self->session) ==
+      NPU_HARMONY_ANALYSIS) {
+    g_string_append_len (ed->analysis, text, len);
+    if (!ed->reasoning)
+      return TRUE;
+  } else {
+    g_string_append_len (ed->answer, text, len);
+  }
   if (ed->output == GST_NPU_LLM_OUTPUT_TOKEN) {
     ed->flow = push_text (ed->self, ed->job, text, len);
   } else {
@@ -1264,7 +1302,8 @@ start_stream (GstNpuLlm * self)
 }
 
 static void
-post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
+post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st,
+    const gchar * analysis)
 {
   gdouble ttft = st->prompt_us / 1000.0;
   gdouble prefill = st->prompt_us ? st->n_prompt * 1e6 / st->prompt_us : 0;
@@ -1291,7 +1330,8 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st)
               "generated-tokens", G_TYPE_UINT,
               st->n_generated, "end", G_TYPE_STRING,
               st->hit_eog ? "eog" : st->hit_stop ? "stop" : st->hit_max ?
-              "max-tokens" : "stopped", NULL)));
+              "max-tokens" : "stopped", "analysis", G_TYPE_STRING, analysis,
+              NULL)));
 }
 
 /* Which buffer holds @m's rows: our tokenizers' own (a GstNpuTokensMeta)
@@ -1420,6 +1460,7 @@ gst_npu_llm_loop (GstNpuLlm * self)
   GList *l;
   Job *job;
   gboolean ok;
+  gchar *analysis;
 
   g_mutex_lock (&self->lock);
   while (!self->flushing && (!self->session ||
@@ -1472,8 +1513,10 @@ gst_npu_llm_loop (GstNpuLlm * self)
   ed.job = job;
   ed.pending = g_string_new (NULL);
   ed.answer = g_string_new (NULL);
+  ed.analysis = g_string_new (NULL);
   GST_OBJECT_LOCK (self);
   ed.output = self->output;
+  ed.reasoning = self->reasoning;
   npu_llm_session_set_max_tokens (self->session, self->max_tokens);
   npu_llm_session_set_keep_context (self->session, self->keep_context);
   GST_OBJECT_UNLOCK (self);
@@ -1495,8 +1538,10 @@ gst_npu_llm_loop (GstNpuLlm * self)
     set_latest_answer (self, ed.answer->str, ed.answer->len);
   g_string_free (ed.answer, TRUE);
   job_free (job);
+  analysis = g_string_free (ed.analysis, FALSE);
 
   if (!ok) {
+    g_free (analysis);
     if (g_error_matches (error, NPU_LLM_SESSION_ERROR,
             NPU_LLM_SESSION_ERROR_CANCELLED)) {
       g_error_free (error);
@@ -1510,7 +1555,8 @@ gst_npu_llm_loop (GstNpuLlm * self)
     gst_pad_pause_task (self->srcpad);
     return;
   }
-  post_stats (self, &st);
+  post_stats (self, &st, analysis);
+  g_free (analysis);
   if (ed.flow != GST_FLOW_OK) {
     GST_DEBUG_OBJECT (self, "pausing: %s", gst_flow_get_name (ed.flow));
     if (ed.flow == GST_FLOW_NOT_LINKED || ed.flow < GST_FLOW_EOS)

@@ -535,6 +535,67 @@ GST_START_TEST (test_gpt_oss_both_paths)
 
 GST_END_TEST;
 
+/* A harmony answer through the element: the generated gpt-oss file with
+ * the format's tokens and a template of gpt-oss's family, whose answer
+ * (a random model would never write the format) is forced through the
+ * session's test hook (NPU_LLM_FORCE_ANSWER): each forced token is
+ * evaluated as a sampled one.  The stream holds the final channel only,
+ * with reasoning=true the analysis before it; the framing never; the
+ * analysis is in npullm-stats either way, and the answer ends at
+ * <|return|> (nothing forced after it is shown). */
+GST_START_TEST (test_harmony_channels)
+{
+  const gchar *forced = "<|channel|>analysis<|message|>Thinking hard."
+      "<|end|><|start|>assistant<|channel|>commentary to=functions.f "
+      "<|constrain|>json<|message|>{\"x\": 1}<|end|><|start|>assistant"
+      "<|channel|>final<|message|>The answer is 42.<|return|>After the end";
+  struct
+  {
+    const gchar *reasoning;
+    const gchar *output;
+    const gchar *want;
+  } cases[] = {
+    {"false", "token", "The answer is 42."},
+    {"true", "token", "Thinking hard.The answer is 42."},
+    {"false", "response", "The answer is 42."},
+  };
+  NpuTextModelParams tp;
+  gchar *path = g_build_filename (tmpdir, "gpt-oss-harmony.gguf", NULL);
+  guint i;
+
+  fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_GPT_OSS, "tiny",
+          NULL));
+  tp.harmony = TRUE;
+  fail_unless (npu_model_gen_write_text (&tp, path, NULL, NULL));
+  g_setenv ("NPU_LLM_FORCE_ANSWER", forced, TRUE);
+  for (i = 0; i < G_N_ELEMENTS (cases); i++) {
+    gchar *desc = g_strdup_printf ("npullm name=llm model=%s prompt=Hi "
+        "max-tokens=100 reasoning=%s output=%s ! fakesink name=sink", path,
+        cases[i].reasoning, cases[i].output);
+    Collected c = { 0, };
+    gchar *got;
+    const GstStructure *st;
+
+    c.stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_structure_free);
+    got = run (desc, &c, NULL, NULL);
+    fail_unless_equals_string (got, cases[i].want);
+    fail_unless_equals_int (c.stats->len, 1);
+    st = g_ptr_array_index (c.stats, 0);
+    fail_unless_equals_string (gst_structure_get_string (st, "analysis"),
+        "Thinking hard.");
+    fail_unless_equals_string (gst_structure_get_string (st, "end"), "eog");
+    g_ptr_array_unref (c.stats);
+    g_free (got);
+    g_free (desc);
+  }
+  g_unsetenv ("NPU_LLM_FORCE_ANSWER");
+  g_unlink (path);
+  g_free (path);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_seed_and_output_modes)
 {
   gchar *a, *b, *desc;
@@ -2329,6 +2390,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_prompt_prefix_reused);
   tcase_add_test (tc, test_weights_pad_same_text);
   tcase_add_test (tc, test_gpt_oss_both_paths);
+  tcase_add_test (tc, test_harmony_channels);
   tcase_add_test (tc, test_seed_and_output_modes);
   tcase_add_test (tc, test_text_pad_answers_each);
   tcase_add_test (tc, test_keep_context);

@@ -7,7 +7,8 @@
  *       [--head-dim N (qwen3, gpt-oss)]
  *       [--experts N --experts-used K --sliding-window W (gpt-oss)]
  *       [--type f32|f16|bf16|q8_0|mxfp4] [--tied|--untied] [--seed S]
- *       [--all-mxfp4] [--mxfp4-values] [--tokenizer TOK.gguf] -o text.gguf
+ *       [--all-mxfp4] [--mxfp4-values] [--tokenizer TOK.gguf]
+ *       [--harmony (gpt-oss)] -o text.gguf
  *   npu-model-gen mmproj (--for text.gguf | --text-dim D)
  *       [--projector mlp|idefics3|qwen2vl|qwen2.5vl]
  *       [--size tiny|small|base]
@@ -45,6 +46,7 @@ static gint opt_layers = -1, opt_dim = -1, opt_ff = -1, opt_heads = -1;
 static gint opt_kv_heads = -1, opt_vocab = -1, opt_ctx = -1, opt_head_dim = -1;
 static gboolean opt_tied = FALSE, opt_untied = FALSE;
 static gboolean opt_all_mxfp4 = FALSE, opt_mxfp4_values = FALSE;
+static gboolean opt_harmony = FALSE;
 static gboolean opt_extra_block = FALSE;
 static gint opt_image_size = -1, opt_patch = -1, opt_scale = -1;
 static gint opt_text_dim = -1, opt_wa_pattern = -1, opt_window = -1;
@@ -94,6 +96,9 @@ static GOptionEntry text_entries[] = {
   {"tokenizer", 0, 0, G_OPTION_ARG_FILENAME, &opt_tokenizer,
       "Copy the tokenizer.* keys of FILE (GGUF) instead of generating a "
       "vocabulary", "FILE"},
+  {"harmony", 0, 0, G_OPTION_ARG_NONE, &opt_harmony,
+      "gpt-oss: the harmony format's tokens in the vocabulary and a chat "
+      "template of gpt-oss's family", NULL},
   {NULL}
 };
 
@@ -278,6 +283,7 @@ main (int argc, char **argv)
         p.tied = FALSE;
       p.all_mxfp4 = opt_all_mxfp4;
       p.mxfp4_values = opt_mxfp4_values;
+      p.harmony = opt_harmony && p.arch == NPU_MODEL_ARCH_GPT_OSS;
       ok = npu_model_gen_write_text_with_tokenizer (&p, opt_tokenizer,
           opt_out, &stats, &error);
     }

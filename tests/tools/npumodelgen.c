@@ -824,6 +824,24 @@ static const gchar llama_chat_template[] =
 #define SPM_N_SPECIAL 3         /* <unk> <s> </s> */
 #define QWEN2_N_SPECIAL 3       /* <|endoftext|> <|im_start|> <|im_end|> */
 
+/* o200k_harmony's format tokens, after <|endoftext|>, in their order of
+ * ids there; <|return|> is the eos */
+static const gchar *const harmony_special[] = {
+  "<|return|>", "<|constrain|>", "<|channel|>", "<|start|>", "<|end|>",
+  "<|message|>", "<|call|>", NULL
+};
+
+#define HARMONY_N_SPECIAL 8     /* <|endoftext|> and the above */
+
+/* Not gpt-oss's template (which is long): enough of its text for the
+ * family to be recognised (llama.cpp's test, "<|start|>" and
+ * "<|channel|>"), rendered as that family */
+static const gchar harmony_chat_template[] =
+    "{%- for message in messages -%}{{- '<|start|>' + message['role'] + "
+    "'<|message|>' + message['content'] + '<|end|>' -}}{%- endfor -%}"
+    "{%- if add_generation_prompt -%}<|start|>assistant{%- endif -%}"
+    "{#- the model answers <|channel|>final<|message|>... -#}";
+
 /* Token types (llama_token_type) */
 #define TT_NORMAL 1
 #define TT_UNKNOWN 2
@@ -905,7 +923,8 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
       bpe_intern (&bpe, s, NULL);
       ADD_TOKEN (g_strdup (s), TT_NORMAL, 0.0f);
     }
-    n_pieces = p->vocab - 256 - QWEN2_N_SPECIAL - N_MARKERS;
+    n_pieces = p->vocab - 256 - N_MARKERS - (p->harmony ? HARMONY_N_SPECIAL
+        : QWEN2_N_SPECIAL);
     train_words (&bpe, GPT2_SPACE, TRUE, n_pieces);
     for (k = 0; k < bpe.pieces->len; k++) {
       guint id = g_array_index (bpe.pieces, guint, k);
@@ -919,8 +938,13 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
               (gchar *) g_ptr_array_index (bpe.sym,
                   g_array_index (bpe.merge_b, guint, k))));
     ADD_TOKEN (g_strdup ("<|endoftext|>"), TT_CONTROL, 0.0f);
-    ADD_TOKEN (g_strdup ("<|im_start|>"), TT_CONTROL, 0.0f);
-    ADD_TOKEN (g_strdup ("<|im_end|>"), TT_CONTROL, 0.0f);
+    if (p->harmony) {
+      for (i = 0; harmony_special[i]; i++)
+        ADD_TOKEN (g_strdup (harmony_special[i]), TT_CONTROL, 0.0f);
+    } else {
+      ADD_TOKEN (g_strdup ("<|im_start|>"), TT_CONTROL, 0.0f);
+      ADD_TOKEN (g_strdup ("<|im_end|>"), TT_CONTROL, 0.0f);
+    }
   }
   for (i = 0; npu_model_gen_markers[i]; i++)
     ADD_TOKEN (g_strdup (npu_model_gen_markers[i]), TT_CONTROL, 0.0f);
@@ -958,7 +982,10 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
         && npu_gguf_writer_add_string (w, "tokenizer.chat_template",
         llama_chat_template, -1, error);
   } else {
-    guint32 eot = p->vocab - N_MARKERS - QWEN2_N_SPECIAL;
+    guint32 eot = p->vocab - N_MARKERS - (p->harmony ? HARMONY_N_SPECIAL :
+        QWEN2_N_SPECIAL);
+    /* harmony: eos <|return|>, right after <|endoftext|> */
+    guint32 eos = p->harmony ? eot + 1 : eot + 2;
 
     /* as Qwen2-Instruct and Qwen3 files (whose pre-tokenizer llama.cpp
      * also names qwen2): no scores, bos = pad = <|endoftext|>, eos =
@@ -973,7 +1000,7 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
         NPU_GGUF_TYPE_INT32, types->data, types->len, error)
         && npu_gguf_writer_add_string_array (w, "tokenizer.ggml.merges",
         (const gchar * const *) merges->pdata, -1, error)
-        && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.eos_token_id", eot + 2,
+        && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.eos_token_id", eos,
         error)
         && npu_gguf_writer_add_u32 (w, "tokenizer.ggml.padding_token_id", eot,
         error)
@@ -981,9 +1008,12 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
         error)
         && npu_gguf_writer_add_bool (w, "tokenizer.ggml.add_bos_token", FALSE,
         error);
-    /* gpt-oss's harmony template is not written: a file without one is
-     * prompted raw */
-    if (ok && p->arch != NPU_MODEL_ARCH_GPT_OSS)
+    /* gpt-oss's harmony template is written only when asked for: a file
+     * without one is prompted raw */
+    if (ok && p->arch == NPU_MODEL_ARCH_GPT_OSS && p->harmony)
+      ok = npu_gguf_writer_add_string (w, "tokenizer.chat_template",
+          harmony_chat_template, -1, error);
+    else if (ok && p->arch != NPU_MODEL_ARCH_GPT_OSS)
       ok = npu_gguf_writer_add_string (w, "tokenizer.chat_template",
           p->arch == NPU_MODEL_ARCH_QWEN3 ? qwen3_chat_template :
           qwen2_chat_template, -1, error);

@@ -78,6 +78,10 @@ typedef struct
   guint sliding_window;         /* attention.sliding_window */
   gfloat yarn_factor;           /* rope.scaling.factor (type yarn) */
   guint yarn_orig_ctx;          /* rope.scaling.original_context_length */
+  gboolean harmony;             /* gpt-oss: the vocabulary gets
+                                 * o200k_harmony's format tokens (eos
+                                 * <|return|>) and the file a chat template
+                                 * of gpt-oss's family */
 } NpuTextModelParams;
 
 typedef enum

@@ -2,6 +2,7 @@
 /* gst-npu: answering prompts with a language model */
 #include "npullmsession.h"
 #include "npullmsession-testing.h"
+#include "core/text/npuharmony.h"
 
 #include <string.h>
 
@@ -37,7 +38,20 @@ struct _NpuLlmSession
   guint n_image_open;
   gint32 image_close[1];
   guint n_image_close;
+  /* the channel of the text being handed to emit (harmony answers) */
+  NpuHarmonyChannel emit_channel;
+  /* tests only: the tokens every answer starts with instead of sampled
+   * ones (NPU_LLM_FORCE_ANSWER) */
+  gint32 *forced;
+  gsize n_forced;
 };
+
+/* Tests only: NPU_LLM_FORCE_ANSWER="text" (control-token text as those
+ * tokens) makes every answer begin with the tokens of that text instead
+ * of the ones sampled, each evaluated as a sampled one would be, so that
+ * a test can drive a random model through an answer format (harmony) it
+ * would never write.  Read once, when the session is made. */
+#define FORCE_ANSWER_ENV "NPU_LLM_FORCE_ANSWER"
 
 GQuark
 npu_llm_session_error_quark (void)
@@ -137,6 +151,7 @@ npu_llm_session_new (const NpuGguf * gguf, NpuLlmModel * model,
   const NpuLlmHParams *hp = npu_llm_model_get_hparams (model);
   NpuLlmContextParams cp;
 
+  s->emit_channel = NPU_HARMONY_FINAL;
   s->model = model;
   s->n_embd = hp->n_embd;
   s->params = *params;
@@ -151,6 +166,9 @@ npu_llm_session_new (const NpuGguf * gguf, NpuLlmModel * model,
   if (!s->tmpl)
     goto failed;
   find_image_wrapping (s);
+  if (g_getenv (FORCE_ANSWER_ENV))
+    s->forced = npu_tokenizer_encode (s->tokenizer,
+        g_getenv (FORCE_ANSWER_ENV), -1, FALSE, TRUE, &s->n_forced);
 
   npu_llm_context_params_init (&cp);
   cp.n_ctx = params->n_ctx ? params->n_ctx : MIN (hp->n_ctx_train ?
@@ -179,6 +197,7 @@ npu_llm_session_free (NpuLlmSession * s)
   if (!s)
     return;
   g_free (s->prefix);
+  g_free (s->forced);
   if (s->sampler)
     npu_llm_sampler_free (s->sampler);
   if (s->ctx)
@@ -500,9 +519,87 @@ eval_prompt (NpuLlmSession * s, NpuQueue * queue, gint32 * toks[2],
   return TRUE;
 }
 
+/* A harmony answer's text that is handed on: the final channel's and the
+ * analysis (the caller tells them apart with
+ * npu_llm_session_get_emit_channel()); commentary (tool calls) and other
+ * messages are not */
+static gboolean
+harmony_shown (NpuHarmonyChannel c)
+{
+  return c == NPU_HARMONY_FINAL || c == NPU_HARMONY_ANALYSIS;
+}
+
+/* What of @tok a harmony answer shows: NULL for framing.  The format's
+ * tokens (and other control tokens) go to the parser whole, not through
+ * the decoder. */
+static gchar *
+harmony_piece (NpuLlmSession * s, NpuHarmonyParser * hp, NpuTokenDecoder * dec,
+    gint32 tok, gsize * len, NpuHarmonyChannel * channel)
+{
+  gsize plen = 0;
+  const gchar *p = npu_tokenizer_token_piece (s->tokenizer, tok, &plen);
+  gchar *piece;
+
+  *len = 0;
+  if (npu_tokenizer_token_type (s->tokenizer, tok) == NPU_TOKEN_TYPE_CONTROL
+      || (p && npu_harmony_is_token (p, plen))) {
+    npu_harmony_parser_push (hp, p ? p : "", p ? plen : 0, TRUE);
+    return NULL;
+  }
+  piece = npu_token_decoder_push (dec, tok, len);
+  if (!piece || !*len) {
+    g_free (piece);
+    return NULL;
+  }
+  *channel = npu_harmony_parser_push (hp, piece, *len, FALSE);
+  if (!harmony_shown (*channel)) {
+    g_free (piece);
+    *len = 0;
+    return NULL;
+  }
+  return piece;
+}
+
+/* <|return|> and <|call|> end a harmony answer, <|end|> only a message
+ * (llama.cpp takes <|end|> off its end-of-generation tokens when the
+ * vocabulary has the other two); every other end-of-generation token
+ * ends it too */
+static gboolean
+ends_answer (NpuLlmSession * s, gboolean harmony, gint32 tok)
+{
+  gsize len = 0;
+  const gchar *p;
+
+  if (!harmony)
+    return npu_tokenizer_is_eog (s->tokenizer, tok);
+  p = npu_tokenizer_token_piece (s->tokenizer, tok, &len);
+  if (p && ((len == 10 && memcmp (p, "<|return|>", 10) == 0)
+          || (len == 8 && memcmp (p, "<|call|>", 8) == 0)))
+    return TRUE;
+  if (p && len == 7 && memcmp (p, "<|end|>", 7) == 0)
+    return FALSE;
+  return npu_tokenizer_is_eog (s->tokenizer, tok);
+}
+
+/* Hands @len bytes of @pending, all of @channel, to @emit */
+static gboolean
+emit_pending (NpuLlmSession * s, GString * pending, gsize len,
+    NpuHarmonyChannel channel, NpuLlmTextFunc emit, gpointer user_data)
+{
+  gboolean go_on;
+
+  s->emit_channel = channel;
+  go_on = emit (pending->str, len, user_data);
+  g_string_erase (pending, 0, len);
+  s->emit_channel = NPU_HARMONY_FINAL;
+  return go_on;
+}
+
 /* Samples and evaluates token after token, handing the text to @emit, until
  * an end of generation, a stop string, max-tokens or @emit asks to stop.
- * @t1 is when the prompt was evaluated: @st's decode_us counts from it. */
+ * @t1 is when the prompt was evaluated: @st's decode_us counts from it.
+ * A harmony answer hands on its final and analysis text only, each piece
+ * of one channel (@pending is handed on when the channel changes). */
 static gboolean
 generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
     gpointer user_data, gint64 t1, NpuLlmAnswerStats * st, GError ** error)
@@ -510,9 +607,13 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
   NpuTokenDecoder *dec = npu_token_decoder_new (s->tokenizer,
       NPU_DECODE_NONE);
   GString *pending = g_string_new (NULL);
+  NpuHarmonyParser *hp = NULL;
+  NpuHarmonyChannel pending_channel = NPU_HARMONY_FINAL;
   EvalJob job = { 0, };
   gboolean ok = FALSE, go_on = TRUE;
 
+  if (npu_chat_template_get_family (s->tmpl) == NPU_CHAT_HARMONY)
+    hp = npu_harmony_parser_new ();
   job.ctx = s->ctx;
   while (go_on) {
     gint32 tok = npu_llm_sampler_sample (s->sampler,
@@ -520,8 +621,12 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
     gchar *piece;
     gsize len = 0, hold;
     const gchar *stop;
+    NpuHarmonyChannel channel = NPU_HARMONY_FINAL;
 
-    if (npu_tokenizer_is_eog (s->tokenizer, tok)) {
+    if (st->n_generated < s->n_forced)
+      tok = s->forced[st->n_generated];
+
+    if (ends_answer (s, hp != NULL, tok)) {
       st->hit_eog = TRUE;
       break;
     }
@@ -529,7 +634,17 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
     st->n_generated++;
     s->unevaluated = tok;
 
-    piece = npu_token_decoder_push (dec, tok, &len);
+    if (hp)
+      piece = harmony_piece (s, hp, dec, tok, &len, &channel);
+    else
+      piece = npu_token_decoder_push (dec, tok, &len);
+    if (piece && channel != pending_channel) {
+      /* a stop string does not run across channels */
+      if (pending->len)
+        go_on = emit_pending (s, pending, pending->len, pending_channel,
+            emit, user_data);
+      pending_channel = channel;
+    }
     if (piece)
       g_string_append_len (pending, piece, len);
     g_free (piece);
@@ -541,10 +656,9 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
       break;
     }
     hold = stop_prefix_hold (pending->str, pending->len, s->params.stop);
-    if (pending->len > hold) {
-      go_on = emit (pending->str, pending->len - hold, user_data);
-      g_string_erase (pending, 0, pending->len - hold);
-    }
+    if (go_on && pending->len > hold)
+      go_on = emit_pending (s, pending, pending->len - hold, pending_channel,
+          emit, user_data);
     if (st->n_generated >= s->params.max_tokens) {
       st->hit_max = TRUE;
       break;
@@ -564,15 +678,17 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
     gsize len = 0;
     gchar *rest = npu_token_decoder_flush (dec, &len);
 
+    /* a character cut short: of the channel the text was in */
     if (rest)
       g_string_append_len (pending, rest, len);
     g_free (rest);
   }
   if (go_on && pending->len)
-    emit (pending->str, pending->len, user_data);
+    emit_pending (s, pending, pending->len, pending_channel, emit, user_data);
   ok = TRUE;
 
 out:
+  npu_harmony_parser_free (hp);
   npu_token_decoder_free (dec);
   g_string_free (pending, TRUE);
   return ok;
@@ -648,4 +764,19 @@ out:
   if (stats)
     *stats = st;
   return ok;
+}
+
+/**
+ * npu_llm_session_get_emit_channel:
+ *
+ * Inside the emit function of npu_llm_session_answer(): which harmony
+ * channel the text is of, NPU_HARMONY_FINAL or NPU_HARMONY_ANALYSIS
+ * (always NPU_HARMONY_FINAL for other chat families).
+ *
+ * Returns: the channel
+ */
+NpuHarmonyChannel
+npu_llm_session_get_emit_channel (NpuLlmSession * s)
+{
+  return s->emit_channel;
 }

@@ -17,6 +17,7 @@
 #include "npullm.h"
 #include "core/text/nputokenizer.h"
 #include "core/text/npuchat.h"
+#include "core/text/npuharmony.h"
 
 G_BEGIN_DECLS
 
@@ -120,6 +121,12 @@ gboolean npu_llm_session_answer (NpuLlmSession * session, NpuQueue * queue,
     const gchar * user, const NpuLlmMedia * media, guint n_media,
     NpuLlmTextFunc emit, gpointer user_data, NpuLlmAnswerStats * stats,
     GError ** error);
+
+/* Inside @emit: the harmony channel of the text (a harmony answer hands
+ * on its final channel and its analysis, each piece of one; other
+ * families: always NPU_HARMONY_FINAL) */
+NPU_API
+NpuHarmonyChannel npu_llm_session_get_emit_channel (NpuLlmSession * session);
 
 G_END_DECLS
 

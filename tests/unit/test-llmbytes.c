@@ -1,19 +1,13 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: unit tests of the bytes the language model's forward pass
  * counts (NpuLlmStats.bytes), against the seed's formula for a decoded
- * token, P b_weight + 2 L H S b_kv, worked out here from the file's own
- * tensor table and metadata.
- *
- * The layout's overheads, as the project reads the weights: a matrix is
- * MXFP4, 17 bytes per 32 weights (a file's MXFP4 read in place, any other
- * type converted once at load); a Q8_0 logits matrix is read in place, 34
- * bytes per 32; the norms and biases are F32, 4 bytes a value; a token
- * reads one row of token_embd in the file's type.  The KV cache holds
- * F16 (2 bytes a value) or Q8_0 (34 bytes per 32). */
+ * token, P b_weight + 2 L H S b_kv, worked out from the file's own tensor
+ * table and metadata (tests/npullmbytes.h states the layout's overheads) */
 #include "core/models/npullm.h"
 #include "core/device/npubackend.h"
 #include "core/formats/npugguf.h"
 #include "../tools/npumodelgen.h"
+#include "../npullmbytes.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -21,60 +15,6 @@
 static gchar *tmpdir;
 static NpuDevice *device;
 static NpuQueue *queue;
-
-/* The weight bytes one token reads, from the tensor table alone */
-static guint64
-token_weight_bytes (const NpuGguf * gguf)
-{
-  gboolean tied = npu_gguf_find_tensor (gguf, "output.weight") == NULL;
-  guint64 sum = 0;
-  guint i;
-
-  for (i = 0; i < npu_gguf_n_tensors (gguf); i++) {
-    const NpuGgufTensor *t = npu_gguf_get_tensor (gguf, i);
-    gboolean logits = g_str_equal (t->name, "output.weight");
-    guint64 mxfp4 = t->ne[0] / 32 * 17 * t->ne[1];
-
-    if (g_str_equal (t->name, "token_embd.weight")) {
-      /* a token's row, and the whole table when it is also the logits' */
-      sum += t->n_bytes / t->ne[1];
-      if (!tied)
-        continue;
-      logits = TRUE;
-    }
-    if (t->n_dims == 1) {
-      g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
-      g_assert_cmpuint (t->n_bytes, ==, t->ne[0] * 4);
-      sum += t->n_bytes;
-    } else if (logits && t->type == NPU_GGML_TYPE_Q8_0) {
-      g_assert_cmpuint (t->n_bytes, ==, t->ne[0] / 32 * 34 * t->ne[1]);
-      sum += t->n_bytes;
-    } else {
-      if (t->type == NPU_GGML_TYPE_MXFP4)
-        g_assert_cmpuint (t->n_bytes, ==, mxfp4);
-      sum += mxfp4;
-    }
-  }
-  return sum;
-}
-
-/* ARCH.@key of the metadata; @fallback where it is absent */
-static guint32
-get_u32 (const NpuGguf * gguf, const gchar * key, gint64 fallback)
-{
-  gchar *full = g_strconcat (npu_gguf_get_string (gguf,
-          "general.architecture", NULL, NULL), ".", key, NULL);
-  guint32 v = 0;
-  GError *error = NULL;
-
-  if (fallback >= 0 && !npu_gguf_find (gguf, full))
-    v = (guint32) fallback;
-  else
-    g_assert_true (npu_gguf_get_u32 (gguf, full, &v, &error));
-  g_assert_no_error (error);
-  g_free (full);
-  return v;
-}
 
 typedef struct
 {
@@ -124,7 +64,7 @@ check_token (NpuModelArch arch, guint32 wtype, gboolean tied,
   GError *error = NULL;
   gchar *path = g_build_filename (tmpdir, "model.gguf", NULL);
   gint32 tokens[PROMPT + 1];
-  guint64 L, H, S = PROMPT, kv_row;
+  guint64 L, S = PROMPT, kv_row;
   guint i;
 
   g_assert_true (npu_model_gen_text_preset (&p, arch, "tiny", &error));
@@ -148,16 +88,10 @@ check_token (NpuModelArch arch, guint32 wtype, gboolean tied,
   eval (ctx, tokens, PROMPT, &prompt);
   eval (ctx, tokens + PROMPT, 1, &token);
 
-  /* H = KV heads x head size, from the metadata */
-  L = get_u32 (gguf, "block_count", -1);
-  H = (guint64) get_u32 (gguf, "attention.head_count_kv", -1) *
-      get_u32 (gguf, "attention.key_length",
-      get_u32 (gguf, "embedding_length", -1) /
-      get_u32 (gguf, "attention.head_count", -1));
-  kv_row = kv_type == NPU_KV_F16 ? H * 2 : H / 32 * 34;
+  kv_row = npu_ref_kv_row_bytes (gguf, kv_type == NPU_KV_Q8_0, &L);
 
   g_assert_cmpuint (token.read[NPU_BYTES_WEIGHTS], ==,
-      token_weight_bytes (gguf));
+      npu_ref_token_weight_bytes (gguf));
   /* the token at position S reads the S rows before it from the cache
    * (its own from scratch) and stores its own */
   g_assert_cmpuint (token.read[NPU_BYTES_KV], ==, 2 * L * S * kv_row);
@@ -168,7 +102,7 @@ check_token (NpuModelArch arch, guint32 wtype, gboolean tied,
   /* the prompt: one chunk, so the matrices once, a row per token of
    * token_embd; its rows attend only to one another (from scratch) */
   g_assert_cmpuint (prompt.read[NPU_BYTES_WEIGHTS], ==,
-      token_weight_bytes (gguf) + (PROMPT - 1) *
+      npu_ref_token_weight_bytes (gguf) + (PROMPT - 1) *
       (npu_gguf_find_tensor (gguf, "token_embd.weight")->n_bytes / p.vocab));
   g_assert_cmpuint (prompt.read[NPU_BYTES_KV], ==, 0);
   g_assert_cmpuint (prompt.written[NPU_BYTES_KV], ==, 2 * L * S * kv_row);

@@ -326,8 +326,6 @@ swiglu_oai (float *gate, const float *up, const float *bg, const float *bu,
   }
 }
 
-/* Expert @e over the @c rows of s->xe routed to it; adds each row's
- * output, times its weight, to its row of @out */
 /* The bytes expert @e moves over @c rows: its three matrices and three
  * biases once, the products' F32 rows in and out */
 static void
@@ -344,6 +342,8 @@ count_expert (const NpuLlmMoe * moe, guint e, gsize c, NpuBytes * bytes)
   npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, c * (2 * F + D) * 4);
 }
 
+/* Expert @e over the @c rows of s->xe routed to it; adds each row's
+ * output, times its weight, to its row of @out */
 static void
 run_expert (const NpuLlmMoe * moe, NpuTask * task, NpuMatmulPrecision prec,
     guint e, gsize c, float *out, NpuLlmMoeScratch * s)

@@ -85,6 +85,7 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_llm_debug);
 #define DEFAULT_STOP NULL
 #define DEFAULT_KEEP_CONTEXT FALSE
 #define DEFAULT_REASONING FALSE
+#define DEFAULT_PJ_PER_BIT NPU_BYTES_DEFAULT_PJ_PER_BIT
 
 enum
 {
@@ -114,6 +115,7 @@ enum
   PROP_MEDIA_REPLACED,
   PROP_CAPTION_DURATION,
   PROP_REASONING,
+  PROP_PJ_PER_BIT,
 };
 
 /* One prompt to answer. */
@@ -169,6 +171,7 @@ struct _GstNpuLlm
   gchar *stop;
   gboolean keep_context;
   gboolean reasoning;
+  gdouble pj_per_bit;
 
   /* statistics, under the object lock */
   gdouble ttft_ms, prefill_tps, decode_tps;
@@ -626,6 +629,21 @@ install_statistics_properties (GObjectClass * gobject_class)
       g_param_spec_uint64 ("media-replaced", "Media replaced",
           "Media buffers replaced by newer ones before being answered", 0,
           G_MAXUINT64, 0, ro));
+  /**
+   * GstNpuLlm:pj-per-bit:
+   *
+   * The energy a bit moved to or from memory costs, in picojoules, for
+   * the estimate the npullm-stats message gives from the bytes the model
+   * moved (`energy-estimate-uj` fields): the default, 5, is the middle of
+   * the 3 to 7 pJ/bit of LPDDR5X/LPDDR6.  An estimate, not a measurement:
+   * every byte is taken to cross the memory interface once.
+   */
+  g_object_class_install_property (gobject_class, PROP_PJ_PER_BIT,
+      g_param_spec_double ("pj-per-bit", "pJ per bit",
+          "Memory energy per bit moved, in pJ, for the stats' energy "
+          "estimate", GST_NPU_PJ_PER_BIT_MIN, GST_NPU_PJ_PER_BIT_MAX,
+          DEFAULT_PJ_PER_BIT, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
+          GST_PARAM_MUTABLE_PLAYING));
 }
 
 static void
@@ -689,6 +707,7 @@ gst_npu_llm_init (GstNpuLlm * self)
   self->prompt = g_strdup (DEFAULT_PROMPT);
   self->chat_template = g_strdup (DEFAULT_CHAT_TEMPLATE);
   self->max_tokens = DEFAULT_MAX_TOKENS;
+  self->pj_per_bit = DEFAULT_PJ_PER_BIT;
   self->temperature = DEFAULT_TEMPERATURE;
   self->top_k = DEFAULT_TOP_K;
   self->top_p = DEFAULT_TOP_P;
@@ -771,6 +790,9 @@ gst_npu_llm_set_property (GObject * object, guint prop_id,
     case PROP_MAX_TOKENS:
       self->max_tokens = g_value_get_uint (value);
       break;
+    case PROP_PJ_PER_BIT:
+      self->pj_per_bit = g_value_get_double (value);
+      break;
     case PROP_TEMPERATURE:
       self->temperature = g_value_get_double (value);
       break;
@@ -846,6 +868,9 @@ gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_MAX_TOKENS:
       g_value_set_uint (value, self->max_tokens);
+      break;
+    case PROP_PJ_PER_BIT:
+      g_value_set_double (value, self->pj_per_bit);
       break;
     case PROP_TEMPERATURE:
       g_value_set_double (value, self->temperature);
@@ -1308,30 +1333,41 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st,
   gdouble ttft = st->prompt_us / 1000.0;
   gdouble prefill = st->prompt_us ? st->n_prompt * 1e6 / st->prompt_us : 0;
   gdouble decode = st->decode_us ? st->n_generated * 1e6 / st->decode_us : 0;
+  gdouble pj_per_bit;
+  GstStructure *s;
 
   GST_OBJECT_LOCK (self);
   self->ttft_ms = ttft;
   self->prefill_tps = prefill;
   self->decode_tps = decode;
   self->n_answers++;
+  pj_per_bit = self->pj_per_bit;
   GST_OBJECT_UNLOCK (self);
 
+  s = gst_structure_new ("npullm-stats", "ttft-ms", G_TYPE_DOUBLE, ttft,
+      "prefill-tps", G_TYPE_DOUBLE, prefill, "decode-tps",
+      G_TYPE_DOUBLE, decode, "prompt-tokens", G_TYPE_UINT,
+      st->n_prompt, "reused-tokens", G_TYPE_UINT,
+      /* KV rows not evaluated again: the shared prompt prefix of
+       * a fresh answer, or the kept conversation (the two never
+       * both count) */
+      st->n_reused + st->n_context,
+      "context-tokens", G_TYPE_UINT, st->n_context,
+      "generated-tokens", G_TYPE_UINT,
+      st->n_generated, "end", G_TYPE_STRING,
+      st->hit_eog ? "eog" : st->hit_stop ? "stop" : st->hit_max ?
+      "max-tokens" : "stopped", "analysis", G_TYPE_STRING, analysis, NULL);
+  /* the bytes the model moved, counted by the core: the prompt's, and the
+   * decoded tokens' summed (a token's at position S reads the weights and
+   * S rows of the KV cache) */
+  gst_structure_set (s, "decoded-tokens", G_TYPE_UINT, st->n_decoded,
+      "pj-per-bit", G_TYPE_DOUBLE, pj_per_bit, NULL);
+  gst_npu_element_set_bytes_fields (s, "prompt-", &st->prompt_bytes,
+      pj_per_bit);
+  gst_npu_element_set_bytes_fields (s, "decode-", &st->decode_bytes,
+      pj_per_bit);
   gst_element_post_message (GST_ELEMENT (self),
-      gst_message_new_element (GST_OBJECT (self),
-          gst_structure_new ("npullm-stats", "ttft-ms", G_TYPE_DOUBLE, ttft,
-              "prefill-tps", G_TYPE_DOUBLE, prefill, "decode-tps",
-              G_TYPE_DOUBLE, decode, "prompt-tokens", G_TYPE_UINT,
-              st->n_prompt, "reused-tokens", G_TYPE_UINT,
-              /* KV rows not evaluated again: the shared prompt prefix of
-               * a fresh answer, or the kept conversation (the two never
-               * both count) */
-              st->n_reused + st->n_context,
-              "context-tokens", G_TYPE_UINT, st->n_context,
-              "generated-tokens", G_TYPE_UINT,
-              st->n_generated, "end", G_TYPE_STRING,
-              st->hit_eog ? "eog" : st->hit_stop ? "stop" : st->hit_max ?
-              "max-tokens" : "stopped", "analysis", G_TYPE_STRING, analysis,
-              NULL)));
+      gst_message_new_element (GST_OBJECT (self), s));
 }
 
 /* Which buffer holds @m's rows: our tokenizers' own (a GstNpuTokensMeta)

@@ -116,3 +116,36 @@ gst_npu_element_cancel_oldest_locked (GQueue * pending, GMutex * lock,
   }
   return FALSE;
 }
+
+/* Sets PREFIXbytes-KIND-read and -written (guint64) for every kind of
+ * @bytes, PREFIXbytes-total, and PREFIXenergy-estimate-uj: the joules
+ * those bytes cost at @pj_per_bit (npu_bytes_estimate_joules(), an
+ * estimate, not a measurement), in microjoules. */
+void
+gst_npu_element_set_bytes_fields (GstStructure * s, const gchar * prefix,
+    const NpuBytes * bytes, gdouble pj_per_bit)
+{
+  guint k;
+
+  for (k = 0; k < NPU_BYTES_N_KINDS; k++) {
+    gchar *r = g_strdup_printf ("%sbytes-%s-read", prefix,
+        npu_bytes_kind_name (k));
+    gchar *w = g_strdup_printf ("%sbytes-%s-written", prefix,
+        npu_bytes_kind_name (k));
+
+    gst_structure_set (s, r, G_TYPE_UINT64, bytes->read[k], w, G_TYPE_UINT64,
+        bytes->written[k], NULL);
+    g_free (r);
+    g_free (w);
+  }
+  {
+    gchar *t = g_strdup_printf ("%sbytes-total", prefix);
+    gchar *e = g_strdup_printf ("%senergy-estimate-uj", prefix);
+
+    gst_structure_set (s, t, G_TYPE_UINT64, npu_bytes_total (bytes), e,
+        G_TYPE_DOUBLE, npu_bytes_estimate_joules (bytes, pj_per_bit) * 1e6,
+        NULL);
+    g_free (t);
+    g_free (e);
+  }
+}

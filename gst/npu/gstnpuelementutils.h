@@ -5,7 +5,8 @@
  * for a model file that is missing, unreadable or malformed, so that every
  * element (mxfp4weights too) says it in the same words, and the list of
  * fences of the encodes npuvisiontok and npuaudiotok have submitted, which
- * their drop-oldest policy cancels from.
+ * their drop-oldest policy cancels from; the bytes-moved fields of the
+ * stats messages.
  */
 #ifndef __GST_NPU_ELEMENT_UTILS_H__
 #define __GST_NPU_ELEMENT_UTILS_H__
@@ -13,6 +14,7 @@
 #include <gst/gst.h>
 #include <npu/gstnpuapi.h>
 #include <core/device/npubackend.h>
+#include <core/device/npubytes.h>
 
 G_BEGIN_DECLS
 
@@ -29,6 +31,14 @@ void gst_npu_element_push_fence_locked (GQueue * pending, NpuFence * fence);
 GST_NPU_API
 gboolean gst_npu_element_cancel_oldest_locked (GQueue * pending,
     GMutex * lock, NpuQueue * queue);
+
+/* The default of the elements' pj-per-bit property, and its range */
+#define GST_NPU_PJ_PER_BIT_MIN 0.1
+#define GST_NPU_PJ_PER_BIT_MAX 100.0
+
+GST_NPU_API
+void gst_npu_element_set_bytes_fields (GstStructure * s,
+    const gchar * prefix, const NpuBytes * bytes, gdouble pj_per_bit);
 
 G_END_DECLS
 

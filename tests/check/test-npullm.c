@@ -23,6 +23,7 @@
 #include <core/text/nputokenizer.h>
 #include <core/formats/npugguf.h>
 #include "../tools/npumodelgen.h"
+#include "../npullmbytes.h"
 
 static gchar *tmpdir, *qwen_path, *llama_path, *mmproj_path, *gptoss_path;
 
@@ -2000,6 +2001,92 @@ GST_START_TEST (test_stats_message)
 
 GST_END_TEST;
 
+static guint64
+get_u64 (const GstStructure * st, const gchar * field)
+{
+  guint64 v = 0;
+
+  fail_unless (gst_structure_get_uint64 (st, field, &v), "no %s", field);
+  return v;
+}
+
+/* npullm-stats carries the bytes the model moved, counted by the core:
+ * the decoded tokens' weights are each token's (the file's tensor table,
+ * tests/npullmbytes.h), their KV reads 2 L H S b_kv summed over their
+ * positions S, and the energy estimate is the total at pj-per-bit */
+GST_START_TEST (test_stats_bytes)
+{
+  const gchar *models[] = { llama_path, qwen_path };
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (models); i++) {
+    gchar *desc = g_strdup_printf ("npullm name=llm model=%s "
+        "prompt=\"Count the bytes.\" max-tokens=6 kv-type=f16 pj-per-bit=3 "
+        "! fakesink name=sink", models[i]);
+    NpuGguf *gguf = npu_gguf_open (models[i], NULL);
+    Collected c = { 0, };
+    const GstStructure *st;
+    guint n_prompt, n_decoded, n_gen, j;
+    guint64 L, kv_row, kv_read = 0, total = 0;
+    gdouble d;
+    gchar *got;
+
+    c.stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_structure_free);
+    got = run (desc, &c, NULL, NULL);
+    fail_unless_equals_int (c.stats->len, 1);
+    st = g_ptr_array_index (c.stats, 0);
+    fail_unless (gst_structure_get_uint (st, "prompt-tokens", &n_prompt));
+    fail_unless (gst_structure_get_uint (st, "generated-tokens", &n_gen));
+    fail_unless (gst_structure_get_uint (st, "decoded-tokens", &n_decoded));
+    /* the last token generated is not evaluated */
+    fail_unless_equals_int (n_decoded, n_gen - 1);
+    fail_unless (n_decoded > 0);
+    /* (the test models' heads are 16 wide: too narrow for a Q8_0 cache,
+     * which tests/unit/test-llmbytes.c counts) */
+    kv_row = npu_ref_kv_row_bytes (gguf, FALSE, &L);
+    for (j = 0; j < n_decoded; j++)
+      kv_read += 2 * L * kv_row * (n_prompt + j);
+    fail_unless_equals_uint64 (get_u64 (st, "decode-bytes-weights-read"),
+        n_decoded * npu_ref_token_weight_bytes (gguf));
+    fail_unless_equals_uint64 (get_u64 (st, "decode-bytes-kv-cache-read"),
+        kv_read);
+    fail_unless_equals_uint64 (get_u64 (st, "decode-bytes-kv-cache-written"),
+        n_decoded * 2 * L * kv_row);
+    fail_unless_equals_uint64 (get_u64 (st, "decode-bytes-tokens-read"),
+        n_decoded * 4);
+    fail_unless_equals_uint64 (get_u64 (st, "prompt-bytes-kv-cache-written"),
+        n_prompt * 2 * L * kv_row);
+    fail_unless_equals_uint64 (get_u64 (st, "prompt-bytes-frame-read"), 0);
+    /* the total is every kind, both ways */
+    {
+      static const gchar *const kinds[] = { "frame", "weights", "kv-cache",
+        "activations", "tokens", "copies"
+      };
+      for (j = 0; j < G_N_ELEMENTS (kinds); j++) {
+        gchar *r = g_strdup_printf ("decode-bytes-%s-read", kinds[j]);
+        gchar *w = g_strdup_printf ("decode-bytes-%s-written", kinds[j]);
+
+        total += get_u64 (st, r) + get_u64 (st, w);
+        g_free (r);
+        g_free (w);
+      }
+    }
+    fail_unless_equals_uint64 (get_u64 (st, "decode-bytes-total"), total);
+    fail_unless (gst_structure_get_double (st, "pj-per-bit", &d) && d == 3.0);
+    fail_unless (gst_structure_get_double (st, "decode-energy-estimate-uj",
+            &d));
+    fail_unless (fabs (d - total * 8 * 3e-6) <= 1e-9 * d, "%g uJ for %"
+        G_GUINT64_FORMAT " bytes", d, total);
+    g_ptr_array_unref (c.stats);
+    npu_gguf_free (gguf);
+    g_free (got);
+    g_free (desc);
+  }
+}
+
+GST_END_TEST;
+
 /* A stop string of three ASCII letters that two tokens of @ids spell
  * (its first occurrence in @text, the whole answer, straddles them), so
  * that the element must hold text back before it knows; starting at or
@@ -2405,6 +2492,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_captions_drawn);
   tcase_add_test (tc, test_flush_while_generating);
   tcase_add_test (tc, test_stats_message);
+  tcase_add_test (tc, test_stats_bytes);
   tcase_add_test (tc, test_stop_strings);
   tcase_add_test (tc, test_prompt_longer_than_context);
   tcase_add_test (tc, test_cancelled_media_skipped);

@@ -41,6 +41,14 @@ test_count (void)
   }
   g_assert_cmpuint (npu_bytes_total (&sum), ==,
       2 * (8912896 + 1024) + 1228807);
+  /* what the running sum gained over the last token is that token */
+  {
+    NpuBytes before = sum, gained;
+
+    npu_bytes_add (&sum, &token);
+    npu_bytes_diff (&gained, &sum, &before);
+    g_assert_cmpmem (&gained, sizeof gained, &token, sizeof token);
+  }
 }
 
 /* 1 MiB at 5 pJ/bit is 1048576 x 8 x 5e-12 J = 41.94304 uJ; none at all

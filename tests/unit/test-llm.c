@@ -1200,6 +1200,7 @@ moe_check (MoeWeights * m, const float *x, guint n, const guint * want_sel)
   NpuLlmHParams hp = { 0, };
   NpuLlmMoe moe;
   NpuLlmMoeScratch s;
+  NpuBytes bytes = { {0}, {0} };
   NpuRefLlm r = { 0, };
   NpuRefLlmLayer l = { 0, };
   GError *error = NULL;
@@ -1216,7 +1217,8 @@ moe_check (MoeWeights * m, const float *x, guint n, const guint * want_sel)
           &error));
   g_assert_no_error (error);
   npu_llm_moe_scratch_init (&s, &hp, n);
-  npu_llm_moe_forward (&moe, NULL, NPU_MATMUL_PRECISION_FAST, x, n, y, &s);
+  npu_llm_moe_forward (&moe, NULL, NPU_MATMUL_PRECISION_FAST, x, n, y, &s,
+      &bytes);
   l.router = widen (m->router, MOE_E * MOE_D);
   l.router_b = widen (m->router_b, MOE_E);
   l.bg = widen (m->bg, MOE_E * MOE_F);

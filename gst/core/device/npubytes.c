@@ -39,6 +39,18 @@ npu_bytes_add (NpuBytes * sum, const NpuBytes * part)
   }
 }
 
+/* What a running counter gained between two copies of it */
+void
+npu_bytes_diff (NpuBytes * out, const NpuBytes * after, const NpuBytes * before)
+{
+  guint k;
+
+  for (k = 0; k < NPU_BYTES_N_KINDS; k++) {
+    out->read[k] = after->read[k] - before->read[k];
+    out->written[k] = after->written[k] - before->written[k];
+  }
+}
+
 guint64
 npu_bytes_total (const NpuBytes * bytes)
 {

@@ -65,6 +65,11 @@ NPU_API
 void npu_bytes_write (NpuBytes * bytes, NpuBytesKind kind, guint64 n);
 NPU_API
 void npu_bytes_add (NpuBytes * sum, const NpuBytes * part);
+/* @out = @after - @before, kind by kind (@after a later copy of the same
+ * running counter) */
+NPU_API
+void npu_bytes_diff (NpuBytes * out, const NpuBytes * after,
+    const NpuBytes * before);
 NPU_API
 guint64 npu_bytes_total (const NpuBytes * bytes);
 NPU_API

@@ -326,6 +326,22 @@ swiglu_oai (float *gate, const float *up, const float *bg, const float *bu,
   }
 }
 
+/* The bytes expert @e moves over @c rows: its three matrices and three
+ * biases once, the products' F32 rows in and out */
+static void
+count_expert (const NpuLlmMoe * moe, guint e, gsize c, NpuBytes * bytes)
+{
+  guint64 D = moe->n_embd, F = moe->n_ff;
+
+  npu_bytes_read (bytes, NPU_BYTES_WEIGHTS,
+      npu_mxfp4_matrix_get_size (&moe->gate[e]) +
+      npu_mxfp4_matrix_get_size (&moe->up[e]) +
+      npu_mxfp4_matrix_get_size (&moe->down[e]) + (2 * F + D) * 4);
+  /* gate and up read the rows once (one pass), down reads the gate */
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, c * (D + F) * 4);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, c * (2 * F + D) * 4);
+}
+
 /* Expert @e over the @c rows of s->xe routed to it; adds each row's
  * output, times its weight, to its row of @out */
 static void
@@ -356,13 +372,16 @@ run_expert (const NpuLlmMoe * moe, NpuTask * task, NpuMatmulPrecision prec,
 void
 npu_llm_moe_forward (const NpuLlmMoe * moe, NpuTask * task,
     NpuMatmulPrecision precision, const float *x, gsize n, float *out,
-    NpuLlmMoeScratch * s)
+    NpuLlmMoeScratch * s, NpuBytes * bytes)
 {
   gsize D = moe->n_embd, t;
   guint e, j;
 
   g_return_if_fail (n <= s->n_batch);
   npu_llm_moe_route (moe, x, n, s);
+  /* the router (F32) and its bias */
+  npu_bytes_read (bytes, NPU_BYTES_WEIGHTS,
+      (guint64) moe->n_expert * (D + 1) * 4);
   memset (out, 0, n * D * sizeof (float));
   /* expert by expert, the rows routed to it gathered into one product
    * (llama.cpp's mul_mat_id): a prefill reads each expert once per
@@ -380,7 +399,9 @@ npu_llm_moe_forward (const NpuLlmMoe * moe, NpuTask * task,
         c++;
       }
     }
-    if (c > 0)
+    if (c > 0) {
       run_expert (moe, task, precision, e, c, out, s);
+      count_expert (moe, e, c, bytes);
+    }
   }
 }

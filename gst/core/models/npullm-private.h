@@ -81,11 +81,13 @@ G_GNUC_INTERNAL
 void npu_llm_moe_route (const NpuLlmMoe * moe, const float *x, gsize n,
     NpuLlmMoeScratch * s);
 
-/* out[n x n_embd] = the layer's output for @n <= n_batch rows of @x */
+/* out[n x n_embd] = the layer's output for @n <= n_batch rows of @x; adds
+ * the router's and the routed experts' weights (each once a chunk) and
+ * the products' activations to @bytes */
 G_GNUC_INTERNAL
 void npu_llm_moe_forward (const NpuLlmMoe * moe, NpuTask * task,
     NpuMatmulPrecision precision, const float *x, gsize n, float *out,
-    NpuLlmMoeScratch * s);
+    NpuLlmMoeScratch * s, NpuBytes * bytes);
 
 G_END_DECLS
 

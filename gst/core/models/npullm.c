@@ -1282,7 +1282,43 @@ typedef struct
   guint layer;
   guint64 p0;                   /* position of the chunk's first token */
   gsize n;
+  /* rows of one KV head attended to, from the cache and from the chunk's
+   * own rows (added to by every worker, relaxed) */
+  guint64 cache_rows, chunk_rows;
 } AttnJob;
+
+/* ------------------------------------------------------------------------
+ * Bytes moved (npubytes.h; what is counted: NpuLlmStats in npullm.h)
+ */
+
+/* @nw products of @n rows by matrices sharing their input (read once) */
+static void
+count_products (NpuLlmContext * ctx, const NpuMxfp4Matrix * const *w,
+    guint nw, gsize n)
+{
+  NpuBytes *b = &ctx->stats.bytes;
+  guint i;
+
+  npu_bytes_read (b, NPU_BYTES_ACTIVATIONS, (guint64) n * w[0]->k * 4);
+  for (i = 0; i < nw; i++) {
+    npu_bytes_read (b, NPU_BYTES_WEIGHTS, npu_mxfp4_matrix_get_size (w[i]));
+    npu_bytes_write (b, NPU_BYTES_ACTIVATIONS, (guint64) n * w[i]->rows * 4);
+  }
+}
+
+static void
+count_product (NpuLlmContext * ctx, const NpuMxfp4Matrix * w, gsize n)
+{
+  count_products (ctx, &w, 1, n);
+}
+
+/* An F32 vector of the model (a norm, a bias, the sinks), if present */
+static void
+count_vector (NpuLlmContext * ctx, const float *v, gsize n)
+{
+  if (v)
+    npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_WEIGHTS, (guint64) n * 4);
+}
 
 /* Rows [r, r + n) of a K/V pair of buffers in the cache's type: one
  * head's rows in the cache (@stride head_dim values), or whole rows of
@@ -1345,7 +1381,7 @@ window_spans (const NpuLlmContext * ctx, guint64 a0, guint64 a1,
  * batch buffers (the cache is written after, so slots this chunk will
  * overwrite are still readable here).  @sc: gqa rows of n_ctx scores. */
 static void
-attend_group (const AttnJob * job, guint g, gsize t, float *sc)
+attend_group (AttnJob * job, guint g, gsize t, float *sc)
 {
   NpuLlmContext *ctx = job->ctx;
   const NpuLlmHParams *hp = &ctx->model->hp;
@@ -1395,6 +1431,19 @@ attend_group (const AttnJob * job, guint g, gsize t, float *sc)
     n_spans += add_span (ctx, &spans[n_spans], qa, kb, vb, kv_dim, a - p0,
         pt + 1 - a);
 
+  {
+    guint64 cached = 0, own = 0;
+    guint i;
+
+    for (i = 0; i < n_spans; i++) {
+      if (spans[i].k_tiled)
+        cached += spans[i].n;
+      else
+        own += spans[i].n;
+    }
+    __atomic_fetch_add (&job->cache_rows, cached, __ATOMIC_RELAXED);
+    __atomic_fetch_add (&job->chunk_rows, own, __ATOMIC_RELAXED);
+  }
   /* the group's query heads are adjacent in the row: every key and value
    * row is read once for all of them */
   npu_attention_rows_sinks (spans, n_spans, hd, gqa, hd,
@@ -1434,8 +1483,11 @@ static void
 run_attention (NpuLlmContext * ctx, NpuTask * task, guint layer, guint64 p0,
     gsize n)
 {
-  AttnJob job = { ctx, layer, p0, n };
-  guint n_kv = ctx->model->hp.n_head_kv;
+  AttnJob job = { ctx, layer, p0, n, 0, 0 };
+  const NpuLlmHParams *hp = &ctx->model->hp;
+  guint n_kv = hp->n_head_kv;
+  guint64 row = npu_kv_row_bytes (ctx->p.kv_type, hp->head_dim);
+  NpuBytes *b = &ctx->stats.bytes;
 
   /* The score rows (n_head of them, allocated with the context) hold one
    * group of gqa rows per KV head: with no more threads than KV heads each
@@ -1448,6 +1500,13 @@ run_attention (NpuLlmContext * ctx, NpuTask * task, guint layer, guint64 p0,
     npu_task_parallel_for (task, n * n_kv, 1, attn_slice_rows, &job);
   else
     npu_task_parallel_for (task, n_kv, 1, attn_slice_heads, &job);
+
+  /* a key row and a value row for each row attended to, of each head */
+  npu_bytes_read (b, NPU_BYTES_KV, job.cache_rows * 2 * row);
+  npu_bytes_read (b, NPU_BYTES_ACTIVATIONS, job.chunk_rows * 2 * row +
+      (guint64) n * ctx->q_dim * 4);
+  npu_bytes_write (b, NPU_BYTES_ACTIVATIONS, (guint64) n * ctx->q_dim * 4);
+  count_vector (ctx, ctx->model->layers[layer].sinks, hp->n_head);
 }
 
 /* The chunk's @n rows (in ctx->k_st, ctx->v_st) into layer @il's ring,
@@ -1476,6 +1535,9 @@ cache_store (NpuLlmContext * ctx, guint il, guint64 p0, gsize n)
       memcpy (ctx->v_cache + dst, ctx->v_st + t * ctx->kv_row + g * hr, hr);
     }
   }
+  npu_bytes_write (&ctx->stats.bytes, NPU_BYTES_KV,
+      (guint64) n * hp->n_head_kv * 2 * npu_kv_row_bytes (ctx->p.kv_type,
+          hp->head_dim));
 }
 
 /* ctx->tmp = Wdown . (silu (Wgate . xn) * (Wup . xn)) for @n rows */
@@ -1488,12 +1550,14 @@ dense_ffn (NpuLlmContext * ctx, NpuTask * task, const Layer * l, gsize n,
 
   npu_matmul_mxfp4_multi_with_precision (task, w, 2, ctx->xn, n, y,
       ctx->p.precision);
+  count_products (ctx, w, 2, n);
   /* in vectors: with a scalar expf this loop took 25 us a layer of
    * the 1.1 B llama, on one thread while the others waited
    * (npuvecmath.h) */
   npu_silu_mul (ctx->gate, ctx->up, ctx->gate, n * ff);
   npu_matmul_mxfp4_with_precision (task, &l->wdown.m, ctx->gate, n,
       ctx->tmp, ctx->p.precision);
+  count_product (ctx, &l->wdown.m, n);
 }
 
 /* One chunk of @n <= n_batch rows already in ctx->x, at positions p0.. */
@@ -1520,6 +1584,7 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
     for (t = 0; t < n; t++)
       npu_rms_norm (ctx->x + t * dim, l->attn_norm, ctx->xn + t * dim, dim,
           hp->rms_eps);
+    count_vector (ctx, l->attn_norm, dim);
     {
       /* One pass over q, k and v: the activations are quantised once and
        * the three matrices stream as one read. */
@@ -1528,12 +1593,18 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
 
       npu_matmul_mxfp4_multi_with_precision (task, w, 3, ctx->xn, n, y,
           ctx->p.precision);
+      count_products (ctx, w, 3, n);
     }
     add_bias (ctx->q, l->bq, n, ctx->q_dim);
     add_bias (ctx->k, l->bk, n, ctx->kv_dim);
     add_bias (ctx->v, l->bv, n, ctx->kv_dim);
     head_norm (hp, ctx->q, l->q_norm, n, hp->n_head);
     head_norm (hp, ctx->k, l->k_norm, n, hp->n_head_kv);
+    count_vector (ctx, l->bq, ctx->q_dim);
+    count_vector (ctx, l->bk, ctx->kv_dim);
+    count_vector (ctx, l->bv, ctx->kv_dim);
+    count_vector (ctx, l->q_norm, hp->head_dim);
+    count_vector (ctx, l->k_norm, hp->head_dim);
     for (t = 0; t < n; t++) {
       float *qrow = ctx->q + t * ctx->q_dim;
 
@@ -1566,16 +1637,19 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
 
     npu_matmul_mxfp4_with_precision (task, &l->wo.m, ctx->att, n, ctx->tmp,
         ctx->p.precision);
+    count_product (ctx, &l->wo.m, n);
     add_bias (ctx->tmp, l->bo, n, dim);
+    count_vector (ctx, l->bo, dim);
     for (i = 0; i < n * dim; i++)
       ctx->x[i] += ctx->tmp[i];
 
     for (t = 0; t < n; t++)
       npu_rms_norm (ctx->x + t * dim, l->ffn_norm, ctx->xn + t * dim, dim,
           hp->rms_eps);
+    count_vector (ctx, l->ffn_norm, dim);
     if (hp->n_expert > 0)
       npu_llm_moe_forward (&l->moe, task, ctx->p.precision, ctx->xn, n,
-          ctx->tmp, &ctx->moe);
+          ctx->tmp, &ctx->moe, &ctx->stats.bytes);
     else
       dense_ffn (ctx, task, l, n, ff);
     for (i = 0; i < n * dim; i++)
@@ -1590,12 +1664,22 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
     npu_rms_norm (ctx->x + src * dim, model->output_norm, ctx->xn + t * dim,
         dim, hp->rms_eps);
   }
-  if (model->output_q8_0)
+  count_vector (ctx, model->output_norm, dim);
+  if (model->output_q8_0) {
     npu_matmul_q8_0_with_precision (task, model->output_q8_0, hp->n_vocab,
         dim, ctx->xn, n_out, ctx->logits, ctx->p.precision);
-  else
+    npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_WEIGHTS,
+        (guint64) hp->n_vocab * (dim / NPU_MXFP4_BLOCK_SIZE) *
+        sizeof (NpuBlockQ8_0));
+    npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_ACTIVATIONS,
+        (guint64) n_out * dim * 4);
+    npu_bytes_write (&ctx->stats.bytes, NPU_BYTES_ACTIVATIONS,
+        (guint64) n_out * hp->n_vocab * 4);
+  } else {
     npu_matmul_mxfp4_with_precision (task, &model->output.m, ctx->xn, n_out,
         ctx->logits, ctx->p.precision);
+    count_product (ctx, &model->output.m, n_out);
+  }
   ctx->n_logits = n_out;
 }
 
@@ -1670,11 +1754,17 @@ eval_common (NpuLlmContext * ctx, NpuTask * task, const gint32 * tokens,
     for (i = 0; i < m; i++) {
       float *row = ctx->x + i * hp->n_embd;
 
-      if (tokens)
+      if (tokens) {
         embed_token (ctx->model, tokens[done + i], row);
-      else
+        npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_TOKENS, 4);
+        npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_WEIGHTS,
+            ctx->model->embd_row_bytes);
+      } else {
         memcpy (row, embd + (done + i) * hp->n_embd,
             hp->n_embd * sizeof (float));
+        npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_TOKENS,
+            (guint64) hp->n_embd * 4);
+      }
     }
     forward_chunk (ctx, task, p0, m);
     /* Tokens pushed out of the window by this chunk */

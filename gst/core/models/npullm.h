@@ -27,6 +27,7 @@
 #include "core/device/nputensorview.h"
 #include "core/formats/npukvtype.h"
 #include "core/cpu/npumatmul.h"
+#include "core/device/npubytes.h"
 
 G_BEGIN_DECLS
 
@@ -200,6 +201,23 @@ typedef struct
   guint n_allocs;               /* allocations the context ever made */
   gsize kv_bytes;               /* the cache (K and V, every layer) */
   gsize scratch_bytes;          /* activations, scores, logits */
+  /* Bytes the evaluations moved since the context was made, counted by
+   * the forward pass where it does the work (npubytes.h); a caller takes
+   * the difference over one eval for a token's or a prompt's:
+   * - weights: each matrix a chunk multiplies by, once a chunk, in the
+   *   layout it is read in (MXFP4: 17 bytes per 32 weights; a Q8_0 logits
+   *   matrix: 34 per 32), the F32 norms, biases and sinks (4 bytes a
+   *   value), and each token's row of token_embd in the file's type;
+   * - kv-cache: read, the rows attention reads from the cache (keys and
+   *   values, every layer, in the cache's type: 2 L n_kv S b_kv for a
+   *   token at position S attending to all S); written, the chunk's rows
+   *   stored (2 L n_kv hd b_kv a token);
+   * - activations: the F32 rows into and out of each product and of the
+   *   attention (its query, its output, and the chunk's own K/V rows,
+   *   read from scratch in the cache's type), the logits written;
+   * - tokens: the token ids (4 bytes each) or the F32 embedding rows a
+   *   caller hands in. */
+  NpuBytes bytes;
 } NpuLlmStats;
 
 NPU_API

@@ -670,6 +670,7 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
     job.n_tokens[0] = 1;
     if (!run_eval (queue, "token", &job, error))
       goto out;
+    st->n_decoded++;
     s->unevaluated = NPU_TOKEN_NULL;
   }
   st->decode_us = g_get_monotonic_time () - t1;
@@ -728,6 +729,7 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
   gsize n_toks[2] = { 0, 0 }, n_media_rows = 0;
   gboolean ok = FALSE;
   gboolean next_turn = s->params.keep_context && s->in_conversation;
+  NpuLlmStats cs0, cs1;
   gint64 t0, t1;
 
   if (!count_media_rows (s, media, n_media, &n_media_rows, error))
@@ -748,13 +750,18 @@ npu_llm_session_answer (NpuLlmSession * s, NpuQueue * queue,
   }
 
   prepare_context (s, toks, n_toks, n_media > 0, next_turn, &st);
+  npu_llm_context_get_stats (s->ctx, &cs0);
   t0 = g_get_monotonic_time ();
   if (!eval_prompt (s, queue, toks, n_toks, media, n_media, next_turn,
           st.n_reused, error))
     goto out;
   t1 = g_get_monotonic_time ();
   st.prompt_us = t1 - t0;
+  npu_llm_context_get_stats (s->ctx, &cs1);
+  npu_bytes_diff (&st.prompt_bytes, &cs1.bytes, &cs0.bytes);
   ok = generate (s, queue, emit, user_data, t1, &st, error);
+  npu_llm_context_get_stats (s->ctx, &cs0);
+  npu_bytes_diff (&st.decode_bytes, &cs0.bytes, &cs1.bytes);
 
 out:
   /* an answer that failed half-way leaves the context in no known turn */

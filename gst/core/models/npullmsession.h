@@ -69,6 +69,10 @@ typedef struct
   guint n_context;              /* tokens of earlier turns the answer
                                  * attends to (keep_context) */
   guint n_generated;
+  guint n_decoded;              /* tokens evaluated after the prompt (the
+                                 * last one generated may not be) */
+  NpuBytes prompt_bytes;        /* moved by the prompt's evaluation */
+  NpuBytes decode_bytes;        /* by the n_decoded tokens' (npullm.h) */
   gboolean hit_eog;
   gboolean hit_stop;
   gboolean hit_max;

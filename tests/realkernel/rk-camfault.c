@@ -25,10 +25,12 @@
  * error too: frames in flight finish), on EOS every vision-token buffer
  * npullm received was answered or counted as replaced, and once the
  * pipeline is in NULL and freed the run has left no more fds open than
- * `v4l2src ! fakesink` alone leaves under the same fault (measured in the
- * same process: 1.22's v4l2src keeps its buffer pool), by kind: dma-bufs, sync_files, eventfds,
- * video device nodes, all.  A first clean run warms up what GStreamer and
- * the plugin create once.  "disconnect" goes last: vivid stays unplugged
+ * `v4l2src ! fakesink` alone leaves under the same fault, measured in the
+ * same process (1.22's v4l2src keeps its buffer pool; after a failed
+ * STREAMON also the camera buffers it exported, counted apart by their
+ * exporter: bounded by the control's wherever a frame reached us), by kind: our dma-bufs,
+ * sync_files, eventfds, video device nodes, all.  A first clean run warms
+ * up what GStreamer and the plugin create once.  "disconnect" goes last: vivid stays unplugged
  * while any handle on it is open, and v4l2src's leaked pool holds one.
  */
 #include "rk-common.h"
@@ -44,9 +46,12 @@
 #define FAULT_AFTER 1
 #define BUS_WAIT_S 180
 
+/* dmabuf: our allocator's (exporter "system", the DMA heap, or
+ * "udmabuf"); cam_dmabuf: any other exporter's, the camera driver's
+ * buffers v4l2src exported (VIDIOC_EXPBUF) */
 typedef struct
 {
-  guint total, dmabuf, sync_file, eventfd, video;
+  guint total, dmabuf, cam_dmabuf, sync_file, eventfd, video;
 } FdCount;
 
 typedef struct
@@ -86,7 +91,11 @@ count_fds (FdCount * c)
       c->video++;
     else {
       gchar *exp = rk_fdinfo_get (fd, "exp_name");
-      c->dmabuf += exp != NULL;
+
+      if (exp && (!strcmp (exp, "system") || !strcmp (exp, "udmabuf")))
+        c->dmabuf++;
+      else if (exp)
+        c->cam_dmabuf++;
       g_free (exp);
     }
   }
@@ -98,7 +107,7 @@ count_fds (FdCount * c)
 static guint32
 find_control (int fd, const char *name)
 {
-  struct v4l2_queryctrl q = { .id = V4L2_CTRL_FLAG_NEXT_CTRL };
+  struct v4l2_queryctrl q = {.id = V4L2_CTRL_FLAG_NEXT_CTRL };
 
   while (ioctl (fd, VIDIOC_QUERYCTRL, &q) == 0) {
     if (!strcmp ((const char *) q.name, name))
@@ -224,6 +233,9 @@ fd_delta (const FdCount * a, const FdCount * b, FdCount * d)
 {
   d->total = b->total - a->total;
   d->dmabuf = b->dmabuf - a->dmabuf;
+  d->cam_dmabuf = b->cam_dmabuf - a->cam_dmabuf;
+  /* bounded apart (run_fault) */
+  d->total = d->total - d->cam_dmabuf;
   d->sync_file = b->sync_file - a->sync_file;
   d->eventfd = b->eventfd - a->eventfd;
   d->video = b->video - a->video;
@@ -264,8 +276,8 @@ control_run (const char *fault, FdCount * leak)
   count_fds (&after);
   fd_delta (&before, &after, leak);
   RK_INFO ("control (%s): v4l2src ! fakesink alone leaves %u fds open "
-      "(dma-buf %u, sync_file %u, eventfd %u, /dev/video %u)", fault,
-      leak->total,
+      "besides %u of the camera's dma-bufs (dma-buf %u, sync_file %u, "
+      "eventfd %u, /dev/video %u)", fault, leak->total, leak->cam_dmabuf,
       leak->dmabuf, leak->sync_file, leak->eventfd, leak->video);
 }
 
@@ -307,8 +319,7 @@ run_fault (const char *const *argv, const char *fault, const FdCount * leak)
       "video/x-raw,format=NV12,width=640,height=480 ! "
       "npuvisiontok name=tok precision=fast model=%s ! "
       "npullm name=llm model=%s max-tokens=2 ! fakesink",
-      errors && strcmp (fault, "streamon") ? 1000 : N_FRAMES, argv[3],
-      argv[4]);
+      errors && strcmp (fault, "streamon") ? 1000 : N_FRAMES, argv[3], argv[4]);
   pipeline = gst_parse_launch (desc, &error);
   g_free (desc);
   RK_CHECK_NO_ERROR (pipeline != NULL, error, "%s: pipeline built", fault);
@@ -366,15 +377,22 @@ run_fault (const char *const *argv, const char *fault, const FdCount * leak)
 
   count_fds (&after);
   fd_delta (&before, &after, &d);
-  RK_INFO ("%s: fds left open by the run: all %u, dma-buf %u, sync_file "
-      "%u, eventfd %u, /dev/video %u", fault, d.total, d.dmabuf,
-      d.sync_file, d.eventfd, d.video);
+  RK_INFO ("%s: fds left open by the run: %u besides %u of the camera's "
+      "dma-bufs: dma-buf %u, sync_file %u, eventfd %u, /dev/video %u",
+      fault, d.total, d.cam_dmabuf, d.dmabuf, d.sync_file, d.eventfd, d.video);
   /* the warm-up run opens what lives on; it is not held to the bound */
   if (strcmp (fault, "none"))
     RK_CHECK (d.dmabuf <= leak->dmabuf && d.sync_file <= leak->sync_file &&
-      d.eventfd <= leak->eventfd && d.video <= leak->video &&
+        d.eventfd <= leak->eventfd && d.video <= leak->video &&
         d.total <= leak->total, "%s: no fd, dma-buf or fence left open "
         "beyond v4l2src's own", fault);
+  /* A camera buffer we kept would keep its dma-buf open.  When no frame
+   * reached us (a failed STREAMON) the ones left open are v4l2src's,
+   * however many its pool exported for this pipeline's allocation. */
+  if (strcmp (fault, "none") && seen.frames_in > 0)
+    RK_CHECK (d.cam_dmabuf <= leak->cam_dmabuf, "%s: no camera buffer "
+        "kept (%u of its dma-bufs left open, v4l2src alone %u)", fault,
+        d.cam_dmabuf, leak->cam_dmabuf);
 }
 
 static void

@@ -38,6 +38,7 @@
 #include <core/formats/npuggufwriter.h>
 #include "tests/tools/npumodelgen.h"
 #include "tests/npucompare.h"
+#include "tests/npullmeval.h"
 #include "tests/reference/npurefllm.h"
 
 #include <malloc.h>
@@ -76,36 +77,11 @@ static gchar *tmpdir;
  * Running evals inside tasks, as the element will
  */
 
-typedef struct
-{
-  NpuLlmContext *ctx;
-  const gint32 *tokens;
-  const float *embd;
-  gsize n;
-} EvalCall;
-
-static gboolean
-eval_task (NpuTask * task, gpointer user_data, GError ** error)
-{
-  EvalCall *c = user_data;
-
-  if (c->tokens)
-    return npu_llm_eval_tokens (c->ctx, task, c->tokens, c->n, error);
-  return npu_llm_eval_embeddings (c->ctx, task, c->embd, c->n, error);
-}
-
 static void
 run_eval (NpuLlmContext * ctx, const gint32 * tokens, const float *embd,
     gsize n)
 {
-  EvalCall call = { ctx, tokens, embd, n };
-  NpuFence *fence;
-  GError *error = NULL;
-
-  fence = npu_queue_submit (queue, eval_task, &call, NULL, NULL, 0);
-  if (!npu_fence_wait (fence, -1, &error))
-    g_error ("eval failed: %s", error->message);
-  npu_fence_unref (fence);
+  npu_test_eval_on_queue (queue, ctx, tokens, embd, n);
 }
 
 /* max |a - ref| relative to the reference's range; NaN stays NaN */

@@ -8,6 +8,7 @@
 #include "core/formats/npugguf.h"
 #include "../tools/npumodelgen.h"
 #include "../npullmbytes.h"
+#include "../npullmeval.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -16,35 +17,14 @@ static gchar *tmpdir;
 static NpuDevice *device;
 static NpuQueue *queue;
 
-typedef struct
-{
-  NpuLlmContext *ctx;
-  const gint32 *tokens;
-  gsize n;
-} Eval;
-
-static gboolean
-eval_task (NpuTask * task, gpointer user_data, GError ** error)
-{
-  Eval *e = user_data;
-
-  return npu_llm_eval_tokens (e->ctx, task, e->tokens, e->n, error);
-}
-
 /* Evaluates @n tokens on the queue (two threads); returns their bytes */
 static void
 eval (NpuLlmContext * ctx, const gint32 * tokens, gsize n, NpuBytes * out)
 {
-  Eval e = { ctx, tokens, n };
   NpuLlmStats before, after;
-  GError *error = NULL;
-  NpuFence *fence;
 
   npu_llm_context_get_stats (ctx, &before);
-  fence = npu_queue_submit (queue, eval_task, &e, NULL, NULL, 0);
-  g_assert_true (npu_fence_wait (fence, -1, &error));
-  g_assert_no_error (error);
-  npu_fence_unref (fence);
+  npu_test_eval_on_queue (queue, ctx, tokens, NULL, n);
   npu_llm_context_get_stats (ctx, &after);
   npu_bytes_diff (out, &after.bytes, &before.bytes);
 }

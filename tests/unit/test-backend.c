@@ -1037,6 +1037,89 @@ many_loops_task (NpuTask * task, gpointer user_data, GError ** error)
   return TRUE;
 }
 
+/* Which workers took part in a loop of slow slices (each sleeps, so that
+ * every awake helper gets round to one) */
+static void
+mark_worker (gsize start, gsize end, guint worker, gpointer user_data)
+{
+  gint *seen = user_data;
+
+  g_usleep (2000);
+  if (worker < 32)
+    g_atomic_int_or ((guint *) seen, 1u << worker);
+  else
+    g_atomic_int_or ((guint *) seen, 1u << 31);
+}
+
+typedef struct
+{
+  guint n_threads;
+  guint workers;                /* bit per worker that ran a slice */
+} CapRun;
+
+static gboolean
+cap_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  CapRun *run = user_data;
+
+  run->n_threads = npu_task_get_n_threads (task);
+  npu_task_parallel_for (task, 64, 1, mark_worker, &run->workers);
+  /* and every loop shape stays on the task's workers (par_check_run) */
+  par_task (task, NULL, error);
+  return TRUE;
+}
+
+static CapRun
+run_capped (NpuQueue * queue)
+{
+  CapRun run = { 0, 0 };
+  NpuFence *fence = npu_queue_submit (queue, cap_task, &run, NULL, NULL, 0);
+
+  assert_fence_ok (fence);
+  npu_fence_unref (fence);
+  return run;
+}
+
+/* npu_queue_set_max_threads: a capped queue's loops run on workers below
+ * the cap; the next queue's task has every thread back (the helpers that
+ * sat out are woken); another queue is not capped */
+static void
+test_parallel_for_capped (void)
+{
+  NpuDevice *device = npu_device_new_cpu (4);
+  NpuQueue *capped = npu_queue_new (device, "capped");
+  NpuQueue *free_q = npu_queue_new (device, "free");
+  CapRun run;
+
+  npu_queue_set_max_threads (capped, 2);
+  run = run_capped (capped);
+  g_assert_cmpuint (run.n_threads, ==, 2);
+  g_assert_cmpuint (run.workers & ~3u, ==, 0);
+
+  run = run_capped (free_q);
+  g_assert_cmpuint (run.n_threads, ==, 4);
+  /* more than the two workers the last task had: the two that slept came
+   * back (64 slices of 2 ms give each of them time to) */
+  g_assert_cmpuint (g_bit_nth_lsf (run.workers & ~3u, -1), >=, 2);
+
+  npu_queue_set_max_threads (capped, 1);
+  run = run_capped (capped);
+  g_assert_cmpuint (run.n_threads, ==, 1);
+  g_assert_cmpuint (run.workers, ==, 1);
+
+  /* a cap above the device's count is the device's */
+  npu_queue_set_max_threads (capped, 64);
+  run = run_capped (capped);
+  g_assert_cmpuint (run.n_threads, ==, 4);
+  npu_queue_set_max_threads (capped, 0);
+  run = run_capped (capped);
+  g_assert_cmpuint (run.n_threads, ==, 4);
+
+  npu_queue_free (capped);
+  npu_queue_free (free_q);
+  npu_device_unref (device);
+}
+
 static void
 test_parallel_for_back_to_back (void)
 {
@@ -1364,6 +1447,7 @@ main (int argc, char **argv)
   g_test_add_func ("/backend/flush/free-queue-pending",
       test_free_queue_pending);
   g_test_add_func ("/backend/parallel-for/coverage", test_parallel_for);
+  g_test_add_func ("/backend/parallel-for/capped", test_parallel_for_capped);
   g_test_add_func ("/backend/parallel-for/back-to-back",
       test_parallel_for_back_to_back);
   g_test_add_func ("/backend/parallel-for/fresh-device",

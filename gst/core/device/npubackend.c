@@ -59,6 +59,8 @@ struct _NpuTask
   const gchar *label;           /* static, or NULL: the queue's name */
   guint64 tag;
   guint64 event_id;
+
+  guint n_threads;              /* the device's, or the queue's cap */
 };
 
 struct _NpuQueue
@@ -68,6 +70,7 @@ struct _NpuQueue
   GQueue tasks;                 /* not yet done, submission order */
   guint n_running;              /* popped by the dispatcher, not finished */
   guint64 tag;                  /* atomic: what the next tasks carry */
+  guint max_threads;            /* atomic: 0, or the next tasks' cap */
 };
 
 typedef struct
@@ -78,6 +81,7 @@ typedef struct
   gsize grain;
   gsize n_slices;
   gsize next;                   /* next slice index, atomically claimed */
+  guint n_workers;              /* workers 0 .. n_workers - 1 take part */
 } ParallelJob;
 
 struct _NpuDevice
@@ -109,6 +113,11 @@ struct _NpuDevice
   guint helpers_sleeping;       /* changed under job_lock */
   gboolean dispatcher_sleeping; /* under job_lock */
   gboolean helpers_quit;        /* under job_lock, unlike quit */
+  /* Helpers numbered from here on sit out the running task (its queue's
+   * thread cap) asleep on limit_cond, neither spinning nor woken for each
+   * loop.  Atomic; written by the dispatcher, under job_lock */
+  guint n_active;
+  GCond limit_cond;
 };
 
 /* Spelled out, as G_DEFINE_QUARK's dashed name does not survive indent. */
@@ -224,6 +233,20 @@ helper_thread (gpointer data)
   for (;;) {
     ParallelJob *job;
 
+    if (worker >= __atomic_load_n (&device->n_active, __ATOMIC_SEQ_CST)) {
+      g_mutex_lock (&device->job_lock);
+      while (worker >= __atomic_load_n (&device->n_active, __ATOMIC_SEQ_CST)
+          && !device->helpers_quit)
+        g_cond_wait (&device->limit_cond, &device->job_lock);
+      if (device->helpers_quit) {
+        g_mutex_unlock (&device->job_lock);
+        break;
+      }
+      g_mutex_unlock (&device->job_lock);
+      /* the loops published while this helper sat out are closed or will
+       * say it is not one of their workers */
+      seen = __atomic_load_n (&device->job_generation, __ATOMIC_SEQ_CST);
+    }
     if (!spin_on (&device->job_generation, seen, FALSE)) {
       g_mutex_lock (&device->job_lock);
       __atomic_add_fetch (&device->helpers_sleeping, 1, __ATOMIC_SEQ_CST);
@@ -242,7 +265,8 @@ helper_thread (gpointer data)
     __atomic_add_fetch (&device->job_busy, 1, __ATOMIC_SEQ_CST);
     /* NULL if the loop was over before this helper came round to it. */
     job = __atomic_load_n (&device->job, __ATOMIC_SEQ_CST);
-    if (job)
+    /* a helper beyond the task's cap that had not gone to sleep yet */
+    if (job && worker < job->n_workers)
       run_job_slices (job, worker);
     if (__atomic_sub_fetch (&device->job_busy, 1, __ATOMIC_SEQ_CST) == 0) {
       g_mutex_lock (&device->job_lock);
@@ -259,20 +283,24 @@ helper_thread (gpointer data)
  * @n: the loop runs over [0, @n)
  * @grain: slices are this many iterations (at least 1)
  *
- * Runs @func over [0, @n) in slices on all the device's threads and returns
- * when every slice is done.  Only for use inside a task.
+ * Runs @func over [0, @n) in slices on the task's threads (the device's,
+ * or fewer under npu_queue_set_max_threads()) and returns when every slice
+ * is done; @func's worker is below npu_task_get_n_threads().  Only for use
+ * inside a task.
  */
 void
 npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer user_data)
 {
   NpuDevice *device = task->device;
-  ParallelJob job = { func, user_data, n, MAX (grain, 1), 0, 0 };
+  ParallelJob job = { func, user_data, n, MAX (grain, 1), 0, 0,
+    task->n_threads
+  };
 
   if (n == 0)
     return;
   job.n_slices = n / job.grain + (n % job.grain != 0);
-  if (device->n_threads == 1 || job.n_slices == 1) {
+  if (task->n_threads == 1 || job.n_slices == 1) {
     /* Still in slices of @grain: a kernel may size its scratch by it. */
     run_job_slices (&job, 0);
     return;
@@ -313,10 +341,32 @@ npu_task_is_cancelled (NpuTask * task)
   return g_atomic_int_get (&task->cancelled);
 }
 
+/**
+ * npu_task_get_n_threads:
+ *
+ * Returns: how many threads npu_task_parallel_for() runs @task's loops on:
+ * the device's, or its queue's cap (npu_queue_set_max_threads())
+ */
 guint
 npu_task_get_n_threads (NpuTask * task)
 {
-  return task->device->n_threads;
+  return task->n_threads;
+}
+
+/* Before @task runs, on the dispatcher: the helpers beyond its thread count
+ * go to sleep, and those it needs again are woken */
+static void
+set_active_threads (NpuDevice * device, NpuTask * task)
+{
+  guint now = __atomic_load_n (&device->n_active, __ATOMIC_SEQ_CST);
+
+  if (task->n_threads == now)
+    return;
+  g_mutex_lock (&device->job_lock);
+  __atomic_store_n (&device->n_active, task->n_threads, __ATOMIC_SEQ_CST);
+  if (task->n_threads > now)
+    g_cond_broadcast (&device->limit_cond);
+  g_mutex_unlock (&device->job_lock);
 }
 
 /* ------------------------------------------------------------------------
@@ -476,6 +526,7 @@ dispatcher_thread (gpointer data)
           NPU_FENCE_ERROR_FAILED, "%s" INPUT_FAILED "%s", queue->name, why);
     } else {
       g_mutex_unlock (&device->lock);
+      set_active_threads (device, task);
       task_event (task, NPU_EVENT_TASK_START, FALSE);
       ok = task->func (task, task->user_data, &error);
       if (!ok && !error)
@@ -528,6 +579,8 @@ npu_device_new_cpu (guint n_threads)
   g_mutex_init (&device->job_lock);
   g_cond_init (&device->job_cond);
   g_cond_init (&device->job_done_cond);
+  g_cond_init (&device->limit_cond);
+  device->n_active = n_threads;
 
   device->helpers = g_new0 (GThread *, MAX (n_threads - 1, 1));
   g_mutex_lock (&device->job_lock);
@@ -724,6 +777,7 @@ npu_device_unref (NpuDevice * device)
   g_mutex_lock (&device->job_lock);
   device->helpers_quit = TRUE;
   g_cond_broadcast (&device->job_cond);
+  g_cond_broadcast (&device->limit_cond);
   g_mutex_unlock (&device->job_lock);
   for (i = 0; i + 1 < device->n_threads; i++)
     g_thread_join (device->helpers[i]);
@@ -737,6 +791,7 @@ npu_device_unref (NpuDevice * device)
   g_mutex_clear (&device->job_lock);
   g_cond_clear (&device->job_cond);
   g_cond_clear (&device->job_done_cond);
+  g_cond_clear (&device->limit_cond);
   g_free (device->name);
   g_free (device);
 }
@@ -773,6 +828,23 @@ npu_queue_new (NpuDevice * device, const gchar * name)
   queue->name = g_strdup (name ? name : "npu-queue");
   queue->tag = NPU_EVENT_NO_TAG;
   return queue;
+}
+
+/**
+ * npu_queue_set_max_threads:
+ * @max_threads: the most threads the tasks submitted from now on spread
+ *   their loops over, or 0 for all the device's
+ *
+ * Caps the tasks of @queue below the device's thread count, so that the
+ * other cores stay idle while they run (a decode paced to a rate needs
+ * fewer): the helper threads left out sleep, they do not spin.  Other
+ * queues' tasks on the same device keep their own count.  A device of
+ * another engine runs its work on its own hardware and ignores the cap.
+ */
+void
+npu_queue_set_max_threads (NpuQueue * queue, guint max_threads)
+{
+  __atomic_store_n (&queue->max_threads, max_threads, __ATOMIC_RELAXED);
 }
 
 /**
@@ -865,6 +937,9 @@ npu_queue_submit_labelled (NpuQueue * queue, const gchar * label,
   task->n_waiting = n_in_fences + 1;
   task->label = label;
   task->tag = __atomic_load_n (&queue->tag, __ATOMIC_RELAXED);
+  task->n_threads = __atomic_load_n (&queue->max_threads, __ATOMIC_RELAXED);
+  if (task->n_threads == 0 || task->n_threads > device->n_threads)
+    task->n_threads = device->n_threads;
   out = npu_fence_ref (task->out_fence);
   /* before the task can start, so that the events come in order */
   task_event (task, NPU_EVENT_TASK_SUBMIT, FALSE);

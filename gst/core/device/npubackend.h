@@ -17,8 +17,8 @@
  * any other error is a failure.
  *
  * Tasks run one at a time per device, in the order they become ready; a task
- * spreads its own work over all the device's threads with
- * npu_task_parallel_for().  On a machine with a few cores, one operation on
+ * spreads its own work over all the device's threads (or its queue's cap)
+ * with npu_task_parallel_for().  On a machine with a few cores, one operation on
  * every core beats several operations each on one.
  *
  * This is compute core: GLib only, no GStreamer types.
@@ -90,6 +90,8 @@ NpuFence *npu_queue_submit_labelled (NpuQueue * queue, const gchar * label,
     NpuFence * const *in_fences, guint n_in_fences);
 NPU_API
 void npu_queue_set_tag (NpuQueue * queue, guint64 tag);
+NPU_API
+void npu_queue_set_max_threads (NpuQueue * queue, guint max_threads);
 NPU_API
 void npu_queue_flush (NpuQueue * queue);
 NPU_API

@@ -86,6 +86,11 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_llm_debug);
 #define DEFAULT_KEEP_CONTEXT FALSE
 #define DEFAULT_REASONING FALSE
 #define DEFAULT_PJ_PER_BIT NPU_BYTES_DEFAULT_PJ_PER_BIT
+#define DEFAULT_DECODE_POLICY GST_NPU_LLM_DECODE_AS_FAST_AS_POSSIBLE
+/* about the pace of text read aloud or a caption read as it streams */
+#define DEFAULT_DECODE_RATE 10.0
+#define DECODE_RATE_MIN 0.1
+#define DECODE_RATE_MAX 10000.0
 
 enum
 {
@@ -116,6 +121,8 @@ enum
   PROP_CAPTION_DURATION,
   PROP_REASONING,
   PROP_PJ_PER_BIT,
+  PROP_DECODE_POLICY,
+  PROP_DECODE_RATE,
 };
 
 /* One prompt to answer. */
@@ -172,6 +179,8 @@ struct _GstNpuLlm
   gboolean keep_context;
   gboolean reasoning;
   gdouble pj_per_bit;
+  GstNpuLlmDecodePolicy decode_policy;
+  gdouble decode_rate;
 
   /* statistics, under the object lock */
   gdouble ttft_ms, prefill_tps, decode_tps;
@@ -286,6 +295,26 @@ gst_npu_llm_output_get_type (void)
 
   if (g_once_init_enter (&type)) {
     GType t = g_enum_register_static ("GstNpuLlmOutput", values);
+    g_once_init_leave (&type, t);
+  }
+  return type;
+}
+
+#define GST_TYPE_NPU_LLM_DECODE_POLICY (gst_npu_llm_decode_policy_get_type ())
+static GType
+gst_npu_llm_decode_policy_get_type (void)
+{
+  static gsize type = 0;
+  static const GEnumValue values[] = {
+    {GST_NPU_LLM_DECODE_AS_FAST_AS_POSSIBLE, "Every token on every thread, "
+          "as soon as the last is done", "as-fast-as-possible"},
+    {GST_NPU_LLM_DECODE_PACED, "Tokens at decode-rate on the fewest threads "
+          "that hold it, the cores idle in between", "paced"},
+    {0, NULL, NULL}
+  };
+
+  if (g_once_init_enter (&type)) {
+    GType t = g_enum_register_static ("GstNpuLlmDecodePolicy", values);
     g_once_init_leave (&type, t);
   }
   return type;
@@ -577,6 +606,43 @@ install_answer_properties (GObjectClass * gobject_class)
           "Harmony (gpt-oss): also stream the analysis channel (the chain "
           "of thought), not only the final answer", DEFAULT_REASONING,
           rw | GST_PARAM_MUTABLE_PLAYING));
+  /**
+   * GstNpuLlm:decode-policy:
+   *
+   * How fast the answer's tokens are decoded.  `as-fast-as-possible`
+   * runs each token on every thread (#GstNpuLlm:n-threads) as soon as the
+   * last is done.  `paced` holds #GstNpuLlm:decode-rate: the first tokens
+   * of the first answer are timed on 1, 2, ... threads, the fewest that
+   * hold the rate are kept, and after each token the element sleeps until
+   * the next is due, so that the other cores, and all of them between
+   * tokens, stay idle and the CPU's governor can lower their clocks (text
+   * read by a person, a caption with a deadline, need no more).  When no
+   * thread count holds the rate, the fastest is kept and there is no
+   * sleep.  The prompt is always evaluated on every thread.  The
+   * `npullm-stats` message says which policy, threads and sleep each
+   * answer had.  May be changed while playing (from the next answer on).
+   *
+   * Since: 0.1
+   */
+  g_object_class_install_property (gobject_class, PROP_DECODE_POLICY,
+      g_param_spec_enum ("decode-policy", "Decode policy",
+          "As fast as possible, or paced to decode-rate with the fewest "
+          "threads", GST_TYPE_NPU_LLM_DECODE_POLICY, DEFAULT_DECODE_POLICY,
+          rw | GST_PARAM_MUTABLE_PLAYING));
+  /**
+   * GstNpuLlm:decode-rate:
+   *
+   * The rate, in tokens per second, a `paced` decode holds
+   * (#GstNpuLlm:decode-policy); ignored otherwise.  Changing it starts
+   * the thread count's timing again.  May be changed while playing.
+   *
+   * Since: 0.1
+   */
+  g_object_class_install_property (gobject_class, PROP_DECODE_RATE,
+      g_param_spec_double ("decode-rate", "Decode rate",
+          "Tokens per second of a paced decode", DECODE_RATE_MIN,
+          DECODE_RATE_MAX, DEFAULT_DECODE_RATE,
+          rw | GST_PARAM_MUTABLE_PLAYING));
 }
 
 /* Read-only figures of the last answers. */
@@ -690,6 +756,7 @@ gst_npu_llm_class_init (GstNpuLlmClass * klass)
 
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_LLM_OUTPUT, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_LLM_KV_TYPE, 0);
+  gst_type_mark_as_plugin_api (GST_TYPE_NPU_LLM_DECODE_POLICY, 0);
   gst_type_mark_as_plugin_api (GST_TYPE_NPU_PRECISION, 0);
 }
 
@@ -708,6 +775,8 @@ gst_npu_llm_init (GstNpuLlm * self)
   self->chat_template = g_strdup (DEFAULT_CHAT_TEMPLATE);
   self->max_tokens = DEFAULT_MAX_TOKENS;
   self->pj_per_bit = DEFAULT_PJ_PER_BIT;
+  self->decode_policy = DEFAULT_DECODE_POLICY;
+  self->decode_rate = DEFAULT_DECODE_RATE;
   self->temperature = DEFAULT_TEMPERATURE;
   self->top_k = DEFAULT_TOP_K;
   self->top_p = DEFAULT_TOP_P;
@@ -839,6 +908,12 @@ gst_npu_llm_set_property (GObject * object, guint prop_id,
     case PROP_REASONING:
       self->reasoning = g_value_get_boolean (value);
       break;
+    case PROP_DECODE_POLICY:
+      self->decode_policy = g_value_get_enum (value);
+      break;
+    case PROP_DECODE_RATE:
+      self->decode_rate = g_value_get_double (value);
+      break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
       break;
@@ -916,6 +991,12 @@ gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
       break;
     case PROP_REASONING:
       g_value_set_boolean (value, self->reasoning);
+      break;
+    case PROP_DECODE_POLICY:
+      g_value_set_enum (value, self->decode_policy);
+      break;
+    case PROP_DECODE_RATE:
+      g_value_set_double (value, self->decode_rate);
       break;
     case PROP_TTFT:
       g_value_set_double (value, self->ttft_ms);
@@ -1362,6 +1443,13 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st,
    * S rows of the KV cache) */
   gst_structure_set (s, "decoded-tokens", G_TYPE_UINT, st->n_decoded,
       "pj-per-bit", G_TYPE_DOUBLE, pj_per_bit, NULL);
+  /* the decode's pace: the threads of its last token, the time slept
+   * between tokens to hold decode-rate (0 when not paced) */
+  gst_structure_set (s, "decode-policy", G_TYPE_STRING, st->pace_rate > 0 ?
+      "paced" : "as-fast-as-possible", "decode-rate", G_TYPE_DOUBLE,
+      st->pace_rate, "decode-threads", G_TYPE_UINT,
+      st->decode_threads, "paced-sleep-ms", G_TYPE_DOUBLE,
+      st->paced_sleep_us / 1000.0, NULL);
   gst_npu_element_set_bytes_fields (s, "prompt-", &st->prompt_bytes,
       pj_per_bit);
   gst_npu_element_set_bytes_fields (s, "decode-", &st->decode_bytes,
@@ -1485,6 +1573,20 @@ map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
 }
 
 /* The src pad's task: answers jobs as they come. */
+/* The properties that may change while playing, read once an answer */
+static void
+apply_answer_settings (GstNpuLlm * self, EmitData * ed)
+{
+  GST_OBJECT_LOCK (self);
+  ed->output = self->output;
+  ed->reasoning = self->reasoning;
+  npu_llm_session_set_max_tokens (self->session, self->max_tokens);
+  npu_llm_session_set_keep_context (self->session, self->keep_context);
+  npu_llm_session_set_pace (self->session, self->decode_policy ==
+      GST_NPU_LLM_DECODE_PACED ? self->decode_rate : 0.0);
+  GST_OBJECT_UNLOCK (self);
+}
+
 static void
 gst_npu_llm_loop (GstNpuLlm * self)
 {
@@ -1550,12 +1652,7 @@ gst_npu_llm_loop (GstNpuLlm * self)
   ed.pending = g_string_new (NULL);
   ed.answer = g_string_new (NULL);
   ed.analysis = g_string_new (NULL);
-  GST_OBJECT_LOCK (self);
-  ed.output = self->output;
-  ed.reasoning = self->reasoning;
-  npu_llm_session_set_max_tokens (self->session, self->max_tokens);
-  npu_llm_session_set_keep_context (self->session, self->keep_context);
-  GST_OBJECT_UNLOCK (self);
+  apply_answer_settings (self, &ed);
   ed.flow = GST_FLOW_OK;
   /* the answer's PTS (its media's) ties its tasks to the frames in a
    * timeline (npu-timeline) */
@@ -1609,6 +1706,18 @@ flushing_locked:
 /* ------------------------------------------------------------------------
  * Input
  */
+/* Ends the answer being given: its tasks are cancelled, and a paced
+ * answer's sleep between tokens ends at once (until FLUSH_STOP or a new
+ * session) */
+static void
+cancel_answer (GstNpuLlm * self)
+{
+  if (self->session)
+    npu_llm_session_set_flushing (self->session, TRUE);
+  if (self->queue)
+    npu_queue_flush (self->queue);
+}
+
 static void
 queue_job (GstNpuLlm * self, Job * job)
 {
@@ -1781,12 +1890,13 @@ gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
       self->latest_media_job = NULL;
       g_cond_broadcast (&self->cond);
       g_mutex_unlock (&self->lock);
-      if (self->queue)
-        npu_queue_flush (self->queue);
+      cancel_answer (self);
       gst_pad_push_event (self->srcpad, event);
       gst_pad_pause_task (self->srcpad);
       return TRUE;
     case GST_EVENT_FLUSH_STOP:
+      if (self->session)
+        npu_llm_session_set_flushing (self->session, FALSE);
       g_mutex_lock (&self->lock);
       self->flushing = FALSE;
       self->eos_pending = FALSE;
@@ -2056,8 +2166,7 @@ stop (GstNpuLlm * self)
   self->flushing = TRUE;
   g_cond_broadcast (&self->cond);
   g_mutex_unlock (&self->lock);
-  if (self->queue)
-    npu_queue_flush (self->queue);
+  cancel_answer (self);
   gst_pad_stop_task (self->srcpad);
   gst_clear_buffer (&self->held_caption);
   self->sent_caption = FALSE;
@@ -2097,8 +2206,7 @@ gst_npu_llm_change_state (GstElement * element, GstStateChange transition)
       self->flushing = TRUE;
       g_cond_broadcast (&self->cond);
       g_mutex_unlock (&self->lock);
-      if (self->queue)
-        npu_queue_flush (self->queue);
+      cancel_answer (self);
       break;
     default:
       break;

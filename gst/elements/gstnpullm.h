@@ -42,6 +42,21 @@ typedef enum
   GST_NPU_LLM_KV_TYPE_Q8_0,
 } GstNpuLlmKvType;
 
+/**
+ * GstNpuLlmDecodePolicy:
+ * @GST_NPU_LLM_DECODE_AS_FAST_AS_POSSIBLE: every token on every thread,
+ *   each started as soon as the last is done
+ * @GST_NPU_LLM_DECODE_PACED: tokens at #GstNpuLlm:decode-rate, each on the
+ *   fewest threads that hold the rate, the cores idle in between
+ *
+ * Since: 0.1
+ */
+typedef enum
+{
+  GST_NPU_LLM_DECODE_AS_FAST_AS_POSSIBLE,
+  GST_NPU_LLM_DECODE_PACED,
+} GstNpuLlmDecodePolicy;
+
 GST_ELEMENT_REGISTER_DECLARE (npullm);
 
 G_END_DECLS

@@ -2087,6 +2087,98 @@ GST_START_TEST (test_stats_bytes)
 
 GST_END_TEST;
 
+/* The same answer paced (decode-policy=paced) as unpaced, and the stats
+ * say how: the pacer's thread count (one holds 5 tokens a second with
+ * the tiny model, far faster on one thread), the sleep between tokens */
+GST_START_TEST (test_paced_decode)
+{
+  const gchar *policy[] = { "as-fast-as-possible", "paced" };
+  gchar *answers[2];
+  guint i;
+
+  for (i = 0; i < 2; i++) {
+    gchar *desc = g_strdup_printf ("npullm name=llm model=%s n-threads=2 "
+        "prompt=\"Pace yourself.\" max-tokens=6 seed=3 decode-policy=%s "
+        "decode-rate=5 ! fakesink name=sink", llama_path, policy[i]);
+    Collected c = { 0, };
+    const GstStructure *st;
+    guint threads = 0, n_decoded = 0;
+    gdouble sleep_ms = -1, rate = -1;
+
+    c.stats = g_ptr_array_new_with_free_func ((GDestroyNotify)
+        gst_structure_free);
+    answers[i] = run (desc, &c, NULL, NULL);
+    fail_unless_equals_int (c.stats->len, 1);
+    st = g_ptr_array_index (c.stats, 0);
+    fail_unless_equals_string (gst_structure_get_string (st,
+            "decode-policy"), policy[i]);
+    fail_unless (gst_structure_get_uint (st, "decode-threads", &threads));
+    fail_unless (gst_structure_get_uint (st, "decoded-tokens", &n_decoded));
+    fail_unless (gst_structure_get_double (st, "paced-sleep-ms", &sleep_ms));
+    fail_unless (gst_structure_get_double (st, "decode-rate", &rate));
+    fail_unless (n_decoded > 1);
+    if (i == 0) {
+      fail_unless_equals_int (threads, 2);
+      fail_unless_equals_float (sleep_ms, 0.0);
+      fail_unless_equals_float (rate, 0.0);
+    } else {
+      fail_unless_equals_int (threads, 1);
+      fail_unless (sleep_ms > 0.0, "slept %g ms", sleep_ms);
+      fail_unless_equals_float (rate, 5.0);
+    }
+    g_ptr_array_unref (c.stats);
+    g_free (desc);
+  }
+  fail_unless_equals_string (answers[1], answers[0]);
+  g_free (answers[0]);
+  g_free (answers[1]);
+}
+
+GST_END_TEST;
+
+static void
+on_first_buffer (GstElement * sink, GstBuffer * buf, GstPad * pad,
+    gpointer data)
+{
+  g_mutex_lock (&check_mutex);
+  *(gboolean *) data = TRUE;
+  g_cond_signal (&check_cond);
+  g_mutex_unlock (&check_mutex);
+}
+
+/* Stopped in a paced answer's sleep (one token in 10 s): the pipeline
+ * goes to NULL at once, not at the sleep's end (a bound of 5 s) */
+GST_START_TEST (test_paced_stop_in_sleep)
+{
+  gchar *desc = g_strdup_printf ("npullm model=%s prompt=\"Slowly.\" "
+      "max-tokens=50 decode-policy=paced decode-rate=0.1 output=token "
+      "! fakesink name=sink signal-handoffs=true", llama_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GstElement *sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  gboolean got = FALSE;
+  gint64 t0;
+
+  g_signal_connect (sink, "handoff", G_CALLBACK (on_first_buffer), &got);
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  g_mutex_lock (&check_mutex);
+  while (!got)
+    g_cond_wait (&check_cond, &check_mutex);
+  g_mutex_unlock (&check_mutex);
+  /* the first token is out, the second is due 10 s after it: let the
+   * element evaluate the first (well under a second) and go to sleep */
+  g_usleep (G_USEC_PER_SEC);
+  t0 = g_get_monotonic_time ();
+  fail_unless_equals_int (gst_element_set_state (pipeline, GST_STATE_NULL),
+      GST_STATE_CHANGE_SUCCESS);
+  fail_unless (g_get_monotonic_time () - t0 < 5 * G_USEC_PER_SEC,
+      "stopping took %" G_GINT64_FORMAT " us", g_get_monotonic_time () - t0);
+  gst_object_unref (sink);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
 /* A stop string of three ASCII letters that two tokens of @ids spell
  * (its first occurrence in @text, the whole answer, straddles them), so
  * that the element must hold text back before it knows; starting at or
@@ -2493,6 +2585,8 @@ npullm_suite (void)
   tcase_add_test (tc, test_flush_while_generating);
   tcase_add_test (tc, test_stats_message);
   tcase_add_test (tc, test_stats_bytes);
+  tcase_add_test (tc, test_paced_decode);
+  tcase_add_test (tc, test_paced_stop_in_sleep);
   tcase_add_test (tc, test_stop_strings);
   tcase_add_test (tc, test_prompt_longer_than_context);
   tcase_add_test (tc, test_cancelled_media_skipped);

@@ -8,6 +8,11 @@
  * an empty context, then draws with the same sampler.  And a conversation that runs far
  * past the context's length must keep its memory: no allocation, no heap
  * growth, the window sliding.
+ *
+ * A paced answer (npu_llm_session_set_pace) must be the same text as an
+ * unpaced one, run its tokens on the pacer's threads (seen from the queue
+ * between tokens), sleep between them, give the queue all its threads
+ * back afterwards, and end as cancelled when flushed in a sleep.
  */
 #include <core/models/npullmsession.h>
 #include "tests/tools/npumodelgen.h"
@@ -499,6 +504,146 @@ test_image_wrapping (gconstpointer data)
   npu_queue_free (queue);
 }
 
+/* ------------------------------------------------------------------------
+ * Paced decode
+ */
+#define PACED_THREADS 4
+
+typedef struct
+{
+  NpuQueue *queue;
+  GString *text;
+  guint min_threads;            /* of the queue's tasks seen between tokens */
+} PacedRun;
+
+static gboolean
+record_n_threads (NpuTask * task, gpointer user_data, GError ** error)
+{
+  *(guint *) user_data = npu_task_get_n_threads (task);
+  return TRUE;
+}
+
+static guint
+queue_n_threads (NpuQueue * queue)
+{
+  guint n = 0;
+  NpuFence *fence = npu_queue_submit (queue, record_n_threads, &n, NULL,
+      NULL, 0);
+
+  g_assert_true (npu_fence_wait (fence, -1, NULL));
+  npu_fence_unref (fence);
+  return n;
+}
+
+static gboolean
+collect_paced (const gchar * text, gsize len, gpointer user_data)
+{
+  PacedRun *run = user_data;
+
+  g_string_append_len (run->text, text, len);
+  run->min_threads = MIN (run->min_threads, queue_n_threads (run->queue));
+  return TRUE;
+}
+
+static gchar *
+paced_answer (NpuLlmSession * s, NpuQueue * queue, NpuLlmAnswerStats * st,
+    guint * min_threads)
+{
+  PacedRun run = { queue, g_string_new (NULL), G_MAXUINT };
+  GError *error = NULL;
+
+  g_assert_true (npu_llm_session_answer (s, queue, "What is on the table?",
+          NULL, 0, collect_paced, &run, st, &error));
+  g_assert_no_error (error);
+  *min_threads = run.min_threads;
+  return g_string_free (run.text, FALSE);
+}
+
+/* 20 tokens a second: a tiny model's token takes far less than 50 ms on
+ * one thread, so the pacer keeps one and sleeps the rest of each period */
+static void
+test_paced_same_answer (void)
+{
+  Fixture f;
+  NpuQueue *queue = npu_queue_new (npu_device_new_cpu (PACED_THREADS), "pq");
+  NpuLlmSession *s;
+  NpuLlmAnswerStats st;
+  gchar *fast, *paced;
+  guint min_threads;
+
+  npu_device_unref (npu_queue_get_device (queue));
+  fixture_open (&f);
+  s = new_session (&f, 256, FALSE, "chatml");
+  fast = paced_answer (s, queue, &st, &min_threads);
+  g_assert_cmpuint (st.n_decoded, >, 1);
+  g_assert_cmpuint (st.decode_threads, ==, PACED_THREADS);
+  g_assert_cmpuint (min_threads, ==, PACED_THREADS);
+  g_assert_cmpint (st.paced_sleep_us, ==, 0);
+
+  npu_llm_session_set_pace (s, 20.0);
+  paced = paced_answer (s, queue, &st, &min_threads);
+  g_assert_cmpstr (paced, ==, fast);
+  g_assert_cmpuint (st.decode_threads, ==, 1);
+  g_assert_cmpuint (min_threads, ==, 1);
+  g_assert_cmpint (st.paced_sleep_us, >, 0);
+  /* the cap ends with the answer */
+  g_assert_cmpuint (queue_n_threads (queue), ==, PACED_THREADS);
+  g_free (fast);
+  g_free (paced);
+  npu_llm_session_free (s);
+  npu_queue_free (queue);
+  fixture_close (&f);
+}
+
+static gpointer
+flush_later (gpointer data)
+{
+  g_usleep (200 * 1000);
+  npu_llm_session_set_flushing (data, TRUE);
+  return NULL;
+}
+
+/* At one token in 10 s, the flush 200 ms in must end the answer in its
+ * first sleep, not at its end (a bound 25 times the flush's delay) */
+static void
+test_paced_flush (void)
+{
+  Fixture f;
+  NpuLlmSession *s;
+  NpuLlmAnswerStats st;
+  GString *out = g_string_new (NULL);
+  GError *error = NULL;
+  GThread *flusher;
+  gchar *after;
+
+  fixture_open (&f);
+  s = new_session (&f, 256, FALSE, "chatml");
+  npu_llm_session_set_max_tokens (s, 64);
+  npu_llm_session_set_pace (s, 0.1);
+  flusher = g_thread_new ("flush", flush_later, s);
+  g_assert_false (npu_llm_session_answer (s, f.queue, "What is on the table?",
+          NULL, 0, collect, out, &st, &error));
+  g_thread_join (flusher);
+  g_assert_error (error, NPU_LLM_SESSION_ERROR,
+      NPU_LLM_SESSION_ERROR_CANCELLED);
+  g_assert_cmpstr (error->message, ==,
+      "the answer was flushed between two tokens");
+  g_assert_cmpuint (st.n_generated, <, 64);
+  g_assert_cmpint (st.paced_sleep_us, <, 5 * G_USEC_PER_SEC);
+  g_clear_error (&error);
+
+  /* the flush over, the session answers again */
+  npu_llm_session_set_flushing (s, FALSE);
+  npu_llm_session_set_pace (s, 0.0);
+  npu_llm_session_set_max_tokens (s, MAX_TOKENS);
+  after = answer (s, &f, "What is on the table?", &st);
+  g_assert_cmpuint (st.n_generated, >, 0);
+  g_free (after);
+  g_string_free (out, TRUE);
+  npu_llm_session_free (s);
+  fixture_close (&f);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -514,5 +659,7 @@ main (int argc, char **argv)
       GINT_TO_POINTER (TRUE), test_image_wrapping);
   g_test_add_data_func ("/llm-session/image-wrapping/other",
       GINT_TO_POINTER (FALSE), test_image_wrapping);
+  g_test_add_func ("/llm-session/paced/same-answer", test_paced_same_answer);
+  g_test_add_func ("/llm-session/paced/flush", test_paced_flush);
   return g_test_run ();
 }

@@ -87,6 +87,22 @@ test_sleep (void)
   npu_pace_free (pace);
 }
 
+/* An answer after a pause starts its deadlines afresh: its first token
+ * is due a period after it started, not at once as a late one would be */
+static void
+test_restart (void)
+{
+  NpuPace *pace = npu_pace_new (10.0, 1, 1);
+
+  g_assert_cmpint (npu_pace_token_done (pace, 0, 90 * MS), ==, 10 * MS);
+  npu_pace_restart (pace);
+  g_assert_cmpint (npu_pace_token_done (pace, 2000 * MS, 2090 * MS), ==,
+      10 * MS);
+  g_assert_cmpint (npu_pace_token_done (pace, 2100 * MS, 2150 * MS), ==,
+      50 * MS);
+  npu_pace_free (pace);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -94,5 +110,6 @@ main (int argc, char **argv)
   g_test_add_func ("/pace/fewest", test_fewest);
   g_test_add_func ("/pace/none-holds", test_none_holds);
   g_test_add_func ("/pace/sleep", test_sleep);
+  g_test_add_func ("/pace/restart", test_restart);
   return g_test_run ();
 }

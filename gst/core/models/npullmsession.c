@@ -44,6 +44,15 @@ struct _NpuLlmSession
    * ones (NPU_LLM_FORCE_ANSWER) */
   gint32 *forced;
   gsize n_forced;
+  /* decode paced to params.pace_rate: made at the first paced answer, for
+   * its queue's device, and kept (its calibration with it) until the rate
+   * changes */
+  NpuPace *pace;
+  /* the sleeps between paced tokens end early, and the answer fails as
+   * cancelled, while flushing is set */
+  GMutex pace_lock;
+  GCond pace_cond;
+  gboolean flushing;
 };
 
 /* Tests only: NPU_LLM_FORCE_ANSWER="text" (control-token text as those
@@ -152,6 +161,8 @@ npu_llm_session_new (const NpuGguf * gguf, NpuLlmModel * model,
   NpuLlmContextParams cp;
 
   s->emit_channel = NPU_HARMONY_FINAL;
+  g_mutex_init (&s->pace_lock);
+  g_cond_init (&s->pace_cond);
   s->model = model;
   s->n_embd = hp->n_embd;
   s->params = *params;
@@ -208,6 +219,9 @@ npu_llm_session_free (NpuLlmSession * s)
     npu_tokenizer_free (s->tokenizer);
   npu_llm_model_free (s->model);
   npu_llm_session_params_clear (&s->params);
+  npu_pace_free (s->pace);
+  g_mutex_clear (&s->pace_lock);
+  g_cond_clear (&s->pace_cond);
   g_free (s);
 }
 
@@ -264,6 +278,43 @@ npu_llm_session_set_keep_context (NpuLlmSession * s, gboolean keep_context)
   s->params.keep_context = keep_context;
   if (!keep_context)
     s->in_conversation = FALSE;
+}
+
+/**
+ * npu_llm_session_set_pace:
+ * @tokens_per_second: 0 to decode as fast as possible, else the rate the
+ *   answers from now on are decoded at
+ *
+ * A paced decode runs each token on the fewest threads that hold the rate
+ * (timed over the first tokens at 1, 2, ... threads: npupace.h) and sleeps
+ * until the next token is due, so that the other cores and the gaps
+ * between tokens are idle.  The prompt's evaluation is never paced.
+ */
+void
+npu_llm_session_set_pace (NpuLlmSession * s, gdouble tokens_per_second)
+{
+  tokens_per_second = MAX (tokens_per_second, 0.0);
+  if (tokens_per_second == s->params.pace_rate)
+    return;
+  s->params.pace_rate = tokens_per_second;
+  g_clear_pointer (&s->pace, npu_pace_free);
+}
+
+/**
+ * npu_llm_session_set_flushing:
+ *
+ * While @flushing is %TRUE, a paced answer's sleep between tokens ends at
+ * once and the answer fails with NPU_LLM_SESSION_ERROR_CANCELLED; set it
+ * beside npu_queue_flush() (which cancels the tasks, not the sleeps) from
+ * any thread, and clear it before the next answer.
+ */
+void
+npu_llm_session_set_flushing (NpuLlmSession * s, gboolean flushing)
+{
+  g_mutex_lock (&s->pace_lock);
+  s->flushing = flushing;
+  g_cond_broadcast (&s->pace_cond);
+  g_mutex_unlock (&s->pace_lock);
 }
 
 void
@@ -595,6 +646,55 @@ emit_pending (NpuLlmSession * s, GString * pending, gsize len,
   return go_on;
 }
 
+/* ------------------------------------------------------------------------
+ * Pacing (npu_llm_session_set_pace)
+ */
+
+/* Before a token: the thread count the pacer wants, as @queue's cap */
+static void
+pace_token_start (NpuLlmSession * s, NpuQueue * queue, NpuLlmAnswerStats * st)
+{
+  NpuDevice *device = npu_queue_get_device (queue);
+
+  st->pace_rate = s->params.pace_rate;
+  if (s->params.pace_rate <= 0.0) {
+    st->decode_threads = npu_device_get_n_threads (device);
+    return;
+  }
+  if (!s->pace)
+    s->pace = npu_pace_new (s->params.pace_rate,
+        MAX (npu_device_get_n_threads (device), 1), 2);
+  st->decode_threads = npu_pace_get_threads (s->pace);
+  npu_queue_set_max_threads (queue, st->decode_threads);
+}
+
+/* After a token that started at @start_us: sleeps until the next is due.
+ * %FALSE (cancelled) if the session is flushing. */
+static gboolean
+pace_token_end (NpuLlmSession * s, gint64 start_us, NpuLlmAnswerStats * st,
+    GError ** error)
+{
+  gint64 now = g_get_monotonic_time (), until;
+  gboolean flushing;
+
+  if (s->params.pace_rate > 0.0)
+    until = now + npu_pace_token_done (s->pace, start_us * 1000,
+        now * 1000) / 1000;
+  else
+    until = now;
+  g_mutex_lock (&s->pace_lock);
+  while (!s->flushing && g_get_monotonic_time () < until)
+    g_cond_wait_until (&s->pace_cond, &s->pace_lock, until);
+  flushing = s->flushing;
+  g_mutex_unlock (&s->pace_lock);
+  st->paced_sleep_us += MAX (MIN (g_get_monotonic_time (), until) - now, 0);
+  if (!flushing)
+    return TRUE;
+  g_set_error (error, NPU_LLM_SESSION_ERROR, NPU_LLM_SESSION_ERROR_CANCELLED,
+      "the answer was flushed between two tokens");
+  return FALSE;
+}
+
 /* Samples and evaluates token after token, handing the text to @emit, until
  * an end of generation, a stop string, max-tokens or @emit asks to stop.
  * @t1 is when the prompt was evaluated: @st's decode_us counts from it.
@@ -611,7 +711,10 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
   NpuHarmonyChannel pending_channel = NPU_HARMONY_FINAL;
   EvalJob job = { 0, };
   gboolean ok = FALSE, go_on = TRUE;
+  gint64 t_tok;
 
+  if (s->pace)
+    npu_pace_restart (s->pace);
   if (npu_chat_template_get_family (s->tmpl) == NPU_CHAT_HARMONY)
     hp = npu_harmony_parser_new ();
   job.ctx = s->ctx;
@@ -668,7 +771,10 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
 
     job.tokens[0] = &tok;
     job.n_tokens[0] = 1;
-    if (!run_eval (queue, "token", &job, error))
+    pace_token_start (s, queue, st);
+    t_tok = g_get_monotonic_time ();
+    if (!run_eval (queue, "token", &job, error)
+        || !pace_token_end (s, t_tok, st, error))
       goto out;
     st->n_decoded++;
     s->unevaluated = NPU_TOKEN_NULL;
@@ -689,6 +795,8 @@ generate (NpuLlmSession * s, NpuQueue * queue, NpuLlmTextFunc emit,
   ok = TRUE;
 
 out:
+  /* the next prompt runs on every thread */
+  npu_queue_set_max_threads (queue, 0);
   npu_harmony_parser_free (hp);
   npu_token_decoder_free (dec);
   g_string_free (pending, TRUE);

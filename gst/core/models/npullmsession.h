@@ -18,6 +18,7 @@
 #include "core/text/nputokenizer.h"
 #include "core/text/npuchat.h"
 #include "core/text/npuharmony.h"
+#include "npupace.h"
 
 G_BEGIN_DECLS
 
@@ -44,6 +45,9 @@ typedef struct
   gchar *chat_template;         /* NULL/"auto", "none", a family, or custom */
   gchar **stop;                 /* extra stop strings, NULL-terminated */
   NpuLlmSamplerParams sampler;
+  /* 0: decode as fast as possible; else paced to this many tokens a
+   * second with the fewest threads that hold it (npupace.h) */
+  gdouble pace_rate;
 } NpuLlmSessionParams;
 
 /* Embeddings of one image or audio clip, n_rows x n_embd F32, spliced into
@@ -73,6 +77,9 @@ typedef struct
                                  * last one generated may not be) */
   NpuBytes prompt_bytes;        /* moved by the prompt's evaluation */
   NpuBytes decode_bytes;        /* by the n_decoded tokens' (npullm.h) */
+  gdouble pace_rate;            /* tokens/s the decode was paced at, or 0 */
+  guint decode_threads;         /* the last token's threads */
+  gint64 paced_sleep_us;        /* slept between tokens to hold the pace */
   gboolean hit_eog;
   gboolean hit_stop;
   gboolean hit_max;
@@ -114,6 +121,12 @@ void npu_llm_session_set_max_tokens (NpuLlmSession * session,
 NPU_API
 void npu_llm_session_set_keep_context (NpuLlmSession * session,
     gboolean keep_context);
+NPU_API
+void npu_llm_session_set_pace (NpuLlmSession * session,
+    gdouble tokens_per_second);
+NPU_API
+void npu_llm_session_set_flushing (NpuLlmSession * session,
+    gboolean flushing);
 /* The context's counters: the cache and scratch sizes, allocations,
  * tokens evicted from the window */
 NPU_API

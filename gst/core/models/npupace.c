@@ -92,6 +92,12 @@ calibrate (NpuPace * pace, gint64 took_ns)
   }
 }
 
+void
+npu_pace_restart (NpuPace * pace)
+{
+  pace->deadline_ns = 0;
+}
+
 /* Returns the nanoseconds to sleep after a token that ran from @start_ns
  * to @end_ns, before the next one is started. */
 gint64

@@ -33,6 +33,9 @@ NPU_API
 guint npu_pace_get_threads (NpuPace * pace);
 NPU_API
 gboolean npu_pace_is_calibrated (NpuPace * pace);
+/* A new run of tokens (an answer) begins: no deadline carried over */
+NPU_API
+void npu_pace_restart (NpuPace * pace);
 NPU_API
 gint64 npu_pace_token_done (NpuPace * pace, gint64 start_ns, gint64 end_ns);
 

@@ -124,9 +124,10 @@ run_realkernel() {
 }
 
 # run_build_suites BUILD: every suite of one build: unit, gst-check, the
-# install test, the network namespaces test, unit and gst-check under
-# valgrind, and the real-kernel suite.  A second leg (another GStreamer,
-# another root) calls it again with its own build directory.  There the
+# install test, the tool tests, the network namespaces test, unit and
+# gst-check under valgrind, and the real-kernel suite.  A second leg
+# (another GStreamer, another root) calls it again with its own build
+# directory.  There the
 # unit suite is not run again under valgrind: the unit tests are the core,
 # which has no GStreamer in it, and run under valgrind and ASan on Debian
 # 12 already; the six minutes they took under valgrind on Debian 13 were
@@ -137,6 +138,7 @@ run_build_suites() {
   run_meson "$build" "unit tests" "$MIN_UNIT" --suite unit
   run_meson "$build" "gst-check tests" "$MIN_CHECK" --suite check
   run_meson "$build" "install test" 1 --suite install
+  run_meson "$build" "tool tests" 1 --suite tools
   run_meson "$build" "network namespaces test" 1 --suite net
   [ -n "${GST_NPU_TRIXIE_LEG:-}" ] ||
     run_meson "$build" "unit tests under valgrind" "$MIN_UNIT" \

@@ -87,7 +87,7 @@
 #include "tests/bench/npubenchstats.h"
 #include "tests/bench/npubenchtask.h"
 #include "tests/bench/npureadstreams.h"
-#include "tests/tools/npumodelgen.h"
+#include "tests/bench/npubenchmodel.h"
 
 #include <glib/gstdio.h>
 #include <stdio.h>
@@ -641,25 +641,8 @@ main (int argc, char **argv)
           "sliding", n_ctx, n_decode, depths[d]);
   }
 
-  if (!path) {
-    NpuTextModelParams p;
-    NpuModelGenStats st;
-    gint64 t0 = g_get_monotonic_time ();
-    gint fd = g_file_open_tmp ("bench-llm-XXXXXX.gguf", &tmp_path, &error);
-
-    if (fd < 0)
-      g_error ("%s", error->message);
-    close (fd);
-    if (!npu_model_gen_text_preset (&p, NPU_MODEL_ARCH_LLAMA, "1b", &error))
-      g_error ("%s", error->message);
-    p.seed = 1;
-    if (!npu_model_gen_write_text (&p, tmp_path, &st, &error))
-      g_error ("%s", error->message);
-    printf ("generated llama 1b mxfp4: %.0f M parameters, %.1f MiB, %.1f s\n",
-        st.n_params / 1e6, st.file_size / 1048576.0,
-        (g_get_monotonic_time () - t0) / 1e6);
-    path = tmp_path;
-  }
+  if (!path)
+    path = tmp_path = npu_bench_generate_llama_1b ("bench-llm");
 
   model = npu_llm_model_new_from_file (path, flags, &error);
   if (!model)

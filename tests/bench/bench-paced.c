@@ -25,7 +25,7 @@
  */
 #include <core/models/npullmsession.h>
 #include <core/device/npuenergy.h>
-#include "tests/tools/npumodelgen.h"
+#include "tests/bench/npubenchmodel.h"
 
 #include <glib/gstdio.h>
 #include <stdio.h>
@@ -141,25 +141,6 @@ out:
   npu_energy_sample_free (e1);
 }
 
-static gchar *
-generate_model (void)
-{
-  NpuTextModelParams p;
-  GError *error = NULL;
-  gchar *path = NULL;
-  gint fd = g_file_open_tmp ("bench-paced-XXXXXX.gguf", &path, &error);
-
-  if (fd < 0)
-    g_error ("%s", error->message);
-  close (fd);
-  if (!npu_model_gen_text_preset (&p, NPU_MODEL_ARCH_LLAMA, "1b", &error))
-    g_error ("%s", error->message);
-  p.seed = 1;
-  if (!npu_model_gen_write_text (&p, path, NULL, &error))
-    g_error ("%s", error->message);
-  return path;
-}
-
 static NpuLlmSession *
 open_session (const gchar * path, guint n_tokens)
 {
@@ -234,7 +215,7 @@ main (int argc, char **argv)
   if (argc > 1)
     path = argv[1];
   else
-    path = tmp = generate_model ();
+    path = tmp = npu_bench_generate_llama_1b ("bench-paced");
   if (n_threads == 0)
     n_threads = g_get_num_processors ();
 

@@ -64,6 +64,28 @@ buffer_create (NpuVkContext * ctx, gsize size, gsize vk_size,
   return buf;
 }
 
+/* A buffer larger than the heap it would come from is refused here, the
+ * same on every driver: beyond it, vkCreateBuffer and vkAllocateMemory
+ * break valid usage (the heap's size, maxBufferSize), and what a driver
+ * then does is undefined */
+static gboolean
+check_fits_heap (NpuVkContext * ctx, gsize vk_size, GError ** error)
+{
+  gint type = memory_type (ctx, ~0u, HOST_FLAGS);
+  VkDeviceSize heap;
+
+  if (type < 0)
+    return TRUE;                /* said below, once the buffer's types are known */
+  heap = ctx->mem.memoryHeaps[ctx->mem.memoryTypes[type].heapIndex].size;
+  if (vk_size <= heap)
+    return TRUE;
+  g_set_error (error, NPU_VK_ERROR, NPU_VK_ERROR_OUT_OF_MEMORY,
+      "Vulkan: a buffer of %" G_GSIZE_FORMAT " bytes does not fit the "
+      "memory heap of %s (%" G_GUINT64_FORMAT " bytes)", vk_size,
+      ctx->info->name, (guint64) heap);
+  return FALSE;
+}
+
 NpuVkBuffer *
 npu_vk_buffer_new (NpuVkContext * ctx, gsize size, GError ** error)
 {
@@ -76,6 +98,14 @@ npu_vk_buffer_new (NpuVkContext * ctx, gsize size, GError ** error)
 
   /* rounded up so that a kernel reading whole 32-bit words (the 17- and
    * 34-byte quantised blocks) never reads past the buffer */
+  if (size > G_MAXSIZE - 15) {
+    g_set_error (error, NPU_VK_ERROR, NPU_VK_ERROR_OUT_OF_MEMORY,
+        "Vulkan: a buffer of %" G_GSIZE_FORMAT " bytes does not fit in "
+        "memory", size);
+    return NULL;
+  }
+  if (!check_fits_heap (ctx, (size + 15) & ~(gsize) 15, error))
+    return NULL;
   buf = buffer_create (ctx, size, (size + 15) & ~(gsize) 15, FALSE, error);
   if (!buf)
     return NULL;

@@ -874,6 +874,31 @@ test_vulkan_import (void)
   npu_device_unref (dev);
 }
 
+/* A buffer larger than the device's memory is refused with an error that
+ * says so, not a crash or a driver's undefined behaviour; the device
+ * then allocates as before */
+static void
+test_vulkan_out_of_memory (void)
+{
+  NpuDevice *dev = open_device ("vulkan");
+  GError *error = NULL;
+  NpuBuffer *b;
+
+  if (!dev)
+    return;
+  b = npu_buffer_new (dev, G_MAXSIZE / 4, &error);
+  g_assert_null (b);
+  g_assert_nonnull (error);
+  g_test_message ("%s", error->message);
+  if (!strstr (error->message, "does not fit"))
+    g_error ("unexpected message: %s", error->message);
+  g_clear_error (&error);
+  b = npu_buffer_new (dev, 4096, &error);
+  g_assert_no_error (error);
+  npu_buffer_unref (b);
+  npu_device_unref (dev);
+}
+
 /* A run that outlasts NPU_VULKAN_TIMEOUT_MS fails its fence with the
  * message, the next run of the same list works once the device is done,
  * and nothing hangs */
@@ -1009,6 +1034,7 @@ main (int argc, char **argv)
   g_test_add_func ("/ops/vulkan-replay", test_vulkan_replay);
   g_test_add_func ("/ops/vulkan-import", test_vulkan_import);
   g_test_add_func ("/ops/vulkan-timeout", test_vulkan_timeout);
+  g_test_add_func ("/ops/vulkan-out-of-memory", test_vulkan_out_of_memory);
   g_test_add_func ("/ops/errors", test_errors);
   ret = g_test_run ();
   g_rand_free (rng);

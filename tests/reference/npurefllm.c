@@ -192,7 +192,8 @@ npu_ref_llm_load (NpuRefLlm * r, NpuGguf * gguf, const NpuTextModelParams * p)
   r->n_rot = r->hd;             /* the generator writes full rotary */
   r->n_layer = p->n_layers;
   r->neox = p->arch != NPU_MODEL_ARCH_LLAMA;
-  r->qk_norm = p->arch == NPU_MODEL_ARCH_QWEN3;
+  r->gemma3 = p->arch == NPU_MODEL_ARCH_GEMMA3;
+  r->qk_norm = p->arch == NPU_MODEL_ARCH_QWEN3 || r->gemma3;
   r->eps = p->rms_eps;
   r->base = p->rope_base;
   r->n_expert = p->n_experts;
@@ -238,6 +239,13 @@ npu_ref_llm_load (NpuRefLlm * r, NpuGguf * gguf, const NpuTextModelParams * p)
     l->bv = ref_vector (gguf, N ("attn_v.bias"));
     l->q_norm = ref_vector (gguf, N ("attn_q_norm.weight"));
     l->k_norm = ref_vector (gguf, N ("attn_k_norm.weight"));
+    if (r->gemma3) {
+      /* llama.cpp's set_swa_pattern (6): the sixth of each six is global */
+      l->swa = il % 6 < 5;
+      l->post_attn_norm = ref_vector (gguf, N ("post_attention_norm.weight"));
+      l->post_ffn_norm = ref_vector (gguf, N ("post_ffw_norm.weight"));
+      g_assert_true (l->post_attn_norm && l->post_ffn_norm);
+    }
     g_assert_true (!r->qk_norm || (l->q_norm && l->k_norm));
     g_assert_true (!r->qk_norm || !(l->bq || l->bk || l->bv));
     l->wq = ref_matrix (gguf, N ("attn_q.weight"));
@@ -266,6 +274,8 @@ npu_ref_llm_clear (NpuRefLlm * r)
     g_free (l->bv);
     g_free (l->q_norm);
     g_free (l->k_norm);
+    g_free (l->post_attn_norm);
+    g_free (l->post_ffn_norm);
     g_free (l->wq);
     g_free (l->wk);
     g_free (l->wv);
@@ -328,12 +338,17 @@ yarn_dim (const NpuRefLlm * r, double rot)
 /* Pair i's angle at @pos and the magnitude of cos and sin: plain RoPE, or
  * YaRN with ext_factor 1, beta_fast 32, beta_slow 1 (ggml's rope_yarn()) */
 static double
-rope_angle (const NpuRefLlm * r, guint i, double pos, double *mscale)
+rope_angle (const NpuRefLlm * r, gboolean swa, guint i, double pos,
+    double *mscale)
 {
-  double extrap = pos * pow (r->base, -2.0 * i / r->n_rot), interp, lo, hi;
+  double extrap, interp, lo, hi;
   double y, ramp;
 
   *mscale = 1.0;
+  /* gemma3's sliding layers turn at base 10000, unscaled */
+  if (swa && r->gemma3)
+    return pos * pow (10000.0, -2.0 * i / r->n_rot);
+  extrap = pos * pow (r->base, -2.0 * i / r->n_rot);
   if (r->yarn_factor == 0.0)
     return extrap;
   interp = extrap / r->yarn_factor;
@@ -346,12 +361,12 @@ rope_angle (const NpuRefLlm * r, guint i, double pos, double *mscale)
 }
 
 static void
-rope (const NpuRefLlm * r, double *x, double pos)
+rope (const NpuRefLlm * r, gboolean swa, double *x, double pos)
 {
   guint i, half = r->n_rot / 2;
 
   for (i = 0; i < half; i++) {
-    double m, a = rope_angle (r, i, pos, &m);
+    double m, a = rope_angle (r, swa, i, pos, &m);
     guint i0 = r->neox ? i : 2 * i, i1 = r->neox ? i + half : 2 * i + 1;
     double x0 = x[i0], x1 = x[i1];
 
@@ -463,6 +478,9 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
   double *sc = g_new (double, P + 1), *qh = g_new (double, r->hd);
   double *kh = g_new (double, r->hd);
   guint *ret = g_new (guint, P + 1), n_ret = 0;
+  /* gemma_pytorch's query_pre_attn_scalar: n_embd / n_head for the 27 B */
+  double qk_scale = 1.0 / sqrt (r->gemma3 && r->n_layer == 62 ?
+      (double) r->dim / r->n_head : (double) r->hd);
 
   g_assert_cmpuint (P, <, run->cap);
   /* The tokens this query sees, in cache order: the sinks, then the
@@ -495,7 +513,7 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
       double mx = -INFINITY, sum = 0;
 
       memcpy (qh, q + h * r->hd, r->hd * sizeof (double));
-      rope (r, qh, n_ret - 1);
+      rope (r, l->swa, qh, n_ret - 1);
       for (i = 0; i < n_ret; i++) {
         double s = 0;
 
@@ -506,10 +524,10 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
         }
         memcpy (kh, run->K[il] + (gsize) ret[i] * kvd + gk * r->hd,
             r->hd * sizeof (double));
-        rope (r, kh, i);
+        rope (r, l->swa, kh, i);
         for (d = 0; d < r->hd; d++)
           s += qh[d] * kh[d];
-        sc[i] = s / sqrt ((double) r->hd);
+        sc[i] = s * qk_scale;
         mx = MAX (mx, sc[i]);
       }
       /* the sink: one more logit in the denominator, with no value */
@@ -530,6 +548,8 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
       }
     }
     matvec (l->wo, l->bo, att, dim, qd, tmp);
+    if (l->post_attn_norm)
+      rmsnorm (tmp, l->post_attn_norm, dim, r->eps, tmp);
     for (i = 0; i < dim; i++)
       x[i] += tmp[i];
 
@@ -540,9 +560,13 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
       matvec (l->wg, NULL, xn, r->ff, dim, g);
       matvec (l->wu, NULL, xn, r->ff, dim, u);
       for (i = 0; i < r->ff; i++)
-        g[i] = g[i] / (1.0 + exp (-g[i])) * u[i];
+        g[i] = (r->gemma3 ? 0.5 * g[i] * (1.0 + tanh (sqrt (2.0 / M_PI) *
+                    (g[i] + 0.044715 * g[i] * g[i] * g[i]))) :
+            g[i] / (1.0 + exp (-g[i]))) * u[i];
       matvec (l->wd, NULL, g, dim, r->ff, tmp);
     }
+    if (l->post_ffn_norm)
+      rmsnorm (tmp, l->post_ffn_norm, dim, r->eps, tmp);
     for (i = 0; i < dim; i++)
       x[i] += tmp[i];
   }
@@ -566,5 +590,15 @@ npu_ref_llm_step (NpuRefLlmRun * run, const double *embd, double *logits)
 void
 npu_ref_llm_step_token (NpuRefLlmRun * run, gint32 token, double *logits)
 {
-  npu_ref_llm_step (run, run->r->tok + (gsize) token * run->r->dim, logits);
+  const NpuRefLlm *r = run->r;
+  double *row = g_memdup2 (r->tok + (gsize) token * r->dim,
+      r->dim * sizeof (double));
+  guint i;
+
+  /* gemma3 scales a token's row, not media embeddings (step) */
+  if (r->gemma3)
+    for (i = 0; i < r->dim; i++)
+      row[i] *= sqrt ((double) r->dim);
+  npu_ref_llm_step (run, row, logits);
+  g_free (row);
 }

@@ -34,6 +34,7 @@ G_BEGIN_DECLS typedef struct
   double *wq, *wk, *wv, *wo, *wg, *wu, *wd;
   /* gpt-oss: wg, wu, wd hold every expert ([E][ff][dim], [E][dim][ff]) */
   double *bo, *sinks, *router, *router_b, *bg, *bu, *bd;
+  double *post_attn_norm, *post_ffn_norm;       /* gemma3's, dim each */
   gboolean swa;
 } NpuRefLlmLayer;
 
@@ -41,7 +42,10 @@ typedef struct
 {
   guint dim, ff, n_head, n_kv, hd, n_rot, n_layer, vocab;
   gboolean neox;
-  gboolean qk_norm;             /* qwen3: q and k heads RMS-normed */
+  gboolean qk_norm;             /* qwen3, gemma3: q and k heads RMS-normed */
+  /* gemma3: tokens' rows times sqrt (dim), the blocks' outputs normed,
+   * GeGLU, five sliding layers of six with RoPE base 10000 */
+  gboolean gemma3;
   guint n_expert, n_used, n_swa;        /* gpt-oss; 0 otherwise */
   double yarn_factor, yarn_orig_ctx;    /* 0: no YaRN */
   double eps, base;

@@ -66,7 +66,7 @@ static GOptionEntry common_entries[] = {
 
 static GOptionEntry text_entries[] = {
   {"arch", 0, 0, G_OPTION_ARG_STRING, &opt_arch,
-      "llama, qwen2, qwen3 or gpt-oss", "ARCH"},
+      "llama, qwen2, qwen3, gpt-oss or gemma3", "ARCH"},
   {"experts", 0, 0, G_OPTION_ARG_INT, &opt_experts,
       "gpt-oss: experts per layer (expert_count)", "N"},
   {"experts-used", 0, 0, G_OPTION_ARG_INT, &opt_experts_used,
@@ -258,8 +258,10 @@ main (int argc, char **argv)
       arch = NPU_MODEL_ARCH_QWEN3;
     else if (g_strcmp0 (opt_arch, "gpt-oss") == 0)
       arch = NPU_MODEL_ARCH_GPT_OSS;
+    else if (g_strcmp0 (opt_arch, "gemma3") == 0)
+      arch = NPU_MODEL_ARCH_GEMMA3;
     else {
-      g_printerr ("--arch must be llama, qwen2, qwen3 or gpt-oss\n");
+      g_printerr ("--arch must be llama, qwen2, qwen3, gpt-oss or gemma3\n");
       return 2;
     }
     ok = npu_model_gen_text_preset (&p, arch, opt_size ? opt_size : "tiny",

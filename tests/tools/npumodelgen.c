@@ -836,6 +836,14 @@ static const gchar *const harmony_special[] = {
 /* Not gpt-oss's template (which is long): enough of its text for the
  * family to be recognised (llama.cpp's test, "<|start|>" and
  * "<|channel|>"), rendered as that family */
+/* Gemma's turns (the system prompt joins the first user turn) */
+static const gchar gemma_chat_template[] =
+    "{{ bos_token }}{% for message in messages %}{{ '<start_of_turn>' + "
+    "(message['role'] == 'assistant' and 'model' or message['role']) + "
+    "'\\n' + message['content'] + '<end_of_turn>\\n' }}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<start_of_turn>model\\n' }}"
+    "{% endif %}";
+
 static const gchar harmony_chat_template[] =
     "{%- for message in messages -%}{{- '<|start|>' + message['role'] + "
     "'<|message|>' + message['content'] + '<|end|>' -}}{%- endfor -%}"
@@ -848,10 +856,18 @@ static const gchar harmony_chat_template[] =
 #define TT_CONTROL 3
 #define TT_BYTE 6
 
+/* llama's and gemma's files carry a SentencePiece vocabulary, the
+ * others a byte-level BPE */
+static gboolean
+spm_vocab (NpuModelArch arch)
+{
+  return arch == NPU_MODEL_ARCH_LLAMA || arch == NPU_MODEL_ARCH_GEMMA3;
+}
+
 static guint
 min_vocab (NpuModelArch arch)
 {
-  if (arch == NPU_MODEL_ARCH_LLAMA)
+  if (spm_vocab (arch))
     return SPM_N_SPECIAL + 256 + 1 + strlen (spm_chars) + N_MARKERS;
   return 256 + QWEN2_N_SPECIAL + N_MARKERS;
 }
@@ -876,7 +892,7 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
   } G_STMT_END
 
   bpe_init (&bpe);
-  if (p->arch == NPU_MODEL_ARCH_LLAMA) {
+  if (spm_vocab (p->arch)) {
     guint n_base, n_pieces;
     gfloat score = 0.0f;
 
@@ -962,7 +978,7 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
 
   g_ptr_array_add (tokens, NULL);
   g_ptr_array_add (merges, NULL);
-  if (p->arch == NPU_MODEL_ARCH_LLAMA) {
+  if (spm_vocab (p->arch)) {
     ok = npu_gguf_writer_add_string (w, "tokenizer.ggml.model", "llama", -1,
         error)
         && npu_gguf_writer_add_string_array (w, "tokenizer.ggml.tokens",
@@ -980,6 +996,7 @@ add_tokenizer (NpuGgufWriter * w, const NpuTextModelParams * p,
         && npu_gguf_writer_add_bool (w, "tokenizer.ggml.add_eos_token", FALSE,
         error)
         && npu_gguf_writer_add_string (w, "tokenizer.chat_template",
+        p->arch == NPU_MODEL_ARCH_GEMMA3 ? gemma_chat_template :
         llama_chat_template, -1, error);
   } else {
     guint32 eot = p->vocab - N_MARKERS - (p->harmony ? HARMONY_N_SPECIAL :
@@ -1041,6 +1058,8 @@ npu_model_gen_arch_name (NpuModelArch arch)
       return "qwen2";
     case NPU_MODEL_ARCH_GPT_OSS:
       return "gpt-oss";
+    case NPU_MODEL_ARCH_GEMMA3:
+      return "gemma3";
     default:
       return "qwen3";
   }
@@ -1137,6 +1156,55 @@ gpt_oss_preset (NpuTextModelParams * p, const gchar * size, GError ** error)
   return TRUE;
 }
 
+/* Gemma 3: six layers (five sliding, one global) in the small sizes too,
+ * a window shorter than the tests' prompts, heads wider than dim / heads
+ * (1B: 4 x 256 on 1152), tied, eps 1e-6, global base 1e6 */
+static gboolean
+gemma3_preset (NpuTextModelParams * p, const gchar * size, GError ** error)
+{
+  p->rms_eps = 1e-6f;
+  p->rope_base = 1000000.0f;
+  p->tied = TRUE;
+  if (g_strcmp0 (size, "tiny") == 0) {
+    p->n_layers = 6;
+    p->dim = 64;
+    p->ff = 192;
+    p->n_heads = 4;
+    p->n_kv_heads = 2;
+    p->head_dim = 32;
+    p->vocab = 1024;
+    p->ctx = 512;
+    p->sliding_window = 8;
+  } else if (g_strcmp0 (size, "small") == 0) {
+    p->n_layers = 6;
+    p->dim = 256;
+    p->ff = 704;
+    p->n_heads = 4;
+    p->n_kv_heads = 1;
+    p->head_dim = 128;
+    p->vocab = 8192;
+    p->ctx = 2048;
+    p->sliding_window = 64;
+  } else if (g_strcmp0 (size, "1b") == 0) {
+    /* Gemma 3 1B's shapes with a 32k vocabulary (its own has 262k) */
+    p->wtype = NPU_GGML_TYPE_MXFP4;
+    p->n_layers = 26;
+    p->dim = 1152;
+    p->ff = 6912;
+    p->n_heads = 4;
+    p->n_kv_heads = 1;
+    p->head_dim = 256;
+    p->vocab = 32000;
+    p->ctx = 4096;
+    p->sliding_window = 512;
+  } else {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "unknown gemma3 size '%s' (tiny, small, 1b)", size);
+    return FALSE;
+  }
+  return TRUE;
+}
+
 gboolean
 npu_model_gen_text_preset (NpuTextModelParams * p, NpuModelArch arch,
     const gchar * size, GError ** error)
@@ -1154,6 +1222,8 @@ npu_model_gen_text_preset (NpuTextModelParams * p, NpuModelArch arch,
 
   if (arch == NPU_MODEL_ARCH_GPT_OSS)
     return gpt_oss_preset (p, size, error);
+  if (arch == NPU_MODEL_ARCH_GEMMA3)
+    return gemma3_preset (p, size, error);
   if (g_strcmp0 (size, "tiny") == 0) {
     p->n_layers = 2;
     p->dim = 64;
@@ -1315,10 +1385,15 @@ check_text (const NpuTextModelParams * p, GError ** error)
     return FALSE;
   }
   if (p->head_dim && p->arch != NPU_MODEL_ARCH_QWEN3 &&
-      p->arch != NPU_MODEL_ARCH_GPT_OSS) {
+      p->arch != NPU_MODEL_ARCH_GPT_OSS && p->arch != NPU_MODEL_ARCH_GEMMA3) {
     g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
-        "a head size other than dim / heads is written for qwen3 and "
-        "gpt-oss only");
+        "a head size other than dim / heads is written for qwen3, gpt-oss "
+        "and gemma3 only");
+    return FALSE;
+  }
+  if (p->arch == NPU_MODEL_ARCH_GEMMA3 && !p->sliding_window) {
+    g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+        "gemma3 needs a sliding window");
     return FALSE;
   }
   if ((p->arch == NPU_MODEL_ARCH_GPT_OSS) != (p->n_experts > 0) ||
@@ -1614,8 +1689,12 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
     ok = npu_gguf_writer_add_u32 (w, KEY (".vocab_size"), p->vocab, error);
   /* The converter writes the head size when config.json has head_dim, as
    * every Qwen3 config does */
+  if (ok && p->arch == NPU_MODEL_ARCH_GEMMA3)
+    ok = npu_gguf_writer_add_u32 (w, KEY (".attention.sliding_window"),
+        p->sliding_window, error);
   if (ok && (p->arch == NPU_MODEL_ARCH_QWEN3 ||
-          p->arch == NPU_MODEL_ARCH_GPT_OSS))
+          p->arch == NPU_MODEL_ARCH_GPT_OSS ||
+          p->arch == NPU_MODEL_ARCH_GEMMA3))
     ok = npu_gguf_writer_add_u32 (w, KEY (".attention.key_length"), hd,
         error)
         && npu_gguf_writer_add_u32 (w, KEY (".attention.value_length"), hd,
@@ -1669,6 +1748,8 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
     n[11] = g_strconcat (b, "attn_v.bias", NULL);
     n[12] = g_strconcat (b, "attn_q_norm.weight", NULL);
     n[13] = g_strconcat (b, "attn_k_norm.weight", NULL);
+    n[14] = g_strconcat (b, "post_attention_norm.weight", NULL);
+    n[15] = g_strconcat (b, "post_ffw_norm.weight", NULL);
     ok = T1 (n[0], 1.0, 0.05, p->dim)
         && T2 (n[1], wt, s_dim, p->dim, qd)
         && T2 (n[2], wt, s_dim, p->dim, kv)
@@ -1679,8 +1760,12 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
     /* Qwen3's per-head q/k norms, head_dim weights each; spread wider
      * than the other norms' so that a decoder which skips one (or applies
      * the wrong one) gives visibly different logits */
-    if (ok && p->arch == NPU_MODEL_ARCH_QWEN3)
+    if (ok && (p->arch == NPU_MODEL_ARCH_QWEN3 ||
+            p->arch == NPU_MODEL_ARCH_GEMMA3))
       ok = T1 (n[12], 1.0, 0.3, hd) && T1 (n[13], 1.0, 0.3, hd);
+    /* Gemma's norms of the blocks' outputs, as wide as the q/k ones */
+    if (ok && p->arch == NPU_MODEL_ARCH_GEMMA3)
+      ok = T1 (n[14], 1.0, 0.3, p->dim) && T1 (n[15], 1.0, 0.3, p->dim);
     ok = ok && T2 (n[4], wt,
         (qd == p->dim ? s_dim : 1.0 / sqrt ((gdouble) qd)) * s_res, qd,
         p->dim)
@@ -1688,7 +1773,7 @@ npu_model_gen_write_text_with_tokenizer (const NpuTextModelParams * params,
         && T2 (n[6], wt, s_dim, p->dim, p->ff)
         && T2 (n[7], wt, s_dim, p->dim, p->ff)
         && T2 (n[8], wt, s_ff * s_res, p->ff, p->dim);
-    for (k = 0; k < 14; k++)
+    for (k = 0; k < 16; k++)
       g_free (n[k]);
     g_free (b);
   }

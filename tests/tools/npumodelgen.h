@@ -33,6 +33,7 @@ typedef enum
   NPU_MODEL_ARCH_QWEN2,
   NPU_MODEL_ARCH_QWEN3,         /* qwen2 without biases, q/k norms */
   NPU_MODEL_ARCH_GPT_OSS,       /* mixture of experts, sinks, sliding window */
+  NPU_MODEL_ARCH_GEMMA3,        /* q/k norms, post norms, GeGLU, windows */
 } NpuModelArch;
 
 typedef enum
@@ -75,7 +76,8 @@ typedef struct
    * MXFP4 whatever wtype, as the converter keeps OpenAI's */
   guint n_experts;              /* expert_count */
   guint n_experts_used;         /* expert_used_count */
-  guint sliding_window;         /* attention.sliding_window */
+  guint sliding_window;         /* attention.sliding_window (gpt-oss,
+                                 * gemma3) */
   gfloat yarn_factor;           /* rope.scaling.factor (type yarn) */
   guint yarn_orig_ctx;          /* rope.scaling.original_context_length */
   gboolean harmony;             /* gpt-oss: the vocabulary gets

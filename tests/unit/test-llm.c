@@ -141,6 +141,11 @@ static const ModelConfig configs[] = {
    * head_dim) on a dim of 64, so q and o are 128 wide, not square */
   {"qwen3-gqa-tied", NPU_MODEL_ARCH_QWEN3, 2, TRUE, NPU_GGML_TYPE_MXFP4},
   {"qwen3-mha-untied", NPU_MODEL_ARCH_QWEN3, 4, FALSE, NPU_GGML_TYPE_MXFP4},
+  /* gemma3: six layers, five sliding over 8 positions (the prompt is 20)
+   * with RoPE base 10000, one global; q/k and post norms, GeGLU, the
+   * tokens' rows scaled by sqrt (dim), heads of 32 on a dim of 64 */
+  {"gemma3-gqa-tied", NPU_MODEL_ARCH_GEMMA3, 2, TRUE, NPU_GGML_TYPE_MXFP4},
+  {"gemma3-mqa-tied", NPU_MODEL_ARCH_GEMMA3, 1, TRUE, NPU_GGML_TYPE_MXFP4},
   /* gpt-oss: 8 experts of which 4 per token, sinks, the even layer
    * sliding over 128 positions, YaRN, biases, heads of 32 on a dim of 64 */
   {"gpt-oss-gqa", NPU_MODEL_ARCH_GPT_OSS, 2, FALSE, NPU_GGML_TYPE_MXFP4},
@@ -902,7 +907,7 @@ test_errors (void)
 
   expect_hparams ("mamba", NULL, 0, FALSE, NPU_LLM_ERROR_UNSUPPORTED,
       "unsupported architecture 'mamba' (supported: llama, qwen2, qwen3, "
-      "gpt-oss)", NULL);
+      "gpt-oss, gemma3)", NULL);
   expect_hparams ("llama", "longrope", 4, FALSE, NPU_LLM_ERROR_UNSUPPORTED,
       "rope.scaling.type 'longrope'", NULL);
   /* YaRN, for any architecture as llama.cpp reads it: the original
@@ -994,6 +999,7 @@ test_errors (void)
  * gpt-oss
  */
 
+/* the last two (gpt-oss's) */
 #define GPT_OSS_CFG (&configs[G_N_ELEMENTS (configs) - 2])
 
 /* @total tokens into a cache that never slides, in calls of @n_batch, every

@@ -1075,10 +1075,11 @@ test_gen_errors (void)
   g_assert_error (err, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID);
   g_clear_error (&err);
   p.n_heads = 4;
-  p.head_dim = 32;              /* a head size of its own: qwen3 only */
+  p.head_dim = 32;              /* a head size of its own: qwen3, gpt-oss and
+                                 * gemma3 only */
   g_assert_false (npu_model_gen_write_text (&p, path, NULL, &err));
   g_assert_error (err, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID);
-  g_assert_nonnull (strstr (err->message, "qwen3 and gpt-oss only"));
+  g_assert_nonnull (strstr (err->message, "gpt-oss and gemma3 only"));
   g_clear_error (&err);
   p.head_dim = 0;
   p.dim = 80;                   /* not a whole number of MXFP4 blocks */

@@ -57,7 +57,10 @@ typedef struct
 {
   const float *attn_norm, *ffn_norm;
   const float *bq, *bk, *bv, *bo;       /* NULL when absent */
-  const float *q_norm, *k_norm; /* qwen3's per-head norms, else NULL */
+  const float *q_norm, *k_norm; /* qwen3's, gemma3's per-head norms */
+  /* gemma3: on the attention's and the feed-forward's outputs, before
+   * they join the residual stream; else NULL */
+  const float *post_attn_norm, *post_ffn_norm;
   const float *sinks;           /* gpt-oss: n_head logits, else NULL */
   gboolean swa;                 /* attends to the last n_swa positions */
   Matrix wq, wk, wv, wo, wgate, wup, wdown;     /* dense: gate, up, down */
@@ -81,6 +84,8 @@ struct _NpuLlmModel
   const float *rope_freqs;      /* optional rope_freqs.weight [n_rot / 2] */
   double *inv_freq;             /* n_rot / 2 angular frequencies */
   double rope_mscale;           /* YaRN's factor on cos and sin (else 1) */
+  double *inv_freq_swa;         /* the sliding layers' (gemma3), or NULL */
+  float attn_scale;             /* on q . k */
 
   Layer *layers;
   NpuLlmLoadFlags flags;
@@ -117,6 +122,7 @@ struct _NpuLlmContext
   float *x, *xn, *q, *qr, *k, *v, *att, *tmp, *gate, *up;
   float *scores;                /* n_head x n_ctx */
   float *rope_abs, *rope_rel;   /* n_batch x n_rot (cos, sin pairs) */
+  float *rope_abs_swa, *rope_rel_swa;   /* the sliding layers' (gemma3) */
   float *logits;                /* (all_logits ? n_batch : 1) x n_vocab */
   gsize n_logits;               /* rows valid in @logits */
   NpuLlmMoeScratch moe;         /* a mixture of experts' (else unused) */
@@ -242,10 +248,13 @@ get_arch (const NpuGguf * gguf, NpuLlmHParams * h, GError ** error)
   } else if (strcmp (arch, "gpt-oss") == 0) {
     h->arch = NPU_LLM_ARCH_GPT_OSS;
     h->rope_type = NPU_LLM_ROPE_NEOX;
+  } else if (strcmp (arch, "gemma3") == 0) {
+    h->arch = NPU_LLM_ARCH_GEMMA3;
+    h->rope_type = NPU_LLM_ROPE_NEOX;
   } else {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
         "unsupported architecture '%s' (supported: llama, qwen2, qwen3, "
-        "gpt-oss)", arch);
+        "gpt-oss, gemma3)", arch);
     return NULL;
   }
   return arch;
@@ -360,6 +369,32 @@ get_moe (const NpuGguf * gguf, const gchar * arch, NpuLlmHParams * h,
   return TRUE;
 }
 
+/* Gemma 3 as llama.cpp reads it: the sliding window on five layers of
+ * six (set_swa_pattern (6), a fixed pattern, not a key), their RoPE base
+ * 10000 with no scaling, the file's base and scaling on the others, and
+ * the queries scaled by 1 / sqrt (head_dim), or by 1 / sqrt (n_embd /
+ * n_head) for the 27 B (62 layers; gemma_pytorch's query_pre_attn_scalar).
+ * A file without a sliding window is the non-iswa graph, which softcaps
+ * the logits: not supported. */
+static gboolean
+get_gemma3 (const NpuGguf * gguf, const gchar * arch, NpuLlmHParams * h,
+    GError ** error)
+{
+  if (!get_u32_opt (gguf, arch, "attention.sliding_window", &h->n_swa, error))
+    return FALSE;
+  if (h->n_swa == 0) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+        "%s without attention.sliding_window (the softcapped, unwindowed "
+        "graph) is not supported", arch);
+    return FALSE;
+  }
+  h->swa_period = 6;
+  h->rope_freq_base_swa = 10000.0f;
+  h->attn_scale = 1.0f / sqrtf ((float) (h->n_layer == 62 ?
+          h->n_embd / h->n_head : h->head_dim));
+  return TRUE;
+}
+
 /* The checks between the heads, RoPE and norm keys, once all are read */
 static gboolean
 check_head_and_rope (const gchar * arch, const NpuLlmHParams * h,
@@ -450,6 +485,8 @@ npu_llm_hparams_from_gguf (const NpuGguf * gguf, NpuLlmHParams * hp,
     return FALSE;
 
   if (!get_rope_scaling (gguf, arch, &h, error))
+    return FALSE;
+  if (h.arch == NPU_LLM_ARCH_GEMMA3 && !get_gemma3 (gguf, arch, &h, error))
     return FALSE;
 
   if (!check_head_and_rope (arch, &h, error))
@@ -746,6 +783,15 @@ load_rope (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
   }
   if (hp->rope_yarn)
     yarn_frequencies (model);
+  /* gemma3's sliding layers: their own base, neither scaled nor factored */
+  if (hp->rope_freq_base_swa > 0.0f) {
+    model->inv_freq_swa = g_new (double, hp->n_rot / 2);
+    for (i = 0; i < hp->n_rot / 2; i++)
+      model->inv_freq_swa[i] = pow ((double) hp->rope_freq_base_swa,
+          -2.0 * i / hp->n_rot);
+  }
+  model->attn_scale = hp->attn_scale > 0.0f ? hp->attn_scale :
+      1.0f / sqrtf ((float) hp->head_dim);
   return TRUE;
 }
 
@@ -803,7 +849,8 @@ load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
 {
   const NpuLlmHParams *hp = &model->hp;
   gboolean is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
-  gboolean is_qwen3 = hp->arch == NPU_LLM_ARCH_QWEN3;
+  gboolean is_gemma3 = hp->arch == NPU_LLM_ARCH_GEMMA3;
+  gboolean is_qwen3 = hp->arch == NPU_LLM_ARCH_QWEN3 || is_gemma3;
   guint q_dim = hp->n_head * hp->head_dim;
   guint kv_dim = hp->n_head_kv * hp->head_dim;
   Layer *l = &model->layers[il];
@@ -842,9 +889,15 @@ load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
       !load_matrix (model, lookup, user_data, NAME ("ffn_up.weight"),
           hp->n_embd, hp->n_ff, &l->wup, error) ||
       !load_matrix (model, lookup, user_data, NAME ("ffn_down.weight"),
-          hp->n_ff, hp->n_embd, &l->wdown, error))
+          hp->n_ff, hp->n_embd, &l->wdown, error) ||
+      (is_gemma3 && (!load_vector (lookup, user_data,
+                  NAME ("post_attention_norm.weight"), TRUE, hp->n_embd,
+                  &l->post_attn_norm, error) ||
+              !load_vector (lookup, user_data, NAME ("post_ffw_norm.weight"),
+                  TRUE, hp->n_embd, &l->post_ffn_norm, error))))
     return FALSE;
 #undef NAME
+  l->swa = is_gemma3 && il % hp->swa_period < hp->swa_period - 1;
   return TRUE;
 }
 
@@ -929,6 +982,7 @@ npu_llm_model_free (NpuLlmModel * model)
   }
   matrix_clear (&model->output);
   g_free (model->inv_freq);
+  g_free (model->inv_freq_swa);
   if (model->gguf)
     npu_gguf_free (model->gguf);
   g_free (model);
@@ -1078,6 +1132,10 @@ npu_llm_context_new (NpuLlmModel * model, const NpuLlmContextParams * params,
   ctx->scores = ctx_alloc (ctx, (gsize) hp->n_head * p.n_ctx, scratch);
   ctx->rope_abs = ctx_alloc (ctx, nb * hp->n_rot, scratch);
   ctx->rope_rel = ctx_alloc (ctx, nb * hp->n_rot, scratch);
+  if (model->inv_freq_swa) {
+    ctx->rope_abs_swa = ctx_alloc (ctx, nb * hp->n_rot, scratch);
+    ctx->rope_rel_swa = ctx_alloc (ctx, nb * hp->n_rot, scratch);
+  }
   ctx->logits = ctx_alloc (ctx, (p.all_logits ? nb : 1) * hp->n_vocab, scratch);
   if (hp->n_expert > 0) {
     ctx->stats.n_allocs += 9;
@@ -1110,6 +1168,8 @@ npu_llm_context_free (NpuLlmContext * ctx)
   g_free (ctx->scores);
   g_free (ctx->rope_abs);
   g_free (ctx->rope_rel);
+  g_free (ctx->rope_abs_swa);
+  g_free (ctx->rope_rel_swa);
   g_free (ctx->logits);
   npu_llm_moe_scratch_clear (&ctx->moe);
   g_free (ctx);
@@ -1202,17 +1262,20 @@ dot (const float *a, const float *b, guint n)
   return s;
 }
 
-/* cos/sin of every rotated pair at @pos, in double then rounded */
+/* cos/sin of every rotated pair at @pos, in double then rounded: the
+ * model's frequencies, or the sliding layers' (@swa, gemma3) */
 static void
-rope_table (const NpuLlmModel * model, guint64 pos, float *cs)
+rope_table (const NpuLlmModel * model, gboolean swa, guint64 pos, float *cs)
 {
   guint i, half = model->hp.n_rot / 2;
+  const double *inv_freq = swa ? model->inv_freq_swa : model->inv_freq;
+  double mscale = swa ? 1.0 : model->rope_mscale;
 
   for (i = 0; i < half; i++) {
-    double a = (double) pos * model->inv_freq[i];
+    double a = (double) pos * inv_freq[i];
 
-    cs[2 * i] = (float) (cos (a) * model->rope_mscale);
-    cs[2 * i + 1] = (float) (sin (a) * model->rope_mscale);
+    cs[2 * i] = (float) (cos (a) * mscale);
+    cs[2 * i + 1] = (float) (sin (a) * mscale);
   }
 }
 
@@ -1447,7 +1510,7 @@ attend_group (AttnJob * job, guint g, gsize t, float *sc)
   /* the group's query heads are adjacent in the row: every key and value
    * row is read once for all of them */
   npu_attention_rows_sinks (spans, n_spans, hd, gqa, hd,
-      1.0f / sqrtf ((float) hd), l->sinks ? l->sinks + g * gqa : NULL, sc,
+      ctx->model->attn_scale, l->sinks ? l->sinks + g * gqa : NULL, sc,
       n_ctx, ctx->att + q_off, hd);
 }
 
@@ -1541,6 +1604,21 @@ cache_store (NpuLlmContext * ctx, guint il, guint64 p0, gsize n)
 }
 
 /* ctx->tmp = Wdown . (silu (Wgate . xn) * (Wup . xn)) for @n rows */
+/* gemma3's GeGLU: gate = gelu (gate) up, ggml_gelu's tanh form (scalar:
+ * no vector copy yet) */
+static void
+gelu_mul (float *gate, const float *up, gsize n)
+{
+  gsize i;
+
+  for (i = 0; i < n; i++) {
+    float x = gate[i];
+
+    gate[i] = 0.5f * x * (1.0f + tanhf (0.79788456080286535587989211986876f *
+            x * (1.0f + 0.044715f * x * x))) * up[i];
+  }
+}
+
 static void
 dense_ffn (NpuLlmContext * ctx, NpuTask * task, const Layer * l, gsize n,
     guint ff)
@@ -1551,13 +1629,163 @@ dense_ffn (NpuLlmContext * ctx, NpuTask * task, const Layer * l, gsize n,
   npu_matmul_mxfp4_multi_with_precision (task, w, 2, ctx->xn, n, y,
       ctx->p.precision);
   count_products (ctx, w, 2, n);
-  /* in vectors: with a scalar expf this loop took 25 us a layer of
-   * the 1.1 B llama, on one thread while the others waited
-   * (npuvecmath.h) */
-  npu_silu_mul (ctx->gate, ctx->up, ctx->gate, n * ff);
+  if (ctx->model->hp.arch == NPU_LLM_ARCH_GEMMA3)
+    gelu_mul (ctx->gate, ctx->up, n * ff);
+  else
+    /* in vectors: with a scalar expf this loop took 25 us a layer of
+     * the 1.1 B llama, on one thread while the others waited
+     * (npuvecmath.h) */
+    npu_silu_mul (ctx->gate, ctx->up, ctx->gate, n * ff);
   npu_matmul_mxfp4_with_precision (task, &l->wdown.m, ctx->gate, n,
       ctx->tmp, ctx->p.precision);
   count_product (ctx, &l->wdown.m, n);
+}
+
+/* gemma3's norm of a block's output, in place, before the residual */
+static void
+post_norm (NpuLlmContext * ctx, const float *w, float *y, gsize n)
+{
+  guint dim = ctx->model->hp.n_embd;
+  gsize t;
+
+  if (!w)
+    return;
+  for (t = 0; t < n; t++)
+    npu_rms_norm (y + t * dim, w, y + t * dim, dim, ctx->model->hp.rms_eps);
+  count_vector (ctx, w, dim);
+}
+
+/* Rotation tables for the chunk, shared by every layer and head (and the
+ * sliding layers' own, gemma3); @rel: the streaming window's too */
+static void
+chunk_rope_tables (NpuLlmContext * ctx, guint64 p0, gsize n, gboolean rel)
+{
+  const NpuLlmModel *model = ctx->model;
+  guint n_rot = model->hp.n_rot, swa;
+  gsize t;
+
+  for (swa = 0; swa < (model->inv_freq_swa ? 2u : 1u); swa++) {
+    float *abs_t = swa ? ctx->rope_abs_swa : ctx->rope_abs;
+    float *rel_t = swa ? ctx->rope_rel_swa : ctx->rope_rel;
+
+    for (t = 0; t < n; t++) {
+      rope_table (model, swa, p0 + t, abs_t + t * n_rot);
+      if (rel)
+        rope_table (model, swa, MIN (p0 + t, (guint64) ctx->p.n_ctx - 1),
+            rel_t + t * n_rot);
+    }
+  }
+}
+
+/* q, k and v of the chunk's normed rows (ctx->xn), with their biases and
+ * head norms, rotated (@rel: ctx->qr too), k and v in the cache's type */
+static void
+attn_qkv (NpuLlmContext * ctx, NpuTask * task, const Layer * l, gsize n,
+    gboolean rel)
+{
+  const NpuLlmModel *model = ctx->model;
+  const NpuLlmHParams *hp = &model->hp;
+  gboolean swa_rope = l->swa && model->inv_freq_swa;
+  const float *rope_abs = swa_rope ? ctx->rope_abs_swa : ctx->rope_abs;
+  const float *rope_rel = swa_rope ? ctx->rope_rel_swa : ctx->rope_rel;
+  gsize t;
+  {
+    /* One pass over q, k and v: the activations are quantised once and
+     * the three matrices stream as one read. */
+    const NpuMxfp4Matrix *w[3] = { &l->wq.m, &l->wk.m, &l->wv.m };
+    float *const y[3] = { ctx->q, ctx->k, ctx->v };
+
+    npu_matmul_mxfp4_multi_with_precision (task, w, 3, ctx->xn, n, y,
+        ctx->p.precision);
+    count_products (ctx, w, 3, n);
+  }
+  add_bias (ctx->q, l->bq, n, ctx->q_dim);
+  add_bias (ctx->k, l->bk, n, ctx->kv_dim);
+  add_bias (ctx->v, l->bv, n, ctx->kv_dim);
+  head_norm (hp, ctx->q, l->q_norm, n, hp->n_head);
+  head_norm (hp, ctx->k, l->k_norm, n, hp->n_head_kv);
+  count_vector (ctx, l->bq, ctx->q_dim);
+  count_vector (ctx, l->bk, ctx->kv_dim);
+  count_vector (ctx, l->bv, ctx->kv_dim);
+  count_vector (ctx, l->q_norm, hp->head_dim);
+  count_vector (ctx, l->k_norm, hp->head_dim);
+  for (t = 0; t < n; t++) {
+    float *qrow = ctx->q + t * ctx->q_dim;
+
+    if (rel) {
+      float *qr = ctx->qr + t * ctx->q_dim;
+
+      memcpy (qr, qrow, ctx->q_dim * sizeof (float));
+      rope_apply (model, qr, hp->n_head, rope_rel + t * hp->n_rot);
+    }
+    rope_apply (model, qrow, hp->n_head, rope_abs + t * hp->n_rot);
+    rope_apply (model, ctx->k + t * ctx->kv_dim, hp->n_head_kv,
+        rope_abs + t * hp->n_rot);
+  }
+  /* The chunk's keys and values in the cache's type, before attention:
+   * its queries read their own chunk's rows as later ones will read
+   * them from the cache, so a batch gives what one token at a time
+   * gives */
+  if (ctx->p.kv_type != NPU_KV_F32) {
+    for (t = 0; t < n; t++) {
+      npu_kv_encode_row (ctx->p.kv_type, ctx->k + t * ctx->kv_dim,
+          ctx->kv_dim, ctx->k_st + t * ctx->kv_row);
+      npu_kv_encode_row (ctx->p.kv_type, ctx->v + t * ctx->kv_dim,
+          ctx->kv_dim, ctx->v_st + t * ctx->kv_row);
+    }
+  }
+}
+
+/* x += the attention block of layer @il over the chunk */
+static void
+attn_block (NpuLlmContext * ctx, NpuTask * task, guint il, guint64 p0,
+    gsize n, gboolean rel)
+{
+  const NpuLlmHParams *hp = &ctx->model->hp;
+  const Layer *l = &ctx->model->layers[il];
+  guint dim = hp->n_embd;
+  gsize t, i;
+
+  for (t = 0; t < n; t++)
+    npu_rms_norm (ctx->x + t * dim, l->attn_norm, ctx->xn + t * dim, dim,
+        hp->rms_eps);
+  count_vector (ctx, l->attn_norm, dim);
+  attn_qkv (ctx, task, l, n, rel);
+
+  run_attention (ctx, task, il, p0, n);
+
+  cache_store (ctx, il, p0, n);
+
+  npu_matmul_mxfp4_with_precision (task, &l->wo.m, ctx->att, n, ctx->tmp,
+      ctx->p.precision);
+  count_product (ctx, &l->wo.m, n);
+  add_bias (ctx->tmp, l->bo, n, dim);
+  count_vector (ctx, l->bo, dim);
+  post_norm (ctx, l->post_attn_norm, ctx->tmp, n);
+  for (i = 0; i < n * dim; i++)
+    ctx->x[i] += ctx->tmp[i];
+}
+
+/* x += the feed-forward block (dense or the experts) of @l */
+static void
+ffn_block (NpuLlmContext * ctx, NpuTask * task, const Layer * l, gsize n)
+{
+  const NpuLlmHParams *hp = &ctx->model->hp;
+  guint dim = hp->n_embd;
+  gsize t, i;
+
+  for (t = 0; t < n; t++)
+    npu_rms_norm (ctx->x + t * dim, l->ffn_norm, ctx->xn + t * dim, dim,
+        hp->rms_eps);
+  count_vector (ctx, l->ffn_norm, dim);
+  if (hp->n_expert > 0)
+    npu_llm_moe_forward (&l->moe, task, ctx->p.precision, ctx->xn, n,
+        ctx->tmp, &ctx->moe, &ctx->stats.bytes);
+  else
+    dense_ffn (ctx, task, l, n, hp->n_ff);
+  post_norm (ctx, l->post_ffn_norm, ctx->tmp, n);
+  for (i = 0; i < n * dim; i++)
+    ctx->x[i] += ctx->tmp[i];
 }
 
 /* One chunk of @n <= n_batch rows already in ctx->x, at positions p0.. */
@@ -1566,94 +1794,14 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
 {
   const NpuLlmModel *model = ctx->model;
   const NpuLlmHParams *hp = &model->hp;
-  guint dim = hp->n_embd, ff = hp->n_ff, il;
-  gsize t, i, n_out;
+  guint dim = hp->n_embd, il;
+  gsize t, n_out;
   gboolean rel = ctx->p.n_sink > 0 && p0 + n > ctx->p.n_ctx;
 
-  /* Rotation tables for the chunk, shared by every layer and head */
-  for (t = 0; t < n; t++) {
-    rope_table (model, p0 + t, ctx->rope_abs + t * hp->n_rot);
-    if (rel)
-      rope_table (model, MIN (p0 + t, (guint64) ctx->p.n_ctx - 1),
-          ctx->rope_rel + t * hp->n_rot);
-  }
-
+  chunk_rope_tables (ctx, p0, n, rel);
   for (il = 0; il < hp->n_layer; il++) {
-    const Layer *l = &model->layers[il];
-
-    for (t = 0; t < n; t++)
-      npu_rms_norm (ctx->x + t * dim, l->attn_norm, ctx->xn + t * dim, dim,
-          hp->rms_eps);
-    count_vector (ctx, l->attn_norm, dim);
-    {
-      /* One pass over q, k and v: the activations are quantised once and
-       * the three matrices stream as one read. */
-      const NpuMxfp4Matrix *w[3] = { &l->wq.m, &l->wk.m, &l->wv.m };
-      float *const y[3] = { ctx->q, ctx->k, ctx->v };
-
-      npu_matmul_mxfp4_multi_with_precision (task, w, 3, ctx->xn, n, y,
-          ctx->p.precision);
-      count_products (ctx, w, 3, n);
-    }
-    add_bias (ctx->q, l->bq, n, ctx->q_dim);
-    add_bias (ctx->k, l->bk, n, ctx->kv_dim);
-    add_bias (ctx->v, l->bv, n, ctx->kv_dim);
-    head_norm (hp, ctx->q, l->q_norm, n, hp->n_head);
-    head_norm (hp, ctx->k, l->k_norm, n, hp->n_head_kv);
-    count_vector (ctx, l->bq, ctx->q_dim);
-    count_vector (ctx, l->bk, ctx->kv_dim);
-    count_vector (ctx, l->bv, ctx->kv_dim);
-    count_vector (ctx, l->q_norm, hp->head_dim);
-    count_vector (ctx, l->k_norm, hp->head_dim);
-    for (t = 0; t < n; t++) {
-      float *qrow = ctx->q + t * ctx->q_dim;
-
-      if (rel) {
-        float *qr = ctx->qr + t * ctx->q_dim;
-
-        memcpy (qr, qrow, ctx->q_dim * sizeof (float));
-        rope_apply (model, qr, hp->n_head, ctx->rope_rel + t * hp->n_rot);
-      }
-      rope_apply (model, qrow, hp->n_head, ctx->rope_abs + t * hp->n_rot);
-      rope_apply (model, ctx->k + t * ctx->kv_dim, hp->n_head_kv,
-          ctx->rope_abs + t * hp->n_rot);
-    }
-    /* The chunk's keys and values in the cache's type, before attention:
-     * its queries read their own chunk's rows as later ones will read
-     * them from the cache, so a batch gives what one token at a time
-     * gives */
-    if (ctx->p.kv_type != NPU_KV_F32) {
-      for (t = 0; t < n; t++) {
-        npu_kv_encode_row (ctx->p.kv_type, ctx->k + t * ctx->kv_dim,
-            ctx->kv_dim, ctx->k_st + t * ctx->kv_row);
-        npu_kv_encode_row (ctx->p.kv_type, ctx->v + t * ctx->kv_dim,
-            ctx->kv_dim, ctx->v_st + t * ctx->kv_row);
-      }
-    }
-
-    run_attention (ctx, task, il, p0, n);
-
-    cache_store (ctx, il, p0, n);
-
-    npu_matmul_mxfp4_with_precision (task, &l->wo.m, ctx->att, n, ctx->tmp,
-        ctx->p.precision);
-    count_product (ctx, &l->wo.m, n);
-    add_bias (ctx->tmp, l->bo, n, dim);
-    count_vector (ctx, l->bo, dim);
-    for (i = 0; i < n * dim; i++)
-      ctx->x[i] += ctx->tmp[i];
-
-    for (t = 0; t < n; t++)
-      npu_rms_norm (ctx->x + t * dim, l->ffn_norm, ctx->xn + t * dim, dim,
-          hp->rms_eps);
-    count_vector (ctx, l->ffn_norm, dim);
-    if (hp->n_expert > 0)
-      npu_llm_moe_forward (&l->moe, task, ctx->p.precision, ctx->xn, n,
-          ctx->tmp, &ctx->moe, &ctx->stats.bytes);
-    else
-      dense_ffn (ctx, task, l, n, ff);
-    for (i = 0; i < n * dim; i++)
-      ctx->x[i] += ctx->tmp[i];
+    attn_block (ctx, task, il, p0, n, rel);
+    ffn_block (ctx, task, &model->layers[il], n);
   }
 
   /* Logits: every row, or the last one only */
@@ -1714,6 +1862,15 @@ embed_token (const NpuLlmModel * model, gint32 token, float *out)
   }
 }
 
+static void
+scale_row (float *row, guint n, float scale)
+{
+  guint i;
+
+  for (i = 0; i < n; i++)
+    row[i] *= scale;
+}
+
 static gboolean
 eval_common (NpuLlmContext * ctx, NpuTask * task, const gint32 * tokens,
     const float *embd, gsize n, GError ** error)
@@ -1756,6 +1913,9 @@ eval_common (NpuLlmContext * ctx, NpuTask * task, const gint32 * tokens,
 
       if (tokens) {
         embed_token (ctx->model, tokens[done + i], row);
+        /* gemma3 scales the tokens' rows, not media embeddings */
+        if (hp->arch == NPU_LLM_ARCH_GEMMA3)
+          scale_row (row, hp->n_embd, sqrtf ((float) hp->n_embd));
         npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_TOKENS, 4);
         npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_WEIGHTS,
             ctx->model->embd_row_bytes);

@@ -50,6 +50,7 @@ typedef enum
   NPU_LLM_ARCH_QWEN2,
   NPU_LLM_ARCH_QWEN3,
   NPU_LLM_ARCH_GPT_OSS,         /* llama.cpp's LLM_ARCH_OPENAI_MOE */
+  NPU_LLM_ARCH_GEMMA3,          /* llama.cpp's gemma3 (the iswa graph) */
 } NpuLlmArch;
 
 /* llama.cpp's LLAMA_ROPE_TYPE_NORM (rotate adjacent pairs x[2i], x[2i+1])
@@ -107,6 +108,12 @@ typedef struct
   guint n_swa;                  /* <arch>.attention.sliding_window (0: none) */
   guint swa_period;             /* <arch>.attention.sliding_window_pattern
                                  * (2) */
+
+  /* gemma3: the sliding layers' RoPE base (llama.cpp's
+   * rope_freq_base_train_swa, 10000, scale 1; 0: the same RoPE on every
+   * layer), and the queries' scale (0: 1 / sqrt (head_dim)) */
+  gfloat rope_freq_base_swa;
+  gfloat attn_scale;
 } NpuLlmHParams;
 
 NPU_API

@@ -50,6 +50,7 @@
 #include "core/device/npuapi.h"
 #include "core/device/npubackend.h"
 #include "core/device/npubuffer.h"
+#include "core/device/npubytes.h"
 #include "core/formats/npugguf.h"
 #include "core/device/nputensorview.h"
 #include "core/cpu/npumatmul.h"
@@ -140,6 +141,15 @@ NPU_API
 gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
                                           const float *patches, float *out,
                                           GError **error);
+
+/* What npu_vit_encode() has moved so far, a running count (npubytes.h):
+ * each product's weights in the layout it reads them (MXFP4 17 bytes per
+ * 32, an F32 patch kernel 4 a value), the F32 vectors once a frame, the
+ * position table's rows, the F32 rows in and out of every kernel
+ * (activations) and the frame's tokens (%NPU_BYTES_TOKENS written).  A
+ * frame's bytes are the difference of two counts around its encode. */
+NPU_API
+void            npu_vit_get_bytes        (const NpuVit *vit, NpuBytes *bytes);
 
 /**
  * NpuVitProgram:

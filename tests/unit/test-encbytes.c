@@ -10,6 +10,7 @@
 #include "core/models/npuaudioenc.h"
 #include "core/formats/npugguf.h"
 #include "../tools/npumodelgen.h"
+#include "../npuencbytes.h"
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -120,63 +121,6 @@ test_prep_frame_bytes (void)
  * The encoders' weights, from the file's tensor table
  */
 
-static guint64
-n_elements (const NpuGgufTensor * t)
-{
-  guint64 n = 1;
-  guint i;
-
-  for (i = 0; i < t->n_dims; i++)
-    n *= t->ne[i];
-  return n;
-}
-
-/* What a unit reads of tensor @t in the layout the encoder reads it in:
- * an MXFP4 matrix (a file's MXFP4 in place, any other type converted once)
- * 17 bytes per 32; the vectors and the position table F32; a convolution kernel
- * (patch embedding, conv1d) MXFP4 in place when the file has it, else an
- * F32 copy (Qwen2-VL's two temporal halves as one); of @pos_table,
- * @pos_rows rows only */
-static guint64
-tensor_read_bytes (const NpuGgufTensor * t, const gchar * pos_table,
-    guint64 pos_rows)
-{
-  gboolean kernel = g_str_has_prefix (t->name, "v.patch_embd.weight") ||
-      strstr (t->name, "conv1d") != NULL;
-
-  /* Qwen2-VL's two temporal kernels are summed into one at load time */
-  if (g_str_equal (t->name, "v.patch_embd.weight.1"))
-    return 0;
-  if (g_str_equal (t->name, pos_table))
-    return pos_rows * t->ne[0] * 4;
-  if (strstr (t->name, "position_embd"))
-    return n_elements (t) * 4;
-  if (t->n_dims == 1 || g_str_has_suffix (t->name, ".bias"))
-    return n_elements (t) * 4;
-  if (kernel)
-    return t->type == NPU_GGML_TYPE_MXFP4 ? t->n_bytes : n_elements (t) * 4;
-  if (t->type == NPU_GGML_TYPE_MXFP4)
-    g_assert_cmpuint (t->n_bytes, ==, n_elements (t) / 32 * 17);
-  return n_elements (t) / 32 * 17;
-}
-
-static guint64
-file_weight_bytes (const gchar * path, const gchar * pos_table,
-    guint64 pos_rows)
-{
-  GError *error = NULL;
-  NpuGguf *gguf = npu_gguf_open (path, &error);
-  guint64 sum = 0;
-  guint i;
-
-  g_assert_no_error (error);
-  for (i = 0; i < npu_gguf_n_tensors (gguf); i++)
-    sum += tensor_read_bytes (npu_gguf_get_tensor (gguf, i), pos_table,
-        pos_rows);
-  npu_gguf_free (gguf);
-  return sum;
-}
-
 static gchar *
 write_mmproj (NpuModelProjector proj, guint32 wtype, const gchar * tag)
 {
@@ -221,7 +165,7 @@ check_vit (NpuModelProjector proj, guint32 wtype, const gchar * tag)
   npu_bytes_diff (&f2, &b2, &b1);
 
   g_assert_cmpuint (f1.read[NPU_BYTES_WEIGHTS], ==,
-      file_weight_bytes (path, "", 0));
+      npu_ref_encoder_weight_bytes (path, "", 0));
   g_assert_cmpuint (f1.written[NPU_BYTES_TOKENS], ==, n_out * 4);
   g_assert_cmpuint (f1.read[NPU_BYTES_TOKENS], ==, 0);
   g_assert_cmpuint (f1.read[NPU_BYTES_FRAME], ==, 0);
@@ -298,7 +242,7 @@ check_audio (NpuModelAudioProjector proj, guint32 wtype, const gchar * tag)
   npu_bytes_diff (&f, &b1, &b0);
 
   g_assert_cmpuint (f.read[NPU_BYTES_WEIGHTS], ==,
-      file_weight_bytes (path, "a.position_embd.weight", n_frames / 2));
+      npu_ref_encoder_weight_bytes (path, "a.position_embd.weight", n_frames / 2));
   g_assert_cmpuint (f.written[NPU_BYTES_TOKENS], ==,
       (guint64) n_tok * npu_audio_enc_get_out_dim (enc) * 4);
   g_assert_cmpuint (f.read[NPU_BYTES_FRAME], ==, 0);

@@ -672,8 +672,12 @@ encode_on_device (GstNpuVisionTok * self, EncodeJob * job,
   }
   gst_npu_memory_end_cpu_write (job->outmem);
   if (ok) {
-    /* the device program's own bytes are not counted (yet): the frame's,
-     * the preprocess's and the tokens' copy out of the device are */
+    NpuBytes prog_bytes;
+
+    /* the program's operations, counted once as it was recorded, and the
+     * tokens' copy out of the device */
+    npu_vit_program_get_bytes (self->program, &prog_bytes);
+    npu_bytes_add (&bytes, &prog_bytes);
     npu_bytes_read (&bytes, NPU_BYTES_COPIES, npu_buffer_get_size (out));
     npu_bytes_write (&bytes, NPU_BYTES_COPIES, npu_buffer_get_size (out));
     gst_npu_encoder_element_report_bytes (base, task, "npuvisiontok-stats",

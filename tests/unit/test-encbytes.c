@@ -9,6 +9,7 @@
 #include "core/models/npuvit.h"
 #include "core/models/npuaudioenc.h"
 #include "core/formats/npugguf.h"
+#include "core/device/npubackend.h"
 #include "../tools/npumodelgen.h"
 #include "../npuencbytes.h"
 
@@ -173,6 +174,22 @@ check_vit (NpuModelProjector proj, guint32 wtype, const gchar * tag)
   /* the patch embedding reads the patches, at least */
   g_assert_cmpuint (f1.read[NPU_BYTES_ACTIVATIONS], >, n_in * 4);
   g_assert_true (memcmp (&f1, &f2, sizeof f1) == 0);
+  /* the program for a device (the CPU's) reads the same weights and
+   * writes the same tokens a submit (Qwen's mergers have none) */
+  if (proj != NPU_MODEL_PROJECTOR_QWEN2VL) {
+    NpuDevice *device = npu_device_new_cpu (1);
+    NpuVitProgram *prog = npu_vit_program_new (vit, device, &error);
+    NpuBytes pb;
+
+    g_assert_no_error (error);
+    npu_vit_program_get_bytes (prog, &pb);
+    g_assert_cmpuint (pb.read[NPU_BYTES_WEIGHTS], ==,
+        f1.read[NPU_BYTES_WEIGHTS]);
+    g_assert_cmpuint (pb.written[NPU_BYTES_TOKENS], ==, n_out * 4);
+    g_assert_cmpuint (pb.read[NPU_BYTES_ACTIVATIONS], >, n_in * 4);
+    npu_vit_program_free (prog);
+    npu_device_unref (device);
+  }
   g_free (patches);
   g_free (out);
   npu_vit_free (vit);
@@ -249,6 +266,22 @@ check_audio (NpuModelAudioProjector proj, guint32 wtype, const gchar * tag)
   /* conv1's im2col reads the mel */
   g_assert_cmpuint (f.read[NPU_BYTES_ACTIVATIONS], >,
       (guint64) npu_audio_enc_get_n_mels (enc) * n_frames * 4);
+  /* the program for a device (the CPU's) of that window: the same */
+  {
+    NpuDevice *device = npu_device_new_cpu (1);
+    NpuAudioEncProgram *prog = npu_audio_enc_program_new (enc, device,
+        n_frames, &error);
+    NpuBytes pb;
+
+    g_assert_no_error (error);
+    npu_audio_enc_program_get_bytes (prog, &pb);
+    g_assert_cmpuint (pb.read[NPU_BYTES_WEIGHTS], ==,
+        f.read[NPU_BYTES_WEIGHTS]);
+    g_assert_cmpuint (pb.written[NPU_BYTES_TOKENS], ==,
+        f.written[NPU_BYTES_TOKENS]);
+    npu_audio_enc_program_free (prog);
+    npu_device_unref (device);
+  }
   g_free (mel);
   g_free (out);
   npu_audio_enc_free (enc);

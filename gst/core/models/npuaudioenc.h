@@ -170,6 +170,12 @@ NpuFence       *npu_audio_enc_program_submit  (NpuAudioEncProgram *prog,
                                                NpuQueue *queue,
                                                NpuFence * const *in_fences,
                                                guint n_in_fences);
+/* What one submit moves, counted once as the program was recorded, as
+ * npu_vit_program_get_bytes() */
+NPU_API
+void            npu_audio_enc_program_get_bytes
+                                              (NpuAudioEncProgram *prog,
+                                               NpuBytes *bytes);
 NPU_API
 gsize           npu_audio_enc_program_get_bytes_copied
                                               (NpuAudioEncProgram *prog);

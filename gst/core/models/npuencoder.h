@@ -186,7 +186,17 @@ typedef struct
   GHashTable *weights;          /* host address -> NpuBuffer */
   NpuBuffer *h, *q, *k, *v, *att, *ffb;
   gsize bytes_copied;           /* of the weights that were not imported */
+  /* what one submit of the program moves, counted as the operations are
+   * recorded (the recording functions below and npu_enc_dev_count()) */
+  NpuBytes bytes;
 } NpuEncDevBlocks;
+
+/* Adds to what one submit moves: @weights bytes of weights read, @read
+ * and @written bytes of activations; returns TRUE (for chains of
+ * recording calls) */
+G_GNUC_INTERNAL
+gboolean npu_enc_dev_count (NpuEncDevBlocks * d, guint64 weights,
+    guint64 read, guint64 written);
 
 /* A device buffer holding the @n int32 @values (the index tables of
  * npu_ops_gather_rows()) */

@@ -182,6 +182,12 @@ NpuFence       *npu_vit_program_submit   (NpuVitProgram *prog,
                                           NpuQueue *queue,
                                           NpuFence * const *in_fences,
                                           guint n_in_fences);
+/* What one submit moves, as npu_vit_get_bytes() counts a frame's encode,
+ * counted once as the program was recorded (its operations' activations
+ * are the device's passes, a few more than the CPU path's) */
+NPU_API
+void            npu_vit_program_get_bytes (NpuVitProgram *prog,
+                                          NpuBytes *bytes);
 /* Bytes of weights copied because the device could not import them */
 NPU_API
 gsize           npu_vit_program_get_bytes_copied (NpuVitProgram *prog);

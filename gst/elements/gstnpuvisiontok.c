@@ -75,6 +75,7 @@ enum
   PROP_FRAMES_PROCESSED = GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED,
   PROP_FRAMES_DROPPED = GST_NPU_ENCODER_ELEMENT_PROP_DROPPED,
   PROP_DEVICE = GST_NPU_ENCODER_ELEMENT_PROP_DEVICE,
+  PROP_PJ_PER_BIT = GST_NPU_ENCODER_ELEMENT_PROP_PJ_PER_BIT,
   PROP_LETTERBOX = GST_NPU_ENCODER_ELEMENT_PROP_LAST,
   PROP_PRECISION,
   PROP_BYTES_COPIED,
@@ -261,6 +262,23 @@ static void
 install_statistics_properties (GObjectClass * gobject_class)
 {
   const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
+  /**
+   * GstNpuVisionTok:pj-per-bit:
+   *
+   * The energy a bit moved to or from memory costs, in picojoules, for
+   * the estimate the npuvisiontok-stats message gives, after each frame, from the
+   * bytes its preprocess and encoder moved (`energy-estimate-uj` fields):
+   * the default, 5, is the middle of the 3 to 7 pJ/bit of LPDDR5X/LPDDR6.
+   * An estimate, not a measurement: every byte is taken to cross the
+   * memory interface once.
+   */
+  g_object_class_install_property (gobject_class, PROP_PJ_PER_BIT,
+      g_param_spec_double ("pj-per-bit", "pJ per bit",
+          "Memory energy per bit moved, in pJ, for the stats' energy "
+          "estimate", GST_NPU_PJ_PER_BIT_MIN, GST_NPU_PJ_PER_BIT_MAX,
+          NPU_BYTES_DEFAULT_PJ_PER_BIT, G_PARAM_READWRITE |
+          G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
 
   /**
    * GstNpuVisionTok:bytes-copied:
@@ -629,6 +647,7 @@ encode_on_device (GstNpuVisionTok * self, EncodeJob * job,
   NpuBuffer *out = npu_vit_program_get_output (self->program);
   GstClockTime pts = GST_BUFFER_PTS (job->inbuf);
   NpuFence *fence;
+  NpuBytes bytes;
   gpointer p;
   gboolean ok;
 
@@ -636,7 +655,8 @@ encode_on_device (GstNpuVisionTok * self, EncodeJob * job,
   p = npu_buffer_map (in, NPU_BUFFER_MAP_WRITE, error);
   if (!p)
     return FALSE;
-  npu_vision_prep_run (self->plan, planes, strides, p, task);
+  npu_bytes_clear (&bytes);
+  npu_vision_prep_run_counted (self->plan, planes, strides, p, task, &bytes);
   npu_buffer_unmap (in);
   npu_events_stage (FALSE, "preprocess", pts);
   npu_events_stage (TRUE, "vision encoder", pts);
@@ -651,6 +671,50 @@ encode_on_device (GstNpuVisionTok * self, EncodeJob * job,
     ok = FALSE;
   }
   gst_npu_memory_end_cpu_write (job->outmem);
+  if (ok) {
+    NpuBytes prog_bytes;
+
+    /* the program's operations, counted once as it was recorded, and the
+     * tokens' copy out of the device */
+    npu_vit_program_get_bytes (self->program, &prog_bytes);
+    npu_bytes_add (&bytes, &prog_bytes);
+    npu_bytes_read (&bytes, NPU_BYTES_COPIES, npu_buffer_get_size (out));
+    npu_bytes_write (&bytes, NPU_BYTES_COPIES, npu_buffer_get_size (out));
+    gst_npu_encoder_element_report_bytes (base, task, "npuvisiontok-stats",
+        pts, &bytes);
+  }
+  return ok;
+}
+
+/* The frame's bytes: its preprocess's (counted by the run) and its
+ * encode's (the difference of the encoder's running count around it) */
+static gboolean
+encode_counted (GstNpuVisionTok * self, EncodeJob * job,
+    const guint8 ** planes, const gssize * strides, NpuTask * task,
+    GError ** error)
+{
+  GstClockTime pts = GST_BUFFER_PTS (job->inbuf);
+  NpuBytes bytes, before, after, enc;
+  gboolean ok;
+
+  npu_bytes_clear (&bytes);
+  /* Tasks of one queue run one at a time, so one scratch serves all. */
+  npu_events_stage (TRUE, "preprocess", pts);
+  npu_vision_prep_run_counted (self->plan, planes, strides, self->patches,
+      task, &bytes);
+  npu_events_stage (FALSE, "preprocess", pts);
+  npu_events_stage (TRUE, "vision encoder", pts);
+  npu_vit_get_bytes (self->vit, &before);
+  ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
+  npu_vit_get_bytes (self->vit, &after);
+  npu_events_stage (FALSE, "vision encoder", pts);
+  gst_npu_memory_end_cpu_write (job->outmem);
+  if (ok) {
+    npu_bytes_diff (&enc, &after, &before);
+    npu_bytes_add (&bytes, &enc);
+    gst_npu_encoder_element_report_bytes (GST_NPU_ENCODER_ELEMENT (self),
+        task, "npuvisiontok-stats", pts, &bytes);
+  }
   return ok;
 }
 
@@ -661,7 +725,6 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   GstNpuVisionTok *self = job->self;
   const guint8 *planes[GST_VIDEO_MAX_PLANES];
   gssize strides[GST_VIDEO_MAX_PLANES];
-  gboolean ok;
   guint i;
 
   for (i = 0; i < job->frame.n_planes; i++) {
@@ -673,15 +736,7 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   }
   if (self->program)
     return encode_on_device (self, job, planes, strides, task, error);
-  /* Tasks of one queue run one at a time, so one scratch serves all. */
-  npu_events_stage (TRUE, "preprocess", GST_BUFFER_PTS (job->inbuf));
-  npu_vision_prep_run (self->plan, planes, strides, self->patches, task);
-  npu_events_stage (FALSE, "preprocess", GST_BUFFER_PTS (job->inbuf));
-  npu_events_stage (TRUE, "vision encoder", GST_BUFFER_PTS (job->inbuf));
-  ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
-  npu_events_stage (FALSE, "vision encoder", GST_BUFFER_PTS (job->inbuf));
-  gst_npu_memory_end_cpu_write (job->outmem);
-  return ok;
+  return encode_counted (self, job, planes, strides, task, error);
 }
 
 static void

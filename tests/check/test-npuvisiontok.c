@@ -27,6 +27,7 @@
 #include "../reference/npurefvit.h"
 #include "../npucompare.h"
 #include "../tools/npumodelgen.h"
+#include "../npuencbytes.h"
 
 static gchar *tmpdir, *text_path, *mmproj_path;
 /* what the test asked the generator for: the reference's sizes */
@@ -782,6 +783,43 @@ query_latency (GstElement * tok, const gchar * pad_name)
   return min;
 }
 
+/* The npuvisiontok-stats message after each frame: the frame's bytes its
+ * preprocess reads (NV12: w h 3 / 2), the file's weights once a frame
+ * (tests/npuencbytes.h), its tokens, the sums and the estimate at the
+ * pj-per-bit asked for */
+GST_START_TEST (test_stats_bytes)
+{
+  gchar *desc = g_strdup_printf ("videotestsrc num-buffers=3 ! "
+      "video/x-raw,format=NV12,width=320,height=240 ! "
+      "npuvisiontok model=%s pj-per-bit=3 ! fakesink", mmproj_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GPtrArray *stats = npu_check_collect_stats (pipeline, "npuvisiontok-stats");
+  guint64 weights = npu_ref_encoder_weight_bytes (mmproj_path, "", 0);
+  guint i;
+
+  fail_unless_equals_int (stats->len, 3);
+  npu_check_stats_sums (stats, 3.0);
+  for (i = 0; i < stats->len; i++) {
+    const GstStructure *s = g_ptr_array_index (stats, i);
+
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-frame-read"),
+        320 * 240 * 3 / 2);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-frame-written"), 0);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-weights-read"),
+        weights);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-tokens-written"),
+        (guint64) REF_N_TOKENS * REF_DIM * 4);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-kv-cache-read"), 0);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "pts"),
+        gst_util_uint64_scale (i, GST_SECOND, 30));
+  }
+  g_ptr_array_unref (stats);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
+
 GST_START_TEST (test_videotestsrc_writes_npu_memory)
 {
   gchar *desc = g_strdup_printf ("videotestsrc num-buffers=4 ! "
@@ -1511,6 +1549,7 @@ npuvisiontok_suite (void)
   tcase_add_test (tc, test_colorimetry_letterbox_fast_kernels);
   tcase_add_test (tc, test_plane_across_memories_copied);
   tcase_add_test (tc, test_videotestsrc_writes_npu_memory);
+  tcase_add_test (tc, test_stats_bytes);
   tcase_add_test (tc, test_upstream_uses_npu_pool);
   tcase_add_test (tc, test_block_and_flush_in_flight);
   tcase_add_test (tc, test_drop_newest_counts);

@@ -448,14 +448,17 @@ rmsnorm_slice (gsize start, gsize end, guint worker, gpointer data)
 
 static void
 norm (NpuTask * task, float *dst, const float *src, gsize rows, gsize cols,
-    gfloat eps, const float *w, const float *b)
+    gfloat eps, const float *w, const float *b, NpuBytes * bytes)
 {
   Job job = { 0, };
 
   if (b) {
-    npu_enc_layernorm (task, dst, src, rows, cols, eps, w, b);
+    npu_enc_layernorm (task, dst, src, rows, cols, eps, w, b, bytes);
     return;
   }
+  npu_bytes_read (bytes, NPU_BYTES_WEIGHTS, (guint64) cols * 4);
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
   job.dst = dst;
   job.src = src;
   job.w = w;
@@ -478,9 +481,13 @@ residual_slice (gsize start, gsize end, guint worker, gpointer data)
 
 static void
 residual (NpuTask * task, float *x, const float *y, const float *b,
-    gsize rows, gsize cols)
+    gsize rows, gsize cols, NpuBytes * bytes)
 {
   Job job = { 0, };
+
+  npu_bytes_read (bytes, NPU_BYTES_WEIGHTS, (guint64) cols * 4);
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 8);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
 
   job.dst = x;
   job.src = y;
@@ -585,6 +592,21 @@ attention_slice (gsize start, gsize end, guint worker, gpointer data)
   }
 }
 
+/* The rotary embedding rewrites q and k (its cos / sin tables, made at
+ * load time, are counted with them); the attention reads q, k and v once
+ * each and writes the heads' outputs */
+static void
+count_rope_attention (NpuEncBlocks * b, gsize n)
+{
+  guint64 rows = (guint64) n * b->dim * 4;
+
+  npu_bytes_read (&b->bytes, NPU_BYTES_ACTIVATIONS, 2 * rows +
+      (guint64) n * b->head_dim * 4);
+  npu_bytes_write (&b->bytes, NPU_BYTES_ACTIVATIONS, 2 * rows);
+  npu_bytes_read (&b->bytes, NPU_BYTES_ACTIVATIONS, 3 * rows);
+  npu_bytes_write (&b->bytes, NPU_BYTES_ACTIVATIONS, rows);
+}
+
 static void
 block_forward (NpuVit * vit, const NpuVitQwenLayer * l, NpuTask * task)
 {
@@ -598,35 +620,47 @@ block_forward (NpuVit * vit, const NpuVitQwenLayer * l, NpuTask * task)
   job.l = l;
 
   /* x += attn_out (MHA (rope (q), rope (k), v of norm1 (x))) */
-  norm (task, b->h, x, n, dim, b->eps, l->ln1_w, l->ln1_b);
-  npu_enc_matmul (task, &l->q, b->h, n, b->q, b->precision);
-  npu_enc_matmul (task, &l->k, b->h, n, b->k, b->precision);
-  npu_enc_matmul (task, &l->v, b->h, n, b->v, b->precision);
-  npu_enc_bias_act (task, b->q, n, dim, l->q_b, NPU_ENC_ACT_NONE);
-  npu_enc_bias_act (task, b->k, n, dim, l->k_b, NPU_ENC_ACT_NONE);
-  npu_enc_bias_act (task, b->v, n, dim, l->v_b, NPU_ENC_ACT_NONE);
+  norm (task, b->h, x, n, dim, b->eps, l->ln1_w, l->ln1_b, &b->bytes);
+  npu_enc_matmul (task, &l->q, b->h, n, b->q, b->precision, &vit->blocks.bytes);
+  npu_enc_matmul (task, &l->k, b->h, n, b->k, b->precision, &vit->blocks.bytes);
+  npu_enc_matmul (task, &l->v, b->h, n, b->v, b->precision, &vit->blocks.bytes);
+  npu_enc_bias_act (task, b->q, n, dim, l->q_b, NPU_ENC_ACT_NONE,
+      &vit->blocks.bytes);
+  npu_enc_bias_act (task, b->k, n, dim, l->k_b, NPU_ENC_ACT_NONE,
+      &vit->blocks.bytes);
+  npu_enc_bias_act (task, b->v, n, dim, l->v_b, NPU_ENC_ACT_NONE,
+      &vit->blocks.bytes);
   npu_enc_run_parallel (task, n, row_grain (2 * dim), rope_slice, &job);
   npu_enc_run_parallel (task, b->n_heads * n_qblocks, 1, attention_slice, &job);
-  npu_enc_matmul (task, &l->o, b->att, n, b->h, b->precision);
-  residual (task, x, b->h, l->o_b, n, dim);
+  count_rope_attention (b, n);
+  npu_enc_matmul (task, &l->o, b->att, n, b->h, b->precision,
+      &vit->blocks.bytes);
+  residual (task, x, b->h, l->o_b, n, dim, &b->bytes);
 
   /* x += ffn_down (act (ffn_up (norm2 (x)))), or with the gate
    * ffn_down (act (ffn_gate) * ffn_up) */
-  norm (task, b->h, x, n, dim, b->eps, l->ln2_w, l->ln2_b);
-  npu_enc_matmul (task, &l->up, b->h, n, b->ffb, b->precision);
+  norm (task, b->h, x, n, dim, b->eps, l->ln2_w, l->ln2_b, &b->bytes);
+  npu_enc_matmul (task, &l->up, b->h, n, b->ffb, b->precision,
+      &vit->blocks.bytes);
   if (l->has_gate) {
-    npu_enc_bias_act (task, b->ffb, n, ff, l->up_b, NPU_ENC_ACT_NONE);
-    npu_enc_matmul (task, &l->gate, b->h, n, vit->qwen.gate, b->precision);
+    npu_enc_bias_act (task, b->ffb, n, ff, l->up_b, NPU_ENC_ACT_NONE,
+        &vit->blocks.bytes);
+    npu_enc_matmul (task, &l->gate, b->h, n, vit->qwen.gate, b->precision,
+        &vit->blocks.bytes);
     job.dst = b->ffb;
     job.src = vit->qwen.gate;
     job.b = l->gate_b;
     job.cols = ff;
     npu_enc_run_parallel (task, n, row_grain (ff), gated_slice, &job);
+    npu_bytes_read (&b->bytes, NPU_BYTES_WEIGHTS, (guint64) ff * 4);
+    npu_bytes_read (&b->bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * ff * 8);
+    npu_bytes_write (&b->bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * ff * 4);
   } else {
-    npu_enc_bias_act (task, b->ffb, n, ff, l->up_b, b->act);
+    npu_enc_bias_act (task, b->ffb, n, ff, l->up_b, b->act, &vit->blocks.bytes);
   }
-  npu_enc_matmul (task, &l->down, b->ffb, n, b->h, b->precision);
-  residual (task, x, b->h, l->down_b, n, dim);
+  npu_enc_matmul (task, &l->down, b->ffb, n, b->h, b->precision,
+      &vit->blocks.bytes);
+  residual (task, x, b->h, l->down_b, n, dim, &b->bytes);
 }
 
 gboolean
@@ -641,7 +675,8 @@ npu_vit_qwen_encode (NpuVit * vit, NpuTask * task, const float *patches,
   for (t = 0; t < n; t++)
     memcpy (q->pin + t * pd, patches + (gsize) q->order[t] * pd,
         pd * sizeof (float));
-  npu_enc_gemm_f32 (task, vit->patch_w32, dim, pd, q->pin, n, vit->x);
+  npu_enc_gemm_f32 (task, vit->patch_w32, dim, pd, q->pin, n, vit->x,
+      &vit->blocks.bytes);
 
   for (il = 0; il < vit->n_layers; il++) {
     if (task && npu_task_is_cancelled (task)) {
@@ -652,7 +687,7 @@ npu_vit_qwen_encode (NpuVit * vit, NpuTask * task, const float *patches,
     block_forward (vit, &q->layers[il], task);
   }
   norm (task, vit->x, vit->x, n, dim, vit->blocks.eps, vit->post_ln_w,
-      vit->post_ln_b);
+      vit->post_ln_b, &vit->blocks.bytes);
 
   /* units back in raster order (4 rows of dim are one unit of 4 dim),
    * then mm.2 (GELU (mm.0)) */
@@ -660,12 +695,14 @@ npu_vit_qwen_encode (NpuVit * vit, NpuTask * task, const float *patches,
     memcpy (vit->blocks.h + t * 4 * dim, vit->x + (gsize) q->unit_of[t] * 4 *
         dim, 4 * dim * sizeof (float));
   npu_enc_matmul (task, &vit->mm0, vit->blocks.h, vit->n_tokens, vit->proj,
-      vit->blocks.precision);
+      vit->blocks.precision, &vit->blocks.bytes);
   npu_enc_bias_act (task, vit->proj, vit->n_tokens, 4 * dim, vit->mm0_b,
-      NPU_ENC_ACT_GELU);
+      NPU_ENC_ACT_GELU, &vit->blocks.bytes);
   npu_enc_matmul (task, &vit->mm2, vit->proj, vit->n_tokens, out,
-      vit->blocks.precision);
+      vit->blocks.precision, &vit->blocks.bytes);
   npu_enc_bias_act (task, out, vit->n_tokens, vit->out_dim, vit->mm2_b,
-      NPU_ENC_ACT_NONE);
+      NPU_ENC_ACT_NONE, &vit->blocks.bytes);
+  npu_enc_count_as_tokens (&vit->blocks.bytes,
+      (guint64) vit->n_tokens * vit->out_dim * 4);
   return TRUE;
 }

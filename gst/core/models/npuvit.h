@@ -50,6 +50,7 @@
 #include "core/device/npuapi.h"
 #include "core/device/npubackend.h"
 #include "core/device/npubuffer.h"
+#include "core/device/npubytes.h"
 #include "core/formats/npugguf.h"
 #include "core/device/nputensorview.h"
 #include "core/cpu/npumatmul.h"
@@ -141,6 +142,15 @@ gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
                                           const float *patches, float *out,
                                           GError **error);
 
+/* What npu_vit_encode() has moved so far, a running count (npubytes.h):
+ * each product's weights in the layout it reads them (MXFP4 17 bytes per
+ * 32, an F32 patch kernel 4 a value), the F32 vectors once a frame, the
+ * position table's rows, the F32 rows in and out of every kernel
+ * (activations) and the frame's tokens (%NPU_BYTES_TOKENS written).  A
+ * frame's bytes are the difference of two counts around its encode. */
+NPU_API
+void            npu_vit_get_bytes        (const NpuVit *vit, NpuBytes *bytes);
+
 /**
  * NpuVitProgram:
  *
@@ -172,6 +182,12 @@ NpuFence       *npu_vit_program_submit   (NpuVitProgram *prog,
                                           NpuQueue *queue,
                                           NpuFence * const *in_fences,
                                           guint n_in_fences);
+/* What one submit moves, as npu_vit_get_bytes() counts a frame's encode,
+ * counted once as the program was recorded (its operations' activations
+ * are the device's passes, a few more than the CPU path's) */
+NPU_API
+void            npu_vit_program_get_bytes (NpuVitProgram *prog,
+                                          NpuBytes *bytes);
 /* Bytes of weights copied because the device could not import them */
 NPU_API
 gsize           npu_vit_program_get_bytes_copied (NpuVitProgram *prog);

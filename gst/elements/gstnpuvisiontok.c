@@ -18,10 +18,11 @@
  * One pass from the frame's pixels does crop/resize, colour conversion (by
  * the caps' colorimetry), normalisation and patchify (to the encoder's
  * square input, or for a Qwen2-VL / Qwen2.5-VL file to the frame's own
- * size rounded as Qwen's processor does, #GstNpuVisionTok:max-pixels); the encoder and
- * projector then run on the CPU backend as one task per frame.  The output
- * buffer (`other/tensors`, one float32 tensor of dim x tokens, in NPU memory)
- * is pushed at once with the task's fence and a #GstNpuTokensMeta; whoever
+ * size rounded as Qwen's processor does, #GstNpuVisionTok:max-pixels);
+ * the encoder and projector then run on the CPU backend as one task per
+ * frame.  The output buffer (`other/tensors`, one float32 tensor of dim x
+ * tokens, in NPU memory) is pushed at once with the task's fence and a
+ * #GstNpuTokensMeta (with the token grid); whoever
  * maps it waits for the tokens, and npullm passes the fence on.
  *
  * At most #GstNpuVisionTok:max-inflight frames are being encoded at once;

@@ -16,10 +16,13 @@
  * two memories of a buffer is gathered into a copy.
  *
  * One pass from the frame's pixels does crop/resize, colour conversion (by
- * the caps' colorimetry), normalisation and patchify; the encoder and
- * projector then run on the CPU backend as one task per frame.  The output
- * buffer (`other/tensors`, one float32 tensor of dim x tokens, in NPU memory)
- * is pushed at once with the task's fence and a #GstNpuTokensMeta; whoever
+ * the caps' colorimetry), normalisation and patchify (to the encoder's
+ * square input, or for a Qwen2-VL / Qwen2.5-VL file to the frame's own
+ * size rounded as Qwen's processor does, #GstNpuVisionTok:max-pixels);
+ * the encoder and projector then run on the CPU backend as one task per
+ * frame.  The output buffer (`other/tensors`, one float32 tensor of dim x
+ * tokens, in NPU memory) is pushed at once with the task's fence and a
+ * #GstNpuTokensMeta (with the token grid); whoever
  * maps it waits for the tokens, and npullm passes the fence on.
  *
  * At most #GstNpuVisionTok:max-inflight frames are being encoded at once;
@@ -62,6 +65,11 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_vision_tok_debug);
 #define DEFAULT_LETTERBOX FALSE
 #define DEFAULT_N_THREADS 0
 #define DEFAULT_PRECISION GST_NPU_PRECISION_ACCURATE
+/* Qwen2VLImageProcessor's defaults */
+#define DEFAULT_MIN_PIXELS (56 * 56)
+#define DEFAULT_MAX_PIXELS (28 * 28 * 1280)
+/* Qwen2-VL's preprocessor_config.json max: 16384 tokens */
+#define MAX_PIXELS_LIMIT (28 * 28 * 16384)
 
 /* The properties GstNpuEncoderElement keeps are installed under its ids,
  * so that the base reads and writes them. */
@@ -80,6 +88,8 @@ enum
   PROP_PRECISION,
   PROP_BYTES_COPIED,
   PROP_FRAMES_DMABUF,
+  PROP_MIN_PIXELS,
+  PROP_MAX_PIXELS,
 };
 
 /* the base's policy logic reads this element's policy values */
@@ -97,6 +107,7 @@ struct _GstNpuVisionTok
   /* properties, under the object lock */
   gboolean letterbox;
   GstNpuPrecision precision;
+  guint min_pixels, max_pixels;
   guint64 frames_dmabuf;
 
   /* the model, from load_model to unload_model */
@@ -182,6 +193,39 @@ install_model_properties (GObjectClass * gobject_class)
       g_param_spec_boolean ("letterbox", "Letterbox",
           "Keep the aspect ratio (pad) instead of stretching",
           DEFAULT_LETTERBOX, rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:min-pixels:
+   *
+   * Qwen2-VL / Qwen2.5-VL files (qwen2vl_merger, qwen2.5vl_merger) only:
+   * the fewest pixels a frame is resized to.  The frame keeps its own
+   * aspect ratio and about its size, each side rounded to a multiple of
+   * 28 (2 x 2 patches of 14, one token) and scaled up to at least this
+   * many pixels or down to at most #GstNpuVisionTok:max-pixels, as
+   * Qwen2VLImageProcessor's smart_resize does; the tokens are the
+   * (height / 28) x (width / 28) grid, given in each buffer's
+   * #GstNpuTokensMeta.  Must not be above max-pixels.
+   */
+  g_object_class_install_property (gobject_class, PROP_MIN_PIXELS,
+      g_param_spec_uint ("min-pixels", "Min pixels",
+          "Qwen files: fewest pixels of the resized frame (smart_resize)",
+          0, MAX_PIXELS_LIMIT, DEFAULT_MIN_PIXELS,
+          rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:max-pixels:
+   *
+   * Qwen2-VL / Qwen2.5-VL files only: the most pixels a frame is resized
+   * to (#GstNpuVisionTok:min-pixels says how); the encoder's time grows
+   * with it (the full-attention blocks as its square).  0 keeps the
+   * file's square clip.vision.image_size, as for the other projectors
+   * (stretched or #GstNpuVisionTok:letterbox).  The default is Qwen's,
+   * 28 x 28 x 1280 (at most 1280 tokens): a 640 x 480 frame gives
+   * 23 x 17 tokens.
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_PIXELS,
+      g_param_spec_uint ("max-pixels", "Max pixels",
+          "Qwen files: most pixels of the resized frame (smart_resize); 0: "
+          "the file's square image size", 0, MAX_PIXELS_LIMIT,
+          DEFAULT_MAX_PIXELS, rw | GST_PARAM_MUTABLE_READY));
   /**
    * GstNpuVisionTok:n-threads:
    *
@@ -362,6 +406,8 @@ gst_npu_vision_tok_init (GstNpuVisionTok * self)
 {
   self->letterbox = DEFAULT_LETTERBOX;
   self->precision = DEFAULT_PRECISION;
+  self->min_pixels = DEFAULT_MIN_PIXELS;
+  self->max_pixels = DEFAULT_MAX_PIXELS;
 }
 
 static void
@@ -380,6 +426,12 @@ gst_npu_vision_tok_set_property (GObject * object, guint prop_id,
       break;
     case PROP_PRECISION:
       self->precision = g_value_get_enum (value);
+      break;
+    case PROP_MIN_PIXELS:
+      self->min_pixels = g_value_get_uint (value);
+      break;
+    case PROP_MAX_PIXELS:
+      self->max_pixels = g_value_get_uint (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -408,6 +460,12 @@ gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
       break;
     case PROP_PRECISION:
       g_value_set_enum (value, self->precision);
+      break;
+    case PROP_MIN_PIXELS:
+      g_value_set_uint (value, self->min_pixels);
+      break;
+    case PROP_MAX_PIXELS:
+      g_value_set_uint (value, self->max_pixels);
       break;
     case PROP_BYTES_COPIED:
       g_value_set_uint64 (value, stats.bytes_copied);
@@ -536,8 +594,47 @@ refuse_caps (GstNpuVisionTok * self, GstCaps * caps)
 }
 #endif
 
+/* The encoder's input for frames of @p's size: for a Qwen file with
+ * max-pixels the frame's own size as Qwen's processor rounds it (and the
+ * encoder's grid set to it), else the file's square image. */
+static gboolean
+fit_frame (GstNpuVisionTok * self, NpuVisionPrepParams * p, GError ** error)
+{
+  NpuVitProjector proj = npu_vit_get_projector (self->vit);
+  guint patch = npu_vit_get_patch_size (self->vit);
+  guint min_px, max_px, h, w;
+
+  GST_OBJECT_LOCK (self);
+  min_px = self->min_pixels;
+  max_px = self->max_pixels;
+  p->mode = self->letterbox ? NPU_VISION_PREP_LETTERBOX :
+      NPU_VISION_PREP_STRETCH;
+  GST_OBJECT_UNLOCK (self);
+  p->out_width = p->out_height = npu_vit_get_image_size (self->vit);
+  if (proj != NPU_VIT_PROJECTOR_QWEN2VL && proj != NPU_VIT_PROJECTOR_QWEN25VL)
+    return TRUE;
+  if (max_px) {
+    if (!npu_vit_smart_resize (p->crop_height, p->crop_width, 2 * patch,
+            min_px, max_px, &h, &w, error))
+      return FALSE;
+    p->out_width = w;
+    p->out_height = h;
+    /* the size keeps the frame's aspect ratio: stretched as HF resizes */
+    p->mode = NPU_VISION_PREP_STRETCH;
+  }
+  /* a grid from earlier caps goes back to the square with max-pixels 0 */
+  if (!npu_vit_set_patch_grid (self->vit, p->out_height / patch,
+          p->out_width / patch, error))
+    return FALSE;
+  GST_INFO_OBJECT (self, "%ux%u frames resized to %ux%u: %u x %u tokens",
+      p->width, p->height, p->out_width, p->out_height,
+      p->out_width / patch / 2, p->out_height / patch / 2);
+  return TRUE;
+}
+
 /* Called by the base with the encoder loaded and no frame in flight: the
- * plan and the patch scratch the old frames' tasks read may go. */
+ * plan and the patch scratch the old frames' tasks read may go, and the
+ * encoder's grid may change. */
 static gboolean
 gst_npu_vision_tok_set_caps (GstNpuEncoderElement * base, GstCaps * caps)
 {
@@ -563,11 +660,8 @@ gst_npu_vision_tok_set_caps (GstNpuEncoderElement * base, GstCaps * caps)
   p.crop_x = p.crop_y = 0;
   p.crop_width = p.width;
   p.crop_height = p.height;
-  p.out_width = p.out_height = npu_vit_get_image_size (self->vit);
-  GST_OBJECT_LOCK (self);
-  p.mode = self->letterbox ? NPU_VISION_PREP_LETTERBOX :
-      NPU_VISION_PREP_STRETCH;
-  GST_OBJECT_UNLOCK (self);
+  if (!fit_frame (self, &p, &error))
+    goto bad_size;
   npu_vit_get_mean_std (self->vit, mean, std);
   for (i = 0; i < 3; i++) {
     p.mean[i] = mean[i];
@@ -605,6 +699,16 @@ bad_caps:
   {
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("%s", error->message),
         ("%" GST_PTR_FORMAT, caps));
+    g_error_free (error);
+    return FALSE;
+  }
+bad_size:
+  {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+        ("Cannot fit %s %dx%d frames to the Qwen vision encoder: %s",
+            GST_VIDEO_INFO_NAME (&info), GST_VIDEO_INFO_WIDTH (&info),
+            GST_VIDEO_INFO_HEIGHT (&info), error->message),
+        ("%s", error->message));
     g_error_free (error);
     return FALSE;
   }

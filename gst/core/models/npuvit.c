@@ -577,10 +577,40 @@ npu_vit_get_n_tokens (const NpuVit * vit)
 void
 npu_vit_get_token_grid (const NpuVit * vit, guint * width, guint * height)
 {
+  /* the Qwen grid need not be square */
+  gboolean qwen = vit->qwen.layers != NULL;
+
   if (width)
     *width = vit->grid;
   if (height)
-    *height = vit->grid;
+    *height = qwen ? vit->qwen.ph / 2 : vit->grid;
+}
+
+void
+npu_vit_get_patch_grid (const NpuVit * vit, guint * width, guint * height)
+{
+  gboolean qwen = vit->qwen.layers != NULL;
+
+  if (width)
+    *width = qwen ? vit->qwen.pw : vit->side;
+  if (height)
+    *height = qwen ? vit->qwen.ph : vit->side;
+}
+
+gboolean
+npu_vit_set_patch_grid (NpuVit * vit, guint height, guint width,
+    GError ** error)
+{
+  g_return_val_if_fail (vit != NULL, FALSE);
+
+  if (!vit->qwen.layers) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
+        "only the Qwen mergers (qwen2vl_merger, qwen2.5vl_merger) take a "
+        "patch grid of their own; this encoder's image is %u x %u",
+        vit->image_size, vit->image_size);
+    return FALSE;
+  }
+  return npu_vit_qwen_set_grid (vit, height, width, error);
 }
 
 guint

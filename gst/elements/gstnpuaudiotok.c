@@ -101,6 +101,7 @@ enum
   PROP_CHUNKS_PROCESSED = GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED,
   PROP_CHUNKS_DROPPED = GST_NPU_ENCODER_ELEMENT_PROP_DROPPED,
   PROP_DEVICE = GST_NPU_ENCODER_ELEMENT_PROP_DEVICE,
+  PROP_PJ_PER_BIT = GST_NPU_ENCODER_ELEMENT_PROP_PJ_PER_BIT,
   PROP_CHUNK_DURATION = GST_NPU_ENCODER_ELEMENT_PROP_LAST,
   PROP_OVERLAP,
   PROP_VAD,
@@ -403,6 +404,23 @@ static void
 install_statistics_properties (GObjectClass * gobject_class)
 {
   const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
+  /**
+   * GstNpuAudioTok:pj-per-bit:
+   *
+   * The energy a bit moved to or from memory costs, in picojoules, for
+   * the estimate the npuaudiotok-stats message gives, after each chunk, from the
+   * bytes its preprocess and encoder moved (`energy-estimate-uj` fields):
+   * the default, 5, is the middle of the 3 to 7 pJ/bit of LPDDR5X/LPDDR6.
+   * An estimate, not a measurement: every byte is taken to cross the
+   * memory interface once.
+   */
+  g_object_class_install_property (gobject_class, PROP_PJ_PER_BIT,
+      g_param_spec_double ("pj-per-bit", "pJ per bit",
+          "Memory energy per bit moved, in pJ, for the stats' energy "
+          "estimate", GST_NPU_PJ_PER_BIT_MIN, GST_NPU_PJ_PER_BIT_MAX,
+          NPU_BYTES_DEFAULT_PJ_PER_BIT, G_PARAM_READWRITE |
+          G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
 
   /**
    * GstNpuAudioTok:bytes-copied:
@@ -794,6 +812,7 @@ typedef struct
 {
   GstNpuAudioTok *self;
   Chunk *chunk;
+  GstClockTime pts;             /* the chunk's, for the stats message */
   GstMemory *outmem;
   gfloat *out;
 } EncodeJob;
@@ -803,12 +822,14 @@ typedef struct
  * waits for it: no streaming thread does), the tokens copied from its
  * output into the token buffer. */
 static gboolean
-encode_on_device (GstNpuAudioTok * self, EncodeJob * job, GError ** error)
+encode_on_device (GstNpuAudioTok * self, EncodeJob * job, NpuTask * task,
+    GError ** error)
 {
   GstNpuEncoderElement *base = GST_NPU_ENCODER_ELEMENT (self);
   NpuBuffer *in = npu_audio_enc_program_get_input (self->program);
   NpuBuffer *out = npu_audio_enc_program_get_output (self->program);
   NpuFence *fence;
+  NpuBytes bytes;
   gpointer p;
   gboolean ok;
 
@@ -816,8 +837,9 @@ encode_on_device (GstNpuAudioTok * self, EncodeJob * job, GError ** error)
   p = npu_buffer_map (in, NPU_BUFFER_MAP_WRITE, error);
   if (!p)
     return FALSE;
-  gst_npu_log_mel_compute (self->log_mel, job->chunk->samples, job->chunk->n,
-      self->window_frames, p);
+  npu_bytes_clear (&bytes);
+  gst_npu_log_mel_compute_counted (self->log_mel, job->chunk->samples,
+      job->chunk->n, self->window_frames, p, &bytes);
   npu_buffer_unmap (in);
   npu_events_stage (FALSE, "log-mel", NPU_EVENT_NO_TAG);
   npu_events_stage (TRUE, "audio encoder", NPU_EVENT_NO_TAG);
@@ -833,6 +855,18 @@ encode_on_device (GstNpuAudioTok * self, EncodeJob * job, GError ** error)
     ok = FALSE;
   }
   gst_npu_memory_end_cpu_write (job->outmem);
+  if (ok) {
+    NpuBytes prog_bytes;
+
+    /* the program's operations, counted once as it was recorded, and the
+     * tokens' copy out of the device */
+    npu_audio_enc_program_get_bytes (self->program, &prog_bytes);
+    npu_bytes_add (&bytes, &prog_bytes);
+    npu_bytes_read (&bytes, NPU_BYTES_COPIES, npu_buffer_get_size (out));
+    npu_bytes_write (&bytes, NPU_BYTES_COPIES, npu_buffer_get_size (out));
+    gst_npu_encoder_element_report_bytes (base, task, "npuaudiotok-stats",
+        job->pts, &bytes);
+  }
   return ok;
 }
 
@@ -841,21 +875,31 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
 {
   EncodeJob *job = user_data;
   GstNpuAudioTok *self = job->self;
+  NpuBytes bytes, before, after, enc;
   gboolean ok;
 
   if (self->program)
-    return encode_on_device (self, job, error);
+    return encode_on_device (self, job, task, error);
 
   /* the log-mel of the chunk as llama.cpp's for a clip of that length */
+  npu_bytes_clear (&bytes);
   npu_events_stage (TRUE, "log-mel", NPU_EVENT_NO_TAG);
-  gst_npu_log_mel_compute (self->log_mel, job->chunk->samples, job->chunk->n,
-      self->window_frames, self->mel);
+  gst_npu_log_mel_compute_counted (self->log_mel, job->chunk->samples,
+      job->chunk->n, self->window_frames, self->mel, &bytes);
   npu_events_stage (FALSE, "log-mel", NPU_EVENT_NO_TAG);
   npu_events_stage (TRUE, "audio encoder", NPU_EVENT_NO_TAG);
+  npu_audio_enc_get_bytes (self->enc, &before);
   ok = npu_audio_enc_encode (self->enc, task, self->mel, self->window_frames,
       job->out, error);
+  npu_audio_enc_get_bytes (self->enc, &after);
   npu_events_stage (FALSE, "audio encoder", NPU_EVENT_NO_TAG);
   gst_npu_memory_end_cpu_write (job->outmem);
+  if (ok) {
+    npu_bytes_diff (&enc, &after, &before);
+    npu_bytes_add (&bytes, &enc);
+    gst_npu_encoder_element_report_bytes (GST_NPU_ENCODER_ELEMENT (self),
+        task, "npuaudiotok-stats", job->pts, &bytes);
+  }
   return ok;
 }
 
@@ -916,6 +960,7 @@ submit_chunk (GstNpuAudioTok * self, Chunk * chunk)
   job = g_new0 (EncodeJob, 1);
   job->self = self;
   job->chunk = chunk;
+  job->pts = pts;
   job->outmem = gst_allocator_alloc (base->allocator,
       (gsize) out_dim * self->n_tokens * sizeof (gfloat), NULL);
   if (!job->outmem)

@@ -266,6 +266,28 @@ span_free (gpointer data)
 }
 
 /* The task's joules by domain, from its start's sample to now */
+/* The bytes the task reported (npu_task_report_bytes()), by kind: each
+ * kind it moved as {"read": n, "written": n}, and their total */
+static void
+json_bytes (GString * s, const NpuBytes * bytes)
+{
+  guint k;
+
+  if (!bytes)
+    return;
+  g_string_append (s, ",\"bytes\":{");
+  for (k = 0; k < NPU_BYTES_N_KINDS; k++) {
+    if (!bytes->read[k] && !bytes->written[k])
+      continue;
+    json_string (s, npu_bytes_kind_name (k));
+    g_string_append_printf (s, ":{\"read\":%" G_GUINT64_FORMAT
+        ",\"written\":%" G_GUINT64_FORMAT "},", bytes->read[k],
+        bytes->written[k]);
+  }
+  g_string_append_printf (s, "\"total\":%" G_GUINT64_FORMAT "}",
+      npu_bytes_total (bytes));
+}
+
 static void
 json_joules (GString * s, TaskSpan * span)
 {
@@ -337,6 +359,7 @@ on_task_finish (const NpuEvent * ev)
   if (span && span->submit_ns)
     json_ts (s, "submitted", span->submit_ns - rec.origin_ns);
   json_joules (s, span);
+  json_bytes (s, ev->bytes);
   json_pts (s, ev->tag);
   g_string_append (s, "}");
   event_write (s);

@@ -16,10 +16,13 @@
  * two memories of a buffer is gathered into a copy.
  *
  * One pass from the frame's pixels does crop/resize, colour conversion (by
- * the caps' colorimetry), normalisation and patchify; the encoder and
- * projector then run on the CPU backend as one task per frame.  The output
- * buffer (`other/tensors`, one float32 tensor of dim x tokens, in NPU memory)
- * is pushed at once with the task's fence and a #GstNpuTokensMeta; whoever
+ * the caps' colorimetry), normalisation and patchify (to the encoder's
+ * square input, or for a Qwen2-VL / Qwen2.5-VL file to the frame's own
+ * size rounded as Qwen's processor does, #GstNpuVisionTok:max-pixels);
+ * the encoder and projector then run on the CPU backend as one task per
+ * frame.  The output buffer (`other/tensors`, one float32 tensor of dim x
+ * tokens, in NPU memory) is pushed at once with the task's fence and a
+ * #GstNpuTokensMeta (with the token grid); whoever
  * maps it waits for the tokens, and npullm passes the fence on.
  *
  * At most #GstNpuVisionTok:max-inflight frames are being encoded at once;
@@ -62,6 +65,11 @@ GST_DEBUG_CATEGORY_STATIC (gst_npu_vision_tok_debug);
 #define DEFAULT_LETTERBOX FALSE
 #define DEFAULT_N_THREADS 0
 #define DEFAULT_PRECISION GST_NPU_PRECISION_ACCURATE
+/* Qwen2VLImageProcessor's defaults */
+#define DEFAULT_MIN_PIXELS (56 * 56)
+#define DEFAULT_MAX_PIXELS (28 * 28 * 1280)
+/* Qwen2-VL's preprocessor_config.json max: 16384 tokens */
+#define MAX_PIXELS_LIMIT (28 * 28 * 16384)
 
 /* The properties GstNpuEncoderElement keeps are installed under its ids,
  * so that the base reads and writes them. */
@@ -75,10 +83,13 @@ enum
   PROP_FRAMES_PROCESSED = GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED,
   PROP_FRAMES_DROPPED = GST_NPU_ENCODER_ELEMENT_PROP_DROPPED,
   PROP_DEVICE = GST_NPU_ENCODER_ELEMENT_PROP_DEVICE,
+  PROP_PJ_PER_BIT = GST_NPU_ENCODER_ELEMENT_PROP_PJ_PER_BIT,
   PROP_LETTERBOX = GST_NPU_ENCODER_ELEMENT_PROP_LAST,
   PROP_PRECISION,
   PROP_BYTES_COPIED,
   PROP_FRAMES_DMABUF,
+  PROP_MIN_PIXELS,
+  PROP_MAX_PIXELS,
 };
 
 /* the base's policy logic reads this element's policy values */
@@ -96,6 +107,7 @@ struct _GstNpuVisionTok
   /* properties, under the object lock */
   gboolean letterbox;
   GstNpuPrecision precision;
+  guint min_pixels, max_pixels;
   guint64 frames_dmabuf;
 
   /* the model, from load_model to unload_model */
@@ -182,6 +194,39 @@ install_model_properties (GObjectClass * gobject_class)
           "Keep the aspect ratio (pad) instead of stretching",
           DEFAULT_LETTERBOX, rw | GST_PARAM_MUTABLE_READY));
   /**
+   * GstNpuVisionTok:min-pixels:
+   *
+   * Qwen2-VL / Qwen2.5-VL files (qwen2vl_merger, qwen2.5vl_merger) only:
+   * the fewest pixels a frame is resized to.  The frame keeps its own
+   * aspect ratio and about its size, each side rounded to a multiple of
+   * 28 (2 x 2 patches of 14, one token) and scaled up to at least this
+   * many pixels or down to at most #GstNpuVisionTok:max-pixels, as
+   * Qwen2VLImageProcessor's smart_resize does; the tokens are the
+   * (height / 28) x (width / 28) grid, given in each buffer's
+   * #GstNpuTokensMeta.  Must not be above max-pixels.
+   */
+  g_object_class_install_property (gobject_class, PROP_MIN_PIXELS,
+      g_param_spec_uint ("min-pixels", "Min pixels",
+          "Qwen files: fewest pixels of the resized frame (smart_resize)",
+          0, MAX_PIXELS_LIMIT, DEFAULT_MIN_PIXELS,
+          rw | GST_PARAM_MUTABLE_READY));
+  /**
+   * GstNpuVisionTok:max-pixels:
+   *
+   * Qwen2-VL / Qwen2.5-VL files only: the most pixels a frame is resized
+   * to (#GstNpuVisionTok:min-pixels says how); the encoder's time grows
+   * with it (the full-attention blocks as its square).  0 keeps the
+   * file's square clip.vision.image_size, as for the other projectors
+   * (stretched or #GstNpuVisionTok:letterbox).  The default is Qwen's,
+   * 28 x 28 x 1280 (at most 1280 tokens): a 640 x 480 frame gives
+   * 23 x 17 tokens.
+   */
+  g_object_class_install_property (gobject_class, PROP_MAX_PIXELS,
+      g_param_spec_uint ("max-pixels", "Max pixels",
+          "Qwen files: most pixels of the resized frame (smart_resize); 0: "
+          "the file's square image size", 0, MAX_PIXELS_LIMIT,
+          DEFAULT_MAX_PIXELS, rw | GST_PARAM_MUTABLE_READY));
+  /**
    * GstNpuVisionTok:n-threads:
    *
    * Threads of the CPU backend; 0 = one per CPU.
@@ -261,6 +306,23 @@ static void
 install_statistics_properties (GObjectClass * gobject_class)
 {
   const GParamFlags ro = G_PARAM_READABLE | G_PARAM_STATIC_STRINGS;
+
+  /**
+   * GstNpuVisionTok:pj-per-bit:
+   *
+   * The energy a bit moved to or from memory costs, in picojoules, for
+   * the estimate the npuvisiontok-stats message gives, after each frame, from the
+   * bytes its preprocess and encoder moved (`energy-estimate-uj` fields):
+   * the default, 5, is the middle of the 3 to 7 pJ/bit of LPDDR5X/LPDDR6.
+   * An estimate, not a measurement: every byte is taken to cross the
+   * memory interface once.
+   */
+  g_object_class_install_property (gobject_class, PROP_PJ_PER_BIT,
+      g_param_spec_double ("pj-per-bit", "pJ per bit",
+          "Memory energy per bit moved, in pJ, for the stats' energy "
+          "estimate", GST_NPU_PJ_PER_BIT_MIN, GST_NPU_PJ_PER_BIT_MAX,
+          NPU_BYTES_DEFAULT_PJ_PER_BIT, G_PARAM_READWRITE |
+          G_PARAM_STATIC_STRINGS | GST_PARAM_MUTABLE_PLAYING));
 
   /**
    * GstNpuVisionTok:bytes-copied:
@@ -344,6 +406,8 @@ gst_npu_vision_tok_init (GstNpuVisionTok * self)
 {
   self->letterbox = DEFAULT_LETTERBOX;
   self->precision = DEFAULT_PRECISION;
+  self->min_pixels = DEFAULT_MIN_PIXELS;
+  self->max_pixels = DEFAULT_MAX_PIXELS;
 }
 
 static void
@@ -362,6 +426,12 @@ gst_npu_vision_tok_set_property (GObject * object, guint prop_id,
       break;
     case PROP_PRECISION:
       self->precision = g_value_get_enum (value);
+      break;
+    case PROP_MIN_PIXELS:
+      self->min_pixels = g_value_get_uint (value);
+      break;
+    case PROP_MAX_PIXELS:
+      self->max_pixels = g_value_get_uint (value);
       break;
     default:
       G_OBJECT_WARN_INVALID_PROPERTY_ID (object, prop_id, pspec);
@@ -390,6 +460,12 @@ gst_npu_vision_tok_get_property (GObject * object, guint prop_id,
       break;
     case PROP_PRECISION:
       g_value_set_enum (value, self->precision);
+      break;
+    case PROP_MIN_PIXELS:
+      g_value_set_uint (value, self->min_pixels);
+      break;
+    case PROP_MAX_PIXELS:
+      g_value_set_uint (value, self->max_pixels);
       break;
     case PROP_BYTES_COPIED:
       g_value_set_uint64 (value, stats.bytes_copied);
@@ -518,8 +594,47 @@ refuse_caps (GstNpuVisionTok * self, GstCaps * caps)
 }
 #endif
 
+/* The encoder's input for frames of @p's size: for a Qwen file with
+ * max-pixels the frame's own size as Qwen's processor rounds it (and the
+ * encoder's grid set to it), else the file's square image. */
+static gboolean
+fit_frame (GstNpuVisionTok * self, NpuVisionPrepParams * p, GError ** error)
+{
+  NpuVitProjector proj = npu_vit_get_projector (self->vit);
+  guint patch = npu_vit_get_patch_size (self->vit);
+  guint min_px, max_px, h, w;
+
+  GST_OBJECT_LOCK (self);
+  min_px = self->min_pixels;
+  max_px = self->max_pixels;
+  p->mode = self->letterbox ? NPU_VISION_PREP_LETTERBOX :
+      NPU_VISION_PREP_STRETCH;
+  GST_OBJECT_UNLOCK (self);
+  p->out_width = p->out_height = npu_vit_get_image_size (self->vit);
+  if (proj != NPU_VIT_PROJECTOR_QWEN2VL && proj != NPU_VIT_PROJECTOR_QWEN25VL)
+    return TRUE;
+  if (max_px) {
+    if (!npu_vit_smart_resize (p->crop_height, p->crop_width, 2 * patch,
+            min_px, max_px, &h, &w, error))
+      return FALSE;
+    p->out_width = w;
+    p->out_height = h;
+    /* the size keeps the frame's aspect ratio: stretched as HF resizes */
+    p->mode = NPU_VISION_PREP_STRETCH;
+  }
+  /* a grid from earlier caps goes back to the square with max-pixels 0 */
+  if (!npu_vit_set_patch_grid (self->vit, p->out_height / patch,
+          p->out_width / patch, error))
+    return FALSE;
+  GST_INFO_OBJECT (self, "%ux%u frames resized to %ux%u: %u x %u tokens",
+      p->width, p->height, p->out_width, p->out_height,
+      p->out_width / patch / 2, p->out_height / patch / 2);
+  return TRUE;
+}
+
 /* Called by the base with the encoder loaded and no frame in flight: the
- * plan and the patch scratch the old frames' tasks read may go. */
+ * plan and the patch scratch the old frames' tasks read may go, and the
+ * encoder's grid may change. */
 static gboolean
 gst_npu_vision_tok_set_caps (GstNpuEncoderElement * base, GstCaps * caps)
 {
@@ -545,11 +660,8 @@ gst_npu_vision_tok_set_caps (GstNpuEncoderElement * base, GstCaps * caps)
   p.crop_x = p.crop_y = 0;
   p.crop_width = p.width;
   p.crop_height = p.height;
-  p.out_width = p.out_height = npu_vit_get_image_size (self->vit);
-  GST_OBJECT_LOCK (self);
-  p.mode = self->letterbox ? NPU_VISION_PREP_LETTERBOX :
-      NPU_VISION_PREP_STRETCH;
-  GST_OBJECT_UNLOCK (self);
+  if (!fit_frame (self, &p, &error))
+    goto bad_size;
   npu_vit_get_mean_std (self->vit, mean, std);
   for (i = 0; i < 3; i++) {
     p.mean[i] = mean[i];
@@ -587,6 +699,16 @@ bad_caps:
   {
     GST_ELEMENT_ERROR (self, CORE, NEGOTIATION, ("%s", error->message),
         ("%" GST_PTR_FORMAT, caps));
+    g_error_free (error);
+    return FALSE;
+  }
+bad_size:
+  {
+    GST_ELEMENT_ERROR (self, CORE, NEGOTIATION,
+        ("Cannot fit %s %dx%d frames to the Qwen vision encoder: %s",
+            GST_VIDEO_INFO_NAME (&info), GST_VIDEO_INFO_WIDTH (&info),
+            GST_VIDEO_INFO_HEIGHT (&info), error->message),
+        ("%s", error->message));
     g_error_free (error);
     return FALSE;
   }
@@ -629,6 +751,7 @@ encode_on_device (GstNpuVisionTok * self, EncodeJob * job,
   NpuBuffer *out = npu_vit_program_get_output (self->program);
   GstClockTime pts = GST_BUFFER_PTS (job->inbuf);
   NpuFence *fence;
+  NpuBytes bytes;
   gpointer p;
   gboolean ok;
 
@@ -636,7 +759,8 @@ encode_on_device (GstNpuVisionTok * self, EncodeJob * job,
   p = npu_buffer_map (in, NPU_BUFFER_MAP_WRITE, error);
   if (!p)
     return FALSE;
-  npu_vision_prep_run (self->plan, planes, strides, p, task);
+  npu_bytes_clear (&bytes);
+  npu_vision_prep_run_counted (self->plan, planes, strides, p, task, &bytes);
   npu_buffer_unmap (in);
   npu_events_stage (FALSE, "preprocess", pts);
   npu_events_stage (TRUE, "vision encoder", pts);
@@ -651,6 +775,50 @@ encode_on_device (GstNpuVisionTok * self, EncodeJob * job,
     ok = FALSE;
   }
   gst_npu_memory_end_cpu_write (job->outmem);
+  if (ok) {
+    NpuBytes prog_bytes;
+
+    /* the program's operations, counted once as it was recorded, and the
+     * tokens' copy out of the device */
+    npu_vit_program_get_bytes (self->program, &prog_bytes);
+    npu_bytes_add (&bytes, &prog_bytes);
+    npu_bytes_read (&bytes, NPU_BYTES_COPIES, npu_buffer_get_size (out));
+    npu_bytes_write (&bytes, NPU_BYTES_COPIES, npu_buffer_get_size (out));
+    gst_npu_encoder_element_report_bytes (base, task, "npuvisiontok-stats",
+        pts, &bytes);
+  }
+  return ok;
+}
+
+/* The frame's bytes: its preprocess's (counted by the run) and its
+ * encode's (the difference of the encoder's running count around it) */
+static gboolean
+encode_counted (GstNpuVisionTok * self, EncodeJob * job,
+    const guint8 ** planes, const gssize * strides, NpuTask * task,
+    GError ** error)
+{
+  GstClockTime pts = GST_BUFFER_PTS (job->inbuf);
+  NpuBytes bytes, before, after, enc;
+  gboolean ok;
+
+  npu_bytes_clear (&bytes);
+  /* Tasks of one queue run one at a time, so one scratch serves all. */
+  npu_events_stage (TRUE, "preprocess", pts);
+  npu_vision_prep_run_counted (self->plan, planes, strides, self->patches,
+      task, &bytes);
+  npu_events_stage (FALSE, "preprocess", pts);
+  npu_events_stage (TRUE, "vision encoder", pts);
+  npu_vit_get_bytes (self->vit, &before);
+  ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
+  npu_vit_get_bytes (self->vit, &after);
+  npu_events_stage (FALSE, "vision encoder", pts);
+  gst_npu_memory_end_cpu_write (job->outmem);
+  if (ok) {
+    npu_bytes_diff (&enc, &after, &before);
+    npu_bytes_add (&bytes, &enc);
+    gst_npu_encoder_element_report_bytes (GST_NPU_ENCODER_ELEMENT (self),
+        task, "npuvisiontok-stats", pts, &bytes);
+  }
   return ok;
 }
 
@@ -661,7 +829,6 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   GstNpuVisionTok *self = job->self;
   const guint8 *planes[GST_VIDEO_MAX_PLANES];
   gssize strides[GST_VIDEO_MAX_PLANES];
-  gboolean ok;
   guint i;
 
   for (i = 0; i < job->frame.n_planes; i++) {
@@ -673,15 +840,7 @@ encode_task (NpuTask * task, gpointer user_data, GError ** error)
   }
   if (self->program)
     return encode_on_device (self, job, planes, strides, task, error);
-  /* Tasks of one queue run one at a time, so one scratch serves all. */
-  npu_events_stage (TRUE, "preprocess", GST_BUFFER_PTS (job->inbuf));
-  npu_vision_prep_run (self->plan, planes, strides, self->patches, task);
-  npu_events_stage (FALSE, "preprocess", GST_BUFFER_PTS (job->inbuf));
-  npu_events_stage (TRUE, "vision encoder", GST_BUFFER_PTS (job->inbuf));
-  ok = npu_vit_encode (self->vit, task, self->patches, job->out, error);
-  npu_events_stage (FALSE, "vision encoder", GST_BUFFER_PTS (job->inbuf));
-  gst_npu_memory_end_cpu_write (job->outmem);
-  return ok;
+  return encode_counted (self, job, planes, strides, task, error);
 }
 
 static void

@@ -70,6 +70,9 @@ struct _GstNpuEncoderElementPrivate
   GstNpuEncoderPolicy policy;
   guint64 processed, dropped;
   gint64 last_encode_us;
+  gdouble pj_per_bit;
+  NpuBytes bytes_sum;           /* the units' bytes since start */
+  guint64 units_counted;        /* the units they are of */
 
   /* the window, the model and the caps, under lock */
   GMutex lock;
@@ -182,6 +185,7 @@ gst_npu_encoder_element_init (GstNpuEncoderElement * self, gpointer g_class)
       GST_DEBUG_FUNCPTR (gst_npu_encoder_element_src_query));
   gst_pad_use_fixed_caps (self->srcpad);
   gst_element_add_pad (GST_ELEMENT (self), self->srcpad);
+  priv->pj_per_bit = NPU_BYTES_DEFAULT_PJ_PER_BIT;
 
   priv->max_inflight = DEFAULT_MAX_INFLIGHT;
   priv->policy = DEFAULT_POLICY;
@@ -266,6 +270,9 @@ gst_npu_encoder_element_set_property (GstNpuEncoderElement * self,
       g_free (priv->device);
       priv->device = g_value_dup_string (value);
       break;
+    case GST_NPU_ENCODER_ELEMENT_PROP_PJ_PER_BIT:
+      priv->pj_per_bit = g_value_get_double (value);
+      break;
     default:
       ours = FALSE;
       break;
@@ -314,6 +321,9 @@ gst_npu_encoder_element_get_property (GstNpuEncoderElement * self,
       break;
     case GST_NPU_ENCODER_ELEMENT_PROP_DROPPED:
       g_value_set_uint64 (value, priv->dropped);
+      break;
+    case GST_NPU_ENCODER_ELEMENT_PROP_PJ_PER_BIT:
+      g_value_set_double (value, priv->pj_per_bit);
       break;
     default:
       ours = FALSE;
@@ -522,6 +532,52 @@ run_task (NpuTask * npu_task, gpointer data, GError ** error)
   priv->processed++;
   GST_OBJECT_UNLOCK (task->self);
   return ok;
+}
+
+/**
+ * gst_npu_encoder_element_report_bytes:
+ * @self: the element
+ * @task: (nullable): the unit's task, which carries the bytes into the
+ *   task's trace event (npu_task_report_bytes())
+ * @message_name: the stats message's name (`npuvisiontok-stats`)
+ * @pts: the unit's timestamp
+ * @bytes: what the core counted for one unit (a frame, a chunk): its
+ *   preprocess and its encode
+ *
+ * Adds @bytes to the running sum and posts an element message
+ * @message_name with `pts`, `units` (the units counted since the element
+ * started), `pj-per-bit`, the unit's `bytes-KIND-read` and
+ * `bytes-KIND-written` for every kind, `bytes-total` and
+ * `energy-estimate-uj` (gst_npu_element_set_bytes_fields()), and the same
+ * for the running sum with the prefix `sum-`.  Called from the unit's
+ * task, on a worker: posting is thread-safe.
+ */
+void
+gst_npu_encoder_element_report_bytes (GstNpuEncoderElement * self,
+    NpuTask * task, const gchar * message_name, GstClockTime pts,
+    const NpuBytes * bytes)
+{
+  GstNpuEncoderElementPrivate *priv = self->priv;
+  GstStructure *s;
+  NpuBytes sum;
+  guint64 units;
+  gdouble pj;
+
+  if (task)
+    npu_task_report_bytes (task, bytes);
+  GST_OBJECT_LOCK (self);
+  npu_bytes_add (&priv->bytes_sum, bytes);
+  sum = priv->bytes_sum;
+  units = ++priv->units_counted;
+  pj = priv->pj_per_bit;
+  GST_OBJECT_UNLOCK (self);
+
+  s = gst_structure_new (message_name, "pts", G_TYPE_UINT64, (guint64) pts,
+      "units", G_TYPE_UINT64, units, "pj-per-bit", G_TYPE_DOUBLE, pj, NULL);
+  gst_npu_element_set_bytes_fields (s, "", bytes, pj);
+  gst_npu_element_set_bytes_fields (s, "sum-", &sum, pj);
+  gst_element_post_message (GST_ELEMENT (self),
+      gst_message_new_element (GST_OBJECT (self), s));
 }
 
 /* Run, cancelled or flushed: the job goes, then its slot. */
@@ -788,6 +844,8 @@ start (GstNpuEncoderElement * self)
   n_threads = priv->n_threads;
   priv->processed = priv->dropped = 0;
   priv->last_encode_us = 0;
+  npu_bytes_clear (&priv->bytes_sum);
+  priv->units_counted = 0;
   GST_OBJECT_UNLOCK (self);
 
   priv->flushing = FALSE;

@@ -8,6 +8,7 @@
 #include <npu/gstnpuimport.h>
 #include <npu/gstnpuweights.h>
 #include <core/device/npubackend.h>
+#include <core/device/npubytes.h>
 
 G_BEGIN_DECLS
 
@@ -76,6 +77,9 @@ typedef enum
  * @GST_NPU_ENCODER_ELEMENT_PROP_DEVICE: `device` (string): the engine the
  *   encoder runs on, a name npu_device_open() takes (`cpu`, `auto`,
  *   `vulkan`, `vulkan:N`)
+ * @GST_NPU_ENCODER_ELEMENT_PROP_PJ_PER_BIT: `pj-per-bit` (double,
+ *   %GST_NPU_PJ_PER_BIT_MIN to %GST_NPU_PJ_PER_BIT_MAX): the energy
+ *   estimate of the stats message (gst_npu_encoder_element_report_bytes())
  * @GST_NPU_ENCODER_ELEMENT_PROP_LAST: the first id free for the subclass's
  *   own properties
  *
@@ -96,6 +100,7 @@ typedef enum
   GST_NPU_ENCODER_ELEMENT_PROP_PROCESSED,
   GST_NPU_ENCODER_ELEMENT_PROP_DROPPED,
   GST_NPU_ENCODER_ELEMENT_PROP_DEVICE,
+  GST_NPU_ENCODER_ELEMENT_PROP_PJ_PER_BIT,
   GST_NPU_ENCODER_ELEMENT_PROP_LAST,
 } GstNpuEncoderElementProperty;
 
@@ -202,6 +207,10 @@ GST_NPU_API
 GstFlowReturn gst_npu_encoder_element_push_task (GstNpuEncoderElement * self,
     GstBuffer * outbuf, NpuTaskFunc func, gpointer job,
     GDestroyNotify destroy);
+GST_NPU_API
+void gst_npu_encoder_element_report_bytes (GstNpuEncoderElement * self,
+    NpuTask * task, const gchar * message_name, GstClockTime pts,
+    const NpuBytes * bytes);
 
 G_DEFINE_AUTOPTR_CLEANUP_FUNC (GstNpuEncoderElement, gst_object_unref)
 

@@ -223,3 +223,25 @@ gst_npu_log_mel_compute (GstNpuLogMel * lm, const gfloat * samples,
   for (i = 0; i < total; i++)
     mel[i] = (MAX (mel[i], mmax) + 4.0f) / 4.0f;
 }
+
+/**
+ * gst_npu_log_mel_compute_counted:
+ * @bytes: (nullable): adds what the computation moved: the clip's
+ *   samples, each read once (%NPU_BYTES_FRAME; the overlapping windows
+ *   read them again from cache), and the log-mel it writes
+ *   (%NPU_BYTES_ACTIVATIONS)
+ *
+ * gst_npu_log_mel_compute(), counting its bytes.
+ */
+void
+gst_npu_log_mel_compute_counted (GstNpuLogMel * lm, const gfloat * samples,
+    gsize n_samples, guint n_frames, gfloat * mel, NpuBytes * bytes)
+{
+  gst_npu_log_mel_compute (lm, samples, n_samples, n_frames, mel);
+  if (!bytes)
+    return;
+  npu_bytes_read (bytes, NPU_BYTES_FRAME, (guint64) n_samples *
+      sizeof (gfloat));
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) lm->n_mels *
+      n_frames * sizeof (gfloat));
+}

@@ -6,6 +6,7 @@
 
 #include <glib.h>
 #include <npu/gstnpuapi.h>
+#include <core/device/npubytes.h>
 
 G_BEGIN_DECLS
 
@@ -26,6 +27,10 @@ guint gst_npu_log_mel_get_n_mels (const GstNpuLogMel * lm);
 GST_NPU_API
 void gst_npu_log_mel_compute (GstNpuLogMel * lm, const gfloat * samples,
     gsize n_samples, guint n_frames, gfloat * mel);
+GST_NPU_API
+void gst_npu_log_mel_compute_counted (GstNpuLogMel * lm,
+    const gfloat * samples, gsize n_samples, guint n_frames, gfloat * mel,
+    NpuBytes * bytes);
 
 G_END_DECLS
 

@@ -19,9 +19,13 @@
  * submit to signalled fence, the patches written into its input buffer
  * once.  Lavapipe, Mesa's Vulkan on the CPU, makes that a ratio on one
  * CPU, not a GPU's speed.
+ * --projector qwen2vl / qwen2.5vl with --grid HxW times a Qwen encoder on
+ * a grid of H x W patches (native resolution, npu_vit_set_patch_grid ())
+ * instead of the file's square.
  * A program that prints figures, not a test.
  *
- * Usage: bench-vit [--size tiny|small|base] [--projector mlp|idefics3]
+ * Usage: bench-vit [--size tiny|small|base]
+ *                  [--projector mlp|idefics3|qwen2vl|qwen2.5vl] [--grid HxW]
  *                  [--type f32|f16|q8_0|mxfp4] [--text-dim D]
  *                  [--threads N] [--runs R] [--model mmproj.gguf]
  *                  [--device cpu|vulkan|vulkan:N]
@@ -145,15 +149,48 @@ bench_task (NpuTask * task, gpointer user_data, GError ** error)
   return TRUE;
 }
 
+/* --projector for a generated file; -1 if unknown */
+static gint
+projector_of (const gchar * name)
+{
+  if (!name || strcmp (name, "idefics3") == 0)
+    return NPU_MODEL_PROJECTOR_IDEFICS3;
+  if (strcmp (name, "mlp") == 0)
+    return NPU_MODEL_PROJECTOR_MLP;
+  if (strcmp (name, "qwen2vl") == 0)
+    return NPU_MODEL_PROJECTOR_QWEN2VL;
+  if (strcmp (name, "qwen2.5vl") == 0)
+    return NPU_MODEL_PROJECTOR_QWEN25VL;
+  return -1;
+}
+
+/* --grid HxW: the Qwen encoder's patch grid */
+static gboolean
+set_grid (NpuVit * vit, const gchar * grid, GError ** error)
+{
+  guint h = 0, w = 0;
+
+  if (!grid)
+    return TRUE;
+  if (sscanf (grid, "%ux%u", &h, &w) != 2) {
+    g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
+        "--grid %s is not HxW", grid);
+    return FALSE;
+  }
+  return npu_vit_set_patch_grid (vit, h, w, error);
+}
+
 int
 main (int argc, char **argv)
 {
   gchar *size = NULL, *proj = NULL, *type = NULL, *model = NULL;
-  gchar *device = NULL;
+  gchar *device = NULL, *grid = NULL;
   gint threads = 0, runs = 10, text_dim = 2048;
   GOptionEntry entries[] = {
     {"size", 0, 0, G_OPTION_ARG_STRING, &size, "tiny, small, base", NULL},
-    {"projector", 0, 0, G_OPTION_ARG_STRING, &proj, "mlp, idefics3", NULL},
+    {"projector", 0, 0, G_OPTION_ARG_STRING, &proj,
+        "mlp, idefics3, qwen2vl, qwen2.5vl", NULL},
+    {"grid", 0, 0, G_OPTION_ARG_STRING, &grid, "Qwen: HxW patches", NULL},
     {"type", 0, 0, G_OPTION_ARG_STRING, &type, "weight type", NULL},
     {"text-dim", 0, 0, G_OPTION_ARG_INT, &text_dim, "projector output", NULL},
     {"threads", 0, 0, G_OPTION_ARG_INT, &threads, "0: one per CPU", NULL},
@@ -185,11 +222,12 @@ main (int argc, char **argv)
   if (!model) {
     NpuMmprojParams mp;
     gint wt = npu_model_gen_parse_type (type ? type : "f16");
+    gint pj = projector_of (proj);
 
-    if (wt < 0 || !npu_model_gen_mmproj_preset (&mp,
-            g_strcmp0 (proj, "mlp") == 0 ? NPU_MODEL_PROJECTOR_MLP :
-            NPU_MODEL_PROJECTOR_IDEFICS3, size ? size : "tiny", &error)) {
-      fprintf (stderr, "%s\n", error ? error->message : "unknown --type");
+    if (wt < 0 || pj < 0 || !npu_model_gen_mmproj_preset (&mp, pj,
+            size ? size : "tiny", &error)) {
+      fprintf (stderr, "%s\n", error ? error->message :
+          "unknown --type or --projector");
       return 2;
     }
     mp.wtype = wt;
@@ -205,7 +243,7 @@ main (int argc, char **argv)
   t0 = g_get_monotonic_time ();
   b.vit = npu_vit_new_from_file (model, &error);
   load_ms = (g_get_monotonic_time () - t0) / 1e3;
-  if (!b.vit) {
+  if (!b.vit || !set_grid (b.vit, grid, &error)) {
     fprintf (stderr, "%s\n", error->message);
     return 1;
   }
@@ -280,5 +318,6 @@ main (int argc, char **argv)
   g_free (size);
   g_free (proj);
   g_free (type);
+  g_free (grid);
   return 0;
 }

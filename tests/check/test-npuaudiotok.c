@@ -28,6 +28,7 @@
 #include "../reference/npureflogmel.h"
 #include "../reference/npurefvit.h"
 #include "../tools/npumodelgen.h"
+#include "../npuencbytes.h"
 #include "tests/npucompare.h"
 
 static gchar *tmpdir, *text_path, *audio_path, *vision_path;
@@ -684,6 +685,51 @@ count_npu_memory (GstPad * pad, GstPadProbeInfo * info, gpointer data)
   npu_input_watch_add_buffer (probe->watch, buf);
   return GST_PAD_PROBE_OK;
 }
+
+/* The npuaudiotok-stats message after each chunk: the chunk's 16 kHz F32
+ * samples the log-mel reads, the file's weights once a chunk with the
+ * window's rows of the position table (tests/npuencbytes.h), its tokens,
+ * the sums and the estimate at the pj-per-bit asked for */
+GST_START_TEST (test_stats_bytes)
+{
+  gchar *desc = g_strdup_printf ("audiotestsrc num-buffers=10 "
+      "samplesperbuffer=1600 wave=sine ! audio/x-raw,format=F32LE,"
+      "rate=16000,channels=1 ! npuaudiotok model=%s vad=false "
+      "chunk-duration=500000000 pj-per-bit=7 ! fakesink", audio_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GPtrArray *stats = npu_check_collect_stats (pipeline, "npuaudiotok-stats");
+  NpuAudioEnc *enc = npu_audio_enc_new_from_file (audio_path, NULL);
+  /* 0.5 s: 8000 samples, 50 mel frames of 160 (fewer if the model's
+   * window is shorter), whole pairs */
+  guint frames = MIN (50, npu_audio_enc_get_max_frames (enc)) & ~1u;
+  guint64 weights = npu_ref_encoder_weight_bytes (audio_path,
+      "a.position_embd.weight", frames / 2);
+  guint i;
+
+  fail_unless (enc != NULL);
+  /* 1 s of samples: two chunks of 0.5 s */
+  fail_unless_equals_int (stats->len, 2);
+  npu_check_stats_sums (stats, 7.0);
+  for (i = 0; i < stats->len; i++) {
+    const GstStructure *s = g_ptr_array_index (stats, i);
+
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-frame-read"),
+        8000 * 4);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-weights-read"),
+        weights);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-tokens-written"),
+        (guint64) npu_audio_enc_get_n_tokens (enc, frames) *
+        npu_audio_enc_get_out_dim (enc) * 4);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "pts"),
+        (guint64) i * GST_SECOND / 2);
+  }
+  npu_audio_enc_free (enc);
+  g_ptr_array_unref (stats);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
 
 GST_START_TEST (test_audiotestsrc_npu_memory)
 {
@@ -1453,6 +1499,7 @@ npuaudiotok_suite (void)
   tcase_add_test (tc, test_vad);
   tcase_add_test (tc, test_vad_onset_aligned);
   tcase_add_test (tc, test_audiotestsrc_npu_memory);
+  tcase_add_test (tc, test_stats_bytes);
   tcase_add_test (tc, test_reads_in_place);
   tcase_add_test (tc, test_split_frames_counted);
   tcase_add_test (tc, test_latency);

@@ -27,6 +27,7 @@
 #include "../reference/npurefvit.h"
 #include "../npucompare.h"
 #include "../tools/npumodelgen.h"
+#include "../npuencbytes.h"
 
 static gchar *tmpdir, *text_path, *mmproj_path;
 /* what the test asked the generator for: the reference's sizes */
@@ -151,12 +152,13 @@ make_frame (const GstVideoInfo * info, guint extra, GstAllocator * fd_alloc,
   return buf;
 }
 
-/* The patches of @buf at @image_size (patch @patch, CLIP's mean and std),
- * from the double-precision reference of the preprocessing */
+/* The patches of @buf at @out_width x @out_height (patch @patch, CLIP's
+ * mean and std), from the double-precision reference of the
+ * preprocessing */
 static gdouble *
 reference_patches (const GstVideoInfo * info,
     const GstVideoInfo * laid_out, GstBuffer * buf, gboolean letterbox,
-    guint image_size, guint patch)
+    guint out_width, guint out_height, guint patch)
 {
   NpuVisionPrepParams p;
   NpuRefFrame fr = { 0, };
@@ -178,7 +180,8 @@ reference_patches (const GstVideoInfo * info,
       NPU_COLOR_RANGE_FULL : NPU_COLOR_RANGE_LIMITED;
   p.crop_width = p.width;
   p.crop_height = p.height;
-  p.out_width = p.out_height = image_size;
+  p.out_width = out_width;
+  p.out_height = out_height;
   p.mode = letterbox ? NPU_VISION_PREP_LETTERBOX : NPU_VISION_PREP_STRETCH;
   for (i = 0; i < 3; i++) {
     p.mean[i] = clip_mean[i];
@@ -213,7 +216,7 @@ reference_tokens (const GstVideoInfo * info,
   NpuRefLookup lk = { 0, };
   NpuGguf *gguf;
   gdouble *patches = reference_patches (info, laid_out, buf, letterbox,
-      mp.image_size, mp.patch), *out;
+      mp.image_size, mp.image_size, mp.patch), *out;
 
   gguf = npu_gguf_open (mmproj_path, NULL);
   fail_unless (gguf != NULL);
@@ -781,6 +784,43 @@ query_latency (GstElement * tok, const gchar * pad_name)
   gst_object_unref (pad);
   return min;
 }
+
+/* The npuvisiontok-stats message after each frame: the frame's bytes its
+ * preprocess reads (NV12: w h 3 / 2), the file's weights once a frame
+ * (tests/npuencbytes.h), its tokens, the sums and the estimate at the
+ * pj-per-bit asked for */
+GST_START_TEST (test_stats_bytes)
+{
+  gchar *desc = g_strdup_printf ("videotestsrc num-buffers=3 ! "
+      "video/x-raw,format=NV12,width=320,height=240 ! "
+      "npuvisiontok model=%s pj-per-bit=3 ! fakesink", mmproj_path);
+  GstElement *pipeline = gst_parse_launch (desc, NULL);
+  GPtrArray *stats = npu_check_collect_stats (pipeline, "npuvisiontok-stats");
+  guint64 weights = npu_ref_encoder_weight_bytes (mmproj_path, "", 0);
+  guint i;
+
+  fail_unless_equals_int (stats->len, 3);
+  npu_check_stats_sums (stats, 3.0);
+  for (i = 0; i < stats->len; i++) {
+    const GstStructure *s = g_ptr_array_index (stats, i);
+
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-frame-read"),
+        320 * 240 * 3 / 2);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-frame-written"), 0);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-weights-read"),
+        weights);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-tokens-written"),
+        (guint64) REF_N_TOKENS * REF_DIM * 4);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "bytes-kv-cache-read"), 0);
+    fail_unless_equals_uint64 (npu_stats_u64 (s, "pts"),
+        gst_util_uint64_scale (i, GST_SECOND, 30));
+  }
+  g_ptr_array_unref (stats);
+  gst_object_unref (pipeline);
+  g_free (desc);
+}
+
+GST_END_TEST;
 
 GST_START_TEST (test_videotestsrc_writes_npu_memory)
 {
@@ -1386,17 +1426,26 @@ GST_END_TEST;
 /* A Qwen2.5-VL mmproj (window attention, 2 x 2 merger) through the
  * element on the CPU: the element's tokens against the core's encoder
  * (held to a double-precision reference by tests/unit/test-vit-qwen.c) on
- * the patches of the double-precision preprocessing reference.  Checks the
- * element's side: the file's size, mean and std, the merged token count
- * (168 / 28 squared) and the text width.  Bounds as check_frame's. */
-GST_START_TEST (test_qwen25vl_frame)
+ * the patches of the double-precision preprocessing reference at
+ * @out_width x @out_height, the size the element must have resized a
+ * @width x @height frame to.  Checks the element's side: the size, mean
+ * and std, the merged token count and grid in the meta, the text width.
+ * Bounds as check_frame's.  @src's caps are set here: a new size is a caps
+ * change. */
+typedef struct
+{
+  GstElement *src, *sink, *tok;
+  const gchar *path;
+} QwenPipe;
+
+static void
+check_qwen_frame (const QwenPipe * qp, guint width, guint height,
+    guint out_width, guint out_height, guint seed)
 {
   gboolean q8 = g_strcmp0 (npu_matmul_get_isa (), "scalar") != 0;
-  gchar *path = g_build_filename (tmpdir, "qwen.gguf", NULL);
-  NpuMmprojParams qp;
+  guint tw = out_width / 28, th = out_height / 28;
   GError *error = NULL;
   GstVideoInfo info, laid_out;
-  GstElement *pipeline, *src, *sink, *tok;
   GstBuffer *frame;
   GstSample *sample = NULL;
   GstNpuTokensMeta *tmeta;
@@ -1408,48 +1457,37 @@ GST_START_TEST (test_qwen25vl_frame)
   gfloat *fpatches, *got;
   gint precision;
   gsize n, np, i;
-  gchar *desc;
 
-  fail_unless (npu_model_gen_mmproj_preset (&qp,
-          NPU_MODEL_PROJECTOR_QWEN25VL, "tiny", &error));
-  fail_unless (npu_model_gen_write_mmproj (&qp, text_path, path, NULL,
-          &error), "%s", error ? error->message : "");
-
-  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_RGB, 200, 150);
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_RGB, width, height);
   caps = gst_video_info_to_caps (&info);
-  desc = g_strdup_printf ("appsrc name=src format=time ! "
-      "npuvisiontok name=tok model=%s ! appsink name=sink sync=false", path);
-  pipeline = gst_parse_launch (desc, NULL);
-  fail_unless (pipeline != NULL);
-  src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
-  g_object_set (src, "caps", caps, NULL);
-  sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
-  tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
-  gst_element_set_state (pipeline, GST_STATE_PLAYING);
-
-  frame = make_frame (&info, 3, NULL, 7, &laid_out);
-  patches = reference_patches (&info, &laid_out, frame, FALSE,
-      qp.image_size, qp.patch);
-  GST_BUFFER_PTS (frame) = 0;
+  g_object_set (qp->src, "caps", caps, NULL);
+  gst_caps_unref (caps);
+  frame = make_frame (&info, 3, NULL, seed, &laid_out);
+  patches = reference_patches (&info, &laid_out, frame, FALSE, out_width,
+      out_height, 14);
+  GST_BUFFER_PTS (frame) = seed * GST_SECOND;
   /* the push-buffer signal takes a reference of its own */
-  fail_unless_equals_int (push (src, frame), GST_FLOW_OK);
+  fail_unless_equals_int (push (qp->src, frame), GST_FLOW_OK);
   gst_buffer_unref (frame);
-  g_signal_emit_by_name (sink, "pull-sample", &sample);
+  g_signal_emit_by_name (qp->sink, "pull-sample", &sample);
   fail_unless (sample != NULL);
   frame = gst_sample_get_buffer (sample);
   tmeta = gst_buffer_get_npu_tokens_meta (frame);
   fail_unless (tmeta != NULL);
-  fail_unless_equals_int (tmeta->n_tokens,
-      (qp.image_size / 28) * (qp.image_size / 28));
+  fail_unless_equals_int (tmeta->n_tokens, tw * th);
+  fail_unless_equals_int (tmeta->grid_width, tw);
+  fail_unless_equals_int (tmeta->grid_height, th);
   fail_unless_equals_int (tmeta->dim, tp.dim);
 
   /* the core's encoder on the reference patches, at the element's
-   * precision */
-  gguf = npu_gguf_open (path, &error);
+   * precision and on the grid of the size this test expects */
+  gguf = npu_gguf_open (qp->path, &error);
   fail_unless (gguf != NULL);
   vit = npu_vit_new (gguf, NULL, NULL, &error);
   fail_unless (vit != NULL, "%s", error ? error->message : "");
-  g_object_get (tok, "precision", &precision, NULL);
+  fail_unless (npu_vit_set_patch_grid (vit, out_height / 14, out_width / 14,
+          &error), "%s", error ? error->message : "");
+  g_object_get (qp->tok, "precision", &precision, NULL);
   npu_vit_set_precision (vit, (NpuMatmulPrecision) precision);
   np = (gsize) npu_vit_get_n_patches (vit) * npu_vit_get_patch_dim (vit);
   n = (gsize) tmeta->n_tokens * tmeta->dim;
@@ -1466,27 +1504,132 @@ GST_START_TEST (test_qwen25vl_frame)
   fail_unless_equals_uint64 (map.size, n * sizeof (gfloat));
   fail_unless (npu_ref_error_over_rms ((const gfloat *) map.data, want, n,
           &err), "tokens not finite, or an all-zero reference");
-  GST_INFO ("qwen2.5vl 200x150 [%s]: max err / rms %.2e",
-      npu_matmul_get_isa (), err);
+  GST_INFO ("qwen2.5vl %ux%u -> %ux%u [%s]: max err / rms %.2e", width,
+      height, out_width, out_height, npu_matmul_get_isa (), err);
   fail_unless (npu_within (err, q8 ? 2e-3 : 1e-4),
-      "qwen2.5vl [%s]: max err / rms %g", npu_matmul_get_isa (), err);
+      "qwen2.5vl %ux%u [%s]: max err / rms %g", width, height,
+      npu_matmul_get_isa (), err);
   gst_buffer_unmap (frame, &map);
   gst_sample_unref (sample);
 
-  gst_element_set_state (pipeline, GST_STATE_NULL);
-  gst_object_unref (tok);
-  gst_object_unref (src);
-  gst_object_unref (sink);
-  gst_object_unref (pipeline);
-  gst_caps_unref (caps);
   npu_vit_free (vit);
   npu_gguf_free (gguf);
   g_free (fpatches);
   g_free (got);
   g_free (want);
   g_free (patches);
+}
+
+/* appsrc ! npuvisiontok model=<a tiny Qwen2.5-VL mmproj> @props !
+ * appsink, playing */
+static GstElement *
+qwen_pipeline (QwenPipe * qp, const gchar * props)
+{
+  NpuMmprojParams qm;
+  GError *error = NULL;
+  GstElement *pipeline;
+  gchar *desc;
+
+  fail_unless (npu_model_gen_mmproj_preset (&qm,
+          NPU_MODEL_PROJECTOR_QWEN25VL, "tiny", &error));
+  /* the generator's default: the 168-pixel square the file says */
+  fail_unless_equals_int (qm.image_size, 168);
+  fail_unless (npu_model_gen_write_mmproj (&qm, text_path, qp->path, NULL,
+          &error), "%s", error ? error->message : "");
+  desc = g_strdup_printf ("appsrc name=src format=time ! "
+      "npuvisiontok name=tok model=%s %s ! appsink name=sink sync=false",
+      qp->path, props);
+  pipeline = gst_parse_launch (desc, NULL);
   g_free (desc);
-  g_unlink (path);
+  fail_unless (pipeline != NULL);
+  qp->src = gst_bin_get_by_name (GST_BIN (pipeline), "src");
+  qp->sink = gst_bin_get_by_name (GST_BIN (pipeline), "sink");
+  qp->tok = gst_bin_get_by_name (GST_BIN (pipeline), "tok");
+  gst_element_set_state (pipeline, GST_STATE_PLAYING);
+  return pipeline;
+}
+
+static void
+qwen_pipeline_free (GstElement * pipeline, QwenPipe * qp)
+{
+  gst_element_set_state (pipeline, GST_STATE_NULL);
+  gst_object_unref (qp->tok);
+  gst_object_unref (qp->src);
+  gst_object_unref (qp->sink);
+  gst_object_unref (pipeline);
+  g_unlink (qp->path);
+}
+
+/* max-pixels=0: the file's square, 168 / 28 = 6 tokens a side, whatever
+ * the frame's shape */
+GST_START_TEST (test_qwen25vl_frame)
+{
+  gchar *path = g_build_filename (tmpdir, "qwen.gguf", NULL);
+  QwenPipe qp = { NULL, NULL, NULL, path };
+  GstElement *pipeline = qwen_pipeline (&qp, "max-pixels=0");
+
+  check_qwen_frame (&qp, 200, 150, 168, 168, 7);
+  qwen_pipeline_free (pipeline, &qp);
+  g_free (path);
+}
+
+GST_END_TEST;
+
+/* Native resolution with Qwen's default min / max pixels: each frame at
+ * the size Qwen2VLImageProcessor's smart_resize gives, worked here by
+ * hand (sides to the nearest multiple of 28, the product within
+ * 56 * 56 .. 28 * 28 * 1280):
+ *   320 x 240: 320 / 28 = 11.4 -> 11, 240 / 28 = 8.6 -> 9: 308 x 252,
+ *              11 x 9 tokens;
+ *   160 x 120: 5.7 -> 6, 4.3 -> 4: 168 x 112, 6 x 4 tokens;
+ *   40 x 30:   1.4 -> 1, 1.07 -> 1 is 784 pixels, under 3136: scaled by
+ *              sqrt (3136 / 1200) = 1.617, 40 1.617 / 28 = 2.3 -> 3,
+ *              30 1.617 / 28 = 1.7 -> 2: 84 x 56, 3 x 2 tokens.
+ * Each frame size is a caps change on the running pipeline, and the
+ * tokens follow it; then min-pixels above max-pixels is refused with its
+ * reason. */
+GST_START_TEST (test_qwen25vl_native_resolution)
+{
+  gchar *path = g_build_filename (tmpdir, "qwen-native.gguf", NULL);
+  QwenPipe qp = { NULL, NULL, NULL, path };
+  GstElement *pipeline = qwen_pipeline (&qp, "");
+  guint min_px, max_px;
+  GstBus *bus;
+  GstMessage *msg;
+  GError *error = NULL;
+  GstCaps *caps;
+  GstVideoInfo info, laid_out;
+  GstBuffer *frame;
+
+  g_object_get (qp.tok, "min-pixels", &min_px, "max-pixels", &max_px, NULL);
+  fail_unless_equals_int (min_px, 56 * 56);
+  fail_unless_equals_int (max_px, 28 * 28 * 1280);
+  check_qwen_frame (&qp, 320, 240, 308, 252, 1);
+  check_qwen_frame (&qp, 160, 120, 168, 112, 2);
+  check_qwen_frame (&qp, 40, 30, 84, 56, 3);
+  check_qwen_frame (&qp, 320, 240, 308, 252, 4);
+  qwen_pipeline_free (pipeline, &qp);
+
+  /* min above max: an error that says so when the caps come */
+  pipeline = qwen_pipeline (&qp, "min-pixels=500000 max-pixels=400000");
+  bus = gst_element_get_bus (pipeline);
+  gst_video_info_set_format (&info, GST_VIDEO_FORMAT_RGB, 320, 240);
+  caps = gst_video_info_to_caps (&info);
+  g_object_set (qp.src, "caps", caps, NULL);
+  gst_caps_unref (caps);
+  frame = make_frame (&info, 0, NULL, 1, &laid_out);
+  push (qp.src, frame);
+  gst_buffer_unref (frame);
+  msg = gst_bus_timed_pop_filtered (bus, 10 * GST_SECOND, GST_MESSAGE_ERROR);
+  fail_unless (msg != NULL);
+  gst_message_parse_error (msg, &error, NULL);
+  fail_unless (strstr (error->message, "Cannot fit RGB 320x240 frames to "
+          "the Qwen vision encoder: min-pixels 500000 is more than "
+          "max-pixels 400000") != NULL, "%s", error->message);
+  g_error_free (error);
+  gst_message_unref (msg);
+  gst_object_unref (bus);
+  qwen_pipeline_free (pipeline, &qp);
   g_free (path);
 }
 
@@ -1511,6 +1654,7 @@ npuvisiontok_suite (void)
   tcase_add_test (tc, test_colorimetry_letterbox_fast_kernels);
   tcase_add_test (tc, test_plane_across_memories_copied);
   tcase_add_test (tc, test_videotestsrc_writes_npu_memory);
+  tcase_add_test (tc, test_stats_bytes);
   tcase_add_test (tc, test_upstream_uses_npu_pool);
   tcase_add_test (tc, test_block_and_flush_in_flight);
   tcase_add_test (tc, test_drop_newest_counts);
@@ -1520,6 +1664,7 @@ npuvisiontok_suite (void)
   tcase_add_test (tc, test_weights_pad_same_tokens);
   tcase_add_test (tc, test_caps_change_in_flight);
   tcase_add_test (tc, test_qwen25vl_frame);
+  tcase_add_test (tc, test_qwen25vl_native_resolution);
   return s;
 }
 

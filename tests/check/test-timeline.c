@@ -117,8 +117,8 @@ run_pipeline (const gchar * desc, GString * pts, gboolean expect_error)
 }
 
 /* Frames through npuvisiontok and npullm to an EOS: each frame's arrival
- * with its PTS, every task sane, and arrows from a frame to the tokens of
- * the answer about it. */
+ * with its PTS, every task sane, arrows from a frame to the tokens of
+ * the answer about it, and the bytes of each frame's encode. */
 GST_START_TEST (test_eos)
 {
   GString *pts = g_string_new (NULL);
@@ -127,8 +127,9 @@ GST_START_TEST (test_eos)
       "npuvisiontok name=tok model=" MMPROJ " ! llm.vision "
       "npullm name=llm model=" TEXT " prompt=\"What do you see?\" "
       "max-tokens=4 ! fakesink", pts, FALSE);
+  /* the encode tasks carry the frame's bytes: 64 x 48 NV12, w h 3 / 2 */
   gchar *args = g_strdup_printf ("--element tok --pts %s --answer "
-      "--watts \"power_meter power1=5\"", pts->str);
+      "--watts \"power_meter power1=5\" --frame-bytes 4608", pts->str);
 
   fail_unless_equals_int (pts->len > 0, TRUE);
   check_trace (args);

@@ -3,7 +3,7 @@
 """Checks an npu-timeline trace (test-timeline.c runs it).
 
   timeline-check.py TRACE --element NAME --pts P1,P2,... [--answer]
-                    [--flow-error]
+                    [--flow-error] [--watts DOMAIN=W] [--frame-bytes N]
 
 TRACE must be strict JSON in the trace-event format: an object whose
 "traceEvents" is a list of events with known phases, numbers where numbers
@@ -17,7 +17,9 @@ PTS is reached from its frame.  With --flow-error, a sink pad slice of NAME
 must end with the flow "error".  With --watts "DOMAIN=W", the trace must
 name that energy domain and every task that ran must carry its joules,
 W times its duration (to 10 % and 2 ms: the meter is read a little after
-the task's events).
+the task's events).  With --frame-bytes N, every "encode" task that ran
+must carry its bytes (the encoders report them), N bytes of the frame read
+among them, and a total that is the sum of its kinds.
 """
 import argparse
 import json
@@ -176,6 +178,25 @@ def check_joules(path, events, spec):
                  (j, watts, seconds, dur, t))
 
 
+def check_frame_bytes(events, n):
+    ran = [e for e in events if e["ph"] == "X" and e.get("cat") == "task"
+           and e.get("name") == "encode"]
+    if not ran:
+        fail("no encode task ran")
+    for t in ran:
+        b = t["args"].get("bytes")
+        if b is None:
+            fail("encode task without bytes: %r" % t)
+        if b.get("frame", {}).get("read") != n:
+            fail("encode task read %r frame bytes, expected %d: %r" %
+                 (b.get("frame"), n, t))
+        kinds = sum(v["read"] + v["written"] for k, v in b.items()
+                    if k != "total")
+        if kinds != b["total"]:
+            fail("bytes total %d, its kinds sum to %d: %r" %
+                 (b["total"], kinds, t))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("trace")
@@ -184,8 +205,11 @@ def main():
     ap.add_argument("--answer", action="store_true")
     ap.add_argument("--flow-error", action="store_true")
     ap.add_argument("--watts")
+    ap.add_argument("--frame-bytes", type=int)
     a = ap.parse_args()
     events = load(a.trace)
+    if a.frame_bytes is not None:
+        check_frame_bytes(events, a.frame_bytes)
     if a.watts:
         check_joules(a.trace, events, a.watts)
     slices = check_shape(events)

@@ -15,6 +15,8 @@ typedef struct
   gchar *device;
   guint64 tag;
   gboolean failed;
+  gboolean has_bytes;
+  NpuBytes bytes;
 } Recorded;
 
 static GMutex lock;
@@ -35,6 +37,9 @@ record (const NpuEvent * ev, gpointer user_data)
   r.device = g_strdup (ev->device);
   r.tag = ev->tag;
   r.failed = ev->failed;
+  r.has_bytes = ev->bytes != NULL;
+  if (ev->bytes)
+    r.bytes = *ev->bytes;
   g_mutex_lock (&lock);
   g_array_append_val (events, r);
   g_mutex_unlock (&lock);
@@ -268,6 +273,60 @@ test_off (void)
   npu_device_unref (device);
 }
 
+/* Reports 1000 frame bytes read and 24 token bytes written, in two calls */
+static gboolean
+bytes_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  NpuBytes b;
+
+  npu_bytes_clear (&b);
+  npu_bytes_read (&b, NPU_BYTES_FRAME, 600);
+  npu_task_report_bytes (task, &b);
+  npu_bytes_clear (&b);
+  npu_bytes_read (&b, NPU_BYTES_FRAME, 400);
+  npu_bytes_write (&b, NPU_BYTES_TOKENS, 24);
+  npu_task_report_bytes (task, &b);
+  return TRUE;
+}
+
+/* A task's reported bytes, summed, reach its finish event, and only that
+ * one; a task that reports none finishes with none */
+static void
+test_task_bytes (void)
+{
+  NpuDevice *device = npu_device_new_cpu (1);
+  NpuQueue *queue = npu_queue_new (device, "q-bytes");
+  guint i, n_finish = 0;
+
+  start_recording ();
+  wait_and_unref (npu_queue_submit (queue, bytes_task, NULL, NULL, NULL, 0),
+      TRUE);
+  wait_and_unref (npu_queue_submit (queue, staged_task, NULL, NULL, NULL, 0),
+      TRUE);
+  npu_queue_free (queue);
+  g_mutex_lock (&lock);
+  for (i = 0; i < events->len; i++) {
+    Recorded *r = ev_at (i);
+
+    if (r->kind != NPU_EVENT_TASK_FINISH) {
+      g_assert_false (r->has_bytes);
+      continue;
+    }
+    if (n_finish++ == 0) {
+      g_assert_true (r->has_bytes);
+      g_assert_cmpuint (r->bytes.read[NPU_BYTES_FRAME], ==, 1000);
+      g_assert_cmpuint (r->bytes.written[NPU_BYTES_TOKENS], ==, 24);
+      g_assert_cmpuint (npu_bytes_total (&r->bytes), ==, 1024);
+    } else {
+      g_assert_false (r->has_bytes);
+    }
+  }
+  g_assert_cmpuint (n_finish, ==, 2);
+  g_mutex_unlock (&lock);
+  stop_recording ();
+  npu_device_unref (device);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -276,5 +335,6 @@ main (int argc, char **argv)
   g_test_add_func ("/events/defaults", test_defaults);
   g_test_add_func ("/events/failed-and-cancelled", test_failed_and_cancelled);
   g_test_add_func ("/events/off", test_off);
+  g_test_add_func ("/events/task-bytes", test_task_bytes);
   return g_test_run ();
 }

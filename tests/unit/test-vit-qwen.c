@@ -15,7 +15,10 @@
  *
  * 168-pixel images are 6 x 6 merged tokens: with 112-pixel windows (4 x 4
  * tokens) the windows are 4 x 4, 4 x 2, 2 x 4 and 2 x 2.  224-pixel ones
- * are whole windows only.  Tolerance as test-vit's for the accurate
+ * are whole windows only.  Native resolution: grids of h x w patches that
+ * are not square (4 x 6 up to 20 x 12, windows clipped or whole), set on
+ * a loaded encoder, also one after another on the same encoder; and
+ * smart_resize () on worked values of HF's formula.  Tolerance as test-vit's for the accurate
  * products: |y - ref| / |ref| <= 1e-3 and max |y - ref| / rms (ref) <=
  * 2e-3.
  *
@@ -159,12 +162,13 @@ rope (double *x, guint hd, double h, double w)
   g_free (y);
 }
 
+/* @ph x @pw patches, both even: HF's grid_thw (1, ph, pw) */
 static void
-reference (const NpuGguf * g, const float *patches, double *out)
+reference (const NpuGguf * g, guint ph, guint pw, const float *patches,
+    double *out)
 {
   gboolean q25 = g_strcmp0 (npu_gguf_get_string (g, "clip.projector_type",
           NULL, NULL), "qwen2.5vl_merger") == 0;
-  guint image = key_u32 (g, "clip.vision.image_size");
   guint p = key_u32 (g, "clip.vision.patch_size");
   guint dim = key_u32 (g, "clip.vision.embedding_length");
   guint ff = key_u32 (g, "clip.vision.feed_forward_length");
@@ -172,8 +176,8 @@ reference (const NpuGguf * g, const float *patches, double *out)
   guint heads = key_u32 (g, "clip.vision.attention.head_count");
   guint wa = q25 ? key_u32 (g, "clip.vision.n_wa_pattern") : 0;
   guint ws = q25 ? key_u32 (g, "clip.vision.window_size") / p / 2 : 1;
-  guint side = image / p, gr = side / 2, n = side * side, nt = gr * gr;
-  guint pd = 3 * p * p, hd = dim / heads, out_dim, pad, nw, wy, wx, iy, ix;
+  guint gh = ph / 2, gw = pw / 2, n = ph * pw, nt = gh * gw;
+  guint pd = 3 * p * p, hd = dim / heads, out_dim, nwh, nww, wy, wx, iy, ix;
   gsize i, j, c, il, h;
   guint *widx = g_new (guint, nt), *wid = g_new (guint, nt), cnt = 0;
   gint *unit_win = g_new (gint, n);
@@ -182,22 +186,24 @@ reference (const NpuGguf * g, const float *patches, double *out)
   gfloat eps = 0.0f;
 
   npu_gguf_get_f32 (g, "clip.vision.attention.layer_norm_epsilon", &eps, NULL);
-  /* get_window_index (): the merged grid padded to whole windows, windows
-   * in raster order, each window's tokens in raster order, padding
-   * dropped; without windows one window of everything */
+  /* get_window_index (): the merged grid padded by pad_h = ws - gh % ws
+   * rows and pad_w = ws - gw % ws columns (a whole window of padding when
+   * it divides), windows in raster order, each window's tokens in raster
+   * order, padding dropped; without windows (qwen2vl: cu_seqlens of the
+   * whole image) one window of everything */
   if (!wa)
-    ws = gr;
-  pad = ws - gr % ws;
-  nw = (gr + pad) / ws;
-  for (wy = 0; wy < nw; wy++)
-    for (wx = 0; wx < nw; wx++)
+    ws = MAX (gh, gw);
+  nwh = (gh + ws - gh % ws) / ws;
+  nww = (gw + ws - gw % ws) / ws;
+  for (wy = 0; wy < nwh; wy++)
+    for (wx = 0; wx < nww; wx++)
       for (iy = 0; iy < ws; iy++)
         for (ix = 0; ix < ws; ix++) {
           guint y = wy * ws + iy, xx = wx * ws + ix;
 
-          if (y < gr && xx < gr) {
-            wid[cnt] = wy * nw + wx;
-            widx[cnt++] = y * gr + xx;
+          if (y < gh && xx < gw) {
+            wid[cnt] = wy * nww + wx;
+            widx[cnt++] = y * gw + xx;
           }
         }
   g_assert_cmpuint (cnt, ==, nt);
@@ -210,9 +216,9 @@ reference (const NpuGguf * g, const float *patches, double *out)
   k1 = tensor (g, (gsize) pd * dim, "v.patch_embd.weight.1");
   x = g_new0 (double, (gsize) n * dim);
   for (j = 0; j < n; j++) {
-    guint t = widx[j / 4], py = 2 * (t / gr) + j % 4 / 2;
-    guint px = 2 * (t % gr) + j % 2;
-    const float *pp = patches + ((gsize) py * side + px) * pd;
+    guint t = widx[j / 4], py = 2 * (t / gw) + j % 4 / 2;
+    guint px = 2 * (t % gw) + j % 2;
+    const float *pp = patches + ((gsize) py * pw + px) * pd;
 
     for (c = 0; c < dim; c++) {
       double s = 0.0;
@@ -256,7 +262,8 @@ reference (const NpuGguf * g, const float *patches, double *out)
     LIN (hb, dim, "attn_v", dim, vb);
     for (j = 0; j < n; j++) {
       guint t = widx[j / 4];
-      double py = 2 * (t / gr) + j % 4 / 2, px = 2 * (t % gr) + j % 2;
+      /* rot_pos_emb (): the patch's row and column */
+      double py = 2 * (t / gw) + j % 4 / 2, px = 2 * (t % gw) + j % 2;
 
       for (h = 0; h < heads; h++) {
         rope (qb + j * dim + h * hd, hd, py, px);
@@ -402,20 +409,82 @@ encode (NpuVit * vit, guint n_threads, const float *patches, float *out)
   g_assert_no_error (error);
 }
 
+/* The encoder on its current grid of @ph x @pw patches against the
+ * reference */
+static void
+compare (NpuVit * vit, const NpuGguf * g, guint ph, guint pw, guint threads,
+    const gchar * tag)
+{
+  GRand *rand = g_rand_new_with_seed (7 + ph * 64 + pw);
+  guint n_patches, pd, nt, od, gw, gh, i;
+  double *ref, err2 = 0.0, ref2 = 0.0, maxe = 0.0, rms;
+  float *patches, *out;
+
+  n_patches = npu_vit_get_n_patches (vit);
+  pd = npu_vit_get_patch_dim (vit);
+  nt = npu_vit_get_n_tokens (vit);
+  od = npu_vit_get_out_dim (vit);
+  npu_vit_get_token_grid (vit, &gw, &gh);
+  g_assert_cmpuint (n_patches, ==, ph * pw);
+  g_assert_cmpuint (gw, ==, pw / 2);
+  g_assert_cmpuint (gh, ==, ph / 2);
+  g_assert_cmpuint (nt, ==, gw * gh);
+  g_assert_cmpuint (od, ==, 96);
+
+  patches = g_new (float, (gsize) n_patches * pd);
+  for (i = 0; i < n_patches * pd; i++)
+    patches[i] = (float) g_rand_double_range (rand, -2.0, 2.0);
+  out = g_new (float, (gsize) nt * od);
+  ref = g_new (double, (gsize) nt * od);
+  encode (vit, threads, patches, out);
+  reference (g, ph, pw, patches, ref);
+  for (i = 0; i < nt * od; i++) {
+    double e = fabs (out[i] - ref[i]);
+
+    err2 += e * e;
+    ref2 += ref[i] * ref[i];
+    maxe = MAX (maxe, e);
+  }
+  rms = sqrt (ref2 / (nt * od));
+  g_test_message ("%s, %u x %u patches: |y - ref| / |ref| = %.3g, "
+      "max / rms = %.3g", tag, ph, pw, sqrt (err2 / ref2), maxe / rms);
+  g_assert_cmpfloat (rms, >, 1e-3);
+  g_assert_cmpfloat (sqrt (err2 / ref2), <=, 1e-3);
+  g_assert_cmpfloat (maxe / rms, <=, 2e-3);
+
+  g_free (patches);
+  g_free (out);
+  g_free (ref);
+  g_rand_free (rand);
+}
+
+/* @grid_h, @grid_w: patches, 0 for the file's square image */
 typedef struct
 {
   NpuModelProjector proj;
   guint image;
+  guint grid_h, grid_w;
   guint threads;
   const gchar *tag;
   guint tokens;
 } Case;
 
+/* Windows of 112 pixels are 4 x 4 merged tokens.  Native grids: 4 x 6
+ * patches (2 x 3 tokens, one clipped window), 6 x 10 (3 x 5: windows of
+ * 3 x 4 and 3 x 1), 20 x 12 (10 x 6: rows of 4, 4, 2 by columns of 4, 2),
+ * 16 x 8 (8 x 4: whole windows, HF's padding adds an empty row and column
+ * of windows), and qwen2vl's one window on 6 x 10 and 10 x 4. */
 static const Case cases[] = {
-  {NPU_MODEL_PROJECTOR_QWEN25VL, 168, 0, "qwen2.5vl-168", 36},
-  {NPU_MODEL_PROJECTOR_QWEN25VL, 224, 2, "qwen2.5vl-224-2threads", 64},
-  {NPU_MODEL_PROJECTOR_QWEN2VL, 168, 0, "qwen2vl-168", 36},
-  {NPU_MODEL_PROJECTOR_QWEN2VL, 112, 3, "qwen2vl-112-3threads", 16},
+  {NPU_MODEL_PROJECTOR_QWEN25VL, 168, 0, 0, 0, "qwen2.5vl-168", 36},
+  {NPU_MODEL_PROJECTOR_QWEN25VL, 224, 0, 0, 2, "qwen2.5vl-224-2threads", 64},
+  {NPU_MODEL_PROJECTOR_QWEN2VL, 168, 0, 0, 0, "qwen2vl-168", 36},
+  {NPU_MODEL_PROJECTOR_QWEN2VL, 112, 0, 0, 3, "qwen2vl-112-3threads", 16},
+  {NPU_MODEL_PROJECTOR_QWEN25VL, 112, 4, 6, 0, "qwen2.5vl-grid-4x6", 6},
+  {NPU_MODEL_PROJECTOR_QWEN25VL, 112, 6, 10, 0, "qwen2.5vl-grid-6x10", 15},
+  {NPU_MODEL_PROJECTOR_QWEN25VL, 112, 20, 12, 2, "qwen2.5vl-grid-20x12", 60},
+  {NPU_MODEL_PROJECTOR_QWEN25VL, 112, 16, 8, 3, "qwen2.5vl-grid-16x8", 32},
+  {NPU_MODEL_PROJECTOR_QWEN2VL, 112, 6, 10, 0, "qwen2vl-grid-6x10", 15},
+  {NPU_MODEL_PROJECTOR_QWEN2VL, 112, 10, 4, 2, "qwen2vl-grid-10x4", 10},
 };
 
 static void
@@ -425,11 +494,8 @@ test_reference (gconstpointer data)
   gchar *path = write_qwen (cs->proj, cs->image, 2, 112, 2, cs->tag);
   GError *error = NULL;
   NpuGguf *g = npu_gguf_open (path, &error);
+  guint side = cs->image / 14, ph = side, pw = side;
   NpuVit *vit;
-  GRand *rand = g_rand_new_with_seed (7);
-  guint n_patches, pd, nt, od, gw, gh, i;
-  double *ref, err2 = 0.0, ref2 = 0.0, maxe = 0.0, rms;
-  float *patches, *out;
 
   g_assert_no_error (error);
   vit = npu_vit_new (g, NULL, NULL, &error);
@@ -437,44 +503,179 @@ test_reference (gconstpointer data)
   g_assert_cmpint (npu_vit_get_projector (vit), ==,
       cs->proj == NPU_MODEL_PROJECTOR_QWEN25VL ? NPU_VIT_PROJECTOR_QWEN25VL :
       NPU_VIT_PROJECTOR_QWEN2VL);
-  n_patches = npu_vit_get_n_patches (vit);
-  pd = npu_vit_get_patch_dim (vit);
-  nt = npu_vit_get_n_tokens (vit);
-  od = npu_vit_get_out_dim (vit);
-  npu_vit_get_token_grid (vit, &gw, &gh);
-  g_assert_cmpuint (nt, ==, cs->tokens);
-  g_assert_cmpuint (gw * gh, ==, nt);
-  g_assert_cmpuint (n_patches, ==, 4 * nt);
-  g_assert_cmpuint (od, ==, 96);
-
-  patches = g_new (float, (gsize) n_patches * pd);
-  for (i = 0; i < n_patches * pd; i++)
-    patches[i] = (float) g_rand_double_range (rand, -2.0, 2.0);
-  out = g_new (float, (gsize) nt * od);
-  ref = g_new (double, (gsize) nt * od);
-  encode (vit, cs->threads, patches, out);
-  reference (g, patches, ref);
-  for (i = 0; i < nt * od; i++) {
-    double e = fabs (out[i] - ref[i]);
-
-    err2 += e * e;
-    ref2 += ref[i] * ref[i];
-    maxe = MAX (maxe, e);
+  if (cs->grid_h) {
+    ph = cs->grid_h;
+    pw = cs->grid_w;
+    g_assert_true (npu_vit_set_patch_grid (vit, ph, pw, &error));
+    g_assert_no_error (error);
   }
-  rms = sqrt (ref2 / (nt * od));
-  g_test_message ("%s: |y - ref| / |ref| = %.3g, max / rms = %.3g", cs->tag,
-      sqrt (err2 / ref2), maxe / rms);
-  g_assert_cmpfloat (rms, >, 1e-3);
-  g_assert_cmpfloat (sqrt (err2 / ref2), <=, 1e-3);
-  g_assert_cmpfloat (maxe / rms, <=, 2e-3);
+  g_assert_cmpuint (npu_vit_get_n_tokens (vit), ==, cs->tokens);
+  compare (vit, g, ph, pw, cs->threads, cs->tag);
 
-  g_free (patches);
-  g_free (out);
-  g_free (ref);
-  g_rand_free (rand);
   npu_vit_free (vit);
   npu_gguf_free (g);
   g_free (path);
+}
+
+/* One encoder through grids that grow its scratch, shrink, and go back
+ * to the file's: each frame as the reference on its own grid */
+static void
+test_regrid (void)
+{
+  static const guint grids[][2] = { {4, 6}, {20, 12}, {6, 10}, {12, 12} };
+  gchar *path = write_qwen (NPU_MODEL_PROJECTOR_QWEN25VL, 168, 2, 112, 2,
+      "regrid");
+  GError *error = NULL;
+  NpuGguf *g = npu_gguf_open (path, &error);
+  NpuVit *vit = npu_vit_new (g, NULL, NULL, &error);
+  guint i, w, h;
+
+  g_assert_no_error (error);
+  for (i = 0; i < G_N_ELEMENTS (grids); i++) {
+    g_assert_true (npu_vit_set_patch_grid (vit, grids[i][0], grids[i][1],
+            &error));
+    g_assert_no_error (error);
+    npu_vit_get_patch_grid (vit, &w, &h);
+    g_assert_cmpuint (h, ==, grids[i][0]);
+    g_assert_cmpuint (w, ==, grids[i][1]);
+    compare (vit, g, grids[i][0], grids[i][1], i % 2 ? 2 : 0, "regrid");
+  }
+  npu_vit_free (vit);
+  npu_gguf_free (g);
+  g_unlink (path);
+  g_free (path);
+}
+
+/* A refused grid says why and leaves the encoder on its grid */
+static void
+expect_grid_error (NpuVit * vit, guint h, guint w, gint code,
+    const gchar * text)
+{
+  GError *error = NULL;
+  guint tokens = npu_vit_get_n_tokens (vit);
+
+  g_assert_false (npu_vit_set_patch_grid (vit, h, w, &error));
+  g_assert_error (error, NPU_VIT_ERROR, code);
+  if (!strstr (error->message, text))
+    g_error ("\"%s\" does not say \"%s\"", error->message, text);
+  g_error_free (error);
+  g_assert_cmpuint (npu_vit_get_n_tokens (vit), ==, tokens);
+}
+
+static void
+test_bad_grids (void)
+{
+  gchar *path = write_qwen (NPU_MODEL_PROJECTOR_QWEN2VL, 112, 2, 112, 1,
+      "bad-grid");
+  gchar *mlp = g_build_filename (tmp_dir, "mmproj-mlp.gguf", NULL);
+  NpuMmprojParams mp;
+  GError *error = NULL;
+  NpuGguf *g = npu_gguf_open (path, &error), *gm;
+  NpuVit *vit = npu_vit_new (g, NULL, NULL, &error), *vm;
+
+  g_assert_no_error (error);
+  expect_grid_error (vit, 5, 6, NPU_VIT_ERROR_SHAPE,
+      "a patch grid of 5 x 6 is not a positive even number of patches");
+  expect_grid_error (vit, 4, 0, NPU_VIT_ERROR_SHAPE,
+      "a patch grid of 4 x 0 is not a positive even number of patches");
+  expect_grid_error (vit, 2, 8192, NPU_VIT_ERROR_SHAPE,
+      "a patch grid of 2 x 8192 is too large for this encoder");
+
+  g_assert_true (npu_model_gen_mmproj_preset (&mp, NPU_MODEL_PROJECTOR_MLP,
+          "tiny", &error));
+  mp.text_dim = 96;
+  g_assert_true (npu_model_gen_write_mmproj (&mp, NULL, mlp, NULL, &error));
+  gm = npu_gguf_open (mlp, &error);
+  vm = npu_vit_new (gm, NULL, NULL, &error);
+  g_assert_no_error (error);
+  expect_grid_error (vm, 4, 4, NPU_VIT_ERROR_UNSUPPORTED,
+      "only the Qwen mergers (qwen2vl_merger, qwen2.5vl_merger) take a "
+      "patch grid");
+
+  npu_vit_free (vm);
+  npu_gguf_free (gm);
+  npu_vit_free (vit);
+  npu_gguf_free (g);
+  g_unlink (mlp);
+  g_unlink (path);
+  g_free (mlp);
+  g_free (path);
+}
+
+/* Worked values of Qwen2VLImageProcessor's smart_resize () (factor 28,
+ * min 56 * 56, max 28 * 28 * 1280 unless given), each computed by hand
+ * from the formula: h' = round (h / 28) 28 (Python's round: halves to
+ * even), then if h' w' > max: beta = sqrt (h w / max), h' = max (28,
+ * floor (h / beta / 28) 28); if h' w' < min: beta = sqrt (min / (h w)),
+ * h' = ceil (h beta / 28) 28 */
+typedef struct
+{
+  guint h, w;
+  guint64 min, max;
+  guint out_h, out_w;
+} Resize;
+
+static const Resize resizes[] = {
+  /* 240 / 28 = 8.57 -> 9, 320 / 28 = 11.43 -> 11 */
+  {240, 320, 3136, 1003520, 252, 308},
+  /* 17.14 -> 17, 22.86 -> 23: 306544 pixels, under max */
+  {480, 640, 3136, 1003520, 476, 644},
+  /* 1092 x 1932 is over max: beta = sqrt (2073600 / 1003520) = 1.4375,
+   * 1080 / beta / 28 = 26.8 -> 26, 1920 / beta / 28 = 47.7 -> 47 */
+  {1080, 1920, 3136, 1003520, 728, 1316},
+  {2160, 3840, 3136, 1003520, 728, 1316},
+  /* 28 x 28 is under min: beta = sqrt (3136 / 600) = 2.286,
+   * 20 beta / 28 = 1.63 -> 2, 30 beta / 28 = 2.45 -> 3 */
+  {20, 30, 3136, 1003520, 56, 84},
+  /* halves to even: 70 / 28 = 2.5 -> 2, 98 / 28 = 3.5 -> 4 */
+  {70, 98, 3136, 1003520, 56, 112},
+  /* 1.5 -> 2 */
+  {42, 42, 3136, 1003520, 56, 56},
+  /* 308 x 308 over max 50176: beta = 300 / 224 in exact arithmetic, so
+   * 300 / beta / 28 is 8; in doubles it is 7.999..., floored to 7 */
+  {300, 300, 3136, 50176, 196, 196},
+  /* floor (28 / sqrt (50) / 28) = 0: the side kept at 28 */
+  {28, 5600, 3136, 3136, 28, 784},
+  /* ratio exactly 200 is allowed: beta = sqrt (3136 / 200) = 3.96,
+   * 1 beta / 28 -> 1, 200 beta / 28 = 28.3 -> 29 */
+  {1, 200, 3136, 1003520, 28, 812},
+  /* under min 200704: beta = 4.48, 100 beta / 28 = 16 */
+  {100, 100, 200704, 1003520, 448, 448},
+  {224, 224, 3136, 1003520, 224, 224},
+};
+
+static void
+test_smart_resize (void)
+{
+  GError *error = NULL;
+  guint i, h, w;
+
+  for (i = 0; i < G_N_ELEMENTS (resizes); i++) {
+    const Resize *r = &resizes[i];
+
+    g_assert_true (npu_vit_smart_resize (r->h, r->w, 28, r->min, r->max, &h,
+            &w, &error));
+    g_assert_no_error (error);
+    g_test_message ("%u x %u -> %u x %u", r->h, r->w, h, w);
+    g_assert_cmpuint (h, ==, r->out_h);
+    g_assert_cmpuint (w, ==, r->out_w);
+  }
+  g_assert_false (npu_vit_smart_resize (10, 2010, 28, 3136, 1003520, &h, &w,
+          &error));
+  g_assert_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE);
+  g_assert_nonnull (strstr (error->message,
+          "a 2010 x 10 image: the aspect ratio must be at most 200"));
+  g_clear_error (&error);
+  g_assert_false (npu_vit_smart_resize (100, 100, 28, 5000, 4000, &h, &w,
+          &error));
+  g_assert_nonnull (strstr (error->message,
+          "min-pixels 5000 is more than max-pixels 4000"));
+  g_clear_error (&error);
+  g_assert_false (npu_vit_smart_resize (0, 100, 28, 3136, 4000, &h, &w,
+          &error));
+  g_assert_nonnull (strstr (error->message,
+          "cannot resize a 100 x 0 image"));
+  g_clear_error (&error);
 }
 
 /* ------------------------------------------------------------------------
@@ -582,6 +783,9 @@ main (int argc, char **argv)
     g_test_add_data_func (name, &cases[i], test_reference);
     g_free (name);
   }
+  g_test_add_func ("/vit-qwen/regrid", test_regrid);
+  g_test_add_func ("/vit-qwen/bad-grids", test_bad_grids);
+  g_test_add_func ("/vit-qwen/smart-resize", test_smart_resize);
   g_test_add_func ("/vit-qwen/bad-models", test_bad_models);
   g_test_add_func ("/vit-qwen/no-program", test_no_program);
   ret = g_test_run ();

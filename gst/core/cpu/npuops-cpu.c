@@ -81,7 +81,7 @@ mul_mat (NpuTask * task, const NpuOp * op)
       break;
     case NPU_OP_WEIGHT_F32:
       npu_enc_gemm_f32 (task, arg_f32 (op, 0), rows, k, arg_f32 (op, 1), n,
-          arg_f32 (op, 2));
+          arg_f32 (op, 2), NULL);
       break;
     case NPU_OP_WEIGHT_F16:
       npu_task_parallel_for (task, rows, 16, mul_f16_rows, &job);
@@ -266,11 +266,11 @@ npu_ops_cpu_run (NpuTask * task, const NpuOp * op)
       break;
     case NPU_OP_LAYER_NORM:
       npu_enc_layernorm (task, arg_f32 (op, 3), arg_f32 (op, 0), op->n[1],
-          op->n[0], op->f[0], arg_f32 (op, 1), arg_f32 (op, 2));
+          op->n[0], op->f[0], arg_f32 (op, 1), arg_f32 (op, 2), NULL);
       break;
     case NPU_OP_BIAS_ACT:
       npu_enc_bias_act (task, arg_f32 (op, 0), op->n[0], op->n[1],
-          op->n[2] ? arg_f32 (op, 1) : NULL, enc_act (op->act));
+          op->n[2] ? arg_f32 (op, 1) : NULL, enc_act (op->act), NULL);
       break;
     case NPU_OP_GATHER:
       gather_rows (op);

@@ -90,6 +90,8 @@ struct _NpuVisionPrepPlan
    * when patch >= 8), stored with two masked stores; 0: scattered lane by
    * lane (small patches) */
   guint8 *hsplit;
+  /* the frame's bytes one run reads (plan_frame_bytes()) */
+  guint64 frame_bytes;
 };
 
 /* ------------------------------------------------------------------------
@@ -467,6 +469,76 @@ plan_simd (NpuVisionPrepPlan * plan)
   }
 }
 
+/* Bytes of one source row's plane spans the conversion reads for the
+ * crop's columns: @luma for the luma row (or the packed row), @chroma for
+ * its chroma row(s) (4:2:0: one chroma row serves two luma rows) */
+static void
+row_span_bytes (const NpuVisionPrepPlan * plan, guint64 * luma,
+    guint64 * chroma)
+{
+  guint64 c0 = plan->cx / 2, c1 = (plan->cx + plan->cw - 1) / 2;
+
+  *chroma = 0;
+  switch (plan->params.format) {
+    case NPU_PIXEL_FORMAT_NV12:
+      *luma = plan->cw;
+      *chroma = (c1 - c0 + 1) * 2;      /* interleaved U, V pairs */
+      break;
+    case NPU_PIXEL_FORMAT_I420:
+      *luma = plan->cw;
+      *chroma = (c1 - c0 + 1) * 2;      /* a U and a V plane */
+      break;
+    case NPU_PIXEL_FORMAT_YUY2:
+      *luma = (c1 - c0 + 1) * 4;        /* whole Y0 U Y1 V macropixels */
+      break;
+    case NPU_PIXEL_FORMAT_GRAY8:
+      *luma = plan->cw;
+      break;
+    case NPU_PIXEL_FORMAT_RGB:
+    case NPU_PIXEL_FORMAT_BGR:
+      *luma = (guint64) plan->cw * 3;
+      break;
+    default:
+      *luma = (guint64) plan->cw * 4;
+      break;
+  }
+}
+
+/* The bytes of the frame one run reads: every source row a non-zero
+ * vertical tap uses (run_rows() skips zero taps; a downscale by 2 or less
+ * may skip rows), each counted once although a slice boundary converts
+ * its shared rows twice (the second read is from cache), and the chroma
+ * rows those rows use, once each. */
+static guint64
+plan_frame_bytes (const NpuVisionPrepPlan * plan)
+{
+  const Filter *fy = &plan->fy;
+  gboolean *used = g_new0 (gboolean, plan->ch);
+  gboolean sub = plan->params.format == NPU_PIXEL_FORMAT_NV12 ||
+      plan->params.format == NPU_PIXEL_FORMAT_I420;
+  guint64 luma, chroma, sum = 0;
+  gint64 last_chroma = -1;
+  guint y, k;
+
+  for (y = 0; y < plan->dh; y++)
+    for (k = 0; k < fy->n_taps; k++)
+      if (fy->weights[(gsize) y * fy->n_taps + k] != 0.0f)
+        used[fy->start[y] + k] = TRUE;
+  row_span_bytes (plan, &luma, &chroma);
+  for (y = 0; y < plan->ch; y++) {
+    gint64 cr = sub ? (plan->cy + y) / 2 : plan->cy + y;
+
+    if (!used[y])
+      continue;
+    sum += luma;
+    if (chroma && cr != last_chroma)
+      sum += chroma;
+    last_chroma = cr;
+  }
+  g_free (used);
+  return sum;
+}
+
 NpuVisionPrepPlan *
 npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
 {
@@ -493,6 +565,7 @@ npu_vision_prep_plan_new (const NpuVisionPrepParams * params, GError ** error)
   plan_channels (plan);
   plan_output_layout (plan);
   plan_simd (plan);
+  plan->frame_bytes = plan_frame_bytes (plan);
   return plan;
 }
 
@@ -1384,6 +1457,22 @@ npu_vision_prep_run (const NpuVisionPrepPlan * plan,
     const guint8 * const *planes, const gssize * strides, gfloat * out,
     NpuTask * task)
 {
+  npu_vision_prep_run_counted (plan, planes, strides, out, task, NULL);
+}
+
+/**
+ * npu_vision_prep_run_counted:
+ * @bytes: (nullable): adds what the run moved: the frame's bytes it reads
+ *   (%NPU_BYTES_FRAME: the crop's plane spans of the rows its vertical
+ *   taps use, each once) and the tensor it writes (%NPU_BYTES_ACTIVATIONS)
+ *
+ * npu_vision_prep_run(), counting its bytes.
+ */
+void
+npu_vision_prep_run_counted (const NpuVisionPrepPlan * plan,
+    const guint8 * const *planes, const gssize * strides, gfloat * out,
+    NpuTask * task, NpuBytes * bytes)
+{
   RunCtx ctx;
   guint n_workers, w;
   guint out_h;
@@ -1416,4 +1505,9 @@ npu_vision_prep_run (const NpuVisionPrepPlan * plan,
     g_free (ctx.scratch[w].tags);
   }
   g_free (ctx.scratch);
+  if (bytes) {
+    npu_bytes_read (bytes, NPU_BYTES_FRAME, plan->frame_bytes);
+    npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS,
+        (guint64) plan->n_floats * sizeof (gfloat));
+  }
 }

@@ -48,6 +48,7 @@
 #include <glib.h>
 #include "core/device/npuapi.h"
 #include "core/device/npubackend.h"
+#include "core/device/npubytes.h"
 
 G_BEGIN_DECLS
 
@@ -162,6 +163,10 @@ NPU_API
 void npu_vision_prep_run (const NpuVisionPrepPlan * plan,
     const guint8 * const *planes, const gssize * strides, gfloat * out,
     NpuTask * task);
+NPU_API
+void npu_vision_prep_run_counted (const NpuVisionPrepPlan * plan,
+    const guint8 * const *planes, const gssize * strides, gfloat * out,
+    NpuTask * task, NpuBytes * bytes);
 
 #define NPU_VISION_PREP_ERROR (npu_vision_prep_error_quark ())
 NPU_API

@@ -59,6 +59,7 @@ struct _NpuTask
   const gchar *label;           /* static, or NULL: the queue's name */
   guint64 tag;
   guint64 event_id;
+  NpuBytes *bytes;              /* npu_task_report_bytes(), with a handler */
 
   guint n_threads;              /* the device's, or the queue's cap */
 };
@@ -353,6 +354,27 @@ npu_task_get_n_threads (NpuTask * task)
   return task->n_threads;
 }
 
+/**
+ * npu_task_report_bytes:
+ * @task: the running task
+ * @bytes: bytes the task moved (npubytes.h), counted by its code
+ *
+ * Adds @bytes to the count @task's %NPU_EVENT_TASK_FINISH event carries.
+ * Without an event handler this is the one relaxed load of
+ * npu_events_enabled(): nothing is kept.  Only from the task's function.
+ */
+void
+npu_task_report_bytes (NpuTask * task, const NpuBytes * bytes)
+{
+  g_return_if_fail (task != NULL && bytes != NULL);
+
+  if (!npu_events_enabled ())
+    return;
+  if (!task->bytes)
+    task->bytes = g_new0 (NpuBytes, 1);
+  npu_bytes_add (task->bytes, bytes);
+}
+
 /* Before @task runs, on the dispatcher: the helpers beyond its thread count
  * go to sleep, and those it needs again are woken */
 static void
@@ -392,6 +414,7 @@ task_event_emit (NpuTask * task, NpuEventKind kind, gboolean failed)
   ev.device = task->device->name;
   ev.tag = task->tag;
   ev.failed = failed;
+  ev.bytes = kind == NPU_EVENT_TASK_FINISH ? task->bytes : NULL;
   npu_events_emit_ (&ev);
 }
 
@@ -411,6 +434,7 @@ task_unref (NpuTask * task)
   if (!g_atomic_int_dec_and_test (&task->ref_count))
     return;
   g_clear_error (&task->input_error);
+  g_free (task->bytes);
   npu_fence_unref (task->out_fence);
   npu_device_unref (task->device);
   g_free (task);

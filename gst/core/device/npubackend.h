@@ -103,6 +103,10 @@ NPU_API
 gboolean npu_task_is_cancelled (NpuTask * task);
 NPU_API
 guint npu_task_get_n_threads (NpuTask * task);
+/* Adds @bytes to what @task's finish event carries (npuevents.h); nothing
+ * without an event handler.  From the task's own function. */
+NPU_API
+void npu_task_report_bytes (NpuTask * task, const NpuBytes * bytes);
 NPU_API
 void npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer user_data);

@@ -21,6 +21,7 @@
 
 #include <glib.h>
 #include "npuapi.h"
+#include "npubytes.h"
 
 G_BEGIN_DECLS
 
@@ -62,6 +63,8 @@ typedef enum
  * @device: the device's name ("cpu (2 threads)"); NULL for a stage
  * @tag: the submitter's tag, or %NPU_EVENT_NO_TAG
  * @failed: for %NPU_EVENT_TASK_FINISH, whether the task's fence fails
+ * @bytes: for %NPU_EVENT_TASK_FINISH, the bytes the task reported moving
+ *   (npu_task_report_bytes()), or NULL where it reported none
  *
  * The strings are valid during the handler's call only.
  */
@@ -76,6 +79,7 @@ typedef struct
   const gchar *device;
   guint64 tag;
   gboolean failed;
+  const NpuBytes *bytes;
 } NpuEvent;
 
 /* Called on the thread the event happened on, with no lock of the

@@ -41,6 +41,7 @@ record_rows (NpuAudioEncProgram * prog, NpuBuffer * src, gsize n_src,
   g_free (rows);
   if (!idx)
     return FALSE;
+  npu_enc_dev_count (&prog->d, 0, (guint64) n * dim * 4, (guint64) n * dim * 4);
   ok = npu_ops_gather_rows (prog->ops, src, 0, n_src, idx, 0, dst, 0, n, dim,
       error);
   /* the operation holds its own reference */
@@ -62,6 +63,8 @@ record_conv (NpuAudioEncProgram * prog, const Conv * conv, guint in,
       return FALSE;
   } else if (!(w = npu_enc_dev_weight (d, conv->w32, (gsize) out * 3 * in *
               sizeof (float), error)) ||
+      !npu_enc_dev_count (d, (guint64) out * 3 * in * 4,
+          (guint64) n * 3 * in * 4, (guint64) n * out * 4) ||
       !npu_ops_mul_mat (prog->ops, NPU_OP_WEIGHT_F32, w, 0, out,
           (gsize) 3 * in, prog->col, 0, n, y, 0, error))
     return FALSE;
@@ -77,15 +80,24 @@ record_front (NpuAudioEncProgram * prog, gsize n, GError ** error)
   gsize dim = enc->dim;
   NpuBuffer *pos;
 
-  return npu_ops_im2col3 (prog->ops, prog->input, 0, prog->n_frames,
+  guint64 nf = prog->n_frames;
+
+  /* each im2col reads its input once and writes 3 taps a row */
+  return npu_enc_dev_count (d, 0, nf * enc->n_mels * 4,
+      nf * 3 * enc->n_mels * 4) &&
+      npu_ops_im2col3 (prog->ops, prog->input, 0, prog->n_frames,
       enc->n_mels, TRUE, 1, prog->col, 0, prog->n_frames, error) &&
       record_conv (prog, &enc->conv1, enc->n_mels, enc->dim, prog->n_frames,
       prog->h1, error) &&
+      npu_enc_dev_count (d, 0, nf * dim * 4, (guint64) n * 3 * dim * 4) &&
       npu_ops_im2col3 (prog->ops, prog->h1, 0, prog->n_frames, dim, FALSE, 2,
       prog->col, 0, n, error) &&
       record_conv (prog, &enc->conv2, enc->dim, enc->dim, n, prog->x, error) &&
       (pos = npu_enc_dev_weight (d, enc->pos, (gsize) enc->n_ctx * dim *
           sizeof (float), error)) &&
+      /* of the position table, the rows the window uses */
+      npu_enc_dev_count (d, (guint64) n * dim * 4, (guint64) n * dim * 4,
+      (guint64) n * dim * 4) &&
       npu_ops_add (prog->ops, prog->x, 0, pos, 0, prog->x, 0, n * dim, error)
       && (!enc->pre_ln_w || npu_enc_record_layernorm (d, prog->ops, prog->x,
           0, prog->x, 0, n, dim, enc->blocks.eps, enc->pre_ln_w,
@@ -102,6 +114,8 @@ record_qwen2a (NpuAudioEncProgram * prog, gsize n, GError ** error)
 
   return record_rows (prog, prog->x, n, 0, 2, prog->a, n_tok, dim, error) &&
       record_rows (prog, prog->x, n, 1, 2, prog->b, n_tok, dim, error) &&
+      npu_enc_dev_count (d, 0, (guint64) 2 * n_tok * dim * 4,
+      (guint64) n_tok * dim * 4) &&
       npu_ops_add_scaled (prog->ops, prog->a, 0, 0.5f, prog->b, 0, 0.5f,
       prog->a, 0, n_tok * dim, error) &&
       (!enc->post_ln_w || npu_enc_record_layernorm (d, prog->ops, prog->a, 0,
@@ -130,6 +144,8 @@ record_ultravox (NpuAudioEncProgram * prog, gsize n, GError ** error)
           enc->post_ln_b, error)) &&
       (pre = npu_enc_dev_weight (d, enc->norm_pre_w, s * dim * sizeof (float),
           error)) &&
+      npu_enc_dev_count (d, (guint64) s * dim * 4, (guint64) n_tok * s * dim *
+      4, (guint64) n_tok * s * dim * 4) &&
       npu_ops_rms_norm (prog->ops, prog->x, 0, pre, 0, prog->x, 0, s * dim,
       n_tok, ULTRAVOX_RMS_EPS, error) &&
       npu_enc_record_matmul (d, prog->ops, &enc->mlp1, prog->x, 0, n_tok,
@@ -139,10 +155,14 @@ record_ultravox (NpuAudioEncProgram * prog, gsize n, GError ** error)
       error) &&
       record_rows (prog, prog->col, 2 * n_tok, 1, 2, prog->b, n_tok, half,
       error) &&
+      npu_enc_dev_count (d, 0, (guint64) 2 * n_tok * half * 4,
+      (guint64) n_tok * half * 4) &&
       npu_ops_silu_mul (prog->ops, prog->b, 0, prog->a, 0, prog->a, 0,
       n_tok * half, error) &&
       (mid = npu_enc_dev_weight (d, enc->norm_mid_w, half * sizeof (float),
           error)) &&
+      npu_enc_dev_count (d, (guint64) half * 4, (guint64) n_tok * half * 4,
+      (guint64) n_tok * half * 4) &&
       npu_ops_rms_norm (prog->ops, prog->a, 0, mid, 0, prog->a, 0, half,
       n_tok, ULTRAVOX_RMS_EPS, error) &&
       npu_enc_record_matmul (d, prog->ops, &enc->mlp2, prog->a, 0, n_tok,
@@ -162,8 +182,12 @@ record (NpuAudioEncProgram * prog, GError ** error)
     if (!npu_enc_record_block (&prog->d, prog->ops, &enc->blocks,
             &enc->layers[il], prog->x, 0, n, error))
       return FALSE;
-  return enc->projector == NPU_AUDIO_PROJECTOR_QWEN2A ?
-      record_qwen2a (prog, n, error) : record_ultravox (prog, n, error);
+  if (!(enc->projector == NPU_AUDIO_PROJECTOR_QWEN2A ?
+          record_qwen2a (prog, n, error) : record_ultravox (prog, n, error)))
+    return FALSE;
+  npu_enc_count_as_tokens (&prog->d.bytes, (guint64)
+      npu_audio_enc_get_n_tokens (enc, prog->n_frames) * enc->out_dim * 4);
+  return TRUE;
 }
 
 static NpuBuffer *
@@ -252,6 +276,14 @@ npu_audio_enc_program_submit (NpuAudioEncProgram * prog, NpuQueue * queue,
     NpuFence * const *in_fences, guint n_in_fences)
 {
   return npu_ops_submit (prog->ops, queue, in_fences, n_in_fences);
+}
+
+void
+npu_audio_enc_program_get_bytes (NpuAudioEncProgram * prog, NpuBytes * bytes)
+{
+  g_return_if_fail (prog != NULL && bytes != NULL);
+
+  *bytes = prog->d.bytes;
 }
 
 gsize

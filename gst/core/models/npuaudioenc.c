@@ -577,20 +577,25 @@ im2col_rows_slice (gsize start, gsize end, guint worker, gpointer data)
 /* y (n rows of out) = GELU (conv (col) + b) */
 static void
 conv_apply (NpuTask * task, const Conv * conv, guint in, guint out,
-    const float *col, gsize n, float *y, NpuMatmulPrecision precision)
+    const float *col, gsize n, float *y, NpuMatmulPrecision precision,
+    NpuBytes * bytes)
 {
   if (conv->mxfp4)
-    npu_enc_matmul (task, &conv->m, col, n, y, precision);
+    npu_enc_matmul (task, &conv->m, col, n, y, precision, bytes);
   else
-    npu_enc_gemm_f32 (task, conv->w32, out, (gsize) 3 * in, col, n, y);
-  npu_enc_bias_act (task, y, n, out, conv->b, NPU_ENC_ACT_GELU_ERF);
+    npu_enc_gemm_f32 (task, conv->w32, out, (gsize) 3 * in, col, n, y, bytes);
+  npu_enc_bias_act (task, y, n, out, conv->b, NPU_ENC_ACT_GELU_ERF, bytes);
 }
 
 /* ggml_rms_norm (eps) then * w, in place, on n rows of cols */
 static void
-rms_norm_rows (float *x, gsize n, gsize cols, const float *w)
+rms_norm_rows (float *x, gsize n, gsize cols, const float *w, NpuBytes * bytes)
 {
   gsize r, c;
+
+  npu_bytes_read (bytes, NPU_BYTES_WEIGHTS, (guint64) cols * 4);
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * cols * 4);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * cols * 4);
 
   for (r = 0; r < n; r++) {
     float *row = x + r * cols;
@@ -605,13 +610,137 @@ rms_norm_rows (float *x, gsize n, gsize cols, const float *w)
   }
 }
 
+/* im2col: @job's @rows rows of 3 taps, each of job->in floats, from the
+ * rows they gather (a stride-2 pass reads every input row once) */
+static void
+count_im2col (NpuBytes * bytes, const Im2col * job, gsize rows)
+{
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) job->n_in *
+      job->in * 4);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * 3 *
+      job->in * 4);
+}
+
+/* qwen2a: AvgPool1d (2, stride 2), post norm, mm.a.fc; x (n rows) to
+ * out (n / 2 rows) */
+static void
+project_qwen2a (NpuAudioEnc * enc, NpuTask * task, float *x, gsize n,
+    float *out)
+{
+  NpuBytes *bytes = &enc->blocks.bytes;
+  gsize dim = enc->dim, n_tok = n / 2, r, c;
+
+  /* AvgPool1d (2, stride 2) over positions (before the post norm, as
+   * build_vit does it), in place: row j reads rows 2j and 2j + 1 >= j */
+  for (r = 0; r < n_tok; r++) {
+    const float *a = x + 2 * r * dim, *b = a + dim;
+    float *row = x + r * dim;
+
+    for (c = 0; c < dim; c++)
+      row[c] = (a[c] + b[c]) * 0.5f;
+  }
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) 2 * n_tok * dim * 4);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) n_tok * dim * 4);
+  if (enc->post_ln_w)
+    npu_enc_layernorm (task, x, x, n_tok, dim, enc->blocks.eps,
+        enc->post_ln_w, enc->post_ln_b, bytes);
+  npu_enc_matmul (task, &enc->fc, x, n_tok, out, enc->blocks.precision, bytes);
+  npu_enc_bias_act (task, out, n_tok, enc->out_dim, enc->fc_b,
+      NPU_ENC_ACT_NONE, bytes);
+  npu_enc_count_as_tokens (bytes, (guint64) n_tok * enc->out_dim * 4);
+}
+
+/* ultravox: post norm, stack, RMS norm, SwiGLU MLP; x (n rows) to out */
+static void
+project_ultravox (NpuAudioEnc * enc, NpuTask * task, float *x, gsize n,
+    float *out)
+{
+  NpuBytes *bytes = &enc->blocks.bytes;
+  gsize dim = enc->dim, s = enc->stack, n_tok = (n + s - 1) / s, in = s * dim;
+  gsize half = enc->hidden / 2, r, c;
+
+  if (enc->post_ln_w)
+    npu_enc_layernorm (task, x, x, n, dim, enc->blocks.eps,
+        enc->post_ln_w, enc->post_ln_b, bytes);
+  /* StackAudioFrames: s consecutive positions make one row of s dim,
+   * which is x as it lies; the last row is padded with zeros */
+  memset (x + n * dim, 0, (n_tok * s - n) * dim * sizeof (float));
+  rms_norm_rows (x, n_tok, in, enc->norm_pre_w, bytes);
+  npu_enc_matmul (task, &enc->mlp1, x, n_tok, enc->p1, enc->blocks.precision,
+      bytes);
+  /* ggml_swiglu_swapped: the first half times SiLU of the second */
+  for (r = 0; r < n_tok; r++) {
+    const float *a = enc->p1 + r * enc->hidden, *g = a + half;
+    float *row = enc->p2 + r * half;
+
+    for (c = 0; c < half; c++)
+      row[c] = a[c] * (g[c] / (1.0f + expf (-g[c])));
+  }
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) n_tok *
+      enc->hidden * 4);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) n_tok * half * 4);
+  rms_norm_rows (enc->p2, n_tok, half, enc->norm_mid_w, bytes);
+  npu_enc_matmul (task, &enc->mlp2, enc->p2, n_tok, out,
+      enc->blocks.precision, bytes);
+  npu_enc_count_as_tokens (bytes, (guint64) n_tok * enc->out_dim * 4);
+}
+
+/* conv1 (stride 1) and conv2 (stride 2) of @n_frames mel frames, each as
+ * one product over its im2col rows, each followed by its bias and GELU
+ * (erf); then + the first n_frames / 2 rows of the position table */
+static void
+embed (NpuAudioEnc * enc, NpuTask * task, const float *mel, guint n_frames)
+{
+  NpuBytes *bytes = &enc->blocks.bytes;
+  gsize dim = enc->dim, n = n_frames / 2, r, c;
+  float *x = enc->x;
+  Im2col job;
+
+  job.enc = enc;
+  job.src = mel;
+  job.dst = enc->col;
+  job.n_in = n_frames;
+  job.in = enc->n_mels;
+  job.stride = 1;
+  npu_enc_run_parallel (task, n_frames, 64, im2col_mel_slice, &job);
+  count_im2col (bytes, &job, n_frames);
+  conv_apply (task, &enc->conv1, enc->n_mels, enc->dim, enc->col, n_frames,
+      enc->h1, enc->blocks.precision, bytes);
+  job.src = enc->h1;
+  job.in = enc->dim;
+  job.stride = 2;
+  npu_enc_run_parallel (task, n, 16, im2col_rows_slice, &job);
+  count_im2col (bytes, &job, n);
+  conv_apply (task, &enc->conv2, enc->dim, enc->dim, enc->col, n, x,
+      enc->blocks.precision, bytes);
+
+  for (r = 0; r < n; r++) {
+    float *row = x + r * dim;
+    const float *p = enc->pos + r * dim;
+
+    for (c = 0; c < dim; c++)
+      row[c] += p[c];
+  }
+  /* the rows of the table a chunk uses, not all n_ctx */
+  npu_bytes_read (bytes, NPU_BYTES_WEIGHTS, (guint64) n * dim * 4);
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * dim * 4);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * dim * 4);
+}
+
+void
+npu_audio_enc_get_bytes (const NpuAudioEnc * enc, NpuBytes * bytes)
+{
+  g_return_if_fail (enc != NULL && bytes != NULL);
+
+  *bytes = enc->blocks.bytes;
+}
+
 gboolean
 npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
     guint n_frames, float *out, GError ** error)
 {
-  gsize dim = enc->dim, n, r, c;
+  gsize dim = enc->dim, n;
   float *x = enc->x;
-  Im2col job;
   guint il;
 
   g_return_val_if_fail (enc != NULL && mel != NULL && out != NULL, FALSE);
@@ -624,36 +753,10 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
   }
   n = n_frames / 2;
   npu_enc_blocks_fit_task (&enc->blocks, task);
-
-  /* conv1 (stride 1) and conv2 (stride 2), each as one product over its
-   * im2col rows, each followed by its bias and GELU (erf) */
-  job.enc = enc;
-  job.src = mel;
-  job.dst = enc->col;
-  job.n_in = n_frames;
-  job.in = enc->n_mels;
-  job.stride = 1;
-  npu_enc_run_parallel (task, n_frames, 64, im2col_mel_slice, &job);
-  conv_apply (task, &enc->conv1, enc->n_mels, enc->dim, enc->col, n_frames,
-      enc->h1, enc->blocks.precision);
-  job.src = enc->h1;
-  job.in = enc->dim;
-  job.stride = 2;
-  npu_enc_run_parallel (task, n, 16, im2col_rows_slice, &job);
-  conv_apply (task, &enc->conv2, enc->dim, enc->dim, enc->col, n, x,
-      enc->blocks.precision);
-
-  /* + the first n rows of the position table */
-  for (r = 0; r < n; r++) {
-    float *row = x + r * dim;
-    const float *p = enc->pos + r * dim;
-
-    for (c = 0; c < dim; c++)
-      row[c] += p[c];
-  }
+  embed (enc, task, mel, n_frames);
   if (enc->pre_ln_w)
     npu_enc_layernorm (task, x, x, n, dim, enc->blocks.eps, enc->pre_ln_w,
-        enc->pre_ln_b);
+        enc->pre_ln_b, &enc->blocks.bytes);
 
   for (il = 0; il < enc->n_layers; il++) {
     if (task && npu_task_is_cancelled (task)) {
@@ -664,47 +767,9 @@ npu_audio_enc_encode (NpuAudioEnc * enc, NpuTask * task, const float *mel,
     npu_enc_block_forward (&enc->blocks, &enc->layers[il], task, x, n);
   }
 
-  if (enc->projector == NPU_AUDIO_PROJECTOR_QWEN2A) {
-    gsize n_tok = n / 2;
-
-    /* AvgPool1d (2, stride 2) over positions (before the post norm, as
-     * build_vit does it), in place: row j reads rows 2j and 2j + 1 >= j */
-    for (r = 0; r < n_tok; r++) {
-      const float *a = x + 2 * r * dim, *b = a + dim;
-      float *row = x + r * dim;
-
-      for (c = 0; c < dim; c++)
-        row[c] = (a[c] + b[c]) * 0.5f;
-    }
-    if (enc->post_ln_w)
-      npu_enc_layernorm (task, x, x, n_tok, dim, enc->blocks.eps,
-          enc->post_ln_w, enc->post_ln_b);
-    npu_enc_matmul (task, &enc->fc, x, n_tok, out, enc->blocks.precision);
-    npu_enc_bias_act (task, out, n_tok, enc->out_dim, enc->fc_b,
-        NPU_ENC_ACT_NONE);
-  } else {
-    gsize s = enc->stack, n_tok = (n + s - 1) / s, in = s * dim;
-    gsize half = enc->hidden / 2;
-
-    if (enc->post_ln_w)
-      npu_enc_layernorm (task, x, x, n, dim, enc->blocks.eps,
-          enc->post_ln_w, enc->post_ln_b);
-    /* StackAudioFrames: s consecutive positions make one row of s dim,
-     * which is x as it lies; the last row is padded with zeros */
-    memset (x + n * dim, 0, (n_tok * s - n) * dim * sizeof (float));
-    rms_norm_rows (x, n_tok, in, enc->norm_pre_w);
-    npu_enc_matmul (task, &enc->mlp1, x, n_tok, enc->p1, enc->blocks.precision);
-    /* ggml_swiglu_swapped: the first half times SiLU of the second */
-    for (r = 0; r < n_tok; r++) {
-      const float *a = enc->p1 + r * enc->hidden, *g = a + half;
-      float *row = enc->p2 + r * half;
-
-      for (c = 0; c < half; c++)
-        row[c] = a[c] * (g[c] / (1.0f + expf (-g[c])));
-    }
-    rms_norm_rows (enc->p2, n_tok, half, enc->norm_mid_w);
-    npu_enc_matmul (task, &enc->mlp2, enc->p2, n_tok, out,
-        enc->blocks.precision);
-  }
+  if (enc->projector == NPU_AUDIO_PROJECTOR_QWEN2A)
+    project_qwen2a (enc, task, x, n, out);
+  else
+    project_ultravox (enc, task, x, n, out);
   return TRUE;
 }

@@ -115,6 +115,14 @@ void            npu_audio_enc_get_memory      (const NpuAudioEnc *enc,
                                                gsize *owned, gsize *borrowed,
                                                gsize *scratch);
 
+/* What npu_audio_enc_encode() has moved so far, a running count
+ * (npubytes.h), as npu_vit_get_bytes() counts it; the position table is
+ * read for the rows a chunk uses only.  A chunk's bytes are the
+ * difference of two counts around its encode. */
+NPU_API
+void            npu_audio_enc_get_bytes       (const NpuAudioEnc *enc,
+                                               NpuBytes *bytes);
+
 /* @mel: n_mels rows of n_frames floats (mel-bin major, as whisper and
  * llama.cpp lay it out), already log-mel normalised
  * ((log10 clamped at max - 8) + 4) / 4.  @n_frames: even, 2 ..
@@ -162,6 +170,12 @@ NpuFence       *npu_audio_enc_program_submit  (NpuAudioEncProgram *prog,
                                                NpuQueue *queue,
                                                NpuFence * const *in_fences,
                                                guint n_in_fences);
+/* What one submit moves, counted once as the program was recorded, as
+ * npu_vit_program_get_bytes() */
+NPU_API
+void            npu_audio_enc_program_get_bytes
+                                              (NpuAudioEncProgram *prog,
+                                               NpuBytes *bytes);
 NPU_API
 gsize           npu_audio_enc_program_get_bytes_copied
                                               (NpuAudioEncProgram *prog);

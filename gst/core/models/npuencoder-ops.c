@@ -34,6 +34,16 @@ npu_enc_dev_weight (NpuEncDevBlocks * d, gconstpointer data, gsize size,
   return buf;
 }
 
+gboolean
+npu_enc_dev_count (NpuEncDevBlocks * d, guint64 weights, guint64 read,
+    guint64 written)
+{
+  npu_bytes_read (&d->bytes, NPU_BYTES_WEIGHTS, weights);
+  npu_bytes_read (&d->bytes, NPU_BYTES_ACTIVATIONS, read);
+  npu_bytes_write (&d->bytes, NPU_BYTES_ACTIVATIONS, written);
+  return TRUE;
+}
+
 NpuBuffer *
 npu_enc_dev_index (NpuDevice * device, const gint32 * values, gsize n,
     GError ** error)
@@ -102,6 +112,8 @@ npu_enc_record_matmul (NpuEncDevBlocks * d, NpuOps * ops,
 
   /* the encoders' matrices keep ggml's block layout (never repacked) */
   g_return_val_if_fail (mx->layout == NPU_MXFP4_LAYOUT_BLOCKS, FALSE);
+  npu_enc_count_product (&d->bytes, npu_mxfp4_matrix_get_size (mx), n, mx->k,
+      mx->rows);
   w = npu_enc_dev_weight (d, mx->blocks, mx->rows * mx->n_blocks *
       sizeof (NpuBlockMxfp4), error);
   return w && npu_ops_mul_mat (ops, NPU_OP_WEIGHT_MXFP4, w, 0, mx->rows,
@@ -135,6 +147,8 @@ npu_enc_record_bias_act (NpuEncDevBlocks * d, NpuOps * ops, NpuBuffer * y,
 
   if (!b && act == NPU_ENC_ACT_NONE)
     return TRUE;
+  npu_enc_dev_count (d, b ? (guint64) cols * 4 : 0, (guint64) rows * cols * 4,
+      (guint64) rows * cols * 4);
   if (b && !(bb = npu_enc_dev_weight (d, b, cols * sizeof (float), error)))
     return FALSE;
   return npu_ops_bias_act (ops, y, y_offset, bb, 0, rows, cols, op_act (act),
@@ -150,6 +164,9 @@ npu_enc_record_layernorm (NpuEncDevBlocks * d, NpuOps * ops, NpuBuffer * dst,
   NpuBuffer *bb = wb ? npu_enc_dev_weight (d, b, cols * sizeof (float),
       error) : NULL;
 
+  npu_enc_dev_count (d, (guint64) cols * 8, (guint64) rows * cols * 4,
+      (guint64) rows * cols * 4);
+
   return bb && npu_ops_layer_norm (ops, src, s_offset, wb, 0, bb, 0, dst,
       d_offset, cols, rows, eps, error);
 }
@@ -162,7 +179,8 @@ record_residual (NpuEncDevBlocks * d, NpuOps * ops, NpuBuffer * x,
 {
   return npu_enc_record_bias_act (d, ops, out, 0, n, dim, b,
       NPU_ENC_ACT_NONE, error) &&
-      npu_ops_add (ops, x, x_offset, out, 0, x, x_offset, n * dim, error);
+      npu_enc_dev_count (d, 0, (guint64) n * dim * 8, (guint64) n * dim * 4)
+      && npu_ops_add (ops, x, x_offset, out, 0, x, x_offset, n * dim, error);
 }
 
 gboolean
@@ -186,6 +204,9 @@ npu_enc_record_block (NpuEncDevBlocks * d, NpuOps * ops,
       NPU_ENC_ACT_NONE, error) &&
       npu_enc_record_bias_act (d, ops, d->v, 0, n, dim, l->v_b,
       NPU_ENC_ACT_NONE, error) &&
+      /* q, k and v read once each, the heads' outputs written */
+      npu_enc_dev_count (d, 0, (guint64) 3 * n * dim * 4,
+      (guint64) n * dim * 4) &&
       npu_ops_attention (ops, d->q, 0, d->k, 0, d->v, 0, NPU_KV_F32, d->att,
       0, n, b->n_heads, b->n_heads, b->head_dim, 0, FALSE,
       1.0f / sqrtf ((float) b->head_dim), error) &&

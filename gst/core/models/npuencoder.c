@@ -18,6 +18,22 @@
  * (npu_attention_rows() reads each row once per four) */
 #define ATTN_NQ 4
 
+/* npu_bytes_read() / _write() for the kernels below, whose @bytes may be
+ * NULL (the CPU device's operations, npuops-cpu.c, count nothing) */
+static inline void
+count_read (NpuBytes * bytes, NpuBytesKind kind, guint64 n)
+{
+  if (bytes)
+    npu_bytes_read (bytes, kind, n);
+}
+
+static inline void
+count_write (NpuBytes * bytes, NpuBytesKind kind, guint64 n)
+{
+  if (bytes)
+    npu_bytes_write (bytes, kind, n);
+}
+
 /* ------------------------------------------------------------------------
  * Loading
  */
@@ -372,9 +388,14 @@ bias_act_slice (gsize start, gsize end, guint worker, gpointer data)
 
 void
 npu_enc_bias_act (NpuTask * task, float *y, gsize rows, gsize cols,
-    const float *b, NpuEncAct act)
+    const float *b, NpuEncAct act, NpuBytes * bytes)
 {
   Job job = { 0, };
+
+  if (b)
+    count_read (bytes, NPU_BYTES_WEIGHTS, (guint64) cols * 4);
+  count_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
+  count_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
 
   job.dst = y;
   job.cols = cols;
@@ -401,9 +422,13 @@ residual_slice (gsize start, gsize end, guint worker, gpointer data)
 
 static void
 residual (NpuTask * task, float *x, const float *y, const float *b,
-    gsize rows, gsize cols)
+    gsize rows, gsize cols, NpuBytes * bytes)
 {
   Job job = { 0, };
+
+  count_read (bytes, NPU_BYTES_WEIGHTS, (guint64) cols * 4);
+  count_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 8);
+  count_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
 
   job.dst = x;
   job.src = y;
@@ -443,9 +468,13 @@ layernorm_slice (gsize start, gsize end, guint worker, gpointer data)
 
 void
 npu_enc_layernorm (NpuTask * task, float *dst, const float *src, gsize rows,
-    gsize cols, gfloat eps, const float *w, const float *b)
+    gsize cols, gfloat eps, const float *w, const float *b, NpuBytes * bytes)
 {
   Job job = { 0, };
+
+  count_read (bytes, NPU_BYTES_WEIGHTS, (guint64) cols * 8);
+  count_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
+  count_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
 
   job.eps = eps;
   job.dst = dst;
@@ -495,10 +524,30 @@ gemm_f32_slice (gsize start, gsize end, guint worker, gpointer data)
 }
 
 void
+npu_enc_count_as_tokens (NpuBytes * bytes, guint64 n)
+{
+  g_return_if_fail (bytes->written[NPU_BYTES_ACTIVATIONS] >= n);
+
+  bytes->written[NPU_BYTES_ACTIVATIONS] -= n;
+  bytes->written[NPU_BYTES_TOKENS] += n;
+}
+
+void
+npu_enc_count_product (NpuBytes * bytes, guint64 weights, gsize n, gsize k,
+    gsize rows)
+{
+  count_read (bytes, NPU_BYTES_WEIGHTS, weights);
+  count_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * k * 4);
+  count_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * rows * 4);
+}
+
+void
 npu_enc_gemm_f32 (NpuTask * task, const float *w, gsize rows, gsize k,
-    const float *x, gsize n, float *y)
+    const float *x, gsize n, float *y, NpuBytes * bytes)
 {
   Job job = { 0, };
+
+  npu_enc_count_product (bytes, (guint64) rows * k * 4, n, k, rows);
 
   job.w = w;
   job.rows = rows;
@@ -546,6 +595,12 @@ attention (NpuEncBlocks * vit, NpuTask * task, gsize n)
   Job job = { 0, };
   gsize n_qblocks = (n + ATTN_QUERY_BLOCK - 1) / ATTN_QUERY_BLOCK;
 
+  /* q, k and v once each (a block of queries rereads k and v, from
+   * cache), the heads' outputs once */
+  count_read (&vit->bytes, NPU_BYTES_ACTIVATIONS,
+      (guint64) 3 * n * vit->dim * 4);
+  count_write (&vit->bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * vit->dim * 4);
+
   job.blocks = vit;
   job.n = n;
   npu_enc_run_parallel (task, vit->n_heads * n_qblocks, 1, attention_slice,
@@ -554,8 +609,11 @@ attention (NpuEncBlocks * vit, NpuTask * task, gsize n)
 
 void
 npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x, gsize n,
-    float *y, NpuMatmulPrecision precision)
+    float *y, NpuMatmulPrecision precision, NpuBytes * bytes)
 {
+  /* the matrix as it is read: MXFP4 blocks, 17 bytes per 32 weights */
+  npu_enc_count_product (bytes, npu_mxfp4_matrix_get_size (&m->m), n,
+      m->m.k, m->m.rows);
   npu_matmul_mxfp4_with_precision (task, &m->m, x, n, y, precision);
 }
 
@@ -653,22 +711,24 @@ npu_enc_block_forward (NpuEncBlocks * b, const NpuEncLayer * l,
   g_return_if_fail (n <= b->n_max);
 
   /* x += attn_out (MHA (LN1 (x))) */
-  npu_enc_layernorm (task, b->h, x, n, dim, b->eps, l->ln1_w, l->ln1_b);
-  npu_enc_matmul (task, &l->q, b->h, n, b->q, b->precision);
-  npu_enc_matmul (task, &l->k, b->h, n, b->k, b->precision);
-  npu_enc_matmul (task, &l->v, b->h, n, b->v, b->precision);
-  npu_enc_bias_act (task, b->q, n, dim, l->q_b, NPU_ENC_ACT_NONE);
+  npu_enc_layernorm (task, b->h, x, n, dim, b->eps, l->ln1_w, l->ln1_b,
+      &b->bytes);
+  npu_enc_matmul (task, &l->q, b->h, n, b->q, b->precision, &b->bytes);
+  npu_enc_matmul (task, &l->k, b->h, n, b->k, b->precision, &b->bytes);
+  npu_enc_matmul (task, &l->v, b->h, n, b->v, b->precision, &b->bytes);
+  npu_enc_bias_act (task, b->q, n, dim, l->q_b, NPU_ENC_ACT_NONE, &b->bytes);
   if (l->k_b)
-    npu_enc_bias_act (task, b->k, n, dim, l->k_b, NPU_ENC_ACT_NONE);
-  npu_enc_bias_act (task, b->v, n, dim, l->v_b, NPU_ENC_ACT_NONE);
+    npu_enc_bias_act (task, b->k, n, dim, l->k_b, NPU_ENC_ACT_NONE, &b->bytes);
+  npu_enc_bias_act (task, b->v, n, dim, l->v_b, NPU_ENC_ACT_NONE, &b->bytes);
   attention (b, task, n);
-  npu_enc_matmul (task, &l->o, b->att, n, b->h, b->precision);
-  residual (task, x, b->h, l->o_b, n, dim);
+  npu_enc_matmul (task, &l->o, b->att, n, b->h, b->precision, &b->bytes);
+  residual (task, x, b->h, l->o_b, n, dim, &b->bytes);
 
   /* x += ffn_down (act (ffn_up (LN2 (x)))) */
-  npu_enc_layernorm (task, b->h, x, n, dim, b->eps, l->ln2_w, l->ln2_b);
-  npu_enc_matmul (task, &l->up, b->h, n, b->ffb, b->precision);
-  npu_enc_bias_act (task, b->ffb, n, b->ff, l->up_b, b->act);
-  npu_enc_matmul (task, &l->down, b->ffb, n, b->h, b->precision);
-  residual (task, x, b->h, l->down_b, n, dim);
+  npu_enc_layernorm (task, b->h, x, n, dim, b->eps, l->ln2_w, l->ln2_b,
+      &b->bytes);
+  npu_enc_matmul (task, &l->up, b->h, n, b->ffb, b->precision, &b->bytes);
+  npu_enc_bias_act (task, b->ffb, n, b->ff, l->up_b, b->act, &b->bytes);
+  npu_enc_matmul (task, &l->down, b->ffb, n, b->h, b->precision, &b->bytes);
+  residual (task, x, b->h, l->down_b, n, dim, &b->bytes);
 }

@@ -19,6 +19,7 @@
 #include "core/device/npuops.h"
 #include "core/formats/npugguf.h"
 #include "core/cpu/npumatmul.h"
+#include "core/device/npubytes.h"
 #include "npuviterror.h"
 
 G_BEGIN_DECLS
@@ -121,6 +122,9 @@ typedef struct
   float *scores;                /* n_score_rows rows of n_max */
   guint n_score_rows;
   gsize scratch_bytes;
+  /* what the encoder moved, a running count (npubytes.h): the kernels
+   * below add to it where they run */
+  NpuBytes bytes;
 } NpuEncBlocks;
 
 /* dim, ff, n_heads, head_dim, eps and act set; FALSE if out of memory */
@@ -138,21 +142,33 @@ G_GNUC_INTERNAL
 void npu_enc_block_forward (NpuEncBlocks * b, const NpuEncLayer * l,
     NpuTask * task, float *x, gsize n);
 
-/* Row kernels, spread over @task's threads (NULL: the calling thread) */
+/* Row kernels, spread over @task's threads (NULL: the calling thread).
+ * Each adds to @bytes what it moves: its weights once, in the layout they
+ * are read in (a vector in F32, a matrix in MXFP4 or F32), and its F32
+ * rows in and out (activations). */
 G_GNUC_INTERNAL
 void npu_enc_bias_act (NpuTask * task, float *y, gsize rows, gsize cols,
-    const float *b, NpuEncAct act);
+    const float *b, NpuEncAct act, NpuBytes * bytes);
 /* ggml_norm, then * w + b; dst may be src */
 G_GNUC_INTERNAL
 void npu_enc_layernorm (NpuTask * task, float *dst, const float *src,
-    gsize rows, gsize cols, gfloat eps, const float *w, const float *b);
+    gsize rows, gsize cols, gfloat eps, const float *w, const float *b,
+    NpuBytes * bytes);
 /* y[c][r] = sum_j w[r][j] x[c][j], F32 weights */
 G_GNUC_INTERNAL
 void npu_enc_gemm_f32 (NpuTask * task, const float *w, gsize rows, gsize k,
-    const float *x, gsize n, float *y);
+    const float *x, gsize n, float *y, NpuBytes * bytes);
 G_GNUC_INTERNAL
 void npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x,
-    gsize n, float *y, NpuMatmulPrecision precision);
+    gsize n, float *y, NpuMatmulPrecision precision, NpuBytes * bytes);
+/* @bytes += a product's: @weights, @n rows of @k in and of @rows out */
+/* The last kernel's output is the tokens another element reads: its @n
+ * bytes, counted as activations written, become %NPU_BYTES_TOKENS */
+G_GNUC_INTERNAL
+void npu_enc_count_as_tokens (NpuBytes * bytes, guint64 n);
+G_GNUC_INTERNAL
+void npu_enc_count_product (NpuBytes * bytes, guint64 weights, gsize n,
+    gsize k, gsize rows);
 G_GNUC_INTERNAL
 void npu_enc_run_parallel (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer data);
@@ -170,7 +186,17 @@ typedef struct
   GHashTable *weights;          /* host address -> NpuBuffer */
   NpuBuffer *h, *q, *k, *v, *att, *ffb;
   gsize bytes_copied;           /* of the weights that were not imported */
+  /* what one submit of the program moves, counted as the operations are
+   * recorded (the recording functions below and npu_enc_dev_count()) */
+  NpuBytes bytes;
 } NpuEncDevBlocks;
+
+/* Adds to what one submit moves: @weights bytes of weights read, @read
+ * and @written bytes of activations; returns TRUE (for chains of
+ * recording calls) */
+G_GNUC_INTERNAL
+gboolean npu_enc_dev_count (NpuEncDevBlocks * d, guint64 weights,
+    guint64 read, guint64 written);
 
 /* A device buffer holding the @n int32 @values (the index tables of
  * npu_ops_gather_rows()) */

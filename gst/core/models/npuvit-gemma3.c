@@ -121,18 +121,29 @@ average_pool (const NpuVit * vit, const float *patches, float *pooled)
     }
 }
 
+/* The bytes it moves go to the encoder's counter (npubytes.h), as the
+ * other projectors': the patches read and the pooled rows written, the
+ * norm's weights and rows, then the product's */
 void
 npu_vit_gemma3_project (NpuVit * vit, NpuTask * task, const float *patches,
     float *out)
 {
+  NpuBytes *b = &vit->blocks.bytes;
+  guint64 pooled = (guint64) vit->n_tokens * vit->dim * 4;
   guint t;
 
   average_pool (vit, patches, vit->proj);
+  npu_bytes_read (b, NPU_BYTES_ACTIVATIONS, (guint64) vit->grid * vit->scale *
+      vit->grid * vit->scale * vit->dim * 4);
+  npu_bytes_write (b, NPU_BYTES_ACTIVATIONS, pooled);
   for (t = 0; t < vit->n_tokens; t++) {
     float *row = vit->proj + (gsize) t * vit->dim;
 
     npu_rms_norm (row, vit->gemma_norm, row, vit->dim, vit->blocks.eps);
   }
+  npu_bytes_read (b, NPU_BYTES_WEIGHTS, (guint64) vit->dim * 4);
+  npu_bytes_read (b, NPU_BYTES_ACTIVATIONS, pooled);
+  npu_bytes_write (b, NPU_BYTES_ACTIVATIONS, pooled);
   npu_enc_gemm_f32 (task, vit->gemma_proj, vit->out_dim, vit->dim,
-      vit->proj, vit->n_tokens, out);
+      vit->proj, vit->n_tokens, out, b);
 }

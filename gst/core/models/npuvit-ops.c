@@ -61,6 +61,8 @@ record_input (NpuVitProgram * prog, GError ** error)
       return FALSE;
   } else if (!(w = npu_enc_dev_weight (d, vit->patch_w32,
               dim * vit->patch_dim * sizeof (float), error)) ||
+      !npu_enc_dev_count (d, (guint64) dim * vit->patch_dim * 4,
+          (guint64) np * vit->patch_dim * 4, (guint64) np * dim * 4) ||
       !npu_ops_mul_mat (prog->ops, NPU_OP_WEIGHT_F32, w, 0, dim,
           vit->patch_dim, prog->input, 0, np, prog->x, xp, error))
     return FALSE;
@@ -68,6 +70,7 @@ record_input (NpuVitProgram * prog, GError ** error)
     if (!(cls = npu_enc_dev_weight (d, vit->class_embd, dim * sizeof (float),
                 error)) ||
         !(prog->index = npu_enc_dev_index (d->device, &zero, 1, error)) ||
+        !npu_enc_dev_count (d, dim * 4, 0, dim * 4) ||
         !npu_ops_gather_rows (prog->ops, cls, 0, 1, prog->index, 0, prog->x,
             0, 1, dim, error))
       return FALSE;
@@ -76,6 +79,7 @@ record_input (NpuVitProgram * prog, GError ** error)
           vit->patch_b, NPU_ENC_ACT_NONE, error) ||
       !(pos = npu_enc_dev_weight (d, vit->pos, n * dim * sizeof (float),
               error)) ||
+      !npu_enc_dev_count (d, n * dim * 4, n * dim * 4, n * dim * 4) ||
       !npu_ops_add (prog->ops, prog->x, 0, pos, 0, prog->x, 0, n * dim, error))
     return FALSE;
   return !vit->pre_ln_w || npu_enc_record_layernorm (d, prog->ops, prog->x,
@@ -109,6 +113,8 @@ record_projector (NpuVitProgram * prog, GError ** error)
   g_free (idx);
   if (!shuffle)
     return FALSE;
+  npu_enc_dev_count (d, 0, (guint64) np * vit->dim * 4,
+      (guint64) n_idx * vit->dim * 4);
   ok = npu_ops_gather_rows (prog->ops, prog->x, xp, np, shuffle, 0,
       prog->proj, 0, n_idx, vit->dim, error) &&
       npu_enc_record_matmul (d, prog->ops, &vit->fc, prog->proj, 0,
@@ -134,7 +140,11 @@ record (NpuVitProgram * prog, GError ** error)
           prog->x, 0, prog->x, 0, vit->n_pos, vit->dim, vit->blocks.eps,
           vit->post_ln_w, vit->post_ln_b, error))
     return FALSE;
-  return record_projector (prog, error);
+  if (!record_projector (prog, error))
+    return FALSE;
+  npu_enc_count_as_tokens (&prog->d.bytes, (guint64) vit->n_tokens *
+      vit->out_dim * 4);
+  return TRUE;
 }
 
 NpuVitProgram *
@@ -208,6 +218,14 @@ npu_vit_program_submit (NpuVitProgram * prog, NpuQueue * queue,
     NpuFence * const *in_fences, guint n_in_fences)
 {
   return npu_ops_submit (prog->ops, queue, in_fences, n_in_fences);
+}
+
+void
+npu_vit_program_get_bytes (NpuVitProgram * prog, NpuBytes * bytes)
+{
+  g_return_if_fail (prog != NULL && bytes != NULL);
+
+  *bytes = prog->d.bytes;
 }
 
 gsize

@@ -25,12 +25,15 @@ typedef struct
   gboolean full;                /* attends to every patch, not its window */
 } NpuVitQwenLayer;
 
-/* The Qwen merger's layout (npuvit-qwen.c), fixed by the image size */
+/* The Qwen merger's layout (npuvit-qwen.c), set by the patch grid
+ * (npu_vit_set_patch_grid (); the file's square image at load time) */
 typedef struct
 {
   gboolean rms;                 /* qwen2.5vl: RMSNorm and SwiGLU */
   guint n_wa_pattern;           /* 0: no window attention */
-  guint window;                 /* window side in merged tokens */
+  guint window;                 /* window side in merged tokens; 0: none */
+  guint ph, pw;                 /* the patch grid: rows, columns (even) */
+  guint cap;                    /* patches the scratch buffers hold */
   NpuVitQwenLayer *layers;
   /* sequence position -> patch (row-major); output token (row-major over
    * the merged grid) -> merged unit of the sequence */
@@ -85,6 +88,10 @@ G_GNUC_INTERNAL
 gboolean npu_vit_qwen_load (NpuVit * vit, NpuEncLoader * ld, GError ** error);
 G_GNUC_INTERNAL
 void npu_vit_qwen_clear (NpuVit * vit);
+/* npu_vit_set_patch_grid () for the Qwen projectors */
+G_GNUC_INTERNAL
+gboolean npu_vit_qwen_set_grid (NpuVit * vit, guint height, guint width,
+    GError ** error);
 G_GNUC_INTERNAL
 gboolean npu_vit_qwen_encode (NpuVit * vit, NpuTask * task,
     const float *patches, float *out, GError ** error);

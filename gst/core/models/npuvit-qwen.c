@@ -27,9 +27,11 @@
  *   - the merger: v.post_ln (same norm), the 4 patches of a unit side by
  *     side (4 dim), mm.2 (GELU (mm.0 (x))).
  *
- * The image has the fixed size clip.vision.image_size (a multiple of 2
- * patches); Qwen's processor takes any size (docs/models.md says what is
- * not done).  No device program yet: npu_vit_program_new() refuses these.
+ * The image is any grid of ph x pw patches, both even (Qwen's native
+ * resolution: npu_vit_set_patch_grid (), the size from
+ * npu_vit_smart_resize ()); the file's square clip.vision.image_size is
+ * the grid at load time.  No device program yet: npu_vit_program_new()
+ * refuses these.
  */
 #include "npuvit-private.h"
 #include "core/cpu/npuattention.h"
@@ -180,31 +182,36 @@ load_patch_embedding (NpuVit * vit, NpuEncLoader * ld, GError ** error)
   return ok;
 }
 
-/* The sequence order, the windows, the output order and the rotary
- * tables: clip.cpp's window_idx / inv_window_idx / positions */
+/* The sequence order, the windows and the output order for a grid of
+ * ph x pw patches: clip.cpp's window_idx / inv_window_idx, HF's
+ * get_window_index ().  HF pads the merged grid to whole windows and drops
+ * the padding (and so the empty windows of a grid that divides evenly);
+ * walking the windows clipped at the last row and column gives the same
+ * order. */
 static void
-build_tables (NpuVit * vit)
+build_order (NpuVit * vit)
 {
   NpuVitQwen *q = &vit->qwen;
-  guint side = vit->side, g = side / 2, w = q->window;
-  guint hd = vit->blocks.head_dim;
-  guint wy, wx, dy, dx, j, k, dst = 0, nw = 0;
+  guint gh = q->ph / 2, gw = q->pw / 2;
+  /* without windows one window covers the whole grid */
+  guint w = q->window ? q->window : MAX (gh, gw);
+  guint wy, wx, dy, dx, j, dst = 0, nw = 0;
 
   q->order = g_new (guint, vit->n_patches);
   q->win_of = g_new (guint, vit->n_patches);
   q->unit_of = g_new (guint, vit->n_tokens);
-  q->win_start = g_new (guint, (g / w + 1) * (g / w + 1) + 1);
-  for (wy = 0; wy < g; wy += w) {
-    for (wx = 0; wx < g; wx += w) {
+  q->win_start = g_new (guint, ((gh + w - 1) / w) * ((gw + w - 1) / w) + 1);
+  for (wy = 0; wy < gh; wy += w) {
+    for (wx = 0; wx < gw; wx += w) {
       q->win_start[nw] = dst * 4;
-      for (dy = 0; dy < MIN (w, g - wy); dy++) {
-        for (dx = 0; dx < MIN (w, g - wx); dx++) {
+      for (dy = 0; dy < MIN (w, gh - wy); dy++) {
+        for (dx = 0; dx < MIN (w, gw - wx); dx++) {
           guint uy = wy + dy, ux = wx + dx;
 
-          q->unit_of[uy * g + ux] = dst;
+          q->unit_of[uy * gw + ux] = dst;
           /* the unit's patches in row-major (y, x) order */
           for (j = 0; j < 4; j++) {
-            q->order[dst * 4 + j] = (2 * uy + j / 2) * side + 2 * ux + j % 2;
+            q->order[dst * 4 + j] = (2 * uy + j / 2) * q->pw + 2 * ux + j % 2;
             q->win_of[dst * 4 + j] = nw;
           }
           dst++;
@@ -215,11 +222,20 @@ build_tables (NpuVit * vit)
   }
   q->win_start[nw] = vit->n_patches;
   q->n_windows = nw;
+}
+
+/* The rotary tables of each sequence position: HF's rot_pos_emb (), the
+ * patch's row and column in the grid, whatever its shape */
+static void
+build_rope (NpuVit * vit)
+{
+  NpuVitQwen *q = &vit->qwen;
+  guint hd = vit->blocks.head_dim, j, k;
 
   q->cos = g_new (float, (gsize) vit->n_patches * hd / 2);
   q->sin = g_new (float, (gsize) vit->n_patches * hd / 2);
   for (j = 0; j < vit->n_patches; j++) {
-    guint py = q->order[j] / side, px = q->order[j] % side;
+    guint py = q->order[j] / q->pw, px = q->order[j] % q->pw;
 
     for (k = 0; k < hd / 2; k++) {
       guint kk = k < hd / 4 ? k : k - hd / 4;
@@ -229,6 +245,17 @@ build_tables (NpuVit * vit)
       q->sin[(gsize) j * hd / 2 + k] = (float) sin (a);
     }
   }
+}
+
+static void
+tables_clear (NpuVitQwen * q)
+{
+  g_clear_pointer (&q->order, g_free);
+  g_clear_pointer (&q->unit_of, g_free);
+  g_clear_pointer (&q->win_of, g_free);
+  g_clear_pointer (&q->win_start, g_free);
+  g_clear_pointer (&q->cos, g_free);
+  g_clear_pointer (&q->sin, g_free);
 }
 
 /* n_wa_pattern and the window size (qwen2.5vl), the window in merged
@@ -272,7 +299,7 @@ load_windows (NpuVit * vit, NpuEncLoader * ld, GError ** error)
         ld->name);
     return FALSE;
   }
-  q->window = q->n_wa_pattern ? window_px / vit->patch / 2 : vit->side / 2;
+  q->window = q->n_wa_pattern ? window_px / vit->patch / 2 : 0;
 
   return TRUE;
 }
@@ -296,9 +323,7 @@ load_merger (NpuVit * vit, NpuEncLoader * ld, GError ** error)
         "%s: mm.2.weight has an output size of %u", ld->name, vit->out_dim);
     return FALSE;
   }
-  vit->grid = vit->side / 2;
-  vit->n_tokens = vit->grid * vit->grid;
-  vit->n_pos = vit->n_patches;
+  /* the grid, tokens and positions: npu_vit_qwen_set_grid () */
   vit->first = 0;
   if (!npu_enc_get_matrix (ld, "mm.0.weight", 4 * d, 4 * d, &vit->mm0, error)
       || !(vit->mm0_b = npu_enc_get_vector (ld, "mm.0.bias", TRUE, 4 * d,
@@ -318,7 +343,6 @@ npu_vit_qwen_load (NpuVit * vit, NpuEncLoader * ld, GError ** error)
   NpuVitQwen *q = &vit->qwen;
   NpuTensorView view;
   guint hd = vit->blocks.head_dim, il;
-  gsize n = vit->n_patches, d = vit->dim;
 
   q->rms = vit->projector == NPU_VIT_PROJECTOR_QWEN25VL;
   if (vit->image_size % (2 * vit->patch)) {
@@ -368,20 +392,98 @@ npu_vit_qwen_load (NpuVit * vit, NpuEncLoader * ld, GError ** error)
 
   if (!load_merger (vit, ld, error))
     return FALSE;
-  build_tables (vit);
-  vit->x = g_try_new (float, n * d);
-  vit->proj = g_try_new (float, n * d);
-  q->pin = g_try_new (float, n * vit->patch_dim);
-  q->gate = q->rms ? g_try_new (float, n * vit->ff) : NULL;
-  if (!vit->x || !vit->proj || !q->pin || (q->rms && !q->gate)
-      || !npu_enc_blocks_alloc (&vit->blocks, vit->n_pos)) {
-    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
-        "%s: out of memory for the scratch buffers", ld->name);
+  /* the file's square image until npu_vit_set_patch_grid () */
+  if (!npu_vit_qwen_set_grid (vit, vit->side, vit->side, error)) {
+    g_prefix_error (error, "%s: ", ld->name);
     return FALSE;
   }
-  vit->scratch_bytes = sizeof (float) * (2 * n * d + n * vit->patch_dim +
-      (q->rms ? n * vit->ff : 0) + n * (hd + 4)) + sizeof (guint) *
-      (q->n_windows + 1 + vit->n_tokens);
+  return TRUE;
+}
+
+/* The buffers that hold @n patches, all or none: on failure the old ones
+ * stay, so a refused grid leaves the encoder as it was */
+static gboolean
+alloc_scratch (NpuVit * vit, gsize n, GError ** error)
+{
+  NpuVitQwen *q = &vit->qwen;
+  NpuEncBlocks nb = vit->blocks;
+  gsize d = vit->dim;
+  float *x = g_try_new (float, n * d);
+  float *proj = g_try_new (float, n * d);
+  float *pin = g_try_new (float, n * vit->patch_dim);
+  float *gate = q->rms ? g_try_new (float, n * vit->ff) : NULL;
+  gboolean ok = x && proj && pin && (gate || !q->rms);
+
+  if (ok && !(ok = npu_enc_blocks_alloc (&nb, n)))
+    npu_enc_blocks_clear (&nb);
+  if (!ok) {
+    g_free (x);
+    g_free (proj);
+    g_free (pin);
+    g_free (gate);
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "out of memory for the scratch buffers of %" G_GSIZE_FORMAT
+        " patches", n);
+    return FALSE;
+  }
+  npu_enc_blocks_clear (&vit->blocks);
+  vit->blocks = nb;
+  g_free (vit->x);
+  g_free (vit->proj);
+  g_free (q->pin);
+  g_free (q->gate);
+  vit->x = x;
+  vit->proj = proj;
+  q->pin = pin;
+  q->gate = gate;
+  q->cap = n;
+  return TRUE;
+}
+
+/* A grid the buffers' sizes fit, as npuvit.c checks the file's image */
+static gboolean
+check_grid (const NpuVit * vit, guint height, guint width, GError ** error)
+{
+  guint64 n = (guint64) height * width;
+
+  if (!height || !width || height % 2 || width % 2) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "a patch grid of %u x %u is not a positive even number of patches "
+        "each way (the merger's 2 x 2 units)", height, width);
+    return FALSE;
+  }
+  if (height > 4096 || width > 4096
+      || n * (vit->patch_dim + 1) > ((guint64) 1 << 31)
+      || (n + 1) * MAX (vit->dim, vit->ff) > ((guint64) 1 << 31)) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "a patch grid of %u x %u is too large for this encoder", height, width);
+    return FALSE;
+  }
+  return TRUE;
+}
+
+gboolean
+npu_vit_qwen_set_grid (NpuVit * vit, guint height, guint width, GError ** error)
+{
+  NpuVitQwen *q = &vit->qwen;
+  gsize n = (gsize) height * width, hd = vit->blocks.head_dim;
+
+  if (!check_grid (vit, height, width, error))
+    return FALSE;
+  /* the scratch only grows: a smaller grid after a larger one keeps it */
+  if (n > q->cap && !alloc_scratch (vit, n, error))
+    return FALSE;
+  q->ph = height;
+  q->pw = width;
+  vit->n_patches = vit->n_pos = n;
+  vit->grid = width / 2;
+  vit->n_tokens = (height / 2) * (width / 2);
+  tables_clear (q);
+  build_order (vit);
+  build_rope (vit);
+  vit->scratch_bytes = sizeof (float) * (q->cap * (2 * vit->dim +
+          vit->patch_dim + (q->rms ? vit->ff : 0)) + n * hd) +
+      sizeof (guint) * (2 * n + vit->n_tokens + q->n_windows + 1);
   return TRUE;
 }
 
@@ -394,12 +496,7 @@ npu_vit_qwen_clear (NpuVit * vit)
   for (il = 0; q->layers && il < vit->n_layers; il++)
     layer_clear (&q->layers[il]);
   g_free (q->layers);
-  g_free (q->order);
-  g_free (q->unit_of);
-  g_free (q->win_of);
-  g_free (q->win_start);
-  g_free (q->cos);
-  g_free (q->sin);
+  tables_clear (q);
   g_free (q->pin);
   g_free (q->gate);
   memset (q, 0, sizeof (*q));
@@ -448,14 +545,17 @@ rmsnorm_slice (gsize start, gsize end, guint worker, gpointer data)
 
 static void
 norm (NpuTask * task, float *dst, const float *src, gsize rows, gsize cols,
-    gfloat eps, const float *w, const float *b)
+    gfloat eps, const float *w, const float *b, NpuBytes * bytes)
 {
   Job job = { 0, };
 
   if (b) {
-    npu_enc_layernorm (task, dst, src, rows, cols, eps, w, b);
+    npu_enc_layernorm (task, dst, src, rows, cols, eps, w, b, bytes);
     return;
   }
+  npu_bytes_read (bytes, NPU_BYTES_WEIGHTS, (guint64) cols * 4);
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
   job.dst = dst;
   job.src = src;
   job.w = w;
@@ -478,9 +578,13 @@ residual_slice (gsize start, gsize end, guint worker, gpointer data)
 
 static void
 residual (NpuTask * task, float *x, const float *y, const float *b,
-    gsize rows, gsize cols)
+    gsize rows, gsize cols, NpuBytes * bytes)
 {
   Job job = { 0, };
+
+  npu_bytes_read (bytes, NPU_BYTES_WEIGHTS, (guint64) cols * 4);
+  npu_bytes_read (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 8);
+  npu_bytes_write (bytes, NPU_BYTES_ACTIVATIONS, (guint64) rows * cols * 4);
 
   job.dst = x;
   job.src = y;
@@ -585,6 +689,21 @@ attention_slice (gsize start, gsize end, guint worker, gpointer data)
   }
 }
 
+/* The rotary embedding rewrites q and k (its cos / sin tables, made at
+ * load time, are counted with them); the attention reads q, k and v once
+ * each and writes the heads' outputs */
+static void
+count_rope_attention (NpuEncBlocks * b, gsize n)
+{
+  guint64 rows = (guint64) n * b->dim * 4;
+
+  npu_bytes_read (&b->bytes, NPU_BYTES_ACTIVATIONS, 2 * rows +
+      (guint64) n * b->head_dim * 4);
+  npu_bytes_write (&b->bytes, NPU_BYTES_ACTIVATIONS, 2 * rows);
+  npu_bytes_read (&b->bytes, NPU_BYTES_ACTIVATIONS, 3 * rows);
+  npu_bytes_write (&b->bytes, NPU_BYTES_ACTIVATIONS, rows);
+}
+
 static void
 block_forward (NpuVit * vit, const NpuVitQwenLayer * l, NpuTask * task)
 {
@@ -598,35 +717,47 @@ block_forward (NpuVit * vit, const NpuVitQwenLayer * l, NpuTask * task)
   job.l = l;
 
   /* x += attn_out (MHA (rope (q), rope (k), v of norm1 (x))) */
-  norm (task, b->h, x, n, dim, b->eps, l->ln1_w, l->ln1_b);
-  npu_enc_matmul (task, &l->q, b->h, n, b->q, b->precision);
-  npu_enc_matmul (task, &l->k, b->h, n, b->k, b->precision);
-  npu_enc_matmul (task, &l->v, b->h, n, b->v, b->precision);
-  npu_enc_bias_act (task, b->q, n, dim, l->q_b, NPU_ENC_ACT_NONE);
-  npu_enc_bias_act (task, b->k, n, dim, l->k_b, NPU_ENC_ACT_NONE);
-  npu_enc_bias_act (task, b->v, n, dim, l->v_b, NPU_ENC_ACT_NONE);
+  norm (task, b->h, x, n, dim, b->eps, l->ln1_w, l->ln1_b, &b->bytes);
+  npu_enc_matmul (task, &l->q, b->h, n, b->q, b->precision, &vit->blocks.bytes);
+  npu_enc_matmul (task, &l->k, b->h, n, b->k, b->precision, &vit->blocks.bytes);
+  npu_enc_matmul (task, &l->v, b->h, n, b->v, b->precision, &vit->blocks.bytes);
+  npu_enc_bias_act (task, b->q, n, dim, l->q_b, NPU_ENC_ACT_NONE,
+      &vit->blocks.bytes);
+  npu_enc_bias_act (task, b->k, n, dim, l->k_b, NPU_ENC_ACT_NONE,
+      &vit->blocks.bytes);
+  npu_enc_bias_act (task, b->v, n, dim, l->v_b, NPU_ENC_ACT_NONE,
+      &vit->blocks.bytes);
   npu_enc_run_parallel (task, n, row_grain (2 * dim), rope_slice, &job);
   npu_enc_run_parallel (task, b->n_heads * n_qblocks, 1, attention_slice, &job);
-  npu_enc_matmul (task, &l->o, b->att, n, b->h, b->precision);
-  residual (task, x, b->h, l->o_b, n, dim);
+  count_rope_attention (b, n);
+  npu_enc_matmul (task, &l->o, b->att, n, b->h, b->precision,
+      &vit->blocks.bytes);
+  residual (task, x, b->h, l->o_b, n, dim, &b->bytes);
 
   /* x += ffn_down (act (ffn_up (norm2 (x)))), or with the gate
    * ffn_down (act (ffn_gate) * ffn_up) */
-  norm (task, b->h, x, n, dim, b->eps, l->ln2_w, l->ln2_b);
-  npu_enc_matmul (task, &l->up, b->h, n, b->ffb, b->precision);
+  norm (task, b->h, x, n, dim, b->eps, l->ln2_w, l->ln2_b, &b->bytes);
+  npu_enc_matmul (task, &l->up, b->h, n, b->ffb, b->precision,
+      &vit->blocks.bytes);
   if (l->has_gate) {
-    npu_enc_bias_act (task, b->ffb, n, ff, l->up_b, NPU_ENC_ACT_NONE);
-    npu_enc_matmul (task, &l->gate, b->h, n, vit->qwen.gate, b->precision);
+    npu_enc_bias_act (task, b->ffb, n, ff, l->up_b, NPU_ENC_ACT_NONE,
+        &vit->blocks.bytes);
+    npu_enc_matmul (task, &l->gate, b->h, n, vit->qwen.gate, b->precision,
+        &vit->blocks.bytes);
     job.dst = b->ffb;
     job.src = vit->qwen.gate;
     job.b = l->gate_b;
     job.cols = ff;
     npu_enc_run_parallel (task, n, row_grain (ff), gated_slice, &job);
+    npu_bytes_read (&b->bytes, NPU_BYTES_WEIGHTS, (guint64) ff * 4);
+    npu_bytes_read (&b->bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * ff * 8);
+    npu_bytes_write (&b->bytes, NPU_BYTES_ACTIVATIONS, (guint64) n * ff * 4);
   } else {
-    npu_enc_bias_act (task, b->ffb, n, ff, l->up_b, b->act);
+    npu_enc_bias_act (task, b->ffb, n, ff, l->up_b, b->act, &vit->blocks.bytes);
   }
-  npu_enc_matmul (task, &l->down, b->ffb, n, b->h, b->precision);
-  residual (task, x, b->h, l->down_b, n, dim);
+  npu_enc_matmul (task, &l->down, b->ffb, n, b->h, b->precision,
+      &vit->blocks.bytes);
+  residual (task, x, b->h, l->down_b, n, dim, &b->bytes);
 }
 
 gboolean
@@ -641,7 +772,8 @@ npu_vit_qwen_encode (NpuVit * vit, NpuTask * task, const float *patches,
   for (t = 0; t < n; t++)
     memcpy (q->pin + t * pd, patches + (gsize) q->order[t] * pd,
         pd * sizeof (float));
-  npu_enc_gemm_f32 (task, vit->patch_w32, dim, pd, q->pin, n, vit->x);
+  npu_enc_gemm_f32 (task, vit->patch_w32, dim, pd, q->pin, n, vit->x,
+      &vit->blocks.bytes);
 
   for (il = 0; il < vit->n_layers; il++) {
     if (task && npu_task_is_cancelled (task)) {
@@ -652,7 +784,7 @@ npu_vit_qwen_encode (NpuVit * vit, NpuTask * task, const float *patches,
     block_forward (vit, &q->layers[il], task);
   }
   norm (task, vit->x, vit->x, n, dim, vit->blocks.eps, vit->post_ln_w,
-      vit->post_ln_b);
+      vit->post_ln_b, &vit->blocks.bytes);
 
   /* units back in raster order (4 rows of dim are one unit of 4 dim),
    * then mm.2 (GELU (mm.0)) */
@@ -660,12 +792,74 @@ npu_vit_qwen_encode (NpuVit * vit, NpuTask * task, const float *patches,
     memcpy (vit->blocks.h + t * 4 * dim, vit->x + (gsize) q->unit_of[t] * 4 *
         dim, 4 * dim * sizeof (float));
   npu_enc_matmul (task, &vit->mm0, vit->blocks.h, vit->n_tokens, vit->proj,
-      vit->blocks.precision);
+      vit->blocks.precision, &vit->blocks.bytes);
   npu_enc_bias_act (task, vit->proj, vit->n_tokens, 4 * dim, vit->mm0_b,
-      NPU_ENC_ACT_GELU);
+      NPU_ENC_ACT_GELU, &vit->blocks.bytes);
   npu_enc_matmul (task, &vit->mm2, vit->proj, vit->n_tokens, out,
-      vit->blocks.precision);
+      vit->blocks.precision, &vit->blocks.bytes);
   npu_enc_bias_act (task, out, vit->n_tokens, vit->out_dim, vit->mm2_b,
-      NPU_ENC_ACT_NONE);
+      NPU_ENC_ACT_NONE, &vit->blocks.bytes);
+  npu_enc_count_as_tokens (&vit->blocks.bytes,
+      (guint64) vit->n_tokens * vit->out_dim * 4);
+  return TRUE;
+}
+
+/* ------------------------------------------------------------------------
+ * Native resolution
+ */
+/* Python's round (): halves to the even neighbour */
+static double
+round_half_even (double x)
+{
+  double r = floor (x), d = x - r;
+
+  if (d > 0.5 || (d == 0.5 && fmod (r, 2.0) != 0.0))
+    r += 1.0;
+  return r;
+}
+
+/* Qwen2VLImageProcessor's smart_resize (), the same operations in the
+ * same order on doubles, so that its rounding is ours */
+gboolean
+npu_vit_smart_resize (guint height, guint width, guint factor,
+    guint64 min_pixels, guint64 max_pixels, guint * out_height,
+    guint * out_width, GError ** error)
+{
+  double f = factor, h_bar, w_bar, beta;
+
+  g_return_val_if_fail (out_height != NULL && out_width != NULL, FALSE);
+
+  if (!height || !width || !factor) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "cannot resize a %u x %u image to multiples of %u", width, height,
+        factor);
+    return FALSE;
+  }
+  if (min_pixels > max_pixels) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "min-pixels %" G_GUINT64_FORMAT " is more than max-pixels %"
+        G_GUINT64_FORMAT, min_pixels, max_pixels);
+    return FALSE;
+  }
+  if ((double) MAX (height, width) / MIN (height, width) > 200.0) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_SHAPE,
+        "a %u x %u image: the aspect ratio must be at most 200", width, height);
+    return FALSE;
+  }
+  h_bar = round_half_even (height / f) * f;
+  w_bar = round_half_even (width / f) * f;
+  if (h_bar * w_bar > (double) max_pixels) {
+    beta = sqrt ((double) ((guint64) height * width) / (double) max_pixels);
+    h_bar = MAX (f, floor (height / beta / f) * f);
+    w_bar = MAX (f, floor (width / beta / f) * f);
+  } else if (h_bar * w_bar < (double) min_pixels) {
+    beta = sqrt ((double) min_pixels / (double) ((guint64) height * width));
+    h_bar = ceil (height * beta / f) * f;
+    w_bar = ceil (width * beta / f) * f;
+  }
+  /* HF gives 0 for a side under factor / 2 when min_pixels is 0; no
+   * encoder takes that: one row (column) of units */
+  *out_height = (guint) MAX (f, h_bar);
+  *out_width = (guint) MAX (f, w_bar);
   return TRUE;
 }

@@ -584,10 +584,40 @@ npu_vit_get_n_tokens (const NpuVit * vit)
 void
 npu_vit_get_token_grid (const NpuVit * vit, guint * width, guint * height)
 {
+  /* the Qwen grid need not be square */
+  gboolean qwen = vit->qwen.layers != NULL;
+
   if (width)
     *width = vit->grid;
   if (height)
-    *height = vit->grid;
+    *height = qwen ? vit->qwen.ph / 2 : vit->grid;
+}
+
+void
+npu_vit_get_patch_grid (const NpuVit * vit, guint * width, guint * height)
+{
+  gboolean qwen = vit->qwen.layers != NULL;
+
+  if (width)
+    *width = qwen ? vit->qwen.pw : vit->side;
+  if (height)
+    *height = qwen ? vit->qwen.ph : vit->side;
+}
+
+gboolean
+npu_vit_set_patch_grid (NpuVit * vit, guint height, guint width,
+    GError ** error)
+{
+  g_return_val_if_fail (vit != NULL, FALSE);
+
+  if (!vit->qwen.layers) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
+        "only the Qwen mergers (qwen2vl_merger, qwen2.5vl_merger) take a "
+        "patch grid of their own; this encoder's image is %u x %u",
+        vit->image_size, vit->image_size);
+    return FALSE;
+  }
+  return npu_vit_qwen_set_grid (vit, height, width, error);
 }
 
 guint
@@ -666,6 +696,34 @@ npu_vit_get_precision (const NpuVit * vit)
   return vit->blocks.precision;
 }
 
+/* The embeddings added to the patch embedding's rows: the position table
+ * (all its n_pos rows), the patch bias and the class token, each once,
+ * and the rows they are added to */
+static void
+count_embeddings (NpuVit * vit)
+{
+  guint64 dim = vit->dim, w = (guint64) vit->n_pos * dim * 4;
+
+  if (vit->patch_b)
+    w += dim * 4;
+  if (vit->class_embd)
+    w += dim * 4;
+  npu_bytes_read (&vit->blocks.bytes, NPU_BYTES_WEIGHTS, w);
+  npu_bytes_read (&vit->blocks.bytes, NPU_BYTES_ACTIVATIONS,
+      (guint64) vit->n_pos * dim * 4);
+  npu_bytes_write (&vit->blocks.bytes, NPU_BYTES_ACTIVATIONS,
+      (guint64) vit->n_pos * dim * 4);
+}
+
+
+void
+npu_vit_get_bytes (const NpuVit * vit, NpuBytes * bytes)
+{
+  g_return_if_fail (vit != NULL && bytes != NULL);
+
+  *bytes = vit->blocks.bytes;
+}
+
 gboolean
 npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
     float *out, GError ** error)
@@ -686,12 +744,13 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
    * flattened patches, then its bias and the position embeddings. */
   if (vit->patch_mxfp4)
     npu_enc_matmul (task, &vit->patch_w, patches, np, xp,
-        vit->blocks.precision);
+        vit->blocks.precision, &vit->blocks.bytes);
   else
     npu_enc_gemm_f32 (task, vit->patch_w32, dim, vit->patch_dim, patches, np,
-        xp);
+        xp, &vit->blocks.bytes);
   if (vit->class_embd)
     memcpy (x, vit->class_embd, dim * sizeof (float));
+  count_embeddings (vit);
   for (r = 0; r < n; r++) {
     float *row = x + r * dim;
     const float *p = vit->pos + r * dim;
@@ -705,7 +764,7 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
   }
   if (vit->pre_ln_w)
     npu_enc_layernorm (task, x, x, n, dim, vit->blocks.eps, vit->pre_ln_w,
-        vit->pre_ln_b);
+        vit->pre_ln_b, &vit->blocks.bytes);
 
   for (il = 0; il < vit->n_layers; il++) {
     const Layer *l = &vit->layers[il];
@@ -719,24 +778,32 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
   }
   if (vit->post_ln_w)
     npu_enc_layernorm (task, x, x, n, dim, vit->blocks.eps, vit->post_ln_w,
-        vit->post_ln_b);
+        vit->post_ln_b, &vit->blocks.bytes);
 
   /* The class token, if any, is not an image token: the projector sees
    * the patches only (LLaVA selects rows 1..n_patches). */
   if (vit->projector == NPU_VIT_PROJECTOR_MLP) {
     /* mm.2 (GELU (mm.0 (x))): ggml_gelu whatever clip.use_gelu says */
-    npu_enc_matmul (task, &vit->mm0, xp, np, vit->proj, vit->blocks.precision);
+    npu_enc_matmul (task, &vit->mm0, xp, np, vit->proj, vit->blocks.precision,
+        &vit->blocks.bytes);
     npu_enc_bias_act (task, vit->proj, np, vit->out_dim, vit->mm0_b,
-        NPU_ENC_ACT_GELU);
-    npu_enc_matmul (task, &vit->mm2, vit->proj, np, out, vit->blocks.precision);
-    npu_enc_bias_act (task, out, np, vit->out_dim, vit->mm2_b,
-        NPU_ENC_ACT_NONE);
+        NPU_ENC_ACT_GELU, &vit->blocks.bytes);
+    npu_enc_matmul (task, &vit->mm2, vit->proj, np, out, vit->blocks.precision,
+        &vit->blocks.bytes);
+    npu_enc_bias_act (task, out, np, vit->out_dim, vit->mm2_b, NPU_ENC_ACT_NONE,
+        &vit->blocks.bytes);
   } else if (vit->projector == NPU_VIT_PROJECTOR_GEMMA3) {
     npu_vit_gemma3_project (vit, task, xp, out);
   } else {
     pixel_shuffle (vit, xp, vit->proj);
+    npu_bytes_read (&vit->blocks.bytes, NPU_BYTES_ACTIVATIONS,
+        (guint64) np * dim * 4);
+    npu_bytes_write (&vit->blocks.bytes, NPU_BYTES_ACTIVATIONS,
+        (guint64) vit->n_tokens * dim * vit->scale * vit->scale * 4);
     npu_enc_matmul (task, &vit->fc, vit->proj, vit->n_tokens, out,
-        vit->blocks.precision);
+        vit->blocks.precision, &vit->blocks.bytes);
   }
+  npu_enc_count_as_tokens (&vit->blocks.bytes,
+      (guint64) vit->n_tokens * vit->out_dim * 4);
   return TRUE;
 }

@@ -50,6 +50,7 @@
 #include "core/device/npuapi.h"
 #include "core/device/npubackend.h"
 #include "core/device/npubuffer.h"
+#include "core/device/npubytes.h"
 #include "core/formats/npugguf.h"
 #include "core/device/nputensorview.h"
 #include "core/cpu/npumatmul.h"
@@ -84,12 +85,13 @@ void            npu_vit_free             (NpuVit *vit);
 
 NPU_API
 NpuVitProjector npu_vit_get_projector    (const NpuVit *vit);
-/* Square input images of image_size x image_size pixels */
+/* Square input images of image_size x image_size pixels (for the Qwen
+ * mergers the size at load time, npu_vit_set_patch_grid () changes it) */
 NPU_API
 guint           npu_vit_get_image_size   (const NpuVit *vit);
 NPU_API
 guint           npu_vit_get_patch_size   (const NpuVit *vit);
-/* (image_size / patch_size)^2 */
+/* (image_size / patch_size)^2, or the Qwen grid's patches */
 NPU_API
 guint           npu_vit_get_n_patches    (const NpuVit *vit);
 /* 3 * patch_size^2: floats per patch in npu_vit_encode()'s input */
@@ -120,6 +122,42 @@ NPU_API
 void            npu_vit_get_memory       (const NpuVit *vit, gsize *owned,
                                           gsize *borrowed, gsize *scratch);
 
+/* Qwen mergers (qwen2vl_merger, qwen2.5vl_merger) only: encode images of
+ * @height x @width patches from now on, both even (the merger's 2 x 2
+ * units), as Qwen's processor gives each image its own grid
+ * (npu_vit_smart_resize () / patch size).  The file's square image_size is
+ * the grid at load time.  n_patches, n_tokens ((height / 2) (width / 2))
+ * and the token grid follow; the scratch grows when the grid has more
+ * patches than any before (the allocation is here, not in
+ * npu_vit_encode ()).  Not while an encode runs.  Refused
+ * (NPU_VIT_ERROR_UNSUPPORTED) for the other projectors; an odd, zero or
+ * too large grid, or no memory for it, is NPU_VIT_ERROR_SHAPE and leaves
+ * the grid as it was. */
+NPU_API
+gboolean        npu_vit_set_patch_grid   (NpuVit *vit, guint height,
+                                          guint width, GError **error);
+/* The patch grid: image_size / patch_size each way, or the Qwen grid */
+NPU_API
+void            npu_vit_get_patch_grid   (const NpuVit *vit, guint *width,
+                                          guint *height);
+/* Qwen2VLImageProcessor's smart_resize () (Hugging Face transformers):
+ * the (@out_height, @out_width) an image of @height x @width pixels is
+ * resized to, multiples of @factor (patch size x 2 for the Qwen mergers:
+ * 28) with about the image's aspect ratio and between @min_pixels and
+ * @max_pixels pixels (Qwen's defaults 56 * 56 and 28 * 28 * 1280).  Each
+ * side is rounded to the nearest multiple (halves to even, as Python's
+ * round ()); if that is more than @max_pixels both are scaled by
+ * sqrt (h w / max_pixels) and floored, if less than @min_pixels scaled by
+ * sqrt (min_pixels / (h w)) and ceiled.  A side is at least @factor.
+ * Errors (NPU_VIT_ERROR_SHAPE): a zero size or factor, an aspect ratio
+ * above 200, @min_pixels above @max_pixels. */
+NPU_API
+gboolean        npu_vit_smart_resize     (guint height, guint width,
+                                          guint factor, guint64 min_pixels,
+                                          guint64 max_pixels,
+                                          guint *out_height,
+                                          guint *out_width, GError **error);
+
 /* Activations of the matrix products (npumatmul.h): ACCURATE (default,
  * ~16 bits, vision tokens within 1e-3 of a float64 evaluation, docs/
  * vision-encoder.md) or FAST (int8, as llama.cpp; about half the
@@ -141,6 +179,15 @@ NPU_API
 gboolean        npu_vit_encode           (NpuVit *vit, NpuTask *task,
                                           const float *patches, float *out,
                                           GError **error);
+
+/* What npu_vit_encode() has moved so far, a running count (npubytes.h):
+ * each product's weights in the layout it reads them (MXFP4 17 bytes per
+ * 32, an F32 patch kernel 4 a value), the F32 vectors once a frame, the
+ * position table's rows, the F32 rows in and out of every kernel
+ * (activations) and the frame's tokens (%NPU_BYTES_TOKENS written).  A
+ * frame's bytes are the difference of two counts around its encode. */
+NPU_API
+void            npu_vit_get_bytes        (const NpuVit *vit, NpuBytes *bytes);
 
 /**
  * NpuVitProgram:
@@ -173,6 +220,12 @@ NpuFence       *npu_vit_program_submit   (NpuVitProgram *prog,
                                           NpuQueue *queue,
                                           NpuFence * const *in_fences,
                                           guint n_in_fences);
+/* What one submit moves, as npu_vit_get_bytes() counts a frame's encode,
+ * counted once as the program was recorded (its operations' activations
+ * are the device's passes, a few more than the CPU path's) */
+NPU_API
+void            npu_vit_program_get_bytes (NpuVitProgram *prog,
+                                          NpuBytes *bytes);
 /* Bytes of weights copied because the device could not import them */
 NPU_API
 gsize           npu_vit_program_get_bytes_copied (NpuVitProgram *prog);

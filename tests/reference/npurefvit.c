@@ -238,6 +238,7 @@ ref_params (const NpuGguf * g, const NpuRefLookup * lk, RefParams * p)
   p->npos = p->np + p->first;
   p->mlp = g_strcmp0 (proj, "mlp") == 0;
   p->gemma3 = g_strcmp0 (proj, "gemma3") == 0;
+  p->scale = 1;
   if (p->gemma3) {
     /* HF Gemma3MultiModalProjector: AvgPool2d of side / tokens_per_side
      * (clip.cpp: the scale factor, else 4); the projection is stored as

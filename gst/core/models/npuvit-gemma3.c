@@ -49,8 +49,7 @@ load_input_projection (NpuVit * vit, NpuEncLoader * ld, GError ** error)
         (guint64) view.ne[1], vit->dim);
     return FALSE;
   }
-  w = npu_enc_to_f32 (ld, tname, &view, (gsize) vit->out_dim * vit->dim,
-      error);
+  w = npu_enc_to_f32 (ld, tname, &view, (gsize) vit->out_dim * vit->dim, error);
   if (!w)
     return FALSE;
   vit->gemma_proj = g_new (float, (gsize) vit->out_dim * vit->dim);

@@ -24,6 +24,7 @@ typedef struct
   guint out_dim, scale, grid, n_tokens;
   guint act;                    /* 0 gelu, 1 quick gelu, 2 silu */
   gboolean mlp;
+  gboolean gemma3;              /* else idefics3 when not mlp */
   double eps;
 } RefParams;
 
@@ -236,7 +237,19 @@ ref_params (const NpuGguf * g, const NpuRefLookup * lk, RefParams * p)
   p->first = get_view (lk, "v.class_embd", &v) ? 1 : 0;
   p->npos = p->np + p->first;
   p->mlp = g_strcmp0 (proj, "mlp") == 0;
-  if (p->mlp) {
+  p->gemma3 = g_strcmp0 (proj, "gemma3") == 0;
+  p->scale = 1;
+  if (p->gemma3) {
+    /* HF Gemma3MultiModalProjector: AvgPool2d of side / tokens_per_side
+     * (clip.cpp: the scale factor, else 4); the projection is stored as
+     * HF holds it, [vision dim][text dim], so ne[0] is the text dim */
+    p->scale = npu_gguf_get_u32_default (g,
+        "clip.vision.projector.scale_factor", 4);
+    g_assert_true (get_view (lk, "mm.input_projection.weight", &v));
+    p->out_dim = v.ne[0];
+    p->grid = p->side / p->scale;
+    p->n_tokens = p->grid * p->grid;
+  } else if (p->mlp) {
     g_assert_true (get_view (lk, "mm.2.weight", &v));
     p->out_dim = v.ne[1];
     p->grid = p->side;
@@ -279,6 +292,52 @@ ref_pixel_shuffle (const double *x, guint side, guint C, guint s, double *y)
   memcpy (y, t2, (gsize) side * side * C * sizeof (double));
   g_free (t1);
   g_free (t2);
+}
+
+/* Gemma 3's projector, as HF Gemma3MultiModalProjector computes it: the
+ * patch grid averaged over scale x scale squares, RMS-normed times
+ * mm.soft_emb_norm (Gemma's 1 already added by the converter), then
+ * x @ mm_input_projection_weight ([vision][text], HF's own layout).  The
+ * runtime multiplies these in F32: no int8 rounding to model. */
+static void
+ref_gemma3_projector (const NpuRefLookup * lk, const RefParams * p,
+    const double *x, double *out)
+{
+  gsize dim = p->dim, t, c, r;
+  guint ty, tx, y, xx;
+  double *wn = ref_plain (lk, "mm.soft_emb_norm.weight", dim);
+  double *wp = ref_plain (lk, "mm.input_projection.weight", dim * p->out_dim);
+  double *pooled = g_new0 (double, dim);
+
+  for (ty = 0; ty < p->grid; ty++)
+    for (tx = 0; tx < p->grid; tx++) {
+      double ss = 0;
+
+      t = (gsize) ty * p->grid + tx;
+      memset (pooled, 0, dim * sizeof (double));
+      for (y = 0; y < p->scale; y++)
+        for (xx = 0; xx < p->scale; xx++)
+          for (c = 0; c < dim; c++)
+            pooled[c] += x[((gsize) (ty * p->scale + y) * p->side +
+                    tx * p->scale + xx) * dim + c];
+      for (c = 0; c < dim; c++) {
+        pooled[c] /= (double) p->scale * p->scale;
+        ss += pooled[c] * pooled[c];
+      }
+      ss = 1.0 / sqrt (ss / dim + p->eps);
+      for (c = 0; c < dim; c++)
+        pooled[c] *= ss * wn[c];
+      for (r = 0; r < p->out_dim; r++) {
+        double acc = 0;
+
+        for (c = 0; c < dim; c++)
+          acc += pooled[c] * wp[c * p->out_dim + r];
+        out[t * p->out_dim + r] = acc;
+      }
+    }
+  g_free (wn);
+  g_free (wp);
+  g_free (pooled);
 }
 
 /* @q8: model the int8 activations of the fast matmul paths */
@@ -425,6 +484,8 @@ npu_ref_vit_encode (const NpuRefLookup * lk, const double *patches,
     g_free (w2);
     g_free (b2);
     g_free (y);
+  } else if (p.gemma3) {
+    ref_gemma3_projector (lk, &p, tmp, out);
   } else {
     gsize in = dim * p.scale * p.scale;
     double *wf = ref_matrix (lk, "mm.model.fc.weight", p.out_dim, in);

@@ -10,7 +10,7 @@
  *       [--all-mxfp4] [--mxfp4-values] [--tokenizer TOK.gguf]
  *       [--harmony (gpt-oss)] -o text.gguf
  *   npu-model-gen mmproj (--for text.gguf | --text-dim D)
- *       [--projector mlp|idefics3|qwen2vl|qwen2.5vl]
+ *       [--projector mlp|idefics3|qwen2vl|qwen2.5vl|gemma3]
  *       [--size tiny|small|base]
  *       [--image-size 224] [--patch 14] [--scale-factor 2]
  *       [--wa-pattern N --window-size PX (qwen2.5vl)]
@@ -108,7 +108,8 @@ static GOptionEntry mmproj_entries[] = {
   {"text-dim", 0, 0, G_OPTION_ARG_INT, &opt_text_dim,
       "Projector output size, without --for", "D"},
   {"projector", 0, 0, G_OPTION_ARG_STRING, &opt_projector,
-      "mlp (LLaVA), idefics3 (SmolVLM), qwen2vl or qwen2.5vl", "TYPE"},
+      "mlp (LLaVA), idefics3 (SmolVLM), qwen2vl, qwen2.5vl or gemma3",
+        "TYPE"},
   {"image-size", 0, 0, G_OPTION_ARG_INT, &opt_image_size, "Image side", "N"},
   {"patch", 0, 0, G_OPTION_ARG_INT, &opt_patch, "Patch side", "N"},
   {"scale-factor", 0, 0, G_OPTION_ARG_INT, &opt_scale,
@@ -330,13 +331,15 @@ main (int argc, char **argv)
       proj = NPU_MODEL_PROJECTOR_MLP;
     else if (strcmp (opt_projector, "idefics3") == 0)
       proj = NPU_MODEL_PROJECTOR_IDEFICS3;
+    else if (strcmp (opt_projector, "gemma3") == 0)
+      proj = NPU_MODEL_PROJECTOR_GEMMA3;
     else if (strcmp (opt_projector, "qwen2vl") == 0)
       proj = NPU_MODEL_PROJECTOR_QWEN2VL;
     else if (strcmp (opt_projector, "qwen2.5vl") == 0)
       proj = NPU_MODEL_PROJECTOR_QWEN25VL;
     else {
-      g_printerr ("--projector must be mlp, idefics3, qwen2vl or "
-          "qwen2.5vl\n");
+      g_printerr ("--projector must be mlp, idefics3, qwen2vl, qwen2.5vl "
+          "or gemma3\n");
       return 2;
     }
     if ((opt_for == NULL) == (opt_text_dim < 0)) {

@@ -1314,6 +1314,10 @@ npu_model_gen_mmproj_preset (NpuMmprojParams * p,
         "unknown vision encoder size '%s' (tiny, small, base)", size);
     return FALSE;
   }
+  /* Gemma 3 pools 4 x 4 patches into a token (896 px at patch 14: 256
+   * tokens); 224 px at patch 14 gives 4 x 4 tokens */
+  if (projector == NPU_MODEL_PROJECTOR_GEMMA3)
+    p->scale_factor = 4;
   if (projector == NPU_MODEL_PROJECTOR_QWEN2VL
       || projector == NPU_MODEL_PROJECTOR_QWEN25VL) {
     /* Qwen's patch 14 and 112-pixel windows; 168 pixels are 6 x 6 merged
@@ -2082,6 +2086,8 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
   static const gfloat clip_std[3] = { 0.26862954f, 0.26130258f, 0.27577711f };
   static const gfloat half[3] = { 0.5f, 0.5f, 0.5f };
   gboolean mlp = p->projector == NPU_MODEL_PROJECTOR_MLP;
+  gboolean gemma3 = p->projector == NPU_MODEL_PROJECTOR_GEMMA3;
+  const gchar *type = mlp ? "mlp" : gemma3 ? "gemma3" : "idefics3";
   guint32 wt = p->wtype;
   /* the patch convolution's ne[0] is the patch width, no quantisation
    * block fits: F32 or F16 as llama.cpp's mmproj converters write it */
@@ -2116,10 +2122,11 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
   }
   side = p->image_size / p->patch;
   n_patches = side * side;
-  if (!mlp && side % p->scale_factor) {
+  /* Gemma's pooling leaves a partial last row and column out */
+  if (gemma3 ? side < p->scale_factor : !mlp && side % p->scale_factor) {
     g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
-        "pixel shuffle: %u patches a side is not a multiple of the scale "
-        "factor %u", side, p->scale_factor);
+        "%s: %u patches a side is not a multiple of the scale factor %u",
+        gemma3 ? "pooling" : "pixel shuffle", side, p->scale_factor);
     return FALSE;
   }
   if (!check_mxfp4_values (p->mxfp4_values, wt, error))
@@ -2145,12 +2152,11 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
   n_blocks = p->n_layers + (p->extra_block ? 1 : 0);
 
   w = npu_gguf_writer_new ();
-  name = g_strdup_printf ("gst-npu random mmproj %s %uL-%u",
-      mlp ? "mlp" : "idefics3", p->n_layers, p->dim);
+  name = g_strdup_printf ("gst-npu random mmproj %s %uL-%u", type,
+      p->n_layers, p->dim);
   ok = add_general (w, "clip", name, p->seed, wt, error)
       && npu_gguf_writer_add_bool (w, "clip.has_vision_encoder", TRUE, error)
-      && npu_gguf_writer_add_string (w, "clip.projector_type",
-      mlp ? "mlp" : "idefics3", -1, error)
+      && npu_gguf_writer_add_string (w, "clip.projector_type", type, -1, error)
       && (p->act != NPU_MODEL_ACT_GELU
       || npu_gguf_writer_add_bool (w, "clip.use_gelu", TRUE, error))
       && (p->act != NPU_MODEL_ACT_SILU
@@ -2206,6 +2212,14 @@ npu_model_gen_write_mmproj (const NpuMmprojParams * p,
         && T ("mm.2.weight", wt, 1.0 / sqrt ((gdouble) text_dim), 2, text_dim,
         text_dim, 1, 1)
         && T1 ("mm.2.bias", 0.0, 0.02, text_dim);
+  } else if (ok && gemma3) {
+    /* the norm as wide as the others' spread; the projection in HF's
+     * layout, ne = [text dim, vision dim], in F32 or F16 as the
+     * converters write it (quantised types would block the wrong axis) */
+    ok = T1 ("mm.soft_emb_norm.weight", 1.0, 0.3, p->dim)
+        && add_random (w, p->seed, &stats, "mm.input_projection.weight",
+        conv_t, 0, FALSE, 0.0, blocks.s_dim, 2, text_dim, p->dim, 1, 1,
+        error);
   } else if (ok) {
     guint64 in = (guint64) p->dim * p->scale_factor * p->scale_factor;
 

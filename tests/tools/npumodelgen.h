@@ -42,6 +42,7 @@ typedef enum
   NPU_MODEL_PROJECTOR_IDEFICS3, /* SmolVLM: pixel shuffle + mm.model.fc */
   NPU_MODEL_PROJECTOR_QWEN2VL,  /* Qwen2-VL: 2x2 merger, LayerNorm blocks */
   NPU_MODEL_PROJECTOR_QWEN25VL, /* Qwen2.5-VL: RMSNorm, SwiGLU, windows */
+  NPU_MODEL_PROJECTOR_GEMMA3,   /* Gemma 3: average pool, RMS norm, linear */
 } NpuModelProjector;
 
 typedef struct

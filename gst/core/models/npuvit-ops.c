@@ -154,10 +154,11 @@ npu_vit_program_new (NpuVit * vit, NpuDevice * device, GError ** error)
   gsize proj;
 
   g_return_val_if_fail (vit != NULL && device != NULL, NULL);
-  if (vit->qwen.layers) {
+  if (vit->qwen.layers || vit->projector == NPU_VIT_PROJECTOR_GEMMA3) {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
-        "vision encoder on %s: the Qwen mergers run on the CPU backend "
-        "only (no device program yet)", npu_device_get_name (device));
+        "vision encoder on %s: the %s has no device program yet (it runs "
+        "in npu_vit_encode () on the CPU)", npu_device_get_name (device),
+        vit->qwen.layers ? "Qwen merger" : "gemma3 projector");
     return NULL;
   }
 

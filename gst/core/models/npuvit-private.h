@@ -69,6 +69,9 @@ struct _NpuVit
   Layer *layers;
   Matrix mm0, mm2, fc;
   float *mm0_b, *mm2_b;
+  /* gemma3: mm.soft_emb_norm (dim) and mm.input_projection transposed
+   * (out_dim rows of dim), F32 */
+  float *gemma_norm, *gemma_proj;
 
   NpuVitQwen qwen;              /* qwen2vl_merger, qwen2.5vl_merger */
 
@@ -92,6 +95,16 @@ gboolean npu_vit_qwen_set_grid (NpuVit * vit, guint height, guint width,
 G_GNUC_INTERNAL
 gboolean npu_vit_qwen_encode (NpuVit * vit, NpuTask * task,
     const float *patches, float *out, GError ** error);
+
+/* npuvit-gemma3.c: Gemma 3's projector (pooling, norm, projection) */
+G_GNUC_INTERNAL
+gboolean npu_vit_gemma3_load (NpuVit * vit, NpuEncLoader * ld,
+    GError ** error);
+G_GNUC_INTERNAL
+void npu_vit_gemma3_clear (NpuVit * vit);
+G_GNUC_INTERNAL
+void npu_vit_gemma3_project (NpuVit * vit, NpuTask * task,
+    const float *patches, float *out);
 
 G_END_DECLS
 

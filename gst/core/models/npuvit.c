@@ -94,10 +94,12 @@ load_kind (Loader * ld, GError ** error)
     vit->projector = NPU_VIT_PROJECTOR_QWEN2VL;
   else if (g_strcmp0 (proj, "qwen2.5vl_merger") == 0)
     vit->projector = NPU_VIT_PROJECTOR_QWEN25VL;
+  else if (g_strcmp0 (proj, "gemma3") == 0)
+    vit->projector = NPU_VIT_PROJECTOR_GEMMA3;
   else {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
         "%s: projector type \"%s\" is not supported (mlp, idefics3, "
-        "qwen2vl_merger, qwen2.5vl_merger)", ld->e.name, proj);
+        "qwen2vl_merger, qwen2.5vl_merger, gemma3)", ld->e.name, proj);
     return FALSE;
   }
   return TRUE;
@@ -299,6 +301,8 @@ load_projector (Loader * ld, GError ** error)
   NpuVit *vit = ld->vit;
   NpuTensorView view;
 
+  if (vit->projector == NPU_VIT_PROJECTOR_GEMMA3)
+    return npu_vit_gemma3_load (vit, &ld->e, error);
   if (vit->projector == NPU_VIT_PROJECTOR_MLP) {
     /* LLaVA: mm.0 [dim, out], GELU, mm.2 [out, out]; the output size is
      * mm.0's ne[1] (clip.vision.projection_dim is not it in LLaVA files
@@ -380,6 +384,8 @@ alloc_scratch (NpuVit * vit)
 
   if (vit->projector == NPU_VIT_PROJECTOR_MLP)
     proj = (gsize) vit->n_patches * vit->out_dim;
+  else if (vit->projector == NPU_VIT_PROJECTOR_GEMMA3)
+    proj = (gsize) vit->n_tokens * d;
   else
     proj = (gsize) vit->n_tokens * d * vit->scale * vit->scale;
   vit->x = g_try_new (float, n * d);
@@ -519,6 +525,7 @@ npu_vit_free (NpuVit * vit)
   npu_enc_matrix_clear (&vit->fc);
   g_free (vit->mm0_b);
   g_free (vit->mm2_b);
+  npu_vit_gemma3_clear (vit);
   g_free (vit->x);
   g_free (vit->proj);
   npu_vit_qwen_clear (vit);
@@ -785,6 +792,8 @@ npu_vit_encode (NpuVit * vit, NpuTask * task, const float *patches,
         &vit->blocks.bytes);
     npu_enc_bias_act (task, out, np, vit->out_dim, vit->mm2_b, NPU_ENC_ACT_NONE,
         &vit->blocks.bytes);
+  } else if (vit->projector == NPU_VIT_PROJECTOR_GEMMA3) {
+    npu_vit_gemma3_project (vit, task, xp, out);
   } else {
     pixel_shuffle (vit, xp, vit->proj);
     npu_bytes_read (&vit->blocks.bytes, NPU_BYTES_ACTIVATIONS,

@@ -64,6 +64,7 @@ typedef enum
   NPU_VIT_PROJECTOR_IDEFICS3,   /* "idefics3": SmolVLM, Idefics3 */
   NPU_VIT_PROJECTOR_QWEN2VL,    /* "qwen2vl_merger": Qwen2-VL */
   NPU_VIT_PROJECTOR_QWEN25VL,   /* "qwen2.5vl_merger": Qwen2.5-VL */
+  NPU_VIT_PROJECTOR_GEMMA3,     /* "gemma3": Gemma 3 */
 } NpuVitProjector;
 
 typedef struct _NpuVit NpuVit;

@@ -14,9 +14,11 @@
 #     Linux 6.7 on, RK3399 / RK3568 / RK3588).
 # Other SoCs' DDR PMUs (i.MX8's imx8_ddr counts bursts in units that
 # depend on the DDR's width) are not read yet: the tool says it found
-# none.  The counted bytes are the sums of every `bytes-total` field of
-# the command's element messages (gst-launch-1.0 -m prints them): what the
-# compute core counted, every byte once across the memory interface.
+# none.  The counted bytes are the sums of the `bytes-total` fields of
+# the command's element messages (gst-launch-1.0 -m prints them: npullm's
+# prompt- and decode- ones, each encoder unit's own, not the running
+# sum- ones): what the compute core counted, every byte once across the
+# memory interface.
 # The measured bytes are the whole machine's during the run (every
 # process, and the caches' write-backs), so they are larger.
 #
@@ -59,9 +61,10 @@ else
 fi
 cat "$out"
 
-# bytes-total=(guint64)N of every message, summed
-counted=$(grep -o 'bytes-total=(guint64)[0-9]*' "$out" |
-  sed 's/.*)//' | awk '{ s += $1 } END { printf "%.0f", s }')
+# bytes-total=(guint64)N of every message, summed: npullm's prompt- and
+# decode- fields, the encoders' per-unit ones (not their running sum-)
+counted=$(grep -oE '(^|[ ,])(prompt-|decode-)?bytes-total=\(guint64\)[0-9]+' \
+  "$out" | sed 's/.*)//' | awk '{ s += $1 } END { printf "%.0f", s }')
 echo "counted by the elements: $counted bytes"
 
 if [ -z "$events" ]; then

@@ -27,12 +27,14 @@ expect() {
   fi
 }
 
-# The command the tool runs: two answers' stats as gst-launch-1.0 -m
+# The command the tool runs: two answers' stats and an encoder unit's
+# (whose running sum- field is not added again) as gst-launch-1.0 -m
 # prints them, then its exit status ($1)
 cat > "$tmp/cmd" <<'EOF'
 #!/bin/sh
 echo 'Got message #12 from element "npullm0" (element): npullm-stats, ttft-ms=(double)1.5, prompt-bytes-total=(guint64)1000, decode-bytes-total=(guint64)234;'
 echo 'Got message #20 from element "npullm0" (element): npullm-stats, ttft-ms=(double)1.2, prompt-bytes-total=(guint64)500, decode-bytes-total=(guint64)66;'
+echo 'Got message #21 from element "npuvisiontok0" (element): npuvisiontok-stats, units=(guint64)2, bytes-total=(guint64)4000, energy-estimate-uj=(double)0.16, sum-bytes-total=(guint64)8000;'
 exit "${1:-0}"
 EOF
 chmod +x "$tmp/cmd"
@@ -68,7 +70,7 @@ pmu() {
 # 1. no PMU: the counted bytes, and it says there is nothing to measure
 mkdir -p "$tmp/none/bus/event_source/devices/cpu"
 out=$(NPU_SYSFS_ROOT=$tmp/none sh "$tool" "$tmp/cmd")
-expect none "$out" "counted by the elements: 1800 bytes"
+expect none "$out" "counted by the elements: 5800 bytes"
 expect none "$out" "measured: no memory-controller counters on this machine (no uncore_imc or rockchip_ddr PMU under $tmp/none/bus/event_source/devices)"
 
 # 2. two Intel controllers, in MiB: 1.5 + 0.25 MiB read, 0.5 + 0.125 written
@@ -80,9 +82,9 @@ export PERF_CSV="1.50,MiB,uncore_imc_0/cas_count_read/,1000,100.00,,
 0.25,MiB,uncore_imc_1/cas_count_read/,1000,100.00,,
 0.125,MiB,uncore_imc_1/cas_count_write/,1000,100.00,,"
 out=$(NPU_SYSFS_ROOT=$tmp/intel sh "$tool" "$tmp/cmd")
-expect intel "$out" "counted by the elements: 1800 bytes"
+expect intel "$out" "counted by the elements: 5800 bytes"
 expect intel "$out" "measured by the memory controller: 1835008 bytes read, 655360 written, 2490368 in all"
-expect intel "$out" "measured / counted: 1383.54"
+expect intel "$out" "measured / counted: 429.37"
 expect intel-events "$(cat "$PERF_EVENTS")" \
   "uncore_imc_0/cas_count_read/,uncore_imc_0/cas_count_write/,uncore_imc_1/cas_count_read/,uncore_imc_1/cas_count_write/"
 

@@ -84,6 +84,11 @@ struct _GstNpuEncoderElementPrivate
 
   /* streaming thread */
   gboolean negotiated;
+  /* caps the subclass refused: upstream sends them again before each
+   * buffer, and each refusal would post the same error again (a pipeline
+   * then gets one per buffer, and gst-launch-1.0 was seen to hang among
+   * them): refused once, they are refused quietly after */
+  GstCaps *refused_caps;
 
   GstNpuWeightsInput *weights_in;
 };
@@ -202,6 +207,7 @@ gst_npu_encoder_element_finalize (GObject * object)
 
   g_free (priv->model);
   g_free (priv->device);
+  gst_caps_replace (&priv->refused_caps, NULL);
   gst_npu_weights_input_free (priv->weights_in);
   g_mutex_clear (&priv->lock);
   g_cond_clear (&priv->cond);
@@ -683,6 +689,11 @@ set_caps (GstNpuEncoderElement * self, GstCaps * caps)
 
   if (!wait_for_model (self))
     return FALSE;
+  if (priv->refused_caps && gst_caps_is_equal (caps, priv->refused_caps)) {
+    GST_DEBUG_OBJECT (self, "caps %" GST_PTR_FORMAT " refused already",
+        caps);
+    return FALSE;
+  }
   if (priv->negotiated) {
     /* what was collected under the old caps is a unit of its own */
     if (klass->drain)
@@ -693,6 +704,7 @@ set_caps (GstNpuEncoderElement * self, GstCaps * caps)
    * it has half replaced */
   priv->negotiated = FALSE;
   priv->negotiated = klass->set_caps (self, caps);
+  gst_caps_replace (&priv->refused_caps, priv->negotiated ? NULL : caps);
   return priv->negotiated;
 }
 
@@ -898,6 +910,7 @@ stop (GstNpuEncoderElement * self)
   g_clear_pointer (&self->importer, gst_npu_importer_free);
   gst_clear_object (&self->allocator);
   priv->negotiated = FALSE;
+  gst_caps_replace (&priv->refused_caps, NULL);
 }
 
 static GstStateChangeReturn

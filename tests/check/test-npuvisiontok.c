@@ -1167,6 +1167,44 @@ GST_START_TEST (test_bad_models_and_frames)
 
 GST_END_TEST;
 
+/* Caps the element refuses are sent again before every buffer (sticky
+ * events): the refusal says why once, on the bus, and each push after
+ * fails as not negotiated without posting the same error again */
+GST_START_TEST (test_refused_caps_posted_once)
+{
+  GstElement *tok = gst_element_factory_make ("npuvisiontok", NULL);
+  GstBus *bus = gst_bus_new ();
+  GstHarness *h;
+  GstMessage *msg;
+  GError *err = NULL;
+  guint i, n_errors = 0;
+
+  g_object_set (tok, "model", mmproj_path, NULL);
+  gst_element_set_bus (tok, bus);
+  h = gst_harness_new_with_element (tok, "sink", "src");
+  gst_harness_set_src_caps_str (h,
+      "video/x-raw,format=GRAY8,width=40000,height=2,framerate=30/1");
+  for (i = 0; i < 3; i++)
+    fail_unless_equals_int (gst_harness_push (h,
+            gst_buffer_new_allocate (NULL, 80000, NULL)),
+        GST_FLOW_NOT_NEGOTIATED);
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ERROR))) {
+    if (n_errors++ == 0) {
+      gst_message_parse_error (msg, &err, NULL);
+      fail_unless (strstr (err->message, "40000x2"), "%s", err->message);
+      g_clear_error (&err);
+    }
+    gst_message_unref (msg);
+  }
+  fail_unless_equals_int (n_errors, 1);
+  gst_harness_teardown (h);
+  gst_element_set_bus (tok, NULL);
+  gst_object_unref (bus);
+  gst_object_unref (tok);
+}
+
+GST_END_TEST;
+
 /* Seeks and shutdowns while frames are being encoded: each state change
  * succeeds (none hangs: CK's timeout would fail the test), and the flushing
  * seek is accepted with frames in flight. */
@@ -1663,6 +1701,7 @@ npuvisiontok_suite (void)
   tcase_add_test (tc, test_state_changes_in_flight);
   tcase_add_test (tc, test_weights_pad_same_tokens);
   tcase_add_test (tc, test_caps_change_in_flight);
+  tcase_add_test (tc, test_refused_caps_posted_once);
   tcase_add_test (tc, test_qwen25vl_frame);
   tcase_add_test (tc, test_qwen25vl_native_resolution);
   return s;

@@ -1135,12 +1135,14 @@ last_stats (GstBus * bus)
 /* @s's media counts are these, and add up to media-accepted */
 static void
 check_media_counts (const GstStructure * s, guint64 accepted,
-    guint64 answered, guint64 skipped, guint64 cancelled)
+    guint64 answered, guint64 skipped, guint64 dropped, guint64 cancelled,
+    guint64 failed)
 {
   const gchar *fields[] = { "media-answered", "media-skipped",
     "media-dropped", "media-cancelled", "media-failed", "media-pending"
   };
-  guint64 want[] = { answered, skipped, 0, cancelled, 0, 0 }, v, sum = 0;
+  guint64 want[] = { answered, skipped, dropped, cancelled, failed, 0 }, v,
+      sum = 0;
   guint i;
 
   fail_unless (gst_structure_get_uint64 (s, "media-accepted", &v));
@@ -1208,7 +1210,7 @@ GST_START_TEST (test_media_counts_after_flush)
   fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
   s = last_stats (bus);
   fail_unless_equals_string (gst_structure_get_string (s, "end"), "flushed");
-  check_media_counts (s, 3, 0, 1, 2);
+  check_media_counts (s, 3, 0, 1, 0, 2, 0);
   gst_structure_free (s);
 
   gst_pad_remove_probe (srcpad, probe);
@@ -1230,7 +1232,7 @@ GST_START_TEST (test_media_counts_after_flush)
   s = last_stats (bus);
   /* an answer's message */
   fail_unless (gst_structure_has_field (s, "generated-tokens"));
-  check_media_counts (s, 4, 1, 1, 2);
+  check_media_counts (s, 4, 1, 1, 0, 2, 0);
   gst_structure_free (s);
 
   gst_object_unref (srcpad);
@@ -2467,15 +2469,19 @@ GST_END_TEST;
 
 /* One vision buffer through a harness whose fence ends as @fence_error
  * says; returns the bus's error message, if any, after the element's EOS
- * or error.  @n_out receives the buffers the element pushed. */
+ * or error.  @n_out receives the buffers the element pushed, @stats (free
+ * it) the last npullm-stats message's structure. */
 static gchar *
-push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
+push_fenced (GError * fence_error, guint * n_out, guint * n_answers,
+    GstStructure ** stats)
 {
   NpuGguf *g = npu_gguf_open (qwen_path, NULL);
   NpuLlmHParams hp;
   GstHarness *h;
   GstElement *llm;
   GstBus *bus = gst_bus_new ();
+  GPtrArray *kept = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_structure_free);
   GstMessage *msg;
   NpuFence *fence = npu_fence_new ();
   GBytes *rows;
@@ -2488,6 +2494,7 @@ push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
   llm = gst_element_factory_make ("npullm", NULL);
   g_object_set (llm, "model", qwen_path, "max-tokens", 4, NULL);
   gst_element_set_bus (llm, bus);
+  gst_bus_set_sync_handler (bus, keep_stats, kept, NULL);
   h = gst_harness_new_with_element (llm, "vision", "src");
   gst_harness_set_src_caps_str (h, "other/tensors,format=static,"
       "num_tensors=1,types=float32");
@@ -2530,6 +2537,12 @@ push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
   }
   g_object_get (llm, "n-answers", n_answers, NULL);
   gst_harness_teardown (h);
+  /* the last npullm-stats, the shutdown's included (the error pops above
+   * drop the other messages: kept as they were posted) */
+  fail_unless (kept->len > 0, "no npullm-stats message");
+  *stats = gst_structure_copy (g_ptr_array_index (kept, kept->len - 1));
+  g_ptr_array_unref (kept);
+  gst_bus_set_sync_handler (bus, NULL, NULL, NULL);
   gst_element_set_bus (llm, NULL);
   gst_object_unref (bus);
   gst_object_unref (llm);
@@ -2543,13 +2556,18 @@ push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
 GST_START_TEST (test_cancelled_media_skipped)
 {
   guint n_out, n_answers;
+  GstStructure *stats;
   gchar *msg = push_fenced (g_error_new (NPU_FENCE_ERROR,
           NPU_FENCE_ERROR_CANCELLED, "dropped: a newer frame came"), &n_out,
-      &n_answers);
+      &n_answers, &stats);
 
   fail_unless (msg == NULL, "%s", msg);
   fail_unless_equals_int (n_out, 0);
   fail_unless_equals_int (n_answers, 0);
+  /* reported at the end of the stream, as dropped by its producer */
+  fail_unless_equals_string (gst_structure_get_string (stats, "end"), "eos");
+  check_media_counts (stats, 1, 0, 0, 1, 0, 0);
+  gst_structure_free (stats);
 }
 
 GST_END_TEST;
@@ -2559,15 +2577,21 @@ GST_END_TEST;
 GST_START_TEST (test_producer_error)
 {
   guint n_out, n_answers;
+  GstStructure *stats;
   gchar *msg = push_fenced (g_error_new (NPU_FENCE_ERROR,
           NPU_FENCE_ERROR_FAILED, "the encoder ran out of scratch"), &n_out,
-      &n_answers);
+      &n_answers, &stats);
 
   fail_unless (msg != NULL, "no error");
   fail_unless (strstr (msg, "the tokens' producer failed") &&
       strstr (msg, "the encoder ran out of scratch"), "%s", msg);
   fail_unless_equals_int (n_out, 0);
   fail_unless_equals_int (n_answers, 0);
+  /* reported when the element shut down, as failed */
+  fail_unless_equals_string (gst_structure_get_string (stats, "end"),
+      "shutdown");
+  check_media_counts (stats, 1, 0, 0, 0, 0, 1);
+  gst_structure_free (stats);
   g_free (msg);
 }
 

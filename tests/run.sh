@@ -231,7 +231,7 @@ test_gpt_oss_both_paths,test_media_from_two_pads_in_pts_order,\
 test_fence_never_signals,test_media_cancelled_mid_encode_skipped,\
 test_stop_while_generating,test_caption_pipeline,\
 test_flush_while_generating,test_media_counts_after_flush,\
-test_cancelled_media_skipped,test_producer_error"
+test_cancelled_media_skipped,test_producer_error,test_paced_stop_in_sleep"
 # and these two whole (a few seconds each)
 TSAN_GLUE_TESTS="timeline tokennet"
 run_tsan() {

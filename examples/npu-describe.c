@@ -25,7 +25,10 @@ print_stats (GstMessage * msg)
   const GstStructure *s = gst_message_get_structure (msg);
   gdouble ttft = 0, prefill = 0, decode = 0;
 
-  if (!s || !gst_structure_has_name (s, "npullm-stats"))
+  /* a message without generated-tokens counts media only (a flush, the
+   * end of the stream): no answer's figures */
+  if (!s || !gst_structure_has_name (s, "npullm-stats") ||
+      !gst_structure_has_field (s, "generated-tokens"))
     return;
   gst_structure_get_double (s, "ttft-ms", &ttft);
   gst_structure_get_double (s, "prefill-tps", &prefill);

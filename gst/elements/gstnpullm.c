@@ -197,6 +197,16 @@ struct _GstNpuLlm
   gboolean text_only;
   guint media_eos;              /* media/text pads that ended */
   guint n_input_pads;
+  /* What became of the media buffers accepted since start (under lock),
+   * so that none is lost without a word: answered, replaced by a newer one
+   * from the same pad (skipped), dropped by their producer (its task was
+   * cancelled), cancelled here (a flush or a shutdown, waiting or in a
+   * running answer), or in an answer that failed.  The npullm-stats
+   * messages carry them. */
+  guint64 media_accepted, media_answered, media_skipped, media_dropped,
+      media_cancelled, media_failed;
+  gboolean media_unreported;    /* a count other than answered moved since
+                                 * the last message */
 
   /* the model */
   NpuLlmSession *session;
@@ -814,6 +824,82 @@ job_free (Job * job)
   g_free (job);
 }
 
+/* Adds @n media to @counter; under lock.  Any end but an answer is
+ * reported by a message of its own if no answer's message says it. */
+static void
+count_media_locked (GstNpuLlm * self, guint64 * counter, guint n)
+{
+  *counter += n;
+  if (n && counter != &self->media_answered)
+    self->media_unreported = TRUE;
+}
+
+static void
+count_media (GstNpuLlm * self, guint64 * counter, guint n)
+{
+  g_mutex_lock (&self->lock);
+  count_media_locked (self, counter, n);
+  g_mutex_unlock (&self->lock);
+}
+
+/* Drops the jobs not started, counting their media as cancelled; under
+ * lock */
+static void
+cancel_jobs_locked (GstNpuLlm * self)
+{
+  Job *job;
+
+  while ((job = g_queue_pop_head (&self->jobs))) {
+    count_media_locked (self, &self->media_cancelled,
+        g_list_length (job->media));
+    job_free (job);
+  }
+  self->latest_media_job = NULL;
+}
+
+/* The media counts, into a stats message: taken with the waiting ones
+ * (media-pending) in one snapshot, so that they add up to media-accepted */
+static void
+set_media_fields (GstNpuLlm * self, GstStructure * s)
+{
+  guint64 pending = 0;
+  GList *l;
+
+  g_mutex_lock (&self->lock);
+  for (l = self->jobs.head; l; l = l->next)
+    pending += g_list_length (((Job *) l->data)->media);
+  gst_structure_set (s, "media-accepted", G_TYPE_UINT64, self->media_accepted,
+      "media-answered", G_TYPE_UINT64, self->media_answered,
+      "media-skipped", G_TYPE_UINT64, self->media_skipped,
+      "media-dropped", G_TYPE_UINT64, self->media_dropped,
+      "media-cancelled", G_TYPE_UINT64, self->media_cancelled,
+      "media-failed", G_TYPE_UINT64, self->media_failed,
+      "media-pending", G_TYPE_UINT64, pending, NULL);
+  self->media_unreported = FALSE;
+  g_mutex_unlock (&self->lock);
+}
+
+/* A stats message with the media counts only, @end saying why there is
+ * no answer ("flushed", "eos", "shutdown"): posted when accepted media
+ * ended unanswered since the last message, or with @always set (a flush,
+ * once any media came), so that none is lost without a word. */
+static void
+post_media_stats (GstNpuLlm * self, const gchar * end, gboolean always)
+{
+  GstStructure *s;
+  gboolean post;
+
+  g_mutex_lock (&self->lock);
+  post = self->media_unreported || (always && self->media_accepted);
+  g_mutex_unlock (&self->lock);
+  if (!post)
+    return;
+  s = gst_structure_new ("npullm-stats", "end", G_TYPE_STRING, end, NULL);
+  set_media_fields (self, s);
+  gst_element_post_message (GST_ELEMENT (self),
+      gst_message_new_element (GST_OBJECT (self), s));
+}
+
 static void
 gst_npu_llm_finalize (GObject * object)
 {
@@ -1071,6 +1157,8 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
   NpuLlmSessionParams params;
   NpuLlmHParams hp;
   NpuLlmModel *model;
+  NpuLlmSession *session;
+  NpuQueue *queue;
   GError *error = NULL;
   guint n_threads;
 
@@ -1086,18 +1174,26 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
   if (!model)
     goto bad_model;
   fill_session_params (self, &params);
-  self->session = npu_llm_session_new (ld.gguf, model, &params, &error);
+  session = npu_llm_session_new (ld.gguf, model, &params, &error);
   npu_llm_session_params_clear (&params);
-  self->gguf = ld.gguf;
-  if (!self->session)
-    goto bad_settings;
-
   GST_OBJECT_LOCK (self);
   n_threads = self->n_threads;
   GST_OBJECT_UNLOCK (self);
-  self->queue = gst_npu_element_new_queue (GST_ELEMENT (self), n_threads);
+  queue = session ? gst_npu_element_new_queue (GST_ELEMENT (self),
+      n_threads) : NULL;
+  /* Published together under the lock the answering task waits under:
+   * the weights pad builds the session in its own thread, and the task
+   * must not see the session before its queue (ThreadSanitizer) */
+  g_mutex_lock (&self->lock);
+  self->gguf = ld.gguf;
+  self->session = session;
+  self->queue = queue;
+  g_mutex_unlock (&self->lock);
+  if (!session)
+    goto bad_settings;
+
   GST_INFO_OBJECT (self, "%s: %u layers, %u-wide, chat template %s", path,
-      hp.n_layer, hp.n_embd, npu_llm_session_get_template_name (self->session));
+      hp.n_layer, hp.n_embd, npu_llm_session_get_template_name (session));
   return TRUE;
 
   /* ERRORS */
@@ -1454,6 +1550,7 @@ post_stats (GstNpuLlm * self, const NpuLlmAnswerStats * st,
       pj_per_bit);
   gst_npu_element_set_bytes_fields (s, "decode-", &st->decode_bytes,
       pj_per_bit);
+  set_media_fields (self, s);
   gst_element_post_message (GST_ELEMENT (self),
       gst_message_new_element (GST_OBJECT (self), s));
 }
@@ -1535,6 +1632,7 @@ map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
     if (!gst_npu_buffer_wait (m->buffer, gst_npu_fence_timeout_us (), &err)) {
       if (g_error_matches (err, NPU_FENCE_ERROR, NPU_FENCE_ERROR_CANCELLED)) {
         g_error_free (err);
+        count_media (self, &self->media_dropped, 1);
         media_item_free (m);
         job->media = g_list_delete_link (job->media, l);
         *skip = job->media == NULL;
@@ -1570,6 +1668,47 @@ map_media (GstNpuLlm * self, Job * job, gboolean * skip, GError ** error)
     m->n_rows = m->map.size / (n_embd * sizeof (float));
   }
   return TRUE;
+}
+
+/* Where a job's @n media end once its answer returned: answered, unless
+ * a flush or a shutdown cut it short (cancelled: the session's error, or
+ * the output's FLUSHING) or it failed. */
+static void
+count_answer_media (GstNpuLlm * self, guint n, gboolean ok,
+    const GError * error, GstFlowReturn flow)
+{
+  if (ok && flow != GST_FLOW_FLUSHING)
+    count_media (self, &self->media_answered, n);
+  else if (ok || g_error_matches (error, NPU_LLM_SESSION_ERROR,
+          NPU_LLM_SESSION_ERROR_CANCELLED))
+    count_media (self, &self->media_cancelled, n);
+  else
+    count_media (self, &self->media_failed, n);
+}
+
+/* Maps @job's media for its answer; FALSE when the job is over (freed):
+ * all its media dropped by their producer (skipped), or an error (posted,
+ * the task paused). */
+static gboolean
+take_media (GstNpuLlm * self, Job * job)
+{
+  GError *error = NULL;
+  gboolean skip;
+
+  if (map_media (self, job, &skip, &error))
+    return TRUE;
+  /* what is left of the job: none when all was dropped (@skip) */
+  count_media (self, &self->media_failed, g_list_length (job->media));
+  job_free (job);
+  if (skip) {
+    GST_DEBUG_OBJECT (self, "media dropped by its producer, skipped");
+    return FALSE;
+  }
+  GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("%s", error->message),
+      ("%s", error->message));
+  g_error_free (error);
+  gst_pad_pause_task (self->srcpad);
+  return FALSE;
 }
 
 /* The src pad's task: answers jobs as they come. */
@@ -1609,6 +1748,7 @@ gst_npu_llm_loop (GstNpuLlm * self)
     goto flushing_locked;
   if (g_queue_is_empty (&self->jobs)) {
     g_mutex_unlock (&self->lock);
+    post_media_stats (self, "eos", FALSE);
     start_stream (self);
     release_caption (self);
     gst_pad_push_event (self->srcpad, gst_event_new_eos ());
@@ -1621,22 +1761,8 @@ gst_npu_llm_loop (GstNpuLlm * self)
   g_mutex_unlock (&self->lock);
 
   start_stream (self);
-  {
-    gboolean skip;
-
-    if (!map_media (self, job, &skip, &error)) {
-      job_free (job);
-      if (skip) {
-        GST_DEBUG_OBJECT (self, "media dropped by its producer, skipped");
-        return;
-      }
-      GST_ELEMENT_ERROR (self, STREAM, FORMAT, ("%s", error->message),
-          ("%s", error->message));
-      g_error_free (error);
-      gst_pad_pause_task (self->srcpad);
-      return;
-    }
-  }
+  if (!take_media (self, job))
+    return;
   for (l = job->media; l && n_media < G_N_ELEMENTS (media); l = l->next) {
     MediaItem *m = l->data;
     media[n_media].rows = (const float *) m->map.data;
@@ -1670,6 +1796,7 @@ gst_npu_llm_loop (GstNpuLlm * self)
   if (ok)
     set_latest_answer (self, ed.answer->str, ed.answer->len);
   g_string_free (ed.answer, TRUE);
+  count_answer_media (self, g_list_length (job->media), ok, error, ed.flow);
   job_free (job);
   analysis = g_string_free (ed.analysis, FALSE);
 
@@ -1712,10 +1839,18 @@ flushing_locked:
 static void
 cancel_answer (GstNpuLlm * self)
 {
-  if (self->session)
-    npu_llm_session_set_flushing (self->session, TRUE);
-  if (self->queue)
-    npu_queue_flush (self->queue);
+  NpuLlmSession *session;
+  NpuQueue *queue;
+
+  /* under the lock: the weights pad's thread may be setting them */
+  g_mutex_lock (&self->lock);
+  session = self->session;
+  queue = self->queue;
+  g_mutex_unlock (&self->lock);
+  if (session)
+    npu_llm_session_set_flushing (session, TRUE);
+  if (queue)
+    npu_queue_flush (queue);
 }
 
 static void
@@ -1800,6 +1935,7 @@ gst_npu_llm_media_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
       gst_caps_unref (caps);
   }
   g_mutex_lock (&self->lock);
+  self->media_accepted++;
   job = self->latest_media_job;
   if (!job) {
     job = g_new0 (Job, 1);
@@ -1813,6 +1949,7 @@ gst_npu_llm_media_chain (GstPad * pad, GstObject * parent, GstBuffer * buf)
     if (((MediaItem *) l->data)->pad == pad) {
       media_item_free (l->data);
       job->media = g_list_delete_link (job->media, l);
+      count_media_locked (self, &self->media_skipped, 1);
       GST_OBJECT_LOCK (self);
       self->media_replaced++;
       GST_OBJECT_UNLOCK (self);
@@ -1886,18 +2023,19 @@ gst_npu_llm_sink_event (GstPad * pad, GstObject * parent, GstEvent * event)
     case GST_EVENT_FLUSH_START:
       g_mutex_lock (&self->lock);
       self->flushing = TRUE;
-      g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
-      self->latest_media_job = NULL;
+      cancel_jobs_locked (self);
       g_cond_broadcast (&self->cond);
       g_mutex_unlock (&self->lock);
       cancel_answer (self);
       gst_pad_push_event (self->srcpad, event);
       gst_pad_pause_task (self->srcpad);
+      /* the task is paused: the answer it ran is counted */
+      post_media_stats (self, "flushed", TRUE);
       return TRUE;
     case GST_EVENT_FLUSH_STOP:
+      g_mutex_lock (&self->lock);
       if (self->session)
         npu_llm_session_set_flushing (self->session, FALSE);
-      g_mutex_lock (&self->lock);
       self->flushing = FALSE;
       self->eos_pending = FALSE;
       self->media_eos = 0;
@@ -2129,6 +2267,9 @@ start (GstNpuLlm * self)
   self->eos_pending = FALSE;
   self->media_eos = 0;
   self->started_stream = FALSE;
+  self->media_accepted = self->media_answered = self->media_skipped = 0;
+  self->media_dropped = self->media_cancelled = self->media_failed = 0;
+  self->media_unreported = FALSE;
   self->n_input_pads = (self->textpad != NULL) + (self->visionpad != NULL) +
       (self->audiopad != NULL);
   self->text_only = self->n_input_pads == 0;
@@ -2175,8 +2316,10 @@ stop (GstNpuLlm * self)
   g_clear_pointer (&self->latest_answer, g_free);
   GST_OBJECT_UNLOCK (self);
 
-  g_queue_clear_full (&self->jobs, (GDestroyNotify) job_free);
-  self->latest_media_job = NULL;
+  g_mutex_lock (&self->lock);
+  cancel_jobs_locked (self);
+  g_mutex_unlock (&self->lock);
+  post_media_stats (self, "shutdown", FALSE);
   if (self->queue)
     npu_queue_free (self->queue);
   self->queue = NULL;

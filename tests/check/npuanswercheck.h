@@ -72,7 +72,9 @@ npu_answer_collect (GstElement * pipeline, GstElement * sink,
       gst_message_parse_error (msg, &err, NULL);
       fail ("pipeline error: %s (%s)", err->message, what);
     }
-    if (gst_structure_has_name (s, "npullm-stats"))
+    /* an answer's (a message that counts media only has no tokens) */
+    if (gst_structure_has_name (s, "npullm-stats") &&
+        gst_structure_has_field (s, "generated-tokens"))
       *eog = !g_strcmp0 (gst_structure_get_string (s, "end"), "eog");
     gst_message_unref (msg);
   }

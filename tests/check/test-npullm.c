@@ -384,7 +384,8 @@ on_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
       "a buffer split a UTF-8 character");
   g_string_append_len (c->text, (const gchar *) map.data, map.size);
   gst_buffer_unmap (buf, &map);
-  if (c->n_buffers++ == 0)
+  /* atomic: test_stop_while_generating polls it from the test's thread */
+  if (g_atomic_int_add ((gint *) & c->n_buffers, 1) == 0)
     c->first_pts = GST_BUFFER_PTS (buf);
 }
 
@@ -1103,6 +1104,148 @@ GST_START_TEST (test_media_from_two_pads_in_pts_order)
 
 GST_END_TEST;
 
+/* Holds the first piece of an answer in the src pad (until a flush) and
+ * says so */
+static GstPadProbeReturn
+hold_answer (GstPad * pad, GstPadProbeInfo * info, gpointer user_data)
+{
+  g_atomic_int_set ((gint *) user_data, 1);
+  return GST_PAD_PROBE_OK;
+}
+
+/* The last npullm-stats message on @bus (a copy; free it) */
+static GstStructure *
+last_stats (GstBus * bus)
+{
+  GstStructure *last = NULL;
+  GstMessage *msg;
+
+  while ((msg = gst_bus_pop_filtered (bus, GST_MESSAGE_ELEMENT))) {
+    if (gst_message_has_name (msg, "npullm-stats")) {
+      if (last)
+        gst_structure_free (last);
+      last = gst_structure_copy (gst_message_get_structure (msg));
+    }
+    gst_message_unref (msg);
+  }
+  fail_unless (last != NULL, "no npullm-stats message");
+  return last;
+}
+
+/* @s's media counts are these, and add up to media-accepted */
+static void
+check_media_counts (const GstStructure * s, guint64 accepted,
+    guint64 answered, guint64 skipped, guint64 dropped, guint64 cancelled,
+    guint64 failed)
+{
+  const gchar *fields[] = { "media-answered", "media-skipped",
+    "media-dropped", "media-cancelled", "media-failed", "media-pending"
+  };
+  guint64 want[] = { answered, skipped, dropped, cancelled, failed, 0 }, v,
+      sum = 0;
+  guint i;
+
+  fail_unless (gst_structure_get_uint64 (s, "media-accepted", &v));
+  fail_unless_equals_uint64 (v, accepted);
+  for (i = 0; i < G_N_ELEMENTS (fields); i++) {
+    fail_unless (gst_structure_get_uint64 (s, fields[i], &v), "%s",
+        fields[i]);
+    fail_unless_equals_uint64 (v, want[i]);
+    sum += v;
+  }
+  fail_unless_equals_uint64 (sum, accepted);
+}
+
+/* Media accepted and then flushed are reported, not lost: a flush while
+ * the first frame's answer runs (its first piece held in the src pad)
+ * and a second frame waits (it replaced a third from the same pad) gives
+ * an npullm-stats message "flushed" that counts the running answer's
+ * frame and the waiting one as cancelled, the replaced one as skipped;
+ * after the flush a fourth frame is answered, and the counts go on. */
+GST_START_TEST (test_media_counts_after_flush)
+{
+  NpuGguf *g = npu_gguf_open (qwen_path, NULL);
+  NpuLlmHParams hp;
+  GBytes *rows;
+  GstElement *llm;
+  GstHarness *h;
+  GstPad *srcpad;
+  GstBus *bus = gst_bus_new ();
+  GstStructure *s;
+  GstEvent *ev;
+  GstSegment segment;
+  gint held = 0;
+  gulong probe;
+  gboolean eos = FALSE;
+  gint64 deadline = g_get_monotonic_time () + 120 * G_TIME_SPAN_SECOND;
+
+  fail_unless (npu_llm_hparams_from_gguf (g, &hp, NULL));
+  npu_gguf_free (g);
+  rows = make_rows (3, hp.n_embd, 7);
+  llm = gst_element_factory_make ("npullm", NULL);
+  fail_unless (llm != NULL);
+  g_object_set (llm, "model", qwen_path, "prompt", "What is this?",
+      "max-tokens", 100000, "context-length", 256, NULL);
+  gst_util_set_object_arg (G_OBJECT (llm), "output", "token");
+  h = gst_harness_new_with_element (llm, "vision", "src");
+  gst_element_set_bus (llm, bus);
+  gst_harness_set_src_caps_str (h, "other/tensors,format=static,"
+      "num_tensors=1,types=float32");
+  srcpad = gst_element_get_static_pad (llm, "src");
+  probe = gst_pad_add_probe (srcpad, GST_PAD_PROBE_TYPE_BLOCK |
+      GST_PAD_PROBE_TYPE_BUFFER, hold_answer, &held, NULL);
+
+  fail_unless_equals_int (gst_harness_push (h, rows_buffer (rows, 0)),
+      GST_FLOW_OK);
+  while (!g_atomic_int_get (&held)) {
+    fail_unless (g_get_monotonic_time () < deadline, "no answer came");
+    g_usleep (1000);
+  }
+  /* the answer is held: these wait, the newer one replacing the older */
+  fail_unless_equals_int (gst_harness_push (h, rows_buffer (rows,
+              GST_SECOND)), GST_FLOW_OK);
+  fail_unless_equals_int (gst_harness_push (h, rows_buffer (rows,
+              2 * GST_SECOND)), GST_FLOW_OK);
+  /* the flush unblocks the probe; when it returns the task is paused */
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_start ()));
+  s = last_stats (bus);
+  fail_unless_equals_string (gst_structure_get_string (s, "end"), "flushed");
+  check_media_counts (s, 3, 0, 1, 0, 2, 0);
+  gst_structure_free (s);
+
+  gst_pad_remove_probe (srcpad, probe);
+  fail_unless (gst_harness_push_event (h, gst_event_new_flush_stop (TRUE)));
+  gst_segment_init (&segment, GST_FORMAT_TIME);
+  fail_unless (gst_harness_push_event (h, gst_event_new_segment (&segment)));
+  g_object_set (llm, "max-tokens", 4, NULL);
+  fail_unless_equals_int (gst_harness_push (h, rows_buffer (rows,
+              3 * GST_SECOND)), GST_FLOW_OK);
+  fail_unless (gst_harness_push_event (h, gst_event_new_eos ()));
+  while (!eos) {
+    fail_unless (g_get_monotonic_time () < deadline, "no EOS came");
+    while ((ev = gst_harness_try_pull_event (h))) {
+      eos |= GST_EVENT_TYPE (ev) == GST_EVENT_EOS;
+      gst_event_unref (ev);
+    }
+    g_usleep (1000);
+  }
+  s = last_stats (bus);
+  /* an answer's message */
+  fail_unless (gst_structure_has_field (s, "generated-tokens"));
+  check_media_counts (s, 4, 1, 1, 0, 2, 0);
+  gst_structure_free (s);
+
+  gst_object_unref (srcpad);
+  gst_harness_teardown (h);
+  /* the state-changed messages of the teardown hold the element */
+  gst_bus_set_flushing (bus, TRUE);
+  gst_object_unref (llm);
+  gst_object_unref (bus);
+  g_bytes_unref (rows);
+}
+
+GST_END_TEST;
+
 /* Tokens whose producer never finishes (a fence that never signals): a
  * clear error after GST_NPU_FENCE_TIMEOUT_MS, not a hang */
 GST_START_TEST (test_fence_never_signals)
@@ -1442,7 +1585,8 @@ GST_START_TEST (test_stop_while_generating)
         g_str_has_prefix (c.text->str, want), "\"%s\" is not the start of "
         "\"%s\"", c.text->str, want);
     g_usleep (50 * 1000);
-    fail_unless_equals_int (c.n_buffers, n_at_stop);
+    fail_unless_equals_int (g_atomic_int_get ((gint *) & c.n_buffers),
+        n_at_stop);
     gst_object_unref (sink);
     gst_object_unref (pipeline);
     g_string_free (c.text, TRUE);
@@ -2325,15 +2469,19 @@ GST_END_TEST;
 
 /* One vision buffer through a harness whose fence ends as @fence_error
  * says; returns the bus's error message, if any, after the element's EOS
- * or error.  @n_out receives the buffers the element pushed. */
+ * or error.  @n_out receives the buffers the element pushed, @stats (free
+ * it) the last npullm-stats message's structure. */
 static gchar *
-push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
+push_fenced (GError * fence_error, guint * n_out, guint * n_answers,
+    GstStructure ** stats)
 {
   NpuGguf *g = npu_gguf_open (qwen_path, NULL);
   NpuLlmHParams hp;
   GstHarness *h;
   GstElement *llm;
   GstBus *bus = gst_bus_new ();
+  GPtrArray *kept = g_ptr_array_new_with_free_func ((GDestroyNotify)
+      gst_structure_free);
   GstMessage *msg;
   NpuFence *fence = npu_fence_new ();
   GBytes *rows;
@@ -2346,6 +2494,7 @@ push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
   llm = gst_element_factory_make ("npullm", NULL);
   g_object_set (llm, "model", qwen_path, "max-tokens", 4, NULL);
   gst_element_set_bus (llm, bus);
+  gst_bus_set_sync_handler (bus, keep_stats, kept, NULL);
   h = gst_harness_new_with_element (llm, "vision", "src");
   gst_harness_set_src_caps_str (h, "other/tensors,format=static,"
       "num_tensors=1,types=float32");
@@ -2388,6 +2537,12 @@ push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
   }
   g_object_get (llm, "n-answers", n_answers, NULL);
   gst_harness_teardown (h);
+  /* the last npullm-stats, the shutdown's included (the error pops above
+   * drop the other messages: kept as they were posted) */
+  fail_unless (kept->len > 0, "no npullm-stats message");
+  *stats = gst_structure_copy (g_ptr_array_index (kept, kept->len - 1));
+  g_ptr_array_unref (kept);
+  gst_bus_set_sync_handler (bus, NULL, NULL, NULL);
   gst_element_set_bus (llm, NULL);
   gst_object_unref (bus);
   gst_object_unref (llm);
@@ -2401,13 +2556,18 @@ push_fenced (GError * fence_error, guint * n_out, guint * n_answers)
 GST_START_TEST (test_cancelled_media_skipped)
 {
   guint n_out, n_answers;
+  GstStructure *stats;
   gchar *msg = push_fenced (g_error_new (NPU_FENCE_ERROR,
           NPU_FENCE_ERROR_CANCELLED, "dropped: a newer frame came"), &n_out,
-      &n_answers);
+      &n_answers, &stats);
 
   fail_unless (msg == NULL, "%s", msg);
   fail_unless_equals_int (n_out, 0);
   fail_unless_equals_int (n_answers, 0);
+  /* reported at the end of the stream, as dropped by its producer */
+  fail_unless_equals_string (gst_structure_get_string (stats, "end"), "eos");
+  check_media_counts (stats, 1, 0, 0, 1, 0, 0);
+  gst_structure_free (stats);
 }
 
 GST_END_TEST;
@@ -2417,15 +2577,21 @@ GST_END_TEST;
 GST_START_TEST (test_producer_error)
 {
   guint n_out, n_answers;
+  GstStructure *stats;
   gchar *msg = push_fenced (g_error_new (NPU_FENCE_ERROR,
           NPU_FENCE_ERROR_FAILED, "the encoder ran out of scratch"), &n_out,
-      &n_answers);
+      &n_answers, &stats);
 
   fail_unless (msg != NULL, "no error");
   fail_unless (strstr (msg, "the tokens' producer failed") &&
       strstr (msg, "the encoder ran out of scratch"), "%s", msg);
   fail_unless_equals_int (n_out, 0);
   fail_unless_equals_int (n_answers, 0);
+  /* reported when the element shut down, as failed */
+  fail_unless_equals_string (gst_structure_get_string (stats, "end"),
+      "shutdown");
+  check_media_counts (stats, 1, 0, 0, 0, 0, 1);
+  gst_structure_free (stats);
   g_free (msg);
 }
 
@@ -2583,6 +2749,7 @@ npullm_suite (void)
   tcase_add_test (tc, test_caption_pipeline);
   tcase_add_test (tc, test_captions_drawn);
   tcase_add_test (tc, test_flush_while_generating);
+  tcase_add_test (tc, test_media_counts_after_flush);
   tcase_add_test (tc, test_stats_message);
   tcase_add_test (tc, test_stats_bytes);
   tcase_add_test (tc, test_paced_decode);

@@ -154,6 +154,9 @@ read_stats (Soak * s, const GstStructure * st)
 {
   guint prompt = 0, generated = 0, context = 0, reused = 0;
 
+  /* a message that counts media only (the shutdown's) has no answer */
+  if (!gst_structure_has_field (st, "generated-tokens"))
+    return;
   gst_structure_get_uint (st, "prompt-tokens", &prompt);
   gst_structure_get_uint (st, "generated-tokens", &generated);
   gst_structure_get_uint (st, "context-tokens", &context);

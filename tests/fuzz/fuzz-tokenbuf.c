@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: libFuzzer target for token buffers and their metas into npullm
+ *
+ * Each input is a token buffer (tests/fuzz/npufuzzgst.h: a header that
+ * picks the pad, the GstNpuTokensMeta and GstNpuTensorMeta, then the
+ * payload) pushed through a GstHarness into npullm with a tiny generated
+ * model.  It must end in EOS or an error with a message, within 20 s. */
+#include "npufuzzgst.h"
+
+#include <stdint.h>
+
+int LLVMFuzzerInitialize (int *argc, char ***argv);
+int LLVMFuzzerTestOneInput (const uint8_t * data, size_t size);
+
+static NpuFuzzModels models;
+
+int
+LLVMFuzzerInitialize (int *argc, char ***argv)
+{
+  GError *error = NULL;
+
+  /* the plugin of this build, loaded in this process (its coverage) */
+  g_setenv ("GST_PLUGIN_PATH_1_0", NPU_FUZZ_PLUGIN_DIR, FALSE);
+  g_setenv ("GST_REGISTRY_FORK", "no", FALSE);
+  gst_init (argc, argv);
+  if (!npu_fuzz_models_write (&models, &error))
+    g_error ("the fuzz models: %s", error->message);
+  return 0;
+}
+
+int
+LLVMFuzzerTestOneInput (const uint8_t * data, size_t size)
+{
+  gchar *message;
+  NpuFuzzEnd end = npu_fuzz_tokens_run (&models, data, size, &message);
+
+  /* a hang, or an error that does not say why */
+  if (end == NPU_FUZZ_HUNG || (end == NPU_FUZZ_ERROR && !*message))
+    __builtin_trap ();
+  g_free (message);
+  return 0;
+}

@@ -13,8 +13,12 @@
  * unpaced one, run its tokens on the pacer's threads (seen from the queue
  * between tokens), sleep between them, give the queue all its threads
  * back afterwards, and end as cancelled when flushed in a sleep.
+ *
+ * The bytes each prefill and token task reports to a timeline sum to the
+ * answer's own counts.
  */
 #include <core/models/npullmsession.h>
+#include <core/device/npuevents.h>
 #include "tests/tools/npumodelgen.h"
 
 #include <malloc.h>
@@ -644,6 +648,74 @@ test_paced_flush (void)
   fixture_close (&f);
 }
 
+/* ------------------------------------------------------------------------
+ * Bytes in the tasks' events
+ */
+typedef struct
+{
+  GMutex lock;
+  NpuBytes prefill, token;
+  guint n_prefill, n_token, n_without;
+} TaskBytes;
+
+static void
+on_event (const NpuEvent * ev, gpointer user_data)
+{
+  TaskBytes *tb = user_data;
+
+  if (ev->kind != NPU_EVENT_TASK_FINISH)
+    return;
+  g_mutex_lock (&tb->lock);
+  if (!ev->bytes) {
+    tb->n_without++;
+  } else if (g_strcmp0 (ev->label, "prefill") == 0) {
+    tb->n_prefill++;
+    npu_bytes_add (&tb->prefill, ev->bytes);
+  } else if (g_strcmp0 (ev->label, "token") == 0) {
+    tb->n_token++;
+    npu_bytes_add (&tb->token, ev->bytes);
+  }
+  g_mutex_unlock (&tb->lock);
+}
+
+static void
+assert_bytes_equal (const NpuBytes * a, const NpuBytes * b)
+{
+  guint k;
+
+  for (k = 0; k < NPU_BYTES_N_KINDS; k++) {
+    g_assert_cmpuint (a->read[k], ==, b->read[k]);
+    g_assert_cmpuint (a->written[k], ==, b->written[k]);
+  }
+}
+
+static void
+test_task_bytes (void)
+{
+  Fixture f;
+  NpuLlmSession *s;
+  NpuLlmAnswerStats st;
+  TaskBytes tb = { 0, };
+  gchar *a;
+
+  g_mutex_init (&tb.lock);
+  fixture_open (&f);
+  s = new_session (&f, 256, FALSE, "chatml");
+  npu_events_set_handler (on_event, &tb);
+  a = answer (s, &f, "What is on the table?", &st);
+  npu_events_set_handler (NULL, NULL);
+  g_assert_cmpuint (tb.n_prefill, ==, 1);
+  g_assert_cmpuint (tb.n_token, ==, st.n_decoded);
+  g_assert_cmpuint (tb.n_without, ==, 0);
+  g_assert_cmpuint (npu_bytes_total (&tb.token), >, 0);
+  assert_bytes_equal (&tb.prefill, &st.prompt_bytes);
+  assert_bytes_equal (&tb.token, &st.decode_bytes);
+  g_free (a);
+  npu_llm_session_free (s);
+  fixture_close (&f);
+  g_mutex_clear (&tb.lock);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -661,5 +733,6 @@ main (int argc, char **argv)
       GINT_TO_POINTER (FALSE), test_image_wrapping);
   g_test_add_func ("/llm-session/paced/same-answer", test_paced_same_answer);
   g_test_add_func ("/llm-session/paced/flush", test_paced_flush);
+  g_test_add_func ("/llm-session/task-bytes", test_task_bytes);
   return g_test_run ();
 }

@@ -352,9 +352,8 @@ eval_wrapping (NpuLlmContext * ctx, NpuTask * task, const NpuLlmMedia * m,
 }
 
 static gboolean
-eval_task (NpuTask * task, gpointer user_data, GError ** error)
+eval_job (NpuTask * task, EvalJob * job, GError ** error)
 {
-  EvalJob *job = user_data;
   const NpuLlmSession *s = job->session;
   guint i;
 
@@ -378,6 +377,25 @@ eval_task (NpuTask * task, gpointer user_data, GError ** error)
           job->tokens[1], job->n_tokens[1], error))
     return FALSE;
   return TRUE;
+}
+
+/* The job's evaluation, whose bytes (the model's count, npullm.h) go to
+ * the task's finish event: a timeline (npu-timeline) shows what each
+ * prefill and token moved */
+static gboolean
+eval_task (NpuTask * task, gpointer user_data, GError ** error)
+{
+  EvalJob *job = user_data;
+  NpuLlmStats before, after;
+  NpuBytes moved;
+  gboolean ok;
+
+  npu_llm_context_get_stats (job->ctx, &before);
+  ok = eval_job (task, job, error);
+  npu_llm_context_get_stats (job->ctx, &after);
+  npu_bytes_diff (&moved, &after.bytes, &before.bytes);
+  npu_task_report_bytes (task, &moved);
+  return ok;
 }
 
 static gboolean

@@ -181,11 +181,10 @@ prefetch_share (const guint8 * p, gsize n, guint i, const guint steps)
 
 #if defined(NPU_ATTN_NEON)
 /* Four 4-float quarters as one 16-float vector, and back (the NEON
- * paths; GCC keeps a 16-float vector as four q registers, so these are
- * register moves at most) */
+ * paths; GCC splits a 16-float vector into four q-register parts, so
+ * these are moves between those parts, where it keeps them in registers) */
 static ALWAYS_INLINE v16sf
-v16sf_from_quarters (float32x4_t a, float32x4_t b, float32x4_t c,
-    float32x4_t d)
+v16sf_from_quarters (float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d)
 {
   v16sf r;
 

@@ -13,13 +13,24 @@ instruction count and its loads and stores.  Used for docs/kernels.md:
     npu_silu_mul_neon npu_rms_norm_neon
 
 OBJDUMP in the environment names the objdump (default: the aarch64 cross
-one; objdump for x86 objects).
+one; objdump for x86 objects).  With --where first, each loop also gets
+its place in the source: the chain of inlined functions and lines of its
+backward branch (from the object's debug lines, objdump -dl --inlines),
+innermost first, so that the loops of a kernel whose loops are all
+inlined into one function (the attention) can be told apart:
+
+  tests/cross/loop-insns.py --where \
+    build-aarch64/gst/core/libnpuattention-neon.a.p/cpu_npuattention-kernel.c.o \
+    npu_attention_rows_neon
 """
 import os
 import re
 import subprocess
 import sys
 
+SRC = re.compile(r'^(?:inlined by )?\S+:(\d+)(?: \(discriminator \d+\))?'
+                 r'(?: \((\S+)\))?$')
+INNER = re.compile(r'^(\S+)\(\):$')
 LINE = re.compile(r'^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$')
 FUNC = re.compile(r'^[0-9a-f]+ <(.+)>:$')
 TARGET = re.compile(r'(?:^|[ ,])([0-9a-f]+) <')
@@ -29,23 +40,47 @@ A64_LOAD = re.compile(r'^(ld[1-4]r?|ldr|ldp|ldur|ldnp)')
 A64_STORE = re.compile(r'^(st[1-4]|str|stp|stur|stnp)')
 
 
-def listing(obj):
+def listing(obj, where=False):
+    """{function: [(address, op, args)]}, and with @where {address: the
+    source chain 'f:line < caller:line < ...'}"""
     objdump = os.environ.get('OBJDUMP', 'aarch64-linux-gnu-objdump')
-    out = subprocess.run([objdump, '-d', '--no-show-raw-insn', obj],
-                         check=True, capture_output=True, text=True).stdout
-    funcs, cur = {}, None
+    cmd = [objdump, '-d', '--no-show-raw-insn', obj]
+    if where:
+        cmd[1:2] = ['-dl', '--inlines']
+    out = subprocess.run(cmd, check=True, capture_output=True,
+                         text=True).stdout
+    funcs, cur, places = {}, None, {}
+    inner, chain, fresh = '?', [], False
     for line in out.splitlines():
         m = FUNC.match(line)
         if m:
             cur = funcs.setdefault(m.group(1), [])
             continue
+        m = INNER.match(line) if where else None
+        if m:
+            inner = m.group(1)
+            continue
+        m = SRC.match(line) if where else None
+        if m:
+            if not line.startswith('inlined by '):
+                # a new innermost place; its callers follow
+                chain, fresh = ['%s:%s' % (inner, m.group(1))], True
+            elif fresh:
+                chain.append('%s:%s' % (m.group(2), m.group(1)))
+            continue
         m = LINE.match(line)
         if m and cur is not None:
+            fresh = False
             cur.append((int(m.group(1), 16), m.group(2), m.group(3)))
-    return funcs
+            places[int(m.group(1), 16)] = ' < '.join(chain)
+    return funcs, places
 
 
 def is_branch(op):
+    # calls are not loops (in an object file an external callee's address
+    # is 0, which looked like a backward branch)
+    if op in ('bl', 'blr', 'call', 'callq'):
+        return False
     return (op.startswith('b') and op not in ('bic', 'bif', 'bit', 'bsl')
             or op.startswith('cb') or op.startswith('tb')
             or op.startswith('j'))
@@ -80,15 +115,21 @@ def loops(insns):
 
 
 def main():
-    if len(sys.argv) < 3:
+    args = sys.argv[1:]
+    where = bool(args) and args[0] == '--where'
+    if where:
+        args = args[1:]
+    if len(args) < 2:
         sys.exit(__doc__)
-    funcs = listing(sys.argv[1])
-    for name in sys.argv[2:]:
+    funcs, places = listing(args[0], where)
+    for name in args[1:]:
         if name not in funcs:
-            sys.exit('%s: no function %s' % (sys.argv[1], name))
+            sys.exit('%s: no function %s' % (args[0], name))
         for start, end, n, loads, stores in loops(funcs[name]):
             print('%s: loop %#x-%#x: %d instructions, %d loads, %d stores'
                   % (name, start, end, n, loads, stores))
+            if where:
+                print('  at %s' % places.get(end, '?'))
 
 
 if __name__ == '__main__':

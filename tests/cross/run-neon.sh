@@ -18,17 +18,22 @@ flags="-O2 -g -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter
   -Wno-missing-field-initializers -Wshadow -Wmissing-prototypes
   -Wdeclaration-after-statement -I$src/gst -I$src"
 
-# The NEON kernel alone gets the dotprod flag, as in the meson build.
+# The NEON kernels alone get the dotprod (and i8mm) flags, as in the meson
+# build.
 $cc $flags -march=armv8.2-a+dotprod -c "$src/gst/core/cpu/npumatmul-neon.c" \
   -o "$out/npumatmul-neon.o" $glib
+$cc $flags -march=armv8.2-a+dotprod+i8mm \
+  -c "$src/gst/core/cpu/npumatmul-neon-i8mm.c" -o "$out/npumatmul-neon-i8mm.o" \
+  $glib
 $cc $flags -o "$out/test-matmul" "$src/tests/unit/test-matmul.c" \
   "$src/gst/core/cpu/npumatmul.c" "$src/gst/core/formats/npumxfp4.c" \
   "$src/gst/core/device/npubackend.c" "$src/gst/core/device/npufence.c" \
   "$src/gst/core/device/npuhugemem.c" \
-  "$out/npumatmul-neon.o" $glib -lpthread -lm
+  "$out/npumatmul-neon.o" "$out/npumatmul-neon-i8mm.o" $glib -lpthread -lm
 
-# -cpu max: a CPU with the dot-product extension, so "neon" is available
-# and tested next to "scalar".  Debian 12's qemu-user hangs in clone() on
+# -cpu max: a CPU with the dot-product extension and the int8 matrix
+# multiply, so "neon" and "neon-i8mm" are available and tested next to
+# "scalar".  Debian 12's qemu-user hangs in clone() on
 # some hosts (containers); NPU_TEST_NO_THREADS=1 then runs every product
 # without a task (the threading is the same C code as on x86, tested there).
 QEMU_CPU=${QEMU_CPU:-max} QEMU_LD_PREFIX=$sysroot \

@@ -718,10 +718,40 @@ test_sinks (void)
   g_rand_free (rand);
 }
 
+/* The copy the current cap must pick: x86's by level (the avx512 level
+ * includes VNNI and VBMI); on aarch64 the neon copy wherever Advanced
+ * SIMD is left usable, whatever the level (a Cortex-A72 has no dot
+ * product, so its level is scalar, and runs the neon copy), so that the
+ * tests above are known to have run the copy they are meant for */
+static void
+test_copy (void)
+{
+  const gchar *want = "generic";
+
+#if defined(__aarch64__)
+  if (npu_cpu_has (NPU_CPU_NEON))
+    want = "neon";
+#else
+  switch (npu_cpu_get_isa ()) {
+    case NPU_CPU_ISA_AVX2:
+      want = "avx2";
+      break;
+    case NPU_CPU_ISA_AVX512:
+      want = "avx512vnni";
+      break;
+    default:
+      break;
+  }
+#endif
+  g_test_message ("attention copy: %s", npu_attention_copy_name ());
+  g_assert_cmpstr (npu_attention_copy_name (), ==, want);
+}
+
 /* The tests each lesser level's copy of the kernels runs */
 static void
 test_at_one_level (void)
 {
+  test_copy ();
   test_sinks ();
   test_shapes ();
   test_packed ();
@@ -740,6 +770,7 @@ int
 main (int argc, char **argv)
 {
   g_test_init (&argc, &argv, NULL);
+  g_test_add_func ("/attention/copy", test_copy);
   g_test_add_func ("/attention/shapes", test_shapes);
   g_test_add_func ("/attention/spread", test_spread);
   g_test_add_func ("/attention/long", test_long);

@@ -26,6 +26,8 @@ level_needs (NpuCpuIsa isa)
           NPU_CPU_AVX512VNNI | NPU_CPU_AVX512VBMI;
     case NPU_CPU_ISA_NEON:
       return NPU_CPU_NEON | NPU_CPU_DOTPROD;
+    case NPU_CPU_ISA_NEON_I8MM:
+      return NPU_CPU_NEON | NPU_CPU_DOTPROD | NPU_CPU_I8MM;
     default:
       return 0;
   }
@@ -34,7 +36,9 @@ level_needs (NpuCpuIsa isa)
 static void
 test_names (void)
 {
-  static const gchar *const names[] = { "scalar", "avx2", "avx512", "neon" };
+  static const gchar *const names[] = { "scalar", "avx2", "avx512", "neon",
+    "neon-i8mm"
+  };
   NpuCpuIsa isa;
   guint i;
 

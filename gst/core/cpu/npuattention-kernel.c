@@ -37,6 +37,16 @@
 #if defined(__F16C__) || defined(__AVX2__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
+/* The neon copy (meson.build: NPU_ATTN_NEON): the loads widened by the
+ * AArch64 baseline's own instructions (fcvtl from F16, sxtl from int8)
+ * and the horizontal sums by faddp, where the generic copy widens F16
+ * with integer arithmetic and sums by shuffles of the 16-float vector */
+#if defined(NPU_ATTN_NEON)
+#if !defined(__aarch64__)
+#error "NPU_ATTN_NEON is the aarch64 copy"
+#endif
+#include <arm_neon.h>
+#endif
 
 #ifndef NPU_ATTN_ISA
 #error "NPU_ATTN_ISA names the copy: build this file through meson.build"
@@ -169,6 +179,32 @@ prefetch_share (const guint8 * p, gsize n, guint i, const guint steps)
     __builtin_prefetch (p + 64 * l);
 }
 
+#if defined(NPU_ATTN_NEON)
+/* Four 4-float quarters as one 16-float vector, and back (the NEON
+ * paths; GCC splits a 16-float vector into four q-register parts, so
+ * these are moves between those parts, where it keeps them in registers) */
+static ALWAYS_INLINE v16sf
+v16sf_from_quarters (float32x4_t a, float32x4_t b, float32x4_t c, float32x4_t d)
+{
+  v16sf r;
+
+  memcpy (&r, &a, 16);
+  memcpy ((guint8 *) & r + 16, &b, 16);
+  memcpy ((guint8 *) & r + 32, &c, 16);
+  memcpy ((guint8 *) & r + 48, &d, 16);
+  return r;
+}
+
+static ALWAYS_INLINE float32x4_t
+v16sf_quarter (v16sf v, const guint i)
+{
+  float32x4_t r;
+
+  memcpy (&r, (const guint8 *) &v + 16 * i, 16);
+  return r;
+}
+#endif
+
 #if defined(__AVX__)
 /* Two 8-float halves as one 16-float vector (AVX2 and F16C paths) */
 static ALWAYS_INLINE v16sf
@@ -195,6 +231,17 @@ half16 (const guint8 * p)
   __m256 lo = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) p));
   __m256 hi = _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p + 16)));
   return v16sf_from_halves (lo, hi);
+#elif defined(NPU_ATTN_NEON)
+  /* fcvtl, fcvtl2: the IEEE conversion, subnormals, Inf and NaN
+   * included (AArch64's FPCR.AHP is 0 on Linux) */
+  const float16x8_t lo = vreinterpretq_f16_u16 (vld1q_u16 ((const guint16 *)
+          p));
+  const float16x8_t hi = vreinterpretq_f16_u16 (vld1q_u16 ((const guint16 *)
+          (p + 16)));
+
+  return v16sf_from_quarters (vcvt_f32_f16 (vget_low_f16 (lo)),
+      vcvt_high_f32_f16 (lo), vcvt_f32_f16 (vget_low_f16 (hi)),
+      vcvt_high_f32_f16 (hi));
 #else
   v16hu h;
   v16si x, em, special;
@@ -214,6 +261,12 @@ half1 (const guint8 * p)
 {
 #if defined(__F16C__)
   return _cvtsh_ss ((unsigned short) (p[0] | p[1] << 8));
+#elif defined(NPU_ATTN_NEON)
+  __fp16 h;
+
+  /* one fcvt */
+  memcpy (&h, p, 2);
+  return (float) h;
 #else
   guint32 x = p[0] | (guint32) p[1] << 8, em = (x & 0x7fff) << 13;
   float f;
@@ -247,6 +300,15 @@ int8x16 (const guint8 * p)
   __m256 hi = _mm256_cvtepi32_ps (_mm256_cvtepi8_epi32 (_mm_loadl_epi64 ((const
                   __m128i *) (p + 8))));
   return v16sf_from_halves (lo, hi);
+#elif defined(NPU_ATTN_NEON)
+  /* sxtl, sxtl2 twice, then scvtf */
+  const int8x16_t b = vld1q_s8 ((const gint8 *) p);
+  const int16x8_t lo = vmovl_s8 (vget_low_s8 (b)), hi = vmovl_high_s8 (b);
+
+  return v16sf_from_quarters (vcvtq_f32_s32 (vmovl_s16 (vget_low_s16 (lo))),
+      vcvtq_f32_s32 (vmovl_high_s16 (lo)),
+      vcvtq_f32_s32 (vmovl_s16 (vget_low_s16 (hi))),
+      vcvtq_f32_s32 (vmovl_high_s16 (hi)));
 #else
   v16qi q;
 
@@ -363,6 +425,12 @@ tile_dots (const float *q, gsize q_stride, const guint8 * tile, guint hd,
 static ALWAYS_INLINE float
 hsum16 (v16sf v)
 {
+#if defined(NPU_ATTN_NEON)
+  /* the quarters added, then faddp twice (vaddvq_f32) */
+  return vaddvq_f32 (vaddq_f32 (vaddq_f32 (v16sf_quarter (v, 0),
+              v16sf_quarter (v, 1)), vaddq_f32 (v16sf_quarter (v, 2),
+              v16sf_quarter (v, 3))));
+#else
   const v16si h8 = { 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7 };
   const v16si h4 = { 4, 5, 6, 7, 0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15 };
   const v16si h2 = { 2, 3, 0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
@@ -373,6 +441,7 @@ hsum16 (v16sf v)
   v += __builtin_shuffle (v, h2);
   v += __builtin_shuffle (v, h1);
   return v[0];
+#endif
 }
 
 /* Softmax numerators of @m scores in place (minus @mx); returns their sum */

@@ -23,6 +23,8 @@ NPU_ATTN_KERNEL_DECL (generic)
 NPU_ATTN_KERNEL_DECL (avx2)
 NPU_ATTN_KERNEL_DECL (avx512)
 NPU_ATTN_KERNEL_DECL (avx512vnni)
+#elif defined(__aarch64__)
+NPU_ATTN_KERNEL_DECL (neon)
 #endif
 
 G_END_DECLS

@@ -3,7 +3,10 @@
  *
  * The kernels (npuattention-kernel.c) are built once per ISA level with
  * that level's compiler flags, so that F16 rows are widened by the CPU's
- * own conversion (F16C, AVX-512) and the vectors fill its registers. */
+ * own conversion (F16C, AVX-512) and the vectors fill its registers.
+ * On aarch64 the neon copy needs Advanced SIMD alone (as the vector
+ * maths' does): a Cortex-A53 or A72 runs it too, and NPU_CPU_ISA=scalar
+ * turns it off. */
 #include "npuattention-private.h"
 #include "npucpu.h"
 
@@ -16,10 +19,13 @@ npu_attention_rows (const NpuAttnSpan * spans, guint n_spans, guint hd,
       scores, ss, out, out_stride);
 }
 
-void
-npu_attention_rows_sinks (const NpuAttnSpan * spans, guint n_spans, guint hd,
-    guint nq, gsize q_stride, float scale, const float *sinks, float *scores,
-    gsize ss, float *out, gsize out_stride)
+typedef void (*AttnKernel) (const NpuAttnSpan * spans, guint n_spans,
+    guint hd, guint nq, gsize q_stride, float scale, const float *sinks,
+    float *scores, gsize ss, float *out, gsize out_stride);
+
+/* The copy the current cap allows, and its name */
+static AttnKernel
+pick (const gchar ** name)
 {
 #if defined(__x86_64__)
   const NpuCpuFeatures f16 = NPU_CPU_FMA | NPU_CPU_F16C;
@@ -27,21 +33,43 @@ npu_attention_rows_sinks (const NpuAttnSpan * spans, guint n_spans, guint hd,
       NPU_CPU_AVX512VBMI;
 
   if (npu_cpu_has (NPU_CPU_AVX512F | f16 | vnni)) {
-    npu_attention_rows_avx512vnni (spans, n_spans, hd, nq, q_stride, scale,
-        sinks, scores, ss, out, out_stride);
-    return;
+    *name = "avx512vnni";
+    return npu_attention_rows_avx512vnni;
   }
   if (npu_cpu_has (NPU_CPU_AVX512F | f16)) {
-    npu_attention_rows_avx512 (spans, n_spans, hd, nq, q_stride, scale,
-        sinks, scores, ss, out, out_stride);
-    return;
+    *name = "avx512";
+    return npu_attention_rows_avx512;
   }
   if (npu_cpu_has (NPU_CPU_AVX2 | f16)) {
-    npu_attention_rows_avx2 (spans, n_spans, hd, nq, q_stride, scale, sinks,
-        scores, ss, out, out_stride);
-    return;
+    *name = "avx2";
+    return npu_attention_rows_avx2;
+  }
+#elif defined(__aarch64__)
+  if (npu_cpu_has (NPU_CPU_NEON)) {
+    *name = "neon";
+    return npu_attention_rows_neon;
   }
 #endif
-  npu_attention_rows_generic (spans, n_spans, hd, nq, q_stride, scale, sinks,
-      scores, ss, out, out_stride);
+  *name = "generic";
+  return npu_attention_rows_generic;
+}
+
+const gchar *
+npu_attention_copy_name (void)
+{
+  const gchar *name;
+
+  pick (&name);
+  return name;
+}
+
+void
+npu_attention_rows_sinks (const NpuAttnSpan * spans, guint n_spans, guint hd,
+    guint nq, gsize q_stride, float scale, const float *sinks, float *scores,
+    gsize ss, float *out, gsize out_stride)
+{
+  const gchar *name;
+
+  pick (&name) (spans, n_spans, hd, nq, q_stride, scale, sinks, scores, ss,
+      out, out_stride);
 }

@@ -67,6 +67,12 @@ void npu_attention_rows_sinks (const NpuAttnSpan * spans, guint n_spans,
     guint hd, guint nq, gsize q_stride, float scale, const float *sinks,
     float *scores, gsize ss, float *out, gsize out_stride);
 
+/* The copy of the kernel the current cap picks: "avx512vnni", "avx512",
+ * "avx2" (x86), "neon" (aarch64, Advanced SIMD) or "generic" (the
+ * compiler's baseline), for tests and benchmarks. */
+G_GNUC_INTERNAL
+const gchar *npu_attention_copy_name (void);
+
 G_END_DECLS
 
 #endif /* __NPU_ATTENTION_H__ */

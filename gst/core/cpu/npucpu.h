@@ -8,10 +8,10 @@
  * OS saves its registers, as __builtin_cpu_supports() has it) and the
  * auxiliary vector's HWCAP bits on Arm.
  *
- * NPU_CPU_ISA=scalar|avx2|avx512|neon in the environment (read once, at the
- * first call) caps what the core may use at that level, so that a test or a
- * benchmark runs the paths of a lesser CPU: "scalar" turns every SIMD path
- * off.  A level this CPU lacks (or an unknown name) warns and falls back to
+ * NPU_CPU_ISA=scalar|avx2|avx512|neon|neon-i8mm in the environment (read
+ * once, at the first call) caps what the core may use at that level, so
+ * that a test or a benchmark runs the paths of a lesser CPU: "scalar"
+ * turns every SIMD path off.  A level this CPU lacks (or an unknown name) warns and falls back to
  * scalar.  npu_cpu_set_isa() does the same from a program.
  *
  * This is compute core: GLib only, no GStreamer types.
@@ -51,7 +51,8 @@ typedef enum
  *
  * The levels the kernels are written for, each a set of features:
  * avx2 = AVX2 + FMA + F16C; avx512 = avx2 + AVX-512 F, BW, VL, VNNI and
- * VBMI; neon = Advanced SIMD with the dot product instructions.
+ * VBMI; neon = Advanced SIMD with the dot product instructions;
+ * neon-i8mm = neon + the int8 matrix multiply (smmla, HWCAP2_I8MM).
  */
 typedef enum
 {
@@ -59,6 +60,7 @@ typedef enum
   NPU_CPU_ISA_AVX2,
   NPU_CPU_ISA_AVX512,
   NPU_CPU_ISA_NEON,
+  NPU_CPU_ISA_NEON_I8MM,
   NPU_CPU_N_ISAS
 } NpuCpuIsa;
 
@@ -79,7 +81,7 @@ NPU_API
 gboolean npu_cpu_isa_usable (NpuCpuIsa isa);
 
 /* The highest level that may be used, and the names of the levels
- * ("scalar", "avx2", "avx512", "neon"). */
+ * ("scalar", "avx2", "avx512", "neon", "neon-i8mm"). */
 NPU_API
 NpuCpuIsa npu_cpu_get_isa (void);
 NPU_API

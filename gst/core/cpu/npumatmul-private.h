@@ -111,6 +111,10 @@ void npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 void npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+/* smmla for pairs of weight and activation rows, the sdot kernel for the
+ * odd ones (npumatmul-neon-i8mm.c) */
+void npu_mxfp4_tile_neon_i8mm (const NpuMxfp4Matrix * w, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 
 /* One activation row of @nb blocks into the MXFP4 kernels' layout above
  * (@n_groups groups at @dst), as npumatmul.c's quantiser does; with

@@ -21,6 +21,7 @@ typedef NpuCpuIsa Isa;
 #define ISA_AVX2 NPU_CPU_ISA_AVX2
 #define ISA_AVX512 NPU_CPU_ISA_AVX512
 #define ISA_NEON NPU_CPU_ISA_NEON
+#define ISA_NEON_I8MM NPU_CPU_ISA_NEON_I8MM
 
 static Isa current_isa;
 /* FALSE: GEMMs on the tile kernels even where panel kernels exist
@@ -103,6 +104,7 @@ isa_available (Isa isa)
 #endif
 #if defined(__aarch64__) && defined(__linux__)
     case ISA_NEON:
+    case ISA_NEON_I8MM:
       return npu_cpu_isa_usable (isa);
 #endif
     default:
@@ -980,6 +982,8 @@ current_tile_func (void)
 #if defined(__aarch64__)
     case ISA_NEON:
       return npu_mxfp4_tile_neon;
+    case ISA_NEON_I8MM:
+      return npu_mxfp4_tile_neon_i8mm;
 #endif
     default:
       return NULL;
@@ -1097,6 +1101,7 @@ current_q8_0_tile_func (void)
 #endif
 #if defined(__aarch64__)
     case ISA_NEON:
+    case ISA_NEON_I8MM:
       return npu_q8_0_tile_neon;
 #endif
     default:

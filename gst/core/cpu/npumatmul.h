@@ -11,7 +11,8 @@
  *
  *  - "scalar": exact.  Weights decoded to F32, activations used as F32;
  *    matches the double-precision reference to float rounding.
- *  - "avx2", "avx512" (VNNI + VBMI), "neon" (dotprod): each activation block
+ *  - "avx2", "avx512" (VNNI + VBMI), "neon" (dotprod), "neon-i8mm" (smmla
+ *    for two activation rows and more): each activation block
  *    of 32 is quantised to int8 with its own scale d = max|x| / 127 (as
  *    llama.cpp's Q8_0 does, with an F32 scale), and the weight nibbles are
  *    decoded to int8 by table lookup, so the dot products run on integer
@@ -250,7 +251,7 @@ void npu_matmul_q8_0_with_precision (NpuTask * task, const NpuBlockQ8_0 * w,
     gsize rows, gsize k, const float *x, gsize n, float *y,
     NpuMatmulPrecision precision);
 
-/* "scalar", "avx2", "avx512" or "neon": the path npu_matmul_mxfp4() and
+/* "scalar", "avx2", "avx512", "neon" or "neon-i8mm": the path npu_matmul_mxfp4() and
  * npu_matmul_q8_0() use */
 NPU_API
 const gchar *npu_matmul_get_isa (void);

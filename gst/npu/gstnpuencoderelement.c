@@ -690,8 +690,7 @@ set_caps (GstNpuEncoderElement * self, GstCaps * caps)
   if (!wait_for_model (self))
     return FALSE;
   if (priv->refused_caps && gst_caps_is_equal (caps, priv->refused_caps)) {
-    GST_DEBUG_OBJECT (self, "caps %" GST_PTR_FORMAT " refused already",
-        caps);
+    GST_DEBUG_OBJECT (self, "caps %" GST_PTR_FORMAT " refused already", caps);
     return FALSE;
   }
   if (priv->negotiated) {

@@ -14,9 +14,12 @@ cc=${CROSS_CC:-aarch64-linux-gnu-gcc}
 sysroot=${CROSS_SYSROOT:-/usr/aarch64-linux-gnu}
 glib=$(PKG_CONFIG_LIBDIR=/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig \
   pkg-config --cflags --libs glib-2.0)
+# The backend includes the build's config.h: this one builds the CPU
+# engine alone (no Vulkan, no libdrm)
+printf '#undef HAVE_VULKAN\n#undef HAVE_LIBDRM\n' > "$out/config.h"
 flags="-O2 -g -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter
   -Wno-missing-field-initializers -Wshadow -Wmissing-prototypes
-  -Wdeclaration-after-statement -I$src/gst -I$src"
+  -Wdeclaration-after-statement -I$out -I$src/gst -I$src"
 
 # The NEON kernels alone get the dotprod (and i8mm) flags, as in the meson
 # build.
@@ -28,7 +31,9 @@ $cc $flags -march=armv8.2-a+dotprod+i8mm \
 $cc $flags -o "$out/test-matmul" "$src/tests/unit/test-matmul.c" \
   "$src/gst/core/cpu/npumatmul.c" "$src/gst/core/formats/npumxfp4.c" \
   "$src/gst/core/device/npubackend.c" "$src/gst/core/device/npufence.c" \
-  "$src/gst/core/device/npuhugemem.c" \
+  "$src/gst/core/device/npuhugemem.c" "$src/gst/core/device/npuevents.c" \
+  "$src/gst/core/device/npubytes.c" "$src/gst/core/cpu/npucpu.c" \
+  "$src/gst/core/cpu/npumatmul-view.c" "$src/gst/core/device/nputensorview.c" \
   "$out/npumatmul-neon.o" "$out/npumatmul-neon-i8mm.o" $glib -lpthread -lm
 
 # -cpu max: a CPU with the dot-product extension and the int8 matrix

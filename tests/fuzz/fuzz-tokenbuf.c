@@ -17,14 +17,7 @@ static NpuFuzzModels models;
 int
 LLVMFuzzerInitialize (int *argc, char ***argv)
 {
-  GError *error = NULL;
-
-  /* the plugin of this build, loaded in this process (its coverage) */
-  g_setenv ("GST_PLUGIN_PATH_1_0", NPU_FUZZ_PLUGIN_DIR, FALSE);
-  g_setenv ("GST_REGISTRY_FORK", "no", FALSE);
-  gst_init (argc, argv);
-  if (!npu_fuzz_models_write (&models, &error))
-    g_error ("the fuzz models: %s", error->message);
+  npu_fuzz_target_init (argc, argv, &models);
   return 0;
 }
 

@@ -54,6 +54,22 @@ npu_fuzz_models_write (NpuFuzzModels * m, GError ** error)
       && npu_model_gen_write_audio_mmproj (&ap, m->text, m->audio, NULL, error);
 }
 
+#ifdef NPU_FUZZ_PLUGIN_DIR
+/* A libFuzzer target's set-up: GStreamer with the plugin of this build,
+ * loaded in this process (its coverage), and @m's models written */
+static inline void
+npu_fuzz_target_init (int *argc, char ***argv, NpuFuzzModels * m)
+{
+  GError *error = NULL;
+
+  g_setenv ("GST_PLUGIN_PATH_1_0", NPU_FUZZ_PLUGIN_DIR, FALSE);
+  g_setenv ("GST_REGISTRY_FORK", "no", FALSE);
+  gst_init (argc, argv);
+  if (!npu_fuzz_models_write (m, &error))
+    g_error ("the fuzz models: %s", error->message);
+}
+#endif
+
 static inline void
 npu_fuzz_models_remove (NpuFuzzModels * m)
 {

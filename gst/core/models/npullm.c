@@ -850,7 +850,8 @@ load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
   const NpuLlmHParams *hp = &model->hp;
   gboolean is_qwen2 = hp->arch == NPU_LLM_ARCH_QWEN2;
   gboolean is_gemma3 = hp->arch == NPU_LLM_ARCH_GEMMA3;
-  gboolean is_qwen3 = hp->arch == NPU_LLM_ARCH_QWEN3 || is_gemma3;
+  /* per-head q/k norms */
+  gboolean qk_norm = hp->arch == NPU_LLM_ARCH_QWEN3 || is_gemma3;
   guint q_dim = hp->n_head * hp->head_dim;
   guint kv_dim = hp->n_head_kv * hp->head_dim;
   Layer *l = &model->layers[il];
@@ -871,7 +872,7 @@ load_layer (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
           kv_dim, &l->bv, error) ||
       !load_vector (lookup, user_data, NAME ("attn_output.bias"), FALSE,
           hp->n_embd, &l->bo, error) ||
-      (is_qwen3 && (!load_vector (lookup, user_data,
+      (qk_norm && (!load_vector (lookup, user_data,
                   NAME ("attn_q_norm.weight"), TRUE, hp->head_dim,
                   &l->q_norm, error) ||
               !load_vector (lookup, user_data, NAME ("attn_k_norm.weight"),

@@ -56,6 +56,19 @@
 
 typedef float v16sf __attribute__((vector_size (64)));
 typedef gint32 v16si __attribute__((vector_size (64)));
+
+/* Lane swaps of the horizontal reductions: each brings the upper half of
+ * the lanes still live onto the lower half. __builtin_shufflevector (GCC
+ * 12 and clang) rather than GCC's own __builtin_shuffle, so that clang
+ * builds this file too. */
+#define HALVE8(v) __builtin_shufflevector (v, v, 8, 9, 10, 11, 12, 13, 14, \
+      15, 0, 1, 2, 3, 4, 5, 6, 7)
+#define HALVE4(v) __builtin_shufflevector (v, v, 4, 5, 6, 7, 0, 1, 2, 3, 8, \
+      9, 10, 11, 12, 13, 14, 15)
+#define HALVE2(v) __builtin_shufflevector (v, v, 2, 3, 0, 1, 4, 5, 6, 7, 8, \
+      9, 10, 11, 12, 13, 14, 15)
+#define HALVE1(v) __builtin_shufflevector (v, v, 1, 0, 2, 3, 4, 5, 6, 7, 8, \
+      9, 10, 11, 12, 13, 14, 15)
 typedef guint16 v16hu __attribute__((vector_size (32)));
 typedef gint8 v16qi __attribute__((vector_size (16)));
 
@@ -431,15 +444,10 @@ hsum16 (v16sf v)
               v16sf_quarter (v, 1)), vaddq_f32 (v16sf_quarter (v, 2),
               v16sf_quarter (v, 3))));
 #else
-  const v16si h8 = { 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7 };
-  const v16si h4 = { 4, 5, 6, 7, 0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15 };
-  const v16si h2 = { 2, 3, 0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
-  const v16si h1 = { 1, 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
-
-  v += __builtin_shuffle (v, h8);
-  v += __builtin_shuffle (v, h4);
-  v += __builtin_shuffle (v, h2);
-  v += __builtin_shuffle (v, h1);
+  v += HALVE8 (v);
+  v += HALVE4 (v);
+  v += HALVE2 (v);
+  v += HALVE1 (v);
   return v[0];
 #endif
 }
@@ -729,25 +737,35 @@ attend (const NpuAttnSpan * spans, guint n_spans, guint hd, gsize q_stride,
  * 2^k rows gives one vector with half as many partials of 2^(k+1) rows,
  * in row order.  Four levels turn the sixteen rows' product vectors into
  * their sixteen dot products. */
-static const v16si fold_lo[4] = {
-  {0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
-  {0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27},
-  {0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29},
-  {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30},
-};
-
-static const v16si fold_hi[4] = {
-  {8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31},
-  {4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31},
-  {2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31},
-  {1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31},
-};
+/* The four levels of the transposing reduction: lanes of @a and @b
+ * (indices 16..31 are @b's) paired so that each sum halves the vectors
+ * still to add. __builtin_shufflevector, not GCC's __builtin_shuffle,
+ * so that clang builds it too: its indices must be constants, hence a
+ * macro per level rather than a table. */
+#define FOLD_LO0 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23
+#define FOLD_HI0 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31
+#define FOLD_LO1 0, 1, 2, 3, 8, 9, 10, 11, 16, 17, 18, 19, 24, 25, 26, 27
+#define FOLD_HI1 4, 5, 6, 7, 12, 13, 14, 15, 20, 21, 22, 23, 28, 29, 30, 31
+#define FOLD_LO2 0, 1, 4, 5, 8, 9, 12, 13, 16, 17, 20, 21, 24, 25, 28, 29
+#define FOLD_HI2 2, 3, 6, 7, 10, 11, 14, 15, 18, 19, 22, 23, 26, 27, 30, 31
+#define FOLD_LO3 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30
+#define FOLD_HI3 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31
+#define FOLD(a, b, lo, hi) \
+  (__builtin_shufflevector (a, b, lo) + __builtin_shufflevector (a, b, hi))
 
 static ALWAYS_INLINE v16sf
 fold (v16sf a, v16sf b, const guint level)
 {
-  return __builtin_shuffle (a, b, fold_lo[level]) +
-      __builtin_shuffle (a, b, fold_hi[level]);
+  switch (level) {
+    case 0:
+      return FOLD (a, b, FOLD_LO0, FOLD_HI0);
+    case 1:
+      return FOLD (a, b, FOLD_LO1, FOLD_HI1);
+    case 2:
+      return FOLD (a, b, FOLD_LO2, FOLD_HI2);
+    default:
+      return FOLD (a, b, FOLD_LO3, FOLD_HI3);
+  }
 }
 
 static ALWAYS_INLINE v16sf
@@ -765,15 +783,10 @@ vmax16 (v16sf a, v16sf b)
 static ALWAYS_INLINE float
 hmax16 (v16sf v)
 {
-  const v16si h8 = { 8, 9, 10, 11, 12, 13, 14, 15, 0, 1, 2, 3, 4, 5, 6, 7 };
-  const v16si h4 = { 4, 5, 6, 7, 0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15 };
-  const v16si h2 = { 2, 3, 0, 1, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
-  const v16si h1 = { 1, 0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15 };
-
-  v = vmax16 (v, __builtin_shuffle (v, h8));
-  v = vmax16 (v, __builtin_shuffle (v, h4));
-  v = vmax16 (v, __builtin_shuffle (v, h2));
-  v = vmax16 (v, __builtin_shuffle (v, h1));
+  v = vmax16 (v, HALVE8 (v));
+  v = vmax16 (v, HALVE4 (v));
+  v = vmax16 (v, HALVE2 (v));
+  v = vmax16 (v, HALVE1 (v));
   return v[0];
 }
 

@@ -5,7 +5,8 @@
 # docs/trained-models.md) naming what videotestsrc draws, then the
 # generated random models of the speed benchmarks (real weights cannot be
 # downloaded here; their text is noise: what they show is the pipeline, the
-# zero-copy path and the figures).
+# zero-copy path and the figures).  DEMO_ONLY=trained stops after the
+# trained models' frames and sounds (tests/tools/npu-answer-repeat.sh -d).
 set -eu
 cd "$(dirname "$0")/.."
 ./tests/setup.sh
@@ -65,6 +66,7 @@ hear "filesrc location=$T/audio-heldout/seven-0.wav ! wavparse" \
   "filesrc location=.../audio-heldout/seven-0.wav ! wavparse"
 hear "filesrc location=$T/audio-heldout/yes-1.wav ! wavparse" \
   "filesrc location=.../audio-heldout/yes-1.wav ! wavparse"
+[ "${DEMO_ONLY:-}" != trained ] || exit 0
 echo "== live: a moving red ball, captioned as it moves (examples/live-caption.sh)"
 SINK=fakesink RUN_SECONDS=3 ./examples/live-caption.sh 0xffff2020 | sort | uniq -c
 

@@ -115,15 +115,20 @@ npu_heldout_read (const gchar * path, guint n_fields)
 
 /* Whether @answer is right: it ended with the end-of-generation token and
  * has every one of @words.  A wrong one is printed with @what (the leg)
- * and @input (what was played). */
+ * and @input (what was played); with NPU_PRINT_ANSWERS set, a right one
+ * too ("answer: " first), so that tests/tools/npu-answer-repeat.sh can
+ * find any answer that changes from run to run. */
 static inline gboolean
 npu_answer_judge (const gchar * what, const gchar * input,
     const gchar * answer, gboolean eog, gchar ** words)
 {
   gchar *want;
 
-  if (eog && npu_answer_has_words (answer, words))
+  if (eog && npu_answer_has_words (answer, words)) {
+    if (g_getenv ("NPU_PRINT_ANSWERS"))
+      g_printerr ("answer: %s: %s: \"%s\"\n", what, input, answer);
     return TRUE;
+  }
   want = g_strjoinv (", ", words);
   g_printerr ("%s: %s: \"%s\"%s, want %s\n", what, input, answer,
       eog ? "" : " (no end-of-generation)", want);

@@ -42,6 +42,28 @@ FIXED = {
     "silence": ("Silence.", ["silence"]),
 }
 KINDS = ["sine"] + list(FIXED) + ["speech"]
+# Training sounds of each kind, as a multiple of --audio-per-kind.  Square
+# and saw waves differ only in their harmonics (odd ones at 1/n, or all at
+# 1/n), which a 16 kHz log-mel shows as a few peaks above the fundamental
+# once it passes 1 kHz; with 60 of each, the joint run named 30 of 80 square
+# waves of a grid of rates and frequencies right and called the rest
+# sawtooth waves, sines or pink noise (tests/train/probe-sounds.py,
+# docs/trained-models.md): 8 x as many of each, over a frequency range a
+# little wider than the held-out one, so its edges are inside it, and
+# sines and ticks more too, so that they keep their share (with sines at
+# 4 x beside these, a 1 kHz sine became "Ticks." at 4 of 8 rates).
+TRAIN_MIX = {"sine": 8, "square": 8, "saw": 8, "white-noise": 2,
+             "pink-noise": 2, "ticks": 2, "silence": 1}
+WAVE_FREQS = (100, 2000)         # held-out square and saw waves
+TRAIN_WAVE_FREQS = (80, 2500)
+# A square wave whose period is a whole number of samples (1 kHz at 16 or
+# 48 kHz: what users type) has clean odd harmonics; at any other frequency
+# audiotestsrc's square, which is not band-limited, folds its upper
+# harmonics back as a floor of aliases between them.  Trained on random
+# frequencies alone, the model knew squares by that floor and called 1 kHz
+# squares sines at 5 of 8 rates: this share of the training square and saw
+# waves is at a multiple of ROUND_HZ.
+ROUND_SHARE, ROUND_HZ = 0.25, 50
 # What npu-render-audio does beyond playing the source, for the cache key:
 # since it writes 0 into the frame audiotestsrc's ticks leave unwritten
 # (tests/npuaudioticks.h), a cache of sounds rendered before is stale; the
@@ -101,8 +123,11 @@ def tone_spec(rng, kind, c, heldout):
     caption, words = FIXED[kind]
     props = "wave=%s %s" % (kind, vol)
     if kind in ("square", "saw"):
-        props += " freq=%.1f" % math.exp(rng.uniform(math.log(100),
-                                                     math.log(2000)))
+        lo, hi = WAVE_FREQS if heldout else TRAIN_WAVE_FREQS
+        f = math.exp(rng.uniform(math.log(lo), math.log(hi)))
+        if not heldout and rng.random() < ROUND_SHARE:
+            f = max(ROUND_HZ, round(f / ROUND_HZ) * ROUND_HZ)
+        props += " freq=%.1f" % f
     elif kind == "ticks":
         props += (" freq=%.1f tick-interval=%d sine-periods-per-tick=%d" %
                   (rng.uniform(300, 3000), rng.randint(80, 300) * 1000000,
@@ -182,7 +207,9 @@ def build_specs(rng, per_kind, speech_per_word, heldout, directory,
     caps = HELDOUT_CAPS if heldout else TRAIN_CAPS
     specs = []
     for kind in KINDS[:-1]:
-        n = per_kind * (4 if kind == "sine" else 1)
+        # the held-out list keeps the one mix it was drawn with
+        n = per_kind * (4 if kind == "sine" else 1) if heldout else \
+            per_kind * TRAIN_MIX[kind]
         for i in range(n):
             specs.append(tone_spec(rng, kind, caps[(i + len(specs)) %
                                                    len(caps)], heldout))

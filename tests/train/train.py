@@ -55,6 +55,7 @@ import torch  # noqa: E402
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import gguf  # noqa: E402
 import sounds  # noqa: E402
 
 SEED = 14
@@ -675,7 +676,10 @@ def q(t):
     return mxfp4_round(t.detach())
 
 
-def text_tensors(llm):
+def text_tensors(llm, as_stored=True):
+    """(GGUF name, tensor): the matrices rounded as the file stores them,
+    or (as_stored False) the parameters themselves, to load into."""
+    q = globals()["q"] if as_stored else (lambda t: t)
     t = [("token_embd.weight", q(llm.embd))]
     for i, b in enumerate(llm.blocks):
         p = "blk.%d." % i
@@ -770,7 +774,9 @@ def vision_metadata():
     }
 
 
-def audio_tensors(aud):
+def audio_tensors(aud, as_stored=True):
+    """As text_tensors()."""
+    q = globals()["q"] if as_stored else (lambda t: t)
     # the conv biases as llama.cpp's converter writes them, ne [1, out]
     # (its graph adds them to the [frames, out] convolution, broadcasting
     # over the frames; a plain [out] makes ggml_add abort)
@@ -815,17 +821,18 @@ def audio_metadata():
     }
 
 
-def export(tools, out, vis, aud, llm, vocab):
-    tokens, types, scores = vocab
+def export(tools, out, vis, aud, llm, vocab, only_audio=False):
+    files = [("audiotestsrc-mmproj.gguf", audio_tensors(aud),
+              audio_metadata())]
+    if not only_audio:
+        tokens, types, scores = vocab
+        files = [("videotestsrc-text.gguf", text_tensors(llm),
+                  text_metadata(tokens, types, scores, len(tokens))),
+                 ("videotestsrc-mmproj.gguf", vision_tensors(vis),
+                  vision_metadata())] + files
     os.makedirs(out, exist_ok=True)
     with tempfile.TemporaryDirectory() as d:
-        for name, tensors, meta in (
-                ("videotestsrc-text.gguf", text_tensors(llm),
-                 text_metadata(tokens, types, scores, len(tokens))),
-                ("videotestsrc-mmproj.gguf", vision_tensors(vis),
-                 vision_metadata()),
-                ("audiotestsrc-mmproj.gguf", audio_tensors(aud),
-                 audio_metadata())):
+        for name, tensors, meta in files:
             st = os.path.join(d, name + ".safetensors")
             safetensors(st, tensors, meta)
             subprocess.run([os.path.join(tools, "npu-train-export"), st, "-o",
@@ -884,6 +891,52 @@ def render_sounds(tools, args, out):
                                    args.speech_per_word, False, d)
         x = sounds.render(tools, specs, SEED + 4)
     return x, specs, hx, hspecs
+
+
+def audio_sets(args, tools):
+    """The training and held-out sounds (rendered, or from the cache), the
+    held-out WAV files written to args.out/audio-heldout/: (ax, aspecs,
+    hax, haspecs)."""
+    def make_audio():
+        ax, aspecs, hax, haspecs = render_sounds(tools, args, args.out)
+        hdir = os.path.join(args.out, "audio-heldout")
+        wavs = {f: open(os.path.join(hdir, f), "rb").read()
+                for f in sorted(os.listdir(hdir))}
+        return {"x": ax, "hx": hax, "specs": np.array(aspecs, dtype=object),
+                "hspecs": np.array(haspecs, dtype=object),
+                "wavs": np.array(wavs, dtype=object)}
+
+    akey = json.dumps([args.audio_per_kind, args.speech_per_word,
+                       args.audio_heldout_per_kind,
+                       args.speech_heldout_per_word, sounds.KINDS,
+                       sounds.WORDS, sounds.SINE_LADDER, sounds.RENDERER,
+                       sounds.TRAIN_MIX, sounds.TRAIN_WAVE_FREQS,
+                       sounds.ROUND_SHARE, sounds.ROUND_HZ])
+    a = load_or_render(args, tools, "audio", akey, make_audio)
+    ax, hax = a["x"], a["hx"]
+    # the held-out WAV files, written again when the sounds come from the
+    # cache
+    hdir = os.path.join(args.out, "audio-heldout")
+    os.makedirs(hdir, exist_ok=True)
+    for name, data in (a["wavs"].item() if "wavs" in a else {}).items():
+        with open(os.path.join(hdir, name), "wb") as f:
+            f.write(data)
+    aspecs, haspecs = a["specs"].tolist(), a["hspecs"].tolist()
+    if "wavs" not in a:
+        # a cache written before it kept the WAV files: espeak-ng, the
+        # seed and the noise make the same files again (checked: five runs
+        # wrote the same bytes), and the same sources
+        again = sounds.build_specs(random.Random(SEED + 3),
+                                   args.audio_heldout_per_kind,
+                                   args.speech_heldout_per_word, True, hdir,
+                                   "audio-heldout")
+        if [t[0] for t in again] != [t[0] for t in haspecs]:
+            sys.exit("cache %s.audio.npz: other held-out sounds" % args.cache)
+    for t in haspecs:
+        m = re.search(r"location=(\S+)", t[0])
+        if m and not os.path.exists(os.path.join(args.out, m.group(1))):
+            sys.exit("held-out sound %s missing" % m.group(1))
+    return ax, aspecs, hax, haspecs
 
 
 def load_or_render(args, tools, name, key, make):
@@ -976,6 +1029,130 @@ def ball_pixels(patches):
     return int((img.max(2) > 0.3).sum())
 
 
+def write_audio_heldout(out, haspecs):
+    with open(os.path.join(out, "audio-heldout.txt"), "w") as f:
+        f.write("# Held-out sounds for tests/check/test-trained-audio.c, "
+                "written by tests/train/train.py\n"
+                "# source (WAV files relative to this file) | "
+                "words the answer must contain\n")
+        for s in haspecs:
+            f.write("%s | %s\n" % (s[0], ",".join(s[2])))
+
+
+# --- the audio stage (--audio-from) -------------------------------------------
+def load_params(path, pairs):
+    """Copies the tensors of the GGUF file @path into the torch tensors
+    @pairs ((name, parameter or a view of it), as text_tensors() and
+    audio_tensors() list them with as_stored False): every tensor of the
+    file, each into its place, or an error."""
+    _, t = gguf.read(path)
+    names = [n for n, _ in pairs]
+    if sorted(names) != sorted(t):
+        sys.exit("%s: tensors %s, want %s" % (path, sorted(t), sorted(names)))
+    with torch.no_grad():
+        for name, dst in pairs:
+            src = torch.from_numpy(t[name].copy())
+            if src.numel() != dst.numel():
+                sys.exit("%s: %s has %d values, want %d" %
+                         (path, name, src.numel(), dst.numel()))
+            dst.copy_(src.reshape(dst.shape))
+
+
+def audio_stage(args, tools, t0):
+    """Trains the audio encoder of args.audio_from further with its text
+    model kept as it is, and writes audiotestsrc-mmproj.gguf (and the
+    held-out list) to args.out; records the stage in training.json."""
+    src = args.audio_from
+    torch.manual_seed(SEED + 10)
+    prng = random.Random(SEED + 12)
+    ax, aspecs, hax, haspecs = audio_sets(args, tools)
+    print("rendered %d training and %d held-out sounds in %.0f s" %
+          (len(ax), len(hax), time.time() - t0), flush=True)
+    tokens = build_vocab()[0]
+    eog = tokens.index("<|im_end|>")
+    text = os.path.join(src, "videotestsrc-text.gguf")
+    llm, aud = Llama(len(tokens)), Audio()
+    load_params(text, text_tensors(llm, as_stored=False))
+    load_params(os.path.join(src, "audiotestsrc-mmproj.gguf"),
+                audio_tensors(aud, as_stored=False))
+    for p in llm.parameters():
+        p.requires_grad_(False)
+    llm.eval()
+    prompt_ids = prompt_tokens(tools, text)
+    hameta = [(None, s[1], s[2]) for s in haspecs]
+    report = {}
+    aud.eval()
+    acc, wrong = evaluate(aud, llm, hax, hameta, prompt_ids, tokens, eog,
+                          AUDIO_PROMPTS[0], [-1] * A_TOKENS)
+    report["before: " + AUDIO_PROMPTS[0]] = acc
+    print("before the stage, held-out accuracy: %.4f" % acc)
+    for w in wrong:
+        print("   want %r, got %r" % w)
+    aud.train()
+    set_quant(aud, True)
+    classes = sorted(set(s[1] for s in aspecs))
+    aclass = torch.tensor([classes.index(s[1]) for s in aspecs])
+    aux = nn.Linear(T_DIM, len(classes))
+    params = list(aud.parameters()) + list(aux.parameters())
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, args.lr, args.steps,
+                                                pct_start=0.1)
+    aanswers = [encode_answer(tokens, s[1]) for s in aspecs]
+    axt = torch.from_numpy(ax)
+    ab = batches(len(ax), args.audio_batch)
+    for step in range(args.steps):
+        aidx = next(ab)
+        prompts = [AUDIO_PROMPTS[prng.randrange(len(AUDIO_PROMPTS))]
+                   for _ in aidx]
+        ids, tg, img = sequences(prompt_ids, [aanswers[i] for i in aidx],
+                                 prompts, [-1] * A_TOKENS)
+        rows = aud(axt[aidx])
+        loss_a = loss_of(lambda m: rows, llm, None, ids, tg, img)
+        loss_c = F.cross_entropy(aux(rows.mean(1)), aclass[aidx])
+        loss = loss_a + args.audio_aux * loss_c
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        sched.step()
+        if step % 50 == 0 or step == args.steps - 1:
+            print("step %d loss %.4f audio %.4f (classifier %.4f) (%.0f s)" %
+                  (step, loss.item(), loss_a.item(), loss_c.item(),
+                   time.time() - t0), flush=True)
+    aud.eval()
+    for p in AUDIO_PROMPTS:
+        acc, wrong = evaluate(aud, llm, hax, hameta, prompt_ids, tokens, eog,
+                              p, [-1] * A_TOKENS)
+        report[p] = acc
+        print("held-out accuracy (%s): %.4f (%d cases)" % (p, acc, len(hax)))
+        for w in wrong:
+            print("   want %r, got %r" % w)
+    acc, wrong = evaluate(aud, llm, ax, [(None, s[1], s[2]) for s in aspecs],
+                          prompt_ids, tokens, eog, AUDIO_PROMPTS[0],
+                          [-1] * A_TOKENS)
+    report["sounds, training"] = acc
+    print("training sounds: %.4f (%d wrong)" % (acc, len(wrong)))
+    export(tools, args.out, None, aud, None, None, only_audio=True)
+    write_audio_heldout(args.out, haspecs)
+    record = os.path.join(args.out, "training.json")
+    with open(record) as f:
+        rec = json.load(f)
+    rec["audio_stage"] = {
+        "command": " ".join(sys.argv), "from": "the joint run above",
+        "seed": SEED + 10, "steps": args.steps, "lr": args.lr,
+        "audio_batch": args.audio_batch, "audio_aux": args.audio_aux,
+        "training_sounds": len(ax), "heldout_sounds": len(hax),
+        "training_mix": sounds.TRAIN_MIX,
+        "heldout_accuracy_pytorch": report,
+        "seconds": round(time.time() - t0), "torch": torch.__version__}
+    for n in list(rec["sha256"]):
+        rec["sha256"][n] = sha256(os.path.join(args.out, n))
+    with open(record, "w") as f:
+        json.dump(rec, f, indent=2)
+        f.write("\n")
+    print(json.dumps(rec["audio_stage"], indent=2))
+
+
 def main():
     global IMAGE, PATCH
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -1057,6 +1234,16 @@ def main():
     ap.add_argument("--audio-quant-from", type=float, default=0.5,
                     help="share of the steps after which the audio "
                     "encoder's matrices are rounded to MXFP4")
+    # A second stage, after the joint run: the text model and the vision
+    # encoder of DIR are kept (not trained, not written), and only the
+    # audio encoder learns further, from DIR's, on the sounds of
+    # sounds.py; the vision answers therefore stay those of the joint run
+    # bit for bit (docs/trained-models.md, "The audio stage")
+    ap.add_argument("--audio-from", metavar="DIR",
+                    help="train only the audio encoder, starting from the "
+                    "files in DIR, and write only its file to --out")
+    ap.add_argument("--lr", type=float, default=3e-3,
+                    help="the one-cycle schedule's peak learning rate")
     args = ap.parse_args()
     if args.image_size <= 0 or args.image_size % 8:
         sys.exit("--image-size: a positive multiple of 8")
@@ -1067,6 +1254,9 @@ def main():
     torch.set_num_threads(args.threads)
     # the renderers (one process each) as many as the threads
     sounds.JOBS = args.threads
+    if args.audio_from:
+        audio_stage(args, tools, t0)
+        return
     prng = random.Random(SEED + 2)   # prompts, apart from the frames
     mrng = random.Random(SEED + 5)   # the balls' mirrors
 
@@ -1105,15 +1295,6 @@ def main():
                 "hspecs": np.array(hspecs, dtype=object),
                 "hmeta": np.array(hmeta, dtype=object)}
 
-    def make_audio():
-        ax, aspecs, hax, haspecs = render_sounds(tools, args, args.out)
-        hdir = os.path.join(args.out, "audio-heldout")
-        wavs = {f: open(os.path.join(hdir, f), "rb").read()
-                for f in sorted(os.listdir(hdir))}
-        return {"x": ax, "hx": hax, "specs": np.array(aspecs, dtype=object),
-                "hspecs": np.array(haspecs, dtype=object),
-                "wavs": np.array(wavs, dtype=object)}
-
     key = json.dumps([args.per_kind, args.heldout_per_kind, TRAIN_FACTORS,
                       HELDOUT_FACTORS, KINDS, TRAIN_FORMATS, HELDOUT_FORMATS,
                       args.large, CAMERA_SIZES, IMAGE, args.large_balls,
@@ -1123,34 +1304,7 @@ def main():
     meta, hspecs, hmeta = (v["meta"].tolist(), v["hspecs"].tolist(),
                            v["hmeta"].tolist())
     especs, emeta = v["especs"].tolist(), v["emeta"].tolist()
-    akey = json.dumps([args.audio_per_kind, args.speech_per_word,
-                       args.audio_heldout_per_kind,
-                       args.speech_heldout_per_word, sounds.KINDS,
-                       sounds.WORDS, sounds.SINE_LADDER, sounds.RENDERER])
-    a = load_or_render(args, tools, "audio", akey, make_audio)
-    ax, hax = a["x"], a["hx"]
-    # the held-out WAV files, written again when the sounds come from the
-    # cache
-    hdir = os.path.join(args.out, "audio-heldout")
-    os.makedirs(hdir, exist_ok=True)
-    for name, data in (a["wavs"].item() if "wavs" in a else {}).items():
-        with open(os.path.join(hdir, name), "wb") as f:
-            f.write(data)
-    aspecs, haspecs = a["specs"].tolist(), a["hspecs"].tolist()
-    if "wavs" not in a:
-        # a cache written before it kept the WAV files: espeak-ng, the
-        # seed and the noise make the same files again (checked: five runs
-        # wrote the same bytes), and the same sources
-        again = sounds.build_specs(random.Random(SEED + 3),
-                                   args.audio_heldout_per_kind,
-                                   args.speech_heldout_per_word, True, hdir,
-                                   "audio-heldout")
-        if [t[0] for t in again] != [t[0] for t in haspecs]:
-            sys.exit("cache %s.audio.npz: other held-out sounds" % args.cache)
-    for t in haspecs:
-        m = re.search(r"location=(\S+)", t[0])
-        if m and not os.path.exists(os.path.join(args.out, m.group(1))):
-            sys.exit("held-out sound %s missing" % m.group(1))
+    ax, aspecs, hax, haspecs = audio_sets(args, tools)
     print("rendered %d training and %d held-out frames, %d training and %d "
           "held-out sounds in %.0f s" % (len(x), len(hx), len(ax), len(hax),
                                          time.time() - t0), flush=True)
@@ -1191,8 +1345,8 @@ def main():
     if args.vision_aux:
         vaux = nn.Linear(T_DIM, len(vclasses))
         params += list(vaux.parameters())
-    opt = torch.optim.AdamW(params, lr=3e-3, weight_decay=0.01)
-    sched = torch.optim.lr_scheduler.OneCycleLR(opt, 3e-3, args.steps,
+    opt = torch.optim.AdamW(params, lr=args.lr, weight_decay=0.01)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, args.lr, args.steps,
                                                 pct_start=0.1)
     xt, axt = torch.from_numpy(x), torch.from_numpy(ax)
     # balls (and more so the small ones a camera-sized frame shrinks to a
@@ -1356,13 +1510,7 @@ def main():
         for s, m in zip(hspecs, hmeta):
             f.write("%s | %s | %d | %s\n" % (s[0], s[1], s[2],
                                               ",".join(m[2])))
-    with open(os.path.join(args.out, "audio-heldout.txt"), "w") as f:
-        f.write("# Held-out sounds for tests/check/test-trained-audio.c, "
-                "written by tests/train/train.py\n"
-                "# source (WAV files relative to this file) | "
-                "words the answer must contain\n")
-        for s in haspecs:
-            f.write("%s | %s\n" % (s[0], ",".join(s[2])))
+    write_audio_heldout(args.out, haspecs)
     with open(os.path.join(args.out, "camera-balls.txt"), "w") as f:
         f.write("# Camera-sized balls of their own seed (not in the test), "
                 "written by tests/train/train.py\n"

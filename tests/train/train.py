@@ -672,14 +672,15 @@ def safetensors(path, tensors, metadata):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def q(t):
+def stored(t):
+    """@t as the file stores it: rounded to MXFP4, no gradient."""
     return mxfp4_round(t.detach())
 
 
 def text_tensors(llm, as_stored=True):
     """(GGUF name, tensor): the matrices rounded as the file stores them,
     or (as_stored False) the parameters themselves, to load into."""
-    q = globals()["q"] if as_stored else (lambda t: t)
+    q = stored if as_stored else (lambda t: t)
     t = [("token_embd.weight", q(llm.embd))]
     for i, b in enumerate(llm.blocks):
         p = "blk.%d." % i
@@ -743,11 +744,12 @@ def vision_tensors(vis):
         for n, l in (("attn_q", b.q), ("attn_k", b.k), ("attn_v", b.v),
                      ("attn_out", b.o), ("ffn_up", b.up),
                      ("ffn_down", b.down)):
-            t += [(p + n + ".weight", q(l.weight)), (p + n + ".bias", l.bias)]
+            t += [(p + n + ".weight", stored(l.weight)),
+                  (p + n + ".bias", l.bias)]
         t += [(p + "ln2.weight", b.ln2.weight), (p + "ln2.bias", b.ln2.bias)]
     return t + [("v.post_ln.weight", vis.post_ln.weight),
                 ("v.post_ln.bias", vis.post_ln.bias),
-                ("mm.model.fc.weight", q(vis.fc.weight))]
+                ("mm.model.fc.weight", stored(vis.fc.weight))]
 
 
 def vision_metadata():
@@ -776,7 +778,7 @@ def vision_metadata():
 
 def audio_tensors(aud, as_stored=True):
     """As text_tensors()."""
-    q = globals()["q"] if as_stored else (lambda t: t)
+    q = stored if as_stored else (lambda t: t)
     # the conv biases as llama.cpp's converter writes them, ne [1, out]
     # (its graph adds them to the [frames, out] convolution, broadcasting
     # over the frames; a plain [out] makes ggml_add abort)

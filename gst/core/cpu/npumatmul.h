@@ -251,8 +251,21 @@ void npu_matmul_q8_0_with_precision (NpuTask * task, const NpuBlockQ8_0 * w,
     gsize rows, gsize k, const float *x, gsize n, float *y,
     NpuMatmulPrecision precision);
 
-/* "scalar", "avx2", "avx512", "neon" or "neon-i8mm": the path npu_matmul_mxfp4() and
- * npu_matmul_q8_0() use */
+/* y[c * rows + r] = sum_j w[r][j] * x[c * k + j] for c < n, @w a rows x k
+ * matrix of the ggml @type (any type npu_quants_supported() names: F32,
+ * F16, BF16, the 4-, 5- and 8-bit block types, Q4_K, Q5_K, Q6_K, MXFP4)
+ * in ggml's layout, read in place, each row's values decoded exactly as
+ * ggml decodes them and multiplied by the F32 activations in F32
+ * (npumatmul-typed.c).  FALSE, with nothing written, when the type has no
+ * decoder or k is not a whole number of its blocks.  @task as for
+ * npu_matmul_mxfp4(); the dot products are the path npu_matmul_get_isa()
+ * names. */
+NPU_API
+gboolean npu_matmul_typed (NpuTask * task, guint32 type, const void *w,
+    gsize rows, gsize k, const float *x, gsize n, float *y);
+
+/* "scalar", "avx2", "avx512", "neon" or "neon-i8mm": the path npu_matmul_mxfp4(),
+ * npu_matmul_q8_0() and npu_matmul_typed() use */
 NPU_API
 const gchar *npu_matmul_get_isa (void);
 

@@ -26,7 +26,7 @@
 
 #include <glib.h>
 
-#include <core/device/npuapi.h>
+#include "core/device/npuapi.h"
 
 G_BEGIN_DECLS
 

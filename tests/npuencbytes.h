@@ -26,8 +26,8 @@ npu_ref_n_elements (const NpuGgufTensor * t)
 }
 
 /* What a unit reads of tensor @t in the layout the encoder reads it in:
- * an MXFP4 matrix (a file's MXFP4 in place, any other type converted once)
- * 17 bytes per 32; the vectors and the position table F32; a convolution kernel
+ * a matrix in place, as the file stores it (its own bytes, whatever its
+ * type); the vectors and the position table F32; a convolution kernel
  * (patch embedding, conv1d) MXFP4 in place when the file has it, else an
  * F32 copy (Qwen2-VL's two temporal halves as one); of @pos_table,
  * @pos_rows rows only */
@@ -51,7 +51,7 @@ npu_ref_tensor_read_bytes (const NpuGgufTensor * t, const gchar * pos_table,
     return t->type == NPU_GGML_TYPE_MXFP4 ? t->n_bytes : npu_ref_n_elements (t) * 4;
   if (t->type == NPU_GGML_TYPE_MXFP4)
     g_assert_cmpuint (t->n_bytes, ==, npu_ref_n_elements (t) / 32 * 17);
-  return npu_ref_n_elements (t) / 32 * 17;
+  return t->n_bytes;
 }
 
 /* The weight bytes one unit of the encoder in the file @path reads */

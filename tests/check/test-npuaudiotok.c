@@ -398,11 +398,17 @@ GST_END_TEST;
  * integer path (the other tests run the exact scalar one): both within
  * their bounds of the double reference, accurate the closer.  2e-3 is
  * npuvisiontok's bound for accurate tokens; fast (int8, as llama.cpp)
- * measured 2-3e-2 here, bounded by the int8 step's 0.15. */
+ * measured 2-3e-2 here, bounded by the int8 step's 0.15.  The precisions
+ * differ for MXFP4 matrices (the file of the other tests is F32, whose
+ * products keep F32 activations either way), so this test writes its own
+ * MXFP4 file. */
 GST_START_TEST (test_precision)
 {
   const gsize n = 16000;
   float *s = make_clip (n, 1);
+  gchar *f32_path = audio_path;
+  NpuAudioMmprojParams ap;
+  GError *error = NULL;
   const gchar *props[2] = {
     "vad=false chunk-duration=1000000000 precision=accurate",
     "vad=false chunk-duration=1000000000 precision=fast"
@@ -410,6 +416,13 @@ GST_START_TEST (test_precision)
   double err[2], *r;
   Ref ref;
   guint i;
+
+  audio_path = g_build_filename (tmpdir, "audio-mxfp4.gguf", NULL);
+  fail_unless (npu_model_gen_audio_preset (&ap,
+          NPU_MODEL_AUDIO_PROJECTOR_QWEN2A, "tiny", &error));
+  ap.wtype = NPU_GGML_TYPE_MXFP4;
+  fail_unless (npu_model_gen_write_audio_mmproj (&ap, text_path, audio_path,
+          NULL, &error), "%s", error ? error->message : "");
 
   ref_init (&ref, audio_path, GST_SECOND);
   r = ref_tokens (&ref, s, n);
@@ -432,6 +445,9 @@ GST_START_TEST (test_precision)
   g_free (r);
   ref_clear (&ref);
   g_free (s);
+  g_unlink (audio_path);
+  g_free (audio_path);
+  audio_path = f32_path;
 }
 
 GST_END_TEST;
@@ -953,25 +969,34 @@ GST_START_TEST (test_weights_pad)
       "wave=sine freq=330 ! audio/x-raw,format=F32LE,rate=16000,channels=1";
   gchar *a = g_strdup_printf ("%s ! npuaudiotok model=%s vad=false "
       "chunk-duration=500000000 ! fakesink name=out", src, audio_path);
+  /* convert="": the tensors arrive as stored, as the model property reads
+   * them: the same tokens, bit for bit */
+  gchar *b = g_strdup_printf ("mxfp4weights location=%s convert=\"\" ! "
+      "at.weights %s ! npuaudiotok name=at vad=false "
+      "chunk-duration=500000000 ! fakesink name=out", audio_path, src);
   /* the documented pipeline, mxfp4weights' default convert="*": the
    * position table stays as stored (the encoder refuses it in MXFP4) and
    * the conv kernels cannot be converted (rows of 3 taps); the blocks' and
-   * the projector's matrices arrive in MXFP4 */
-  gchar *b = g_strdup_printf ("mxfp4weights location=%s ! at.weights %s ! "
+   * the projector's F32 matrices arrive in MXFP4, a change of the model
+   * the user asked for: other tokens */
+  gchar *c = g_strdup_printf ("mxfp4weights location=%s ! at.weights %s ! "
       "npuaudiotok name=at vad=false chunk-duration=500000000 ! "
       "fakesink name=out", audio_path, src);
-  GByteArray *ta = run_pipeline (a), *tb = run_pipeline (b);
+  GByteArray *ta = run_pipeline (a), *tb = run_pipeline (b),
+      *tc = run_pipeline (c);
 
-  /* two chunks of 0.5 s; the file's F32 matrices become MXFP4 by the same
-   * OCP rules in mxfp4weights as in the encoder's loader: the same tokens,
-   * bit for bit */
+  /* two chunks of 0.5 s */
   fail_unless (ta->len > 0);
   fail_unless_equals_int (tb->len, ta->len);
   fail_unless (memcmp (ta->data, tb->data, ta->len) == 0);
+  fail_unless_equals_int (tc->len, ta->len);
+  fail_unless (memcmp (ta->data, tc->data, ta->len) != 0);
   g_byte_array_unref (ta);
   g_byte_array_unref (tb);
+  g_byte_array_unref (tc);
   g_free (a);
   g_free (b);
+  g_free (c);
 }
 
 GST_END_TEST;

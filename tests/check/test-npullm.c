@@ -1728,11 +1728,14 @@ count_lines (const gchar * text)
 GST_START_TEST (test_caption_pipeline)
 {
   /* The captioning pipeline of docs/npullm.md, on a finite source whose
-   * frames are all the same (videotestsrc's default SMPTE bars): whichever
-   * frames the model answers, every answer is the reference answer for the
-   * tokens of that frame. */
+   * frames are all the same (a checkerboard: the default SMPTE bars have a
+   * corner of noise that videotestsrc draws anew for every frame, so
+   * their tokens differ a little from frame to frame, and a random model's
+   * greedy text with them): whichever frames the model answers, every
+   * answer is the reference answer for the tokens of that frame. */
   gchar *mm = g_build_filename (tmpdir, "mmproj.gguf", NULL);
-  gchar *desc = g_strdup_printf ("videotestsrc num-buffers=10 ! "
+  gchar *desc = g_strdup_printf ("videotestsrc num-buffers=10 "
+      "pattern=checkers-8 ! "
       "video/x-raw,format=NV12,width=320,height=240 ! tee name=t "
       "t. ! queue ! npuvisiontok model=%s policy=drop-newest ! llm.vision "
       "npullm name=llm model=%s prompt=\"One short caption.\" "
@@ -1740,9 +1743,9 @@ GST_START_TEST (test_caption_pipeline)
       "tt. ! queue ! ov.text_sink tt. ! queue ! fakesink name=sink "
       "t. ! queue ! textoverlay name=ov wait-text=false ! fakesink",
       mm, qwen_path);
-  gchar *one = g_strdup_printf ("videotestsrc num-buffers=1 ! "
-      "video/x-raw,format=NV12,width=320,height=240 ! npuvisiontok model=%s ! "
-      "appsink name=a", mm);
+  gchar *one = g_strdup_printf ("videotestsrc num-buffers=1 "
+      "pattern=checkers-8 ! video/x-raw,format=NV12,width=320,height=240 ! "
+      "npuvisiontok model=%s ! appsink name=a", mm);
   GBytes *rows = vision_rows (one);
   NpuGguf *g = npu_gguf_open (qwen_path, NULL);
   NpuLlmHParams hp;

@@ -8,14 +8,15 @@
  * Qwen2-Audio's (AvgPool1d (2, 2) before the layer norm, then a linear
  * layer) and Ultravox's (StackAudioFrames with zero padding, RMSNorm,
  * linear, SwiGLU with the gate on the second half, RMSNorm, linear).  It
- * shares no code with the runtime except the MXFP4 codec: 2-D matrices
- * that are not MXFP4 in the file are quantised and decoded as the runtime
- * does once at load time, so a comparison measures arithmetic, not the
- * 4-bit weights.  The conv kernels are read as stored, as the runtime
- * reads them when they are not MXFP4.
+ * shares no code with the runtime except the weight decoders: tensors are
+ * read as the file stores them, each value decoded as ggml decodes its
+ * type (npu_quants_dequantize_row(), held to an independent decoder by
+ * unit/quants), as the runtime multiplies them, so a comparison measures
+ * arithmetic, not the weights.
  */
 #include "tests/reference/npurefaudio.h"
 #include <core/formats/npumxfp4.h>
+#include <core/formats/npuquants.h>
 
 #include <math.h>
 #include <string.h>
@@ -40,11 +41,10 @@ view (const NpuRefLookup * lk, const gchar * name, NpuTensorView * v)
   return TRUE;
 }
 
-/* @n values of a tensor: MXFP4 decoded; with @as_mxfp4 any other type
- * rounded through MXFP4 first (the runtime's one-time conversion); else
- * F32 / F16 exactly.  NULL if absent. */
+/* @n values of a tensor as stored, each decoded as ggml decodes its type.
+ * NULL if absent. */
 static double *
-tensor (const NpuRefLookup * lk, const gchar * name, gsize n, gboolean as_mxfp4)
+tensor (const NpuRefLookup * lk, const gchar * name, gsize n)
 {
   NpuTensorView v;
   float *f;
@@ -55,33 +55,7 @@ tensor (const NpuRefLookup * lk, const gchar * name, gsize n, gboolean as_mxfp4)
     return NULL;
   g_assert_cmpuint (v.ne[0] * v.ne[1] * v.ne[2] * v.ne[3], ==, n);
   f = g_new (float, n);
-  if (v.type == NPU_GGML_TYPE_MXFP4) {
-    npu_mxfp4_dequantize (v.data, f, n);
-  } else if (as_mxfp4) {
-    NpuBlockMxfp4 *b = g_new (NpuBlockMxfp4, n / 32);
-
-    if (v.type == NPU_GGML_TYPE_F32)
-      npu_mxfp4_quantize_f32 (v.data, b, n);
-    else if (v.type == NPU_GGML_TYPE_F16)
-      npu_mxfp4_quantize_f16 (v.data, b, n);
-    else if (v.type == NPU_GGML_TYPE_BF16)
-      npu_mxfp4_quantize_bf16 (v.data, b, n);
-    else if (v.type == NPU_GGML_TYPE_Q8_0)
-      npu_mxfp4_quantize_q8_0 (v.data, b, n);
-    else
-      g_assert_not_reached ();
-    npu_mxfp4_dequantize (b, f, n);
-    g_free (b);
-  } else {
-    for (i = 0; i < n; i++) {
-      if (v.type == NPU_GGML_TYPE_F32)
-        f[i] = ((const float *) v.data)[i];
-      else if (v.type == NPU_GGML_TYPE_F16)
-        f[i] = npu_f16_to_f32 (((const guint16 *) v.data)[i]);
-      else
-        g_assert_not_reached ();
-    }
-  }
+  g_assert_true (npu_quants_dequantize_row (v.type, v.data, f, n));
   d = g_new (double, n);
   for (i = 0; i < n; i++)
     d[i] = f[i];
@@ -197,7 +171,7 @@ conv_kernel (const NpuRefLookup * lk, const gchar * name, gsize n,
     gboolean * mx)
 {
   *mx = is_mxfp4 (lk, name);
-  return tensor (lk, name, n, FALSE);
+  return tensor (lk, name, n);
 }
 
 guint
@@ -231,7 +205,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
   c1 = g_new (double, dim * n_frames);
   h = g_new (double, dim * n);
   w = conv_kernel (lk, "a.conv1d.1.weight", 3 * n_mels * dim, &mx);
-  b = tensor (lk, "a.conv1d.1.bias", dim, FALSE);
+  b = tensor (lk, "a.conv1d.1.bias", dim);
   if (mx && q8)
     conv_gelu_q8 (mel, n_mels, n_frames, w, b, dim, 1, c1, n_frames);
   else
@@ -239,7 +213,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
   g_free (w);
   g_free (b);
   w = conv_kernel (lk, "a.conv1d.2.weight", 3 * dim * dim, &mx);
-  b = tensor (lk, "a.conv1d.2.bias", dim, FALSE);
+  b = tensor (lk, "a.conv1d.2.bias", dim);
   if (mx && q8)
     conv_gelu_q8 (c1, dim, n_frames, w, b, dim, 2, h, n);
   else
@@ -250,7 +224,7 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
 
   /* permute to [n][dim] and add the positions */
   g_assert_true (view (lk, "a.position_embd.weight", &pv));
-  w = tensor (lk, "a.position_embd.weight", dim * pv.ne[1], FALSE);
+  w = tensor (lk, "a.position_embd.weight", dim * pv.ne[1]);
   x = g_new (double, dim * n);
   for (i = 0; i < n; i++)
     for (c = 0; c < dim; c++)
@@ -269,15 +243,15 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
     double *ln_w, *ln_b, *wq, *bq, *wk, *wv, *bv, *wo, *bo;
 
 #define NAME(s) (g_snprintf (nm, sizeof (nm), "a.blk.%u." s, (guint) l), nm)
-    ln_w = tensor (lk, NAME ("ln1.weight"), dim, FALSE);
-    ln_b = tensor (lk, NAME ("ln1.bias"), dim, FALSE);
-    wq = tensor (lk, NAME ("attn_q.weight"), dim * dim, TRUE);
-    bq = tensor (lk, NAME ("attn_q.bias"), dim, FALSE);
-    wk = tensor (lk, NAME ("attn_k.weight"), dim * dim, TRUE);
-    wv = tensor (lk, NAME ("attn_v.weight"), dim * dim, TRUE);
-    bv = tensor (lk, NAME ("attn_v.bias"), dim, FALSE);
-    wo = tensor (lk, NAME ("attn_out.weight"), dim * dim, TRUE);
-    bo = tensor (lk, NAME ("attn_out.bias"), dim, FALSE);
+    ln_w = tensor (lk, NAME ("ln1.weight"), dim);
+    ln_b = tensor (lk, NAME ("ln1.bias"), dim);
+    wq = tensor (lk, NAME ("attn_q.weight"), dim * dim);
+    bq = tensor (lk, NAME ("attn_q.bias"), dim);
+    wk = tensor (lk, NAME ("attn_k.weight"), dim * dim);
+    wv = tensor (lk, NAME ("attn_v.weight"), dim * dim);
+    bv = tensor (lk, NAME ("attn_v.bias"), dim);
+    wo = tensor (lk, NAME ("attn_out.weight"), dim * dim);
+    bo = tensor (lk, NAME ("attn_out.bias"), dim);
 
     memcpy (h, x, n * dim * sizeof (double));
     layer_norm (h, n, dim, ln_w, ln_b, eps);
@@ -299,12 +273,12 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
     g_free (bo);
 
     /* fc1 (ffn_up), GELU, fc2 (ffn_down) */
-    ln_w = tensor (lk, NAME ("ln2.weight"), dim, FALSE);
-    ln_b = tensor (lk, NAME ("ln2.bias"), dim, FALSE);
-    wq = tensor (lk, NAME ("ffn_up.weight"), dim * ff, TRUE);
-    bq = tensor (lk, NAME ("ffn_up.bias"), ff, FALSE);
-    wk = tensor (lk, NAME ("ffn_down.weight"), dim * ff, TRUE);
-    bo = tensor (lk, NAME ("ffn_down.bias"), dim, FALSE);
+    ln_w = tensor (lk, NAME ("ln2.weight"), dim);
+    ln_b = tensor (lk, NAME ("ln2.bias"), dim);
+    wq = tensor (lk, NAME ("ffn_up.weight"), dim * ff);
+    bq = tensor (lk, NAME ("ffn_up.bias"), ff);
+    wk = tensor (lk, NAME ("ffn_down.weight"), dim * ff);
+    bo = tensor (lk, NAME ("ffn_down.bias"), dim);
 #undef NAME
     memcpy (h, x, n * dim * sizeof (double));
     layer_norm (h, n, dim, ln_w, ln_b, eps);
@@ -328,8 +302,8 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
   g_free (att);
   g_free (f);
 
-  w = tensor (lk, "a.post_ln.weight", dim, FALSE);
-  b = tensor (lk, "a.post_ln.bias", dim, FALSE);
+  w = tensor (lk, "a.post_ln.weight", dim);
+  b = tensor (lk, "a.post_ln.bias", dim);
   if (!ultravox) {
     /* Qwen2AudioEncoder: avg_pooler (AvgPool1d (2, stride 2)) on the
      * block output, then layer_norm, then the projector's linear */
@@ -343,8 +317,8 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
       layer_norm (x, n_tok, dim, w, b, eps);
     g_assert_true (view (lk, "mm.a.fc.weight", &pv));
     out_dim = pv.ne[1];
-    wf = tensor (lk, "mm.a.fc.weight", dim * out_dim, TRUE);
-    bf = tensor (lk, "mm.a.fc.bias", out_dim, FALSE);
+    wf = tensor (lk, "mm.a.fc.weight", dim * out_dim);
+    bf = tensor (lk, "mm.a.fc.bias", out_dim);
     npu_ref_linear (x, n_tok, dim, wf, out_dim, bf, q8, out);
     g_free (wf);
     g_free (bf);
@@ -368,10 +342,10 @@ npu_ref_audio_encode (const NpuRefLookup * lk, const double *mel,
     half = hidden / 2;
     g_assert_true (view (lk, "mm.a.mlp.2.weight", &pv));
     out_dim = pv.ne[1];
-    np_w = tensor (lk, "mm.a.norm_pre.weight", in, FALSE);
-    w1 = tensor (lk, "mm.a.mlp.1.weight", in * hidden, TRUE);
-    nm_w = tensor (lk, "mm.a.norm_mid.weight", half, FALSE);
-    w2 = tensor (lk, "mm.a.mlp.2.weight", half * out_dim, TRUE);
+    np_w = tensor (lk, "mm.a.norm_pre.weight", in);
+    w1 = tensor (lk, "mm.a.mlp.1.weight", in * hidden);
+    nm_w = tensor (lk, "mm.a.norm_mid.weight", half);
+    w2 = tensor (lk, "mm.a.mlp.2.weight", half * out_dim);
     y1 = g_new (double, n_tok * hidden);
     y2 = g_new (double, n_tok * half);
     rms_norm (st, n_tok, in, np_w, 1e-6);

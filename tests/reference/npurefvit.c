@@ -6,13 +6,15 @@
  * (tests/check/test-npuvisiontok.c): patch embedding as the convolution
  * sum, LayerNorm, softmax attention, GELU, HF Idefics3's pixel_shuffle as
  * its view/permute sequence, LLaVA's two-layer MLP.  It shares no code with
- * the runtime except the MXFP4 codec: 2-D matrices that are not MXFP4 in the
- * file are quantised by npu_mxfp4_quantize_*() and decoded by
- * npu_mxfp4_dequantize(), as the runtime does once at load time, so that a
- * comparison measures arithmetic, not the 4-bit weights.
+ * the runtime except the weight decoders: 2-D matrices are read as the
+ * file stores them, each value decoded as ggml decodes its type
+ * (npu_quants_dequantize_row(), held to an independent decoder by
+ * unit/quants), as the runtime multiplies them, so that a comparison
+ * measures arithmetic, not the weights.
  */
 #include "tests/reference/npurefvit.h"
 #include <core/formats/npumxfp4.h>
+#include <core/formats/npuquants.h>
 #include "tests/npucompare.h"
 
 #include <math.h>
@@ -48,37 +50,21 @@ get_view (const NpuRefLookup * lk, const gchar * name, NpuTensorView * v)
   return TRUE;
 }
 
-/* Any 2-D matrix, rows x k, as the runtime sees it: MXFP4 */
+/* Any 2-D matrix, rows x k, as the runtime reads it: the file's values,
+ * each decoded as ggml decodes its type (npuquants.h) */
 static double *
 ref_matrix (const NpuRefLookup * lk, const gchar * name, gsize rows, gsize k)
 {
   NpuTensorView v;
   gsize n = rows * k, i;
-  NpuBlockMxfp4 *blocks = NULL;
   float *f = g_new (float, n);
   double *d = g_new (double, n);
 
   g_assert_true (get_view (lk, name, &v));
   g_assert_cmpuint (v.ne[0] * v.ne[1] * v.ne[2] * v.ne[3], ==, n);
-  if (v.type == NPU_GGML_TYPE_MXFP4) {
-    npu_mxfp4_dequantize (v.data, f, n);
-  } else {
-    blocks = g_new (NpuBlockMxfp4, n / 32);
-    if (v.type == NPU_GGML_TYPE_F32)
-      npu_mxfp4_quantize_f32 (v.data, blocks, n);
-    else if (v.type == NPU_GGML_TYPE_F16)
-      npu_mxfp4_quantize_f16 (v.data, blocks, n);
-    else if (v.type == NPU_GGML_TYPE_BF16)
-      npu_mxfp4_quantize_bf16 (v.data, blocks, n);
-    else if (v.type == NPU_GGML_TYPE_Q8_0)
-      npu_mxfp4_quantize_q8_0 (v.data, blocks, n);
-    else
-      g_assert_not_reached ();
-    npu_mxfp4_dequantize (blocks, f, n);
-  }
+  g_assert_true (npu_quants_dequantize_row (v.type, v.data, f, n));
   for (i = 0; i < n; i++)
     d[i] = f[i];
-  g_free (blocks);
   g_free (f);
   return d;
 }

@@ -19,8 +19,10 @@ npu_test_lookup_fill (const NpuTestLookup * lk, const gchar * name,
   out->data = t->data;
   if (lk->reshape && strcmp (name, lk->reshape) == 0)
     out->ne[1] /= 2;
+  /* a type the encoders have no decoder for (npuquants.h), of 32-value
+   * blocks as the retyped matrices' rows are */
   if (lk->retype && strcmp (name, lk->retype) == 0)
-    out->type = NPU_GGML_TYPE_Q4_0;
+    out->type = NPU_GGML_TYPE_IQ4_NL;
 }
 
 gboolean

@@ -102,22 +102,60 @@ npu_enc_dev_blocks_clear (NpuEncDevBlocks * d)
   d->weights = NULL;
 }
 
+/* The operation table's weight type of a matrix's stored type; FALSE for
+ * the types the engines do not multiply */
+static gboolean
+op_weight_of (guint32 type, NpuOpWeight * w)
+{
+  switch (type) {
+    case NPU_GGML_TYPE_F32:
+      *w = NPU_OP_WEIGHT_F32;
+      return TRUE;
+    case NPU_GGML_TYPE_F16:
+      *w = NPU_OP_WEIGHT_F16;
+      return TRUE;
+    case NPU_GGML_TYPE_Q8_0:
+      *w = NPU_OP_WEIGHT_Q8_0;
+      return TRUE;
+    case NPU_GGML_TYPE_MXFP4:
+      *w = NPU_OP_WEIGHT_MXFP4;
+      return TRUE;
+    default:
+      return FALSE;
+  }
+}
+
 gboolean
 npu_enc_record_matmul (NpuEncDevBlocks * d, NpuOps * ops,
     const NpuEncMatrix * m, NpuBuffer * x, gsize x_offset, gsize n,
     NpuBuffer * y, gsize y_offset, GError ** error)
 {
-  const NpuMxfp4Matrix *mx = &m->m;
+  gconstpointer data = m->type == NPU_GGML_TYPE_MXFP4 ?
+      (gconstpointer) m->m.blocks : (gconstpointer) m->data;
+  NpuOpWeight wt;
   NpuBuffer *w;
 
-  /* the encoders' matrices keep ggml's block layout (never repacked) */
-  g_return_val_if_fail (mx->layout == NPU_MXFP4_LAYOUT_BLOCKS, FALSE);
-  npu_enc_count_product (&d->bytes, npu_mxfp4_matrix_get_size (mx), n, mx->k,
-      mx->rows);
-  w = npu_enc_dev_weight (d, mx->blocks, mx->rows * mx->n_blocks *
-      sizeof (NpuBlockMxfp4), error);
-  return w && npu_ops_mul_mat (ops, NPU_OP_WEIGHT_MXFP4, w, 0, mx->rows,
-      mx->k, x, x_offset, n, y, y_offset, error);
+  /* The operation table multiplies F32, F16, Q8_0 and MXFP4 weights as
+   * stored; a matrix of another type would have to be converted for it,
+   * which changes the model: that is the user's choice (mxfp4weights),
+   * not the program's */
+  if (!op_weight_of (m->type, &wt)) {
+    g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
+        "the device programs multiply f32, f16, q8_0 and mxfp4 weights, "
+        "and this file's matrices are %s: run the encoder without a device "
+        "program, or convert the weights with mxfp4weights",
+        npu_ggml_type_name (m->type));
+    return FALSE;
+  }
+  /* the encoders' MXFP4 matrices keep ggml's block layout (never
+   * repacked) */
+  g_return_val_if_fail (m->type != NPU_GGML_TYPE_MXFP4 ||
+      m->m.layout == NPU_MXFP4_LAYOUT_BLOCKS, FALSE);
+  npu_enc_count_product (&d->bytes, m->rows * m->row_bytes, n, m->k,
+      m->rows);
+  w = npu_enc_dev_weight (d, data, m->rows * m->row_bytes, error);
+  return w && npu_ops_mul_mat (ops, wt, w, 0, m->rows, m->k, x, x_offset, n,
+      y, y_offset, error);
 }
 
 static NpuOpAct

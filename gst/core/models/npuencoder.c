@@ -5,6 +5,7 @@
  * parameters that were the NpuVit's.
  */
 #include "npuencoder.h"
+#include "core/formats/npuquants.h"
 #include "core/cpu/npuattention.h"
 #include "core/formats/npumxfp4.h"
 
@@ -152,28 +153,37 @@ npu_enc_get_vector (NpuEncLoader * ld, const gchar * tname, gboolean required,
 }
 
 /* Turns a view of a rows x k matrix (ne = [k, rows], or k spread over the
- * inner dimensions) into an MXFP4 matrix: MXFP4 in place, other types
- * converted once by the OCP rules (npumxfp4.h). */
+ * inner dimensions) into the encoder's matrix, read in place in the type
+ * the file holds: MXFP4 by the MXFP4 kernels, every other type
+ * npuquants.h decodes by npu_matmul_typed().  Nothing is converted. */
 gboolean
 npu_enc_view_to_matrix (NpuEncLoader * ld, const gchar * tname,
     const NpuTensorView * view, guint64 rows, guint64 k, NpuEncMatrix * mat,
     GError ** error)
 {
-  gsize n = rows * k;
+  guint block = 1;
 
-  if (k % NPU_MXFP4_BLOCK_SIZE != 0) {
+  memset (mat, 0, sizeof (*mat));
+  if (!npu_quants_supported (view->type))
+    return npu_enc_unsupported_type (ld, tname, view->type,
+        NPU_ENC_MATRIX_TYPES, error);
+  mat->type = view->type;
+  mat->rows = rows;
+  mat->k = k;
+  mat->row_bytes = npu_quants_row_bytes (view->type, k);
+  npu_ggml_type_info (view->type, &block, NULL);
+  if (mat->row_bytes == 0) {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
         "%s: tensor %s: rows of %" G_GUINT64_FORMAT " elements are not "
-        "whole MXFP4 blocks of 32", ld->name, tname, k);
+        "whole %s blocks of %u", ld->name, tname, k,
+        npu_ggml_type_name (view->type), block);
     return FALSE;
   }
-  if (!npu_mxfp4_matrix_from_view (&mat->m, view, rows, k, FALSE))
-    return npu_enc_unsupported_type (ld, tname, view->type,
-        "f32, f16, bf16, q8_0, mxfp4", error);
-  if (mat->m.owned)
-    ld->owned_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
+  if (view->type == NPU_GGML_TYPE_MXFP4)
+    npu_mxfp4_matrix_init_view (&mat->m, view->data, rows, k);
   else
-    ld->borrowed_bytes += n / NPU_MXFP4_BLOCK_SIZE * sizeof (NpuBlockMxfp4);
+    mat->data = view->data;
+  ld->borrowed_bytes += rows * mat->row_bytes;
   return TRUE;
 }
 
@@ -611,10 +621,18 @@ void
 npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x, gsize n,
     float *y, NpuMatmulPrecision precision, NpuBytes * bytes)
 {
-  /* the matrix as it is read: MXFP4 blocks, 17 bytes per 32 weights */
-  npu_enc_count_product (bytes, npu_mxfp4_matrix_get_size (&m->m), n,
-      m->m.k, m->m.rows);
-  npu_matmul_mxfp4_with_precision (task, &m->m, x, n, y, precision);
+  /* the matrix as it is read: its stored bytes */
+  npu_enc_count_product (bytes, m->rows * m->row_bytes, n, m->k, m->rows);
+  if (m->type == NPU_GGML_TYPE_MXFP4) {
+    npu_matmul_mxfp4_with_precision (task, &m->m, x, n, y, precision);
+  } else {
+    /* F32 activations whatever the precision: the stored values times
+     * the activations, as accurate asks */
+    gboolean ok = npu_matmul_typed (task, m->type, m->data, m->rows, m->k, x,
+        n, y);
+
+    g_assert (ok);              /* the loader checked the type and shape */
+  }
 }
 
 

@@ -33,11 +33,20 @@ typedef enum
   NPU_ENC_ACT_GELU_ERF,         /* 0.5 x (1 + erf (x / sqrt 2)), ggml_gelu_erf */
 } NpuEncAct;
 
-/* A rows x k weight in MXFP4: in place (m.owned NULL) or converted
- * (npu_mxfp4_matrix_from_view()) */
+/* The weight types an encoder's matrices may have (npuquants.h), as its
+ * errors list them */
+#define NPU_ENC_MATRIX_TYPES "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, " \
+  "q4_K, q5_K, q6_K, mxfp4"
+
+/* A rows x k weight as the file stores it, read in place: MXFP4 in @m
+ * (@type NPU_GGML_TYPE_MXFP4), any other type npuquants.h decodes at
+ * @data, @row_bytes a row, multiplied by npu_matmul_typed() */
 typedef struct
 {
   NpuMxfp4Matrix m;
+  guint32 type;
+  const guint8 *data;
+  gsize rows, k, row_bytes;
 } NpuEncMatrix;
 
 /* One pre-norm block; k_b may be NULL (Whisper has no key bias) */

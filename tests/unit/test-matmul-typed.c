@@ -36,8 +36,7 @@ static void
 random_half (GRand * rng, guint8 * p)
 {
   guint h = (g_rand_int (rng) & 0x8000) |
-      ((guint) g_rand_int_range (rng, 5, 20) << 10) |
-      (g_rand_int (rng) & 1023);
+      ((guint) g_rand_int_range (rng, 5, 20) << 10) | (g_rand_int (rng) & 1023);
 
   p[0] = h & 0xff;
   p[1] = h >> 8;
@@ -158,8 +157,7 @@ check_product (GRand * rng, NpuDevice * dev, guint32 type, gsize rows,
     y[j] = NAN;
   run (dev, &call);
   for (r = 0; r < rows; r++) {
-    g_assert_true (npu_quants_dequantize_row (type, w + r * row_bytes, row,
-            k));
+    g_assert_true (npu_quants_dequantize_row (type, w + r * row_bytes, row, k));
     for (c = 0; c < n; c++) {
       double ref = npu_quants_dot_row (type, w + r * row_bytes, x + c * k, k);
       double mag = 0, u = ldexp (1, -24), m = k + 1;
@@ -231,8 +229,7 @@ test_refusals (void)
           1, y));
   g_assert_cmpfloat (y[0], ==, 7);
   /* an empty row: zeros */
-  g_assert_true (npu_matmul_typed (NULL, NPU_GGML_TYPE_F16, w, 2, 0, x, 2,
-          y));
+  g_assert_true (npu_matmul_typed (NULL, NPU_GGML_TYPE_F16, w, 2, 0, x, 2, y));
   g_assert_cmpfloat (y[0], ==, 0);
   g_assert_cmpfloat (y[3], ==, 0);
 }

@@ -146,8 +146,7 @@ random_half (GRand * rng, guint8 * p)
 {
   guint e = g_rand_int_range (rng, 0, 8) == 0 ? 0 :
       (guint) g_rand_int_range (rng, 1, 31);
-  guint h = (g_rand_int (rng) & 0x8000) | (e << 10) | (g_rand_int (rng) &
-      1023);
+  guint h = (g_rand_int (rng) & 0x8000) | (e << 10) | (g_rand_int (rng) & 1023);
 
   p[0] = h & 0xff;
   p[1] = h >> 8;
@@ -256,8 +255,7 @@ test_float_rows (void)
   for (i = 0; i < 16; i++)
     mx.qs[i] = (guint8) (i | ((15 - i) << 4));
   npu_mxfp4_dequantize (&mx, want, 32);
-  g_assert_true (npu_quants_dequantize_row (NPU_GGML_TYPE_MXFP4, &mx, y,
-          32));
+  g_assert_true (npu_quants_dequantize_row (NPU_GGML_TYPE_MXFP4, &mx, y, 32));
   g_assert_cmpmem (y, sizeof (y), want, sizeof (want));
 }
 
@@ -295,8 +293,7 @@ test_sizes_and_refusals (void)
   g_assert_false (npu_quants_supported (NPU_GGML_TYPE_Q2_K));
   g_assert_false (npu_quants_supported (NPU_GGML_TYPE_IQ4_XS));
   g_assert_cmpuint (npu_quants_row_bytes (NPU_GGML_TYPE_Q3_K, 256), ==, 0);
-  g_assert_false (npu_quants_dequantize_row (NPU_GGML_TYPE_Q2_K, zero, y,
-          256));
+  g_assert_false (npu_quants_dequantize_row (NPU_GGML_TYPE_Q2_K, zero, y, 256));
 }
 
 /* A scale that is NaN or Inf in the file makes its block's values NaN or

@@ -53,10 +53,9 @@ hsum (vf v)
 }
 
 /* sum of w[i] * x[i] for i < n */
-float
-NAME (npu_typed_dot) (const float *w, const float *x, gsize n)
+float NAME (npu_typed_dot) (const float *w, const float *x, gsize n)
 {
-  vf a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
+  vf a0 = {0}, a1 = {0}, a2 = {0}, a3 = {0};
   float tail = 0.0f;
   gsize i = 0;
 

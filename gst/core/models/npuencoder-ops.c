@@ -151,8 +151,7 @@ npu_enc_record_matmul (NpuEncDevBlocks * d, NpuOps * ops,
    * repacked) */
   g_return_val_if_fail (m->type != NPU_GGML_TYPE_MXFP4 ||
       m->m.layout == NPU_MXFP4_LAYOUT_BLOCKS, FALSE);
-  npu_enc_count_product (&d->bytes, m->rows * m->row_bytes, n, m->k,
-      m->rows);
+  npu_enc_count_product (&d->bytes, m->rows * m->row_bytes, n, m->k, m->rows);
   w = npu_enc_dev_weight (d, data, m->rows * m->row_bytes, error);
   return w && npu_ops_mul_mat (ops, wt, w, 0, m->rows, m->k, x, x_offset, n,
       y, y_offset, error);

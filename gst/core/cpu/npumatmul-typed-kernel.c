@@ -10,6 +10,10 @@
  * path's: within the inner-product bound gamma_n sum |w x| of it.
  */
 #include <glib.h>
+#include <string.h>
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 #ifndef NPU_TYPED_ISA
 #error "NPU_TYPED_ISA names the copy: build this file through meson.build"
@@ -30,7 +34,24 @@
 
 typedef float vf __attribute__((vector_size (VB), aligned (4)));
 
+/* An empty asm that takes @v in a vector register: the value is loaded
+ * once there and used from it ("x": SSE/AVX registers, "w": AArch64's
+ * SIMD registers) */
+#if defined(__x86_64__) || defined(__i386__)
+#define KEEP_IN_REGISTER(v) __asm__ ("" : "+x" (v))
+#elif defined(__aarch64__)
+#define KEEP_IN_REGISTER(v) __asm__ ("" : "+w" (v))
+#else
+#define KEEP_IN_REGISTER(v) (void) 0
+#endif
+
 float NAME (npu_typed_dot) (const float *w, const float *x, gsize n);
+void NAME (npu_typed_f16_row) (const guint8 * src, float *dst, gsize n);
+void NAME (npu_typed_dot4x3) (const float *w, gsize stride, const float *x0,
+    const float *x1, const float *x2, gsize n, float *out);
+void NAME (npu_typed_bf16_row) (const guint8 * src, float *dst, gsize n);
+void NAME (npu_typed_dot4) (const float *w, gsize stride, const float *x,
+    gsize n, float *out);
 
 static inline vf
 load (const float *p)
@@ -70,4 +91,127 @@ float NAME (npu_typed_dot) (const float *w, const float *x, gsize n)
   for (; i < n; i++)
     tail += w[i] * x[i];
   return hsum ((a0 + a1) + (a2 + a3)) + tail;
+}
+
+/* out[r] = sum of w[r * stride + i] * x[i] for i < n, r < 4: four weight
+ * rows against one activation column, each x vector loaded once for the
+ * four (a quarter of the activation traffic of four npu_typed_dot ()) */
+void NAME (npu_typed_dot4) (const float *w, gsize stride, const float *x,
+    gsize n, float *out)
+{
+  const float *w0 = w, *w1 = w + stride, *w2 = w + 2 * stride,
+      *w3 = w + 3 * stride;
+  vf a0 = { 0 }, a1 = { 0 }, a2 = { 0 }, a3 = { 0 };
+  float t0 = 0.0f, t1 = 0.0f, t2 = 0.0f, t3 = 0.0f;
+  gsize i = 0;
+
+  for (; i + VN <= n; i += VN) {
+    vf xv = load (x + i);
+
+    a0 += load (w0 + i) * xv;
+    a1 += load (w1 + i) * xv;
+    a2 += load (w2 + i) * xv;
+    a3 += load (w3 + i) * xv;
+  }
+  for (; i < n; i++) {
+    t0 += w0[i] * x[i];
+    t1 += w1[i] * x[i];
+    t2 += w2[i] * x[i];
+    t3 += w3[i] * x[i];
+  }
+  out[0] = hsum (a0) + t0;
+  out[1] = hsum (a1) + t1;
+  out[2] = hsum (a2) + t2;
+  out[3] = hsum (a3) + t3;
+}
+
+/* IEEE half to float, exactly (subnormals, Inf and NaN kept): the
+ * half's fields moved to float's, rebiased by a multiply by 2^112 */
+static inline float
+half_to_float (guint16 h)
+{
+  guint32 sign = (guint32) (h & 0x8000u) << 16, em = h & 0x7fffu, u;
+  float f;
+
+  if (em >= 0x7c00u) {
+    u = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
+    memcpy (&f, &u, 4);
+    return f;
+  }
+  u = em << 13;
+  memcpy (&f, &u, 4);
+  f *= 0x1p112f;
+  memcpy (&u, &f, 4);
+  u |= sign;
+  memcpy (&f, &u, 4);
+  return f;
+}
+
+/* @n little-endian halves at @src (any alignment) as floats: vcvtph2ps
+ * where the level has it (exact, as the scalar conversion) */
+void NAME (npu_typed_f16_row) (const guint8 * src, float *dst, gsize n)
+{
+  gsize i = 0;
+
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps (dst + i, _mm512_cvtph_ps (_mm256_loadu_si256
+            ((const __m256i *) (src + 2 * i))));
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8)
+    _mm256_storeu_ps (dst + i, _mm256_cvtph_ps (_mm_loadu_si128
+            ((const __m128i *) (src + 2 * i))));
+#endif
+  for (; i < n; i++)
+    dst[i] = half_to_float ((guint16) (src[2 * i] | (src[2 * i + 1] << 8)));
+}
+
+/* @n little-endian bfloat16 at @src as floats: the 16 bits on top of a
+ * float's 32 (a loop the compiler vectorises) */
+void NAME (npu_typed_bf16_row) (const guint8 * src, float *dst, gsize n)
+{
+  gsize i;
+
+  for (i = 0; i < n; i++) {
+    guint32 u = ((guint32) src[2 * i] | ((guint32) src[2 * i + 1] << 8)) << 16;
+
+    memcpy (dst + i, &u, 4);
+  }
+}
+
+/* out[c * 4 + r] = the dot product of weight row r (r < 4, rows @stride
+ * floats apart) with activation column c (c < 3: @x0, @x1, @x2): each
+ * weight vector loaded once for three columns and each activation vector
+ * once for four rows, twelve accumulators: seven loads to twelve FMAs,
+ * so the FMAs, not the loads, set the pace */
+void NAME (npu_typed_dot4x3) (const float *w, gsize stride, const float *x0,
+    const float *x1, const float *x2, gsize n, float *out)
+{
+  vf a[12] = {{0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}, {0}};
+  float t[12] = { 0 };
+  gsize i = 0;
+  guint r;
+
+  for (; i + VN <= n; i += VN) {
+    vf u = load (x0 + i), v = load (x1 + i), z = load (x2 + i);
+
+    for (r = 0; r < 4; r++) {
+      vf wr = load (w + r * stride + i);
+
+      /* in a register: else the compiler folds the load into each of
+       * the three FMAs, three loads where one does */
+      KEEP_IN_REGISTER (wr);
+      a[r] += wr * u;
+      a[4 + r] += wr * v;
+      a[8 + r] += wr * z;
+    }
+  }
+  for (; i < n; i++)
+    for (r = 0; r < 4; r++) {
+      t[r] += w[r * stride + i] * x0[i];
+      t[4 + r] += w[r * stride + i] * x1[i];
+      t[8 + r] += w[r * stride + i] * x2[i];
+    }
+  for (r = 0; r < 12; r++)
+    out[r] = hsum (a[r]) + t[r];
 }

@@ -19,20 +19,35 @@
  */
 #include "npumatmul.h"
 #include "npucpu.h"
+#include "core/formats/npugguf.h"
 #include "core/formats/npuquants.h"
 
 #include <string.h>
 
-/* Values decoded at a time: a whole number of every type's blocks (256
- * is the K-quants'), 4 KiB of stack */
+/* Values of a row decoded at a time: a whole number of every type's
+ * blocks (256 is the K-quants'); ROWS of them, 16 KiB of stack */
 #define CHUNK 1024
 
 typedef float (*DotFunc) (const float *w, const float *x, gsize n);
+typedef void (*Dot4Func) (const float *w, gsize stride, const float *x,
+    gsize n, float *out);
 
-float npu_typed_dot_generic (const float *w, const float *x, gsize n);
+typedef void (*RowFunc) (const guint8 * src, float *dst, gsize n);
+
+#define DECLARE_DOTS(isa) \
+  float npu_typed_dot_##isa (const float *w, const float *x, gsize n); \
+  void npu_typed_dot4_##isa (const float *w, gsize stride, const float *x, \
+      gsize n, float *out); \
+  void npu_typed_dot4x3_##isa (const float *w, gsize stride, \
+      const float *x0, const float *x1, const float *x2, gsize n, \
+      float *out); \
+  void npu_typed_f16_row_##isa (const guint8 * src, float *dst, gsize n); \
+  void npu_typed_bf16_row_##isa (const guint8 * src, float *dst, gsize n)
+
+DECLARE_DOTS (generic);
 #if defined(__x86_64__)
-float npu_typed_dot_avx2 (const float *w, const float *x, gsize n);
-float npu_typed_dot_avx512 (const float *w, const float *x, gsize n);
+DECLARE_DOTS (avx2);
+DECLARE_DOTS (avx512);
 #endif
 
 /* The scalar path's: in index order, as a reader of the code expects */
@@ -47,23 +62,66 @@ dot_scalar (const float *w, const float *x, gsize n)
   return s;
 }
 
-/* The dot product of the matmul path in use (npu_matmul_get_isa(), which
+static void
+dot4_scalar (const float *w, gsize stride, const float *x, gsize n, float *out)
+{
+  guint r;
+
+  for (r = 0; r < 4; r++)
+    out[r] = dot_scalar (w + r * stride, x, n);
+}
+
+static void
+dot4x3_scalar (const float *w, gsize stride, const float *x0,
+    const float *x1, const float *x2, gsize n, float *out)
+{
+  dot4_scalar (w, stride, x0, n, out);
+  dot4_scalar (w, stride, x1, n, out + 4);
+  dot4_scalar (w, stride, x2, n, out + 8);
+}
+
+/* The dot products of the matmul path in use (npu_matmul_get_isa(), which
  * npu_matmul_set_isa() forces for tests) */
-static DotFunc
-current_dot (void)
+typedef void (*Dot4x3Func) (const float *w, gsize stride, const float *x0,
+    const float *x1, const float *x2, gsize n, float *out);
+
+typedef struct
+{
+  DotFunc dot;
+  Dot4Func dot4;
+  Dot4x3Func dot4x3;
+  RowFunc f16_row, bf16_row;
+} Kernels;
+
+#define KERNELS(isa) { npu_typed_dot_##isa, npu_typed_dot4_##isa, \
+  npu_typed_dot4x3_##isa, npu_typed_f16_row_##isa, npu_typed_bf16_row_##isa }
+
+/* The kernels of the matmul path in use (npu_matmul_get_isa(), which
+ * npu_matmul_set_isa() forces for tests); the scalar path's dot products
+ * are the plain loops, its conversions the reference decoder's */
+static Kernels
+current_kernels (void)
 {
   const gchar *isa = npu_matmul_get_isa ();
+  Kernels k = KERNELS (generic);
 
-  if (!strcmp (isa, "scalar"))
-    return dot_scalar;
+  if (!strcmp (isa, "scalar")) {
+    k.dot = dot_scalar;
+    k.dot4 = dot4_scalar;
+    k.dot4x3 = dot4x3_scalar;
+    k.f16_row = k.bf16_row = NULL;
+  }
 #if defined(__x86_64__)
-  if (!strcmp (isa, "avx512"))
-    return npu_typed_dot_avx512;
-  if (!strcmp (isa, "avx2"))
-    return npu_typed_dot_avx2;
+  if (!strcmp (isa, "avx512")) {
+    Kernels a = KERNELS (avx512);
+    k = a;
+  } else if (!strcmp (isa, "avx2")) {
+    Kernels a = KERNELS (avx2);
+    k = a;
+  }
 #endif
   /* neon, neon-i8mm: the baseline copy is NEON on aarch64 */
-  return npu_typed_dot_generic;
+  return k;
 }
 
 typedef struct
@@ -74,31 +132,95 @@ typedef struct
   const float *x;
   gsize n;
   float *y;
-  DotFunc dot;
+  Kernels kern;
 } TypedJob;
+
+/* Row @r's values [j, j + len) as floats: in place for F32 (nothing to
+ * decode), the level's conversion for F16 and BF16, the reference
+ * decoder for the block types; @buf holds them when not in place */
+static const float *
+row_values (const TypedJob * job, gsize r, gsize j, gsize len, float *buf)
+{
+  const guint8 *src = job->w + r * job->row_bytes +
+      npu_quants_row_bytes (job->type, j);
+
+  if (job->type == NPU_GGML_TYPE_F32 && ((guintptr) src & 3) == 0)
+    return (const float *) src;
+  if (job->type == NPU_GGML_TYPE_F16 && job->kern.f16_row)
+    job->kern.f16_row (src, buf, len);
+  else if (job->type == NPU_GGML_TYPE_BF16 && job->kern.bf16_row)
+    job->kern.bf16_row (src, buf, len);
+  else
+    npu_quants_dequantize_row (job->type, src, buf, len);
+  return buf;
+}
+
+/* Rows decoded at a time: each activation vector loaded once for all of
+ * them (npu_typed_dot4 ()) */
+#define ROWS 4
 
 static void
 typed_rows (gsize start, gsize end, guint worker, gpointer data)
 {
   const TypedJob *job = data;
-  float buf[CHUNK] __attribute__((aligned (64)));
+  float buf[ROWS * CHUNK] __attribute__((aligned (64)));
   gsize r, c, j;
+  guint i;
 
-  for (r = start; r < end; r++) {
-    const guint8 *row = job->w + r * job->row_bytes;
+  for (r = start; r < end; r += ROWS) {
+    guint nr = MIN (ROWS, end - r);
 
-    for (c = 0; c < job->n; c++)
-      job->y[c * job->rows + r] = 0.0f;
+    for (i = 0; i < nr; i++)
+      for (c = 0; c < job->n; c++)
+        job->y[c * job->rows + r + i] = 0.0f;
     for (j = 0; j < job->k; j += CHUNK) {
       gsize len = MIN (CHUNK, job->k - j);
+      const float *v[ROWS];
 
       /* j and len are whole blocks: k is, and CHUNK is a multiple of
-       * every block size */
-      npu_quants_dequantize_row (job->type, row + npu_quants_row_bytes
-          (job->type, j), buf, len);
-      for (c = 0; c < job->n; c++)
-        job->y[c * job->rows + r] += job->dot (buf, job->x + c * job->k + j,
-            len);
+       * every block size; the rows' values go to buf side by side, or
+       * are read in place (F32) */
+      for (i = 0; i < nr; i++) {
+        v[i] = row_values (job, r + i, j, len, buf + i * CHUNK);
+        if (v[i] != buf + i * CHUNK) {
+          /* in place: the four-row kernel wants one stride */
+          memcpy (buf + i * CHUNK, v[i], len * sizeof (float));
+          v[i] = buf + i * CHUNK;
+        }
+      }
+      c = 0;
+      if (nr == ROWS) {
+        /* three columns at a time: each weight vector loaded once for
+         * the three */
+        for (; c + 3 <= job->n; c += 3) {
+          const float *x = job->x + c * job->k + j;
+          float *y = job->y + c * job->rows + r;
+          float out[3 * ROWS];
+
+          job->kern.dot4x3 (buf, CHUNK, x, x + job->k, x + 2 * job->k, len,
+              out);
+          for (i = 0; i < ROWS; i++) {
+            y[i] += out[i];
+            y[job->rows + i] += out[ROWS + i];
+            y[2 * job->rows + i] += out[2 * ROWS + i];
+          }
+        }
+      }
+      for (; c < job->n; c++) {
+        const float *x = job->x + c * job->k + j;
+        float *y = job->y + c * job->rows + r;
+
+        if (nr == ROWS) {
+          float out[ROWS];
+
+          job->kern.dot4 (buf, CHUNK, x, len, out);
+          for (i = 0; i < ROWS; i++)
+            y[i] += out[i];
+        } else {
+          for (i = 0; i < nr; i++)
+            y[i] += job->kern.dot (v[i], x, len);
+        }
+      }
     }
   }
 }
@@ -127,9 +249,11 @@ npu_matmul_typed (NpuTask * task, guint32 type, const void *w, gsize rows,
   job.x = x;
   job.n = n;
   job.y = y;
-  job.dot = current_dot ();
+  job.kern = current_kernels ();
+  /* whole groups of ROWS a claim, so only the last claim has a partial
+   * group */
   if (task)
-    npu_task_parallel_for (task, rows, 4, typed_rows, &job);
+    npu_task_parallel_for (task, rows, ROWS, typed_rows, &job);
   else
     typed_rows (0, rows, 0, &job);
   return TRUE;

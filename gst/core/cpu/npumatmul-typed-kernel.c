@@ -11,6 +11,8 @@
  */
 #include <glib.h>
 #include <string.h>
+
+#include "core/formats/npumxfp4.h"
 #if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -125,30 +127,9 @@ void NAME (npu_typed_dot4) (const float *w, gsize stride, const float *x,
   out[3] = hsum (a3) + t3;
 }
 
-/* IEEE half to float, exactly (subnormals, Inf and NaN kept): the
- * half's fields moved to float's, rebiased by a multiply by 2^112 */
-static inline float
-half_to_float (guint16 h)
-{
-  guint32 sign = (guint32) (h & 0x8000u) << 16, em = h & 0x7fffu, u;
-  float f;
-
-  if (em >= 0x7c00u) {
-    u = sign | 0x7f800000u | ((em & 0x3ffu) << 13);
-    memcpy (&f, &u, 4);
-    return f;
-  }
-  u = em << 13;
-  memcpy (&f, &u, 4);
-  f *= 0x1p112f;
-  memcpy (&u, &f, 4);
-  u |= sign;
-  memcpy (&f, &u, 4);
-  return f;
-}
-
 /* @n little-endian halves at @src (any alignment) as floats: vcvtph2ps
- * where the level has it (exact, as the scalar conversion) */
+ * where the level has it (exact, as the core's npu_f16_to_f32 (), which
+ * converts the rest) */
 void NAME (npu_typed_f16_row) (const guint8 * src, float *dst, gsize n)
 {
   gsize i = 0;
@@ -163,7 +144,7 @@ void NAME (npu_typed_f16_row) (const guint8 * src, float *dst, gsize n)
             ((const __m128i *) (src + 2 * i))));
 #endif
   for (; i < n; i++)
-    dst[i] = half_to_float ((guint16) (src[2 * i] | (src[2 * i + 1] << 8)));
+    dst[i] = npu_f16_to_f32 ((guint16) (src[2 * i] | (src[2 * i + 1] << 8)));
 }
 
 /* @n little-endian bfloat16 at @src as floats: the 16 bits on top of a

@@ -128,42 +128,17 @@ scale_min_k4 (guint j, const guint8 * q, guint8 * sc, guint8 * m)
   }
 }
 
-/* Q4_K, 144 bytes: d, dmin (f16), scales[12], qs[128]; four pairs of
- * 32-value sub-blocks, the pair's low nibbles then its high nibbles, each
- * q * (d * scale) - dmin * min */
+/* Q4_K and Q5_K: d, dmin (f16), scales[12], then for Q5_K qh[32], then
+ * qs[128]; four pairs of 32-value sub-blocks, the pair's low nibbles then
+ * its high nibbles, each (q + 16 * fifth bit) * (d * scale) - dmin * min.
+ * Q5_K's fifth bit of pair k is bit 2k of qh[l] for the low nibble, bit
+ * 2k + 1 for the high one; Q4_K (@qh NULL) has none, and adding 0 to the
+ * integer code leaves ggml's Q4_K arithmetic as it is. */
 static void
-decode_q4_k (const guint8 * b, float *y)
+decode_k4 (const guint8 * b, const guint8 * qh, const guint8 * ql, float *y)
 {
   const float d = half_at (b), dmin = half_at (b + 2);
-  const guint8 *scales = b + 4, *q = b + 16;
-  guint j, l;
-
-  for (j = 0; j < 8; j += 2) {
-    guint8 sc, m;
-    float d1, m1, d2, m2;
-
-    scale_min_k4 (j, scales, &sc, &m);
-    d1 = d * sc;
-    m1 = dmin * m;
-    scale_min_k4 (j + 1, scales, &sc, &m);
-    d2 = d * sc;
-    m2 = dmin * m;
-    for (l = 0; l < 32; l++)
-      *y++ = d1 * (q[l] & 0x0f) - m1;
-    for (l = 0; l < 32; l++)
-      *y++ = d2 * (q[l] >> 4) - m2;
-    q += 32;
-  }
-}
-
-/* Q5_K, 176 bytes: d, dmin, scales[12], qh[32], qs[128]; as Q4_K with a
- * fifth bit: bit 2k of qh[l] for the pair k's low nibble, bit 2k+1 for
- * its high one */
-static void
-decode_q5_k (const guint8 * b, float *y)
-{
-  const float d = half_at (b), dmin = half_at (b + 2);
-  const guint8 *scales = b + 4, *qh = b + 16, *ql = b + 48;
+  const guint8 *scales = b + 4;
   guint j, l, u1 = 1, u2 = 2;
 
   for (j = 0; j < 8; j += 2) {
@@ -177,13 +152,27 @@ decode_q5_k (const guint8 * b, float *y)
     d2 = d * sc;
     m2 = dmin * m;
     for (l = 0; l < 32; l++)
-      *y++ = d1 * ((ql[l] & 0x0f) + (qh[l] & u1 ? 16 : 0)) - m1;
+      *y++ = d1 * ((ql[l] & 0x0f) + (qh && (qh[l] & u1) ? 16 : 0)) - m1;
     for (l = 0; l < 32; l++)
-      *y++ = d2 * ((ql[l] >> 4) + (qh[l] & u2 ? 16 : 0)) - m2;
+      *y++ = d2 * ((ql[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0)) - m2;
     ql += 32;
     u1 <<= 2;
     u2 <<= 2;
   }
+}
+
+/* Q4_K, 144 bytes */
+static void
+decode_q4_k (const guint8 * b, float *y)
+{
+  decode_k4 (b, NULL, b + 16, y);
+}
+
+/* Q5_K, 176 bytes */
+static void
+decode_q5_k (const guint8 * b, float *y)
+{
+  decode_k4 (b, b + 16, b + 48, y);
 }
 
 /* Q6_K, 210 bytes: ql[128], qh[64], scales[16] (int8), d (f16); two
@@ -240,88 +229,102 @@ decode_bf16 (const guint8 * b, float *y)
   *y = npu_bf16_to_f32 (le16 (b));
 }
 
-typedef struct
+typedef void (*DecodeFunc) (const guint8 * b, float *y);
+
+/* The decoder of each type; the block sizes are the GGUF reader's
+ * (npu_ggml_type_info()), the one table of them */
+static const struct
 {
   guint32 type;
-  guint block;                  /* values a block */
-  guint bytes;                  /* bytes a block */
-  void (*decode) (const guint8 * b, float *y);
-} Format;
-
-static const Format formats[] = {
-  {NPU_GGML_TYPE_F32, 1, 4, decode_f32},
-  {NPU_GGML_TYPE_F16, 1, 2, decode_f16},
-  {NPU_GGML_TYPE_BF16, 1, 2, decode_bf16},
-  {NPU_GGML_TYPE_Q4_0, 32, 18, decode_q4_0},
-  {NPU_GGML_TYPE_Q4_1, 32, 20, decode_q4_1},
-  {NPU_GGML_TYPE_Q5_0, 32, 22, decode_q5_0},
-  {NPU_GGML_TYPE_Q5_1, 32, 24, decode_q5_1},
-  {NPU_GGML_TYPE_Q8_0, 32, NPU_Q8_0_BLOCK_BYTES, decode_q8_0},
-  {NPU_GGML_TYPE_Q4_K, NPU_QK_K, 144, decode_q4_k},
-  {NPU_GGML_TYPE_Q5_K, NPU_QK_K, 176, decode_q5_k},
-  {NPU_GGML_TYPE_Q6_K, NPU_QK_K, 210, decode_q6_k},
-  {NPU_GGML_TYPE_MXFP4, 32, sizeof (NpuBlockMxfp4), decode_mxfp4},
+  DecodeFunc decode;
+} decoders[] = {
+  {NPU_GGML_TYPE_F32, decode_f32},
+  {NPU_GGML_TYPE_F16, decode_f16},
+  {NPU_GGML_TYPE_BF16, decode_bf16},
+  {NPU_GGML_TYPE_Q4_0, decode_q4_0},
+  {NPU_GGML_TYPE_Q4_1, decode_q4_1},
+  {NPU_GGML_TYPE_Q5_0, decode_q5_0},
+  {NPU_GGML_TYPE_Q5_1, decode_q5_1},
+  {NPU_GGML_TYPE_Q8_0, decode_q8_0},
+  {NPU_GGML_TYPE_Q4_K, decode_q4_k},
+  {NPU_GGML_TYPE_Q5_K, decode_q5_k},
+  {NPU_GGML_TYPE_Q6_K, decode_q6_k},
+  {NPU_GGML_TYPE_MXFP4, decode_mxfp4},
 };
 
-static const Format *
-format_of (guint32 type)
+static DecodeFunc
+decoder_of (guint32 type)
 {
   guint i;
 
-  for (i = 0; i < G_N_ELEMENTS (formats); i++)
-    if (formats[i].type == type)
-      return &formats[i];
+  for (i = 0; i < G_N_ELEMENTS (decoders); i++)
+    if (decoders[i].type == type)
+      return decoders[i].decode;
   return NULL;
+}
+
+/* A row of @n values of @type: its decoder, values and bytes a block;
+ * FALSE when the type has no decoder or @n is not whole blocks */
+static gboolean
+row_layout (guint32 type, gsize n, DecodeFunc * decode, guint * block,
+    gsize * bytes)
+{
+  *decode = decoder_of (type);
+  return *decode && npu_ggml_type_info (type, block, bytes) && n % *block == 0;
 }
 
 gboolean
 npu_quants_supported (guint32 type)
 {
-  return format_of (type) != NULL;
+  return decoder_of (type) != NULL;
 }
 
 gsize
 npu_quants_row_bytes (guint32 type, gsize n)
 {
-  const Format *f = format_of (type);
+  DecodeFunc decode;
+  guint block;
+  gsize bytes;
 
-  if (!f || n % f->block)
+  if (!row_layout (type, n, &decode, &block, &bytes))
     return 0;
-  return n / f->block * f->bytes;
+  return n / block * bytes;
 }
 
 gboolean
 npu_quants_dequantize_row (guint32 type, const void *src, float *dst, gsize n)
 {
-  const Format *f = format_of (type);
   const guint8 *b = src;
-  gsize i;
+  DecodeFunc decode;
+  guint block;
+  gsize bytes, i;
 
-  if (!f || n % f->block)
+  if (!row_layout (type, n, &decode, &block, &bytes))
     return FALSE;
   g_return_val_if_fail (n == 0 || (src != NULL && dst != NULL), FALSE);
-  for (i = 0; i < n / f->block; i++)
-    f->decode (b + i * f->bytes, dst + i * f->block);
+  for (i = 0; i < n / block; i++)
+    decode (b + i * bytes, dst + i * block);
   return TRUE;
 }
 
 double
 npu_quants_dot_row (guint32 type, const void *src, const float *x, gsize n)
 {
-  const Format *f = format_of (type);
   const guint8 *b = src;
+  DecodeFunc decode;
   float v[NPU_QK_K];
   double sum = 0.0;
-  gsize i;
-  guint j;
+  guint block, j;
+  gsize bytes, i;
 
-  if (!f || n % f->block)
+  if (!row_layout (type, n, &decode, &block, &bytes))
     return NAN;
   g_return_val_if_fail (n == 0 || (src != NULL && x != NULL), NAN);
-  for (i = 0; i < n / f->block; i++) {
-    f->decode (b + i * f->bytes, v);
-    for (j = 0; j < f->block; j++)
-      sum += (double) v[j] * x[i * f->block + j];
+  g_return_val_if_fail (block <= NPU_QK_K, NAN);
+  for (i = 0; i < n / block; i++) {
+    decode (b + i * bytes, v);
+    for (j = 0; j < block; j++)
+      sum += (double) v[j] * x[i * block + j];
   }
   return sum;
 }

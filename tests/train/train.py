@@ -1041,6 +1041,36 @@ def write_audio_heldout(out, haspecs):
             f.write("%s | %s\n" % (s[0], ",".join(s[2])))
 
 
+# --- the audio encoder's loss and report, the joint run's and the stage's ------
+def audio_losses(aud, llm, aux, axt, aidx, aanswers, aclass, prompt_ids,
+                 prng):
+    """The batch @aidx of sounds: the text model's loss on their answers
+    (a prompt of AUDIO_PROMPTS each, drawn from @prng; the rows spliced
+    bare, as npullm and llama.cpp's mtmd do for qwen2a) and the
+    training-only classifier's on the mean of their rows."""
+    prompts = [AUDIO_PROMPTS[prng.randrange(len(AUDIO_PROMPTS))]
+               for _ in aidx]
+    ids, tg, img = sequences(prompt_ids, [aanswers[i] for i in aidx],
+                             prompts, [-1] * A_TOKENS)
+    rows = aud(axt[aidx])
+    loss_a = loss_of(lambda m: rows, llm, None, ids, tg, img)
+    loss_c = F.cross_entropy(aux(rows.mean(1)), aclass[aidx])
+    return loss_a, loss_c
+
+
+def report_heldout_sounds(aud, llm, hax, hameta, prompt_ids, tokens, eog,
+                          report):
+    """The held-out sounds' accuracy for each audio prompt, into @report
+    and printed with the wrong answers."""
+    for p in AUDIO_PROMPTS:
+        acc, wrong = evaluate(aud, llm, hax, hameta, prompt_ids, tokens, eog,
+                              p, [-1] * A_TOKENS)
+        report[p] = acc
+        print("held-out accuracy (%s): %.4f (%d cases)" % (p, acc, len(hax)))
+        for w in wrong:
+            print("   want %r, got %r" % w)
+
+
 # --- the audio stage (--audio-from) -------------------------------------------
 def load_params(path, pairs):
     """Copies the tensors of the GGUF file @path into the torch tensors
@@ -1103,14 +1133,8 @@ def audio_stage(args, tools, t0):
     axt = torch.from_numpy(ax)
     ab = batches(len(ax), args.audio_batch)
     for step in range(args.steps):
-        aidx = next(ab)
-        prompts = [AUDIO_PROMPTS[prng.randrange(len(AUDIO_PROMPTS))]
-                   for _ in aidx]
-        ids, tg, img = sequences(prompt_ids, [aanswers[i] for i in aidx],
-                                 prompts, [-1] * A_TOKENS)
-        rows = aud(axt[aidx])
-        loss_a = loss_of(lambda m: rows, llm, None, ids, tg, img)
-        loss_c = F.cross_entropy(aux(rows.mean(1)), aclass[aidx])
+        loss_a, loss_c = audio_losses(aud, llm, aux, axt, next(ab), aanswers,
+                                      aclass, prompt_ids, prng)
         loss = loss_a + args.audio_aux * loss_c
         opt.zero_grad()
         loss.backward()
@@ -1122,13 +1146,8 @@ def audio_stage(args, tools, t0):
                   (step, loss.item(), loss_a.item(), loss_c.item(),
                    time.time() - t0), flush=True)
     aud.eval()
-    for p in AUDIO_PROMPTS:
-        acc, wrong = evaluate(aud, llm, hax, hameta, prompt_ids, tokens, eog,
-                              p, [-1] * A_TOKENS)
-        report[p] = acc
-        print("held-out accuracy (%s): %.4f (%d cases)" % (p, acc, len(hax)))
-        for w in wrong:
-            print("   want %r, got %r" % w)
+    report_heldout_sounds(aud, llm, hax, hameta, prompt_ids, tokens, eog,
+                          report)
     acc, wrong = evaluate(aud, llm, ax, [(None, s[1], s[2]) for s in aspecs],
                           prompt_ids, tokens, eog, AUDIO_PROMPTS[0],
                           [-1] * A_TOKENS)
@@ -1408,13 +1427,8 @@ def main():
             want = torch.tensor([vclasses.index(tokens_caption(tokens, a))
                                  for a in answer_ids])
             loss_vc = F.cross_entropy(vaux(vrows.mean(1)), want)
-        prompts = [AUDIO_PROMPTS[prng.randrange(len(AUDIO_PROMPTS))]
-                   for _ in aidx]
-        ids, tg, img = sequences(prompt_ids, [aanswers[i] for i in aidx],
-                                 prompts, audio_layout)
-        rows = aud(axt[aidx])
-        loss_a = loss_of(lambda m: rows, llm, None, ids, tg, img)
-        loss_c = F.cross_entropy(aux(rows.mean(1)), aclass[aidx])
+        loss_a, loss_c = audio_losses(aud, llm, aux, axt, aidx, aanswers,
+                                      aclass, prompt_ids, prng)
         loss = (loss_v + loss_a + args.audio_aux * loss_c +
                 args.vision_aux * loss_vc)
         opt.zero_grad()
@@ -1490,13 +1504,8 @@ def main():
                  else repr(answers_ex[i])))
     # sounds: (source, caption, words) as metas' (kind, caption, words)
     hameta = [(None, s[1], s[2]) for s in haspecs]
-    for p in AUDIO_PROMPTS:
-        acc, wrong = evaluate(aud, llm, hax, hameta, prompt_ids, tokens, eog,
-                              p, audio_layout)
-        report[p] = acc
-        print("held-out accuracy (%s): %.4f (%d cases)" % (p, acc, len(hax)))
-        for w in wrong:
-            print("   want %r, got %r" % w)
+    report_heldout_sounds(aud, llm, hax, hameta, prompt_ids, tokens, eog,
+                          report)
     acc, _ = evaluate(aud, llm, ax[:512], [(None, s[1], s[2])
                                             for s in aspecs[:512]],
                       prompt_ids, tokens, eog, AUDIO_PROMPTS[0],

@@ -118,7 +118,6 @@ npu_enc_to_f32 (NpuEncLoader * ld, const gchar * tname,
     const NpuTensorView * view, gsize n, GError ** error)
 {
   float *dst;
-  gsize i;
 
   if (view->type != NPU_GGML_TYPE_F32 && view->type != NPU_GGML_TYPE_F16
       && view->type != NPU_GGML_TYPE_BF16) {
@@ -127,15 +126,8 @@ npu_enc_to_f32 (NpuEncLoader * ld, const gchar * tname,
   }
   dst = g_new (float, n);
   ld->owned_bytes += n * sizeof (float);
-  if (view->type == NPU_GGML_TYPE_F32) {
-    memcpy (dst, view->data, n * sizeof (float));
-  } else {
-    const guint16 *src = view->data;
-
-    for (i = 0; i < n; i++)
-      dst[i] = view->type == NPU_GGML_TYPE_F16 ? npu_f16_to_f32 (src[i]) :
-          npu_bf16_to_f32 (src[i]);
-  }
+  /* the element types have blocks of one: never refused */
+  npu_quants_dequantize_row (view->type, view->data, dst, n);
   return dst;
 }
 

@@ -133,26 +133,24 @@ typedef struct
   gsize n;
   float *y;
   Kernels kern;
+  gboolean f32_in_place;        /* F32 rows multiplied where they are */
 } TypedJob;
 
-/* Row @r's values [j, j + len) as floats: in place for F32 (nothing to
- * decode), the level's conversion for F16 and BF16, the reference
- * decoder for the block types; @buf holds them when not in place */
-static const float *
-row_values (const TypedJob * job, gsize r, gsize j, gsize len, float *buf)
+/* Row @r's values [j, j + len) as floats into @buf: the level's
+ * conversion for F16 and BF16, the reference decoder for the other types
+ * (F32 rows are read in place, typed_rows ()) */
+static void
+decode_row (const TypedJob * job, gsize r, gsize j, gsize len, float *buf)
 {
   const guint8 *src = job->w + r * job->row_bytes +
       npu_quants_row_bytes (job->type, j);
 
-  if (job->type == NPU_GGML_TYPE_F32 && ((guintptr) src & 3) == 0)
-    return (const float *) src;
   if (job->type == NPU_GGML_TYPE_F16 && job->kern.f16_row)
     job->kern.f16_row (src, buf, len);
   else if (job->type == NPU_GGML_TYPE_BF16 && job->kern.bf16_row)
     job->kern.bf16_row (src, buf, len);
   else
     npu_quants_dequantize_row (job->type, src, buf, len);
-  return buf;
 }
 
 /* Rows decoded at a time: each activation vector loaded once for all of
@@ -175,18 +173,19 @@ typed_rows (gsize start, gsize end, guint worker, gpointer data)
         job->y[c * job->rows + r + i] = 0.0f;
     for (j = 0; j < job->k; j += CHUNK) {
       gsize len = MIN (CHUNK, job->k - j);
-      const float *v[ROWS];
+      /* the group's rows, @stride floats apart: F32 rows where the
+       * matrix holds them, the others decoded side by side into buf
+       * (j and len are whole blocks: k is, and CHUNK is a multiple of
+       * every block size) */
+      const float *v = buf;
+      gsize stride = CHUNK;
 
-      /* j and len are whole blocks: k is, and CHUNK is a multiple of
-       * every block size; the rows' values go to buf side by side, or
-       * are read in place (F32) */
-      for (i = 0; i < nr; i++) {
-        v[i] = row_values (job, r + i, j, len, buf + i * CHUNK);
-        if (v[i] != buf + i * CHUNK) {
-          /* in place: the four-row kernel wants one stride */
-          memcpy (buf + i * CHUNK, v[i], len * sizeof (float));
-          v[i] = buf + i * CHUNK;
-        }
+      if (job->f32_in_place) {
+        v = (const float *) (job->w + r * job->row_bytes) + j;
+        stride = job->k;
+      } else {
+        for (i = 0; i < nr; i++)
+          decode_row (job, r + i, j, len, buf + i * CHUNK);
       }
       c = 0;
       if (nr == ROWS) {
@@ -197,8 +196,7 @@ typed_rows (gsize start, gsize end, guint worker, gpointer data)
           float *y = job->y + c * job->rows + r;
           float out[3 * ROWS];
 
-          job->kern.dot4x3 (buf, CHUNK, x, x + job->k, x + 2 * job->k, len,
-              out);
+          job->kern.dot4x3 (v, stride, x, x + job->k, x + 2 * job->k, len, out);
           for (i = 0; i < ROWS; i++) {
             y[i] += out[i];
             y[job->rows + i] += out[ROWS + i];
@@ -213,12 +211,12 @@ typed_rows (gsize start, gsize end, guint worker, gpointer data)
         if (nr == ROWS) {
           float out[ROWS];
 
-          job->kern.dot4 (buf, CHUNK, x, len, out);
+          job->kern.dot4 (v, stride, x, len, out);
           for (i = 0; i < ROWS; i++)
             y[i] += out[i];
         } else {
           for (i = 0; i < nr; i++)
-            y[i] += job->kern.dot (v[i], x, len);
+            y[i] += job->kern.dot (v + i * stride, x, len);
         }
       }
     }
@@ -250,6 +248,8 @@ npu_matmul_typed (NpuTask * task, guint32 type, const void *w, gsize rows,
   job.n = n;
   job.y = y;
   job.kern = current_kernels ();
+  /* F32 rows on float alignment (a file's tensor data is 32-aligned) */
+  job.f32_in_place = type == NPU_GGML_TYPE_F32 && ((guintptr) w & 3) == 0;
   /* whole groups of ROWS a claim, so only the last claim has a partial
    * group */
   if (task)

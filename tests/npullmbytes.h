@@ -4,10 +4,10 @@
  * b_kv, with the project's layout's overheads (the independent reference
  * of tests/unit/test-llmbytes.c and tests/check/test-npullm.c):
  *
- * - a matrix is MXFP4, 17 bytes per 32 weights (a file's MXFP4 read in
- *   place, any other type converted once at load); a Q8_0 logits matrix
- *   is read in place, 34 bytes per 32; the norms and biases are F32, 4
- *   bytes a value; a token reads one row of token_embd in the file's type;
+ * - every matrix, the logits' too, is read in the type the file stores
+ *   (its tensor's bytes; MXFP4 is 17 bytes per 32 weights); the norms and
+ *   biases are F32, 4 bytes a value; a token reads one row of token_embd
+ *   in the file's type;
  * - the KV cache holds F16 (2 bytes a value) or Q8_0 (34 bytes per 32).
  *
  * Header-only, GLib and the GGUF reader only.
@@ -28,7 +28,6 @@ npu_ref_token_weight_bytes (const NpuGguf * gguf)
 
   for (i = 0; i < npu_gguf_n_tensors (gguf); i++) {
     const NpuGgufTensor *t = npu_gguf_get_tensor (gguf, i);
-    gboolean logits = g_str_equal (t->name, "output.weight");
     guint64 mxfp4 = t->ne[0] / 32 * 17 * t->ne[1];
 
     if (g_str_equal (t->name, "token_embd.weight")) {
@@ -36,19 +35,16 @@ npu_ref_token_weight_bytes (const NpuGguf * gguf)
       sum += t->n_bytes / t->ne[1];
       if (!tied)
         continue;
-      logits = TRUE;
     }
     if (t->n_dims == 1) {
       g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
       g_assert_cmpuint (t->n_bytes, ==, t->ne[0] * 4);
       sum += t->n_bytes;
-    } else if (logits && t->type == NPU_GGML_TYPE_Q8_0) {
-      g_assert_cmpuint (t->n_bytes, ==, t->ne[0] / 32 * 34 * t->ne[1]);
-      sum += t->n_bytes;
     } else {
+      /* every matrix read as stored */
       if (t->type == NPU_GGML_TYPE_MXFP4)
         g_assert_cmpuint (t->n_bytes, ==, mxfp4);
-      sum += mxfp4;
+      sum += t->n_bytes;
     }
   }
   return sum;

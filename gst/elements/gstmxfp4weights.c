@@ -19,16 +19,18 @@
  *   maps it waits for the data.
  * - Except embedding tables (GGUF names with "_embd": token_embd.weight,
  *   the encoders' v.position_embd, a.position_embd, v.patch_embd,
- *   v.class_embd; Hugging Face names with "embed") and output.weight when
- *   it is Q8_0, which are pushed as stored: npullm looks token rows up in
- *   the embedding table in its own type, and computes the logits from a
- *   Q8_0 output (or tied embedding) in Q8_0, as llama.cpp does with its
- *   MXFP4 files; the vision and audio encoders add their position tables
- *   and patch embeddings as stored and refuse them in MXFP4.  So the
- *   default, "*", converts exactly the matrices the consumers multiply in
- *   MXFP4 (the blocks' and the projectors' and the text output), and a
- *   file gives the same tokens and text here as through the `model`
- *   property.
+ *   v.class_embd; Hugging Face names with "embed"), output.weight when it
+ *   is Q8_0 (as llama.cpp keeps it in its MXFP4 files), gpt-oss's router
+ *   and the biases, which are pushed as stored.
+ *
+ * This element is how a user asks for MXFP4: npullm, npuvisiontok and
+ * npuaudiotok run every matrix in the type it reaches them in, so their
+ * `model` property runs the file as stored, and a file here gives the
+ * text and tokens of its MXFP4 conversion (4.25 bits a weight, less memory
+ * and bandwidth than F16 or Q8_0, at 4-bit accuracy).
+ * #GstMxfp4Weights:convert chooses the tensors: "" passes every tensor as
+ * stored (then the text is the `model` property's), a list of patterns
+ * converts only those.
  * - gpt-oss MXFP4 pairs in safetensors ("W.blocks" + "W.scales") are
  *   repacked into block_mxfp4 in NPU memory: their nibble order differs, so
  *   they cannot be used in place.  These bytes count in #bytes-copied.
@@ -159,14 +161,14 @@ gst_mxfp4_weights_class_init (GstMxfp4WeightsClass * klass)
    * position tables, patch and class embeddings) or a Q8_0 output.weight
    * never are (npullm and the encoders read them in their own type); a
    * pattern never makes another tensor an error.  The default "*"
-   * converts every weight matrix that npullm, npuvisiontok and npuaudiotok
-   * multiply in MXFP4; "" converts nothing.
+   * converts every other weight matrix; "" converts nothing, and the
+   * consumers then run the file as stored.
    */
   g_object_class_install_property (gobject_class, PROP_CONVERT,
       g_param_spec_string ("convert", "Convert",
           "Comma-separated name patterns of the tensors to convert to MXFP4 "
-          "(\"*\": every weight matrix the consumers multiply in MXFP4, "
-          "never embedding or position tables; \"\": none)",
+          "(\"*\": every weight matrix, never embedding or position "
+          "tables; \"\": none, every tensor as stored)",
           DEFAULT_CONVERT, G_PARAM_READWRITE | G_PARAM_STATIC_STRINGS |
           GST_PARAM_MUTABLE_READY));
   /**
@@ -340,9 +342,9 @@ parse_patterns (const gchar * list)
 }
 
 /* What the consumers read in the file's own type, whatever `convert`
- * says: embedding tables, which are looked up or added row by row, never
- * multiplied as MXFP4 matrices: npullm's token_embd (a tied model's logits
- * convert it at load as the model property path does), the encoders'
+ * says: embedding tables, which are looked up or added row by row:
+ * npullm's token_embd (a tied model's logits then read it as stored too),
+ * the encoders'
  * position tables and patch and class embeddings (GGUF "..._embd"; Hugging
  * Face "embed_tokens", "embeddings.position_embedding", ...), which
  * npuvisiontok and npuaudiotok refuse in MXFP4; and a Q8_0 output matrix

@@ -22,6 +22,7 @@
 #include <core/models/npullmsession.h>
 #include <core/text/nputokenizer.h>
 #include <core/formats/npugguf.h>
+#include <core/formats/npumxfp4.h>
 #include "../tools/npumodelgen.h"
 #include "../npullmbytes.h"
 
@@ -120,6 +121,92 @@ tokens_of (const NpuTokenizer * tok, const gchar * text, gsize * n)
  * @max_tokens.  @ids (nullable) receives the generated ids, @n_prompt
  * (nullable) the length of the prompt the model was fed, media rows
  * included. */
+/* The core's answers read the file as stored, or (direct_mxfp4) as
+ * mxfp4weights' default conversion documents it: every 2-D F32, F16, BF16
+ * or Q8_0 tensor with rows of whole 32-blocks quantised to MXFP4 by the
+ * codec, except the embedding tables, a Q8_0 output.weight, the router
+ * and the biases (gstmxfp4weights.c) */
+static gboolean direct_mxfp4;
+
+typedef struct
+{
+  NpuGguf *gguf;
+  GPtrArray *owned;             /* the converted copies */
+} Mxfp4Lookup;
+
+static gboolean
+mxfp4_lookup (const gchar * name, NpuTensorView * out, gpointer user_data)
+{
+  Mxfp4Lookup *l = user_data;
+  const NpuGgufTensor *t = npu_gguf_find_tensor (l->gguf, name);
+  gsize n;
+  NpuBlockMxfp4 *b;
+
+  if (!npu_gguf_lookup_view (name, out, l->gguf))
+    return FALSE;
+  if (t->n_dims < 2 || t->ne[0] % 32 != 0 || strstr (name, "_embd") ||
+      (t->type == NPU_GGML_TYPE_Q8_0 && g_str_equal (name, "output.weight"))
+      || strstr (name, "ffn_gate_inp.") || g_str_has_suffix (name, ".bias"))
+    return TRUE;
+  n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+  b = g_new (NpuBlockMxfp4, n / 32);
+  switch (t->type) {
+    case NPU_GGML_TYPE_F32:
+      npu_mxfp4_quantize_f32 ((const float *) t->data, b, n);
+      break;
+    case NPU_GGML_TYPE_F16:
+      npu_mxfp4_quantize_f16 ((const guint16 *) t->data, b, n);
+      break;
+    case NPU_GGML_TYPE_BF16:
+      npu_mxfp4_quantize_bf16 ((const guint16 *) t->data, b, n);
+      break;
+    case NPU_GGML_TYPE_Q8_0:
+      npu_mxfp4_quantize_q8_0 (t->data, b, n);
+      break;
+    default:
+      g_free (b);
+      return TRUE;
+  }
+  g_ptr_array_add (l->owned, b);
+  out->type = NPU_GGML_TYPE_MXFP4;
+  out->data = b;
+  out->size = n / 32 * sizeof (NpuBlockMxfp4);
+  return TRUE;
+}
+
+static NpuLlmModel *
+direct_model (const gchar * path, Mxfp4Lookup * l)
+{
+  NpuLlmHParams hp;
+  NpuLlmModel *model;
+  GError *error = NULL;
+
+  l->gguf = NULL;
+  l->owned = NULL;
+  if (!direct_mxfp4) {
+    model = npu_llm_model_new_from_file (path, NPU_LLM_LOAD_IN_PLACE, &error);
+  } else {
+    l->gguf = npu_gguf_open (path, &error);
+    fail_unless (l->gguf != NULL, "%s", error ? error->message : "");
+    l->owned = g_ptr_array_new_with_free_func (g_free);
+    fail_unless (npu_llm_hparams_from_gguf (l->gguf, &hp, &error));
+    model = npu_llm_model_new (&hp, mxfp4_lookup, l, NPU_LLM_LOAD_IN_PLACE,
+        &error);
+  }
+  fail_unless (model != NULL, "%s", error ? error->message : "");
+  return model;
+}
+
+static void
+direct_model_free (NpuLlmModel * model, Mxfp4Lookup * l)
+{
+  npu_llm_model_free (model);
+  if (l->owned)
+    g_ptr_array_unref (l->owned);
+  if (l->gguf)
+    npu_gguf_free (l->gguf);
+}
+
 static gchar *
 direct_answer_media_ids (const gchar * path, const gchar * prompt,
     guint max_tokens, gdouble temperature, guint64 seed,
@@ -140,14 +227,14 @@ direct_answer_media_ids (const gchar * path, const gchar * prompt,
   gsize nb, na, i;
   gboolean bos;
   guint n_fed;
+  Mxfp4Lookup lookup;
   GError *error = NULL;
 
   fail_unless (gguf != NULL);
   tok = npu_tokenizer_new_from_gguf (gguf, &error);
   fail_unless (tok != NULL, "%s", error ? error->message : "");
   npu_gguf_free (gguf);
-  model = npu_llm_model_new_from_file (path, NPU_LLM_LOAD_IN_PLACE, &error);
-  fail_unless (model != NULL, "%s", error ? error->message : "");
+  model = direct_model (path, &lookup);
   hp = npu_llm_model_get_hparams (model);
   npu_llm_context_params_init (&cp);
   cp.n_ctx = 512;
@@ -247,7 +334,7 @@ direct_answer_media_ids (const gchar * path, const gchar * prompt,
   if (sampler)
     npu_llm_sampler_free (sampler);
   npu_llm_context_free (ctx);
-  npu_llm_model_free (model);
+  direct_model_free (model, &lookup);
   npu_tokenizer_free (tok);
   return text;
 }
@@ -482,29 +569,42 @@ GST_START_TEST (test_text_only_matches_core)
 
 GST_END_TEST;
 
+/* Through the weights pad: with convert="" every tensor as stored, the
+ * text of model=; with the default conversion, the text of the core on
+ * the matrices converted to MXFP4 by the documented rules, which differs
+ * (the file's F32 matrices are not MXFP4's values) */
 GST_START_TEST (test_weights_pad_same_text)
 {
-  gchar *want = direct_answer (llama_path, "Once upon a time", 16, 0.0, 0,
-      NULL, 0);
-  /* The default conversion: matrices to MXFP4 by the same rules as the
-   * loader's, a Q8_0 embedding table or output kept, so the same text. */
-  gchar *desc = g_strdup_printf ("mxfp4weights location=%s ! llm.weights "
-      "npullm name=llm prompt=\"Once upon a time\" max-tokens=16 ! "
-      "fakesink name=sink", llama_path);
-  Collected c = { 0, };
-  gchar *got = run (desc, &c, NULL, NULL);
+  const gchar *convert[] = { "convert=\"\"", "" };
+  gchar *as_stored = direct_answer (llama_path, "Once upon a time", 16, 0.0,
+      0, NULL, 0), *converted;
+  guint i;
 
-  fail_unless_equals_string (got, want);
-  g_free (want);
-  g_free (got);
-  g_free (desc);
+  direct_mxfp4 = TRUE;
+  converted = direct_answer (llama_path, "Once upon a time", 16, 0.0, 0,
+      NULL, 0);
+  direct_mxfp4 = FALSE;
+  fail_if (g_str_equal (as_stored, converted), "%s", converted);
+  for (i = 0; i < G_N_ELEMENTS (convert); i++) {
+    gchar *desc = g_strdup_printf ("mxfp4weights name=w location=%s %s ! "
+        "llm.weights npullm name=llm prompt=\"Once upon a time\" "
+        "max-tokens=16 ! fakesink name=sink", llama_path, convert[i]);
+    Collected c = { 0, };
+    gchar *got = run (desc, &c, NULL, NULL);
+
+    fail_unless_equals_string (got, i == 0 ? as_stored : converted);
+    g_free (got);
+    g_free (desc);
+  }
+  g_free (as_stored);
+  g_free (converted);
 }
 
 GST_END_TEST;
 
-/* gpt-oss through model= and through mxfp4weights (which passes the
- * router and the experts' biases as stored, converts nothing else of the
- * file: its matrices are MXFP4 already): both give the core's text */
+/* gpt-oss through model= and through mxfp4weights with convert="" (the
+ * experts MXFP4, the attention F32, as the converter writes them, all as
+ * stored): both give the core's text */
 GST_START_TEST (test_gpt_oss_both_paths)
 {
   NpuTextModelParams tp;
@@ -512,8 +612,9 @@ GST_START_TEST (test_gpt_oss_both_paths)
   const gchar *fmt[] = {
     "npullm name=llm model=%s prompt=\"Once upon a time\" max-tokens=16 ! "
         "fakesink name=sink",
-    "mxfp4weights name=w location=%s ! llm.weights npullm name=llm "
-        "prompt=\"Once upon a time\" max-tokens=16 ! fakesink name=sink",
+    "mxfp4weights name=w location=%s convert=\"\" ! llm.weights "
+        "npullm name=llm prompt=\"Once upon a time\" max-tokens=16 ! "
+        "fakesink name=sink",
   };
   guint i;
 

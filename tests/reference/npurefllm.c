@@ -5,6 +5,7 @@
 
 #include <core/models/npullm.h>
 #include <core/formats/npumxfp4.h>
+#include <core/formats/npuquants.h>
 
 #include <math.h>
 #include <stdlib.h>
@@ -21,31 +22,28 @@ to_double (const float *f, gsize n)
   return d;
 }
 
-/* A matrix as the runtime sees it: MXFP4 as stored, F32 converted to
- * MXFP4 by the codec first (the models here have no other types) */
+/* A matrix's exact values in the type the file stores (npuquants.h's
+ * decoders, held to ggml's arithmetic by tests/unit/test-quants.c), as
+ * the runtime multiplies it */
 static double *
 ref_matrix (NpuGguf * gguf, const gchar * name)
 {
   const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
-  gsize n = t->ne[0] * t->ne[1];
-  NpuBlockMxfp4 *conv = NULL;
-  const NpuBlockMxfp4 *blocks;
-  float *f = g_new (float, n);
+  gsize k, rows, row_bytes, r;
+  float *f;
   double *d;
 
   g_assert_nonnull (t);
-  if (t->type == NPU_GGML_TYPE_MXFP4) {
-    blocks = (const NpuBlockMxfp4 *) t->data;
-  } else {
-    g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
-    conv = g_new (NpuBlockMxfp4, n / 32);
-    npu_mxfp4_quantize_f32 ((const float *) t->data, conv, n);
-    blocks = conv;
-  }
-  npu_mxfp4_dequantize (blocks, f, n);
-  d = to_double (f, n);
+  k = t->ne[0];
+  rows = t->ne[1];
+  row_bytes = npu_quants_row_bytes (t->type, k);
+  g_assert_cmpuint (row_bytes, >, 0);
+  f = g_new (float, k * rows);
+  for (r = 0; r < rows; r++)
+    g_assert_true (npu_quants_dequantize_row (t->type, t->data +
+            r * row_bytes, f + r * k, k));
+  d = to_double (f, k * rows);
   g_free (f);
-  g_free (conv);
   return d;
 }
 
@@ -90,55 +88,19 @@ ref_vector (NpuGguf * gguf, const gchar * name)
   return to_double ((const float *) t->data, t->ne[0]);
 }
 
-/* The exact values of a Q8_0 tensor: d * q */
-static double *
-ref_q8_0 (const NpuGgufTensor * t)
-{
-  gsize n = t->ne[0] * t->ne[1], i, j;
-  double *d = g_new (double, n);
-
-  for (i = 0; i < n / 32; i++) {
-    const guint8 *b = t->data + i * 34;
-    guint16 h;
-    double s;
-
-    memcpy (&h, b, 2);
-    s = npu_f16_to_f32 (h);
-    for (j = 0; j < 32; j++)
-      d[i * 32 + j] = s * (gint8) b[2 + j];
-  }
-  return d;
-}
-
 /* token_embd in its own type: the embedding rows are not converted */
 static double *
 ref_embeddings (NpuGguf * gguf)
 {
-  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, "token_embd.weight");
-  gsize n = t->ne[0] * t->ne[1], i;
-  double *d;
-
-  if (t->type == NPU_GGML_TYPE_Q8_0)
-    return ref_q8_0 (t);
-  g_assert_cmpint (t->type, ==, NPU_GGML_TYPE_F32);
-  d = g_new (double, n);
-  for (i = 0; i < n; i++)
-    d[i] = ((const float *) t->data)[i];
-  return d;
+  return ref_matrix (gguf, "token_embd.weight");
 }
 
-/* The logits' matrix (output.weight, or token_embd when tied): Q8_0 with
- * its exact values, as the runtime multiplies it; else as ref_matrix() */
+/* The logits' matrix: output.weight, or token_embd when tied */
 static double *
 ref_output (NpuGguf * gguf)
 {
-  const gchar *name = npu_gguf_find_tensor (gguf, "output.weight") ?
-      "output.weight" : "token_embd.weight";
-  const NpuGgufTensor *t = npu_gguf_find_tensor (gguf, name);
-
-  if (t->type == NPU_GGML_TYPE_Q8_0)
-    return ref_q8_0 (t);
-  return ref_matrix (gguf, name);
+  return ref_matrix (gguf, npu_gguf_find_tensor (gguf, "output.weight") ?
+      "output.weight" : "token_embd.weight");
 }
 
 /* gpt-oss: the experts whole, the router, every bias and the sinks; the

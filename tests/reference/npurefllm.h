@@ -2,10 +2,9 @@
 /* gst-npu tests: double-precision reference of the transformer core
  *
  * A model file written by the model generator, evaluated with plain loops
- * in double: weights dequantised by the codec, the Q8_0 output matrix (or
- * token_embd when tied) with its exact values, as the runtime keeps it in
- * Q8_0, other types converted to MXFP4 by the codec as the runtime
- * documents; attention computed from un-rotated keys with RoPE applied at
+ * in double: every matrix, the embeddings and the output (or token_embd
+ * when tied) with the exact values of the type the file stores, as the
+ * runtime reads them; attention computed from un-rotated keys with RoPE applied at
  * each token's position inside the cache (the StreamingLLM rule), so the
  * runtime's shortcut (keys rotated once at their absolute position) is
  * checked, not copied.  Qwen3: no biases, each head of q and k

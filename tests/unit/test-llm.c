@@ -141,6 +141,11 @@ static const ModelConfig configs[] = {
    * head_dim) on a dim of 64, so q and o are 128 wide, not square */
   {"qwen3-gqa-tied", NPU_MODEL_ARCH_QWEN3, 2, TRUE, NPU_GGML_TYPE_MXFP4},
   {"qwen3-mha-untied", NPU_MODEL_ARCH_QWEN3, 4, FALSE, NPU_GGML_TYPE_MXFP4},
+  /* the other stored types, each multiplied as stored (after the
+   * entries other tests name by index) */
+  {"llama-f16", NPU_MODEL_ARCH_LLAMA, 2, FALSE, NPU_GGML_TYPE_F16},
+  {"qwen2-bf16-tied", NPU_MODEL_ARCH_QWEN2, 2, TRUE, NPU_GGML_TYPE_BF16},
+  {"qwen3-q8_0", NPU_MODEL_ARCH_QWEN3, 2, FALSE, NPU_GGML_TYPE_Q8_0},
   /* gemma3: six layers, five sliding over 8 positions (the prompt is 20)
    * with RoPE base 10000, one global; q/k and post norms, GeGLU, the
    * tokens' rows scaled by sqrt (dim), heads of 32 on a dim of 64 */
@@ -268,13 +273,15 @@ expected_decode_bytes (NpuGguf * gguf, gboolean repacked)
       sum += t->n_bytes;
     } else if (g_str_has_suffix (t->name, ".bias")) {
       /* nothing */
-    } else if (is_out && t->type == NPU_GGML_TYPE_Q8_0) {
-      sum += t->n_bytes;
-    } else if (is_out || (g_str_has_prefix (t->name, "blk.") &&
-            t->n_dims == 2)) {
+    } else if ((is_out || (g_str_has_prefix (t->name, "blk.") &&
+                t->n_dims == 2)) && t->type == NPU_GGML_TYPE_MXFP4) {
       if (repacked)
         nb = (nb + 3) / 4 * 4;
       sum += t->ne[1] * nb * sizeof (NpuBlockMxfp4);
+    } else if (is_out || (g_str_has_prefix (t->name, "blk.") &&
+            t->n_dims == 2)) {
+      /* every other type as stored */
+      sum += t->n_bytes;
     }
   }
   return sum;
@@ -382,9 +389,9 @@ test_reference (gconstpointer data)
         "%u rows past it at a routing near-tie)", cfg->name, isa,
         flags ? "repacked" : "in place", worst, tol, n_flips);
     g_assert_true (worst <= tol);
-    /* MXFP4 matrices in place and the Q8_0 output as stored: nothing is
-     * converted */
-    if (cfg->wtype != NPU_GGML_TYPE_MXFP4 || flags)
+    /* every matrix read where the file has it, whatever its type: the
+     * model holds weights of its own only when asked to repack MXFP4 */
+    if (cfg->wtype == NPU_GGML_TYPE_MXFP4 && flags)
       g_assert_cmpuint (npu_llm_model_get_converted_bytes (tm.model), >, 0);
     else
       g_assert_cmpuint (npu_llm_model_get_converted_bytes (tm.model), ==, 0);
@@ -770,9 +777,11 @@ typedef struct
   NpuGguf *gguf;
   const gchar *hide;            /* report as absent */
   const gchar *reshape;         /* report with ne[1] + 1 */
-  const gchar *retype;          /* report as Q4_K */
+  const gchar *retype;          /* report as @as_type (0: Q2_K, which has
+                                 * no decoder here) */
   const gchar *shorten;         /* report one block fewer bytes */
   const gchar *regroup;         /* report with ne[2] + 1 */
+  guint32 as_type;
 } Doctor;
 
 static gboolean
@@ -791,7 +800,7 @@ doctor_lookup (const gchar * name, NpuTensorView * out, gpointer user_data)
   if (d->reshape && strcmp (name, d->reshape) == 0)
     out->ne[1] += 1;
   if (d->retype && strcmp (name, d->retype) == 0)
-    out->type = NPU_GGML_TYPE_Q4_K;
+    out->type = d->as_type ? d->as_type : NPU_GGML_TYPE_Q2_K;
   out->size = t->n_bytes;
   if (d->shorten && strcmp (name, d->shorten) == 0)
     out->size -= sizeof (NpuBlockMxfp4);
@@ -942,7 +951,18 @@ test_errors (void)
   expect_model_error (&tm, NULL, "blk.0.attn_k.weight", NULL,
       NPU_LLM_ERROR_SHAPE, "tensor 'blk.0.attn_k.weight' has shape [64, 33");
   expect_model_error (&tm, NULL, NULL, "blk.0.ffn_down.weight",
-      NPU_LLM_ERROR_UNSUPPORTED, "'blk.0.ffn_down.weight' has type q4_K");
+      NPU_LLM_ERROR_UNSUPPORTED, "'blk.0.ffn_down.weight' has type q2_K");
+  expect_model_error (&tm, NULL, NULL, "token_embd.weight",
+      NPU_LLM_ERROR_UNSUPPORTED, "'token_embd.weight' has type q2_K");
+  {
+    /* a type we read, but rows (ff = 192) that are not whole blocks */
+    Doctor d = { tm.gguf, NULL, NULL, "blk.0.ffn_down.weight", NULL, NULL,
+      NPU_GGML_TYPE_Q4_K
+    };
+    expect_doctored_error (&tm, &d, NPU_LLM_ERROR_SHAPE,
+        "tensor 'blk.0.ffn_down.weight': row length 192 is not a whole "
+        "number of q4_K blocks of 256");
+  }
   expect_model_error (&tm, "output_norm.weight", NULL, NULL,
       NPU_LLM_ERROR_MISSING, "output_norm.weight");
 
@@ -1325,7 +1345,7 @@ test_gpt_oss_errors (void)
   d.shorten = NULL;
   d.retype = "blk.0.ffn_up_exps.weight";
   expect_doctored_error (&tm, &d, NPU_LLM_ERROR_UNSUPPORTED,
-      "tensor 'blk.0.ffn_up_exps.weight' has type q4_K (expert tensors "
+      "tensor 'blk.0.ffn_up_exps.weight' has type q2_K (expert tensors "
       "must be mxfp4");
   d.retype = NULL;
   d.hide = "blk.1.attn_sinks.weight";

@@ -147,11 +147,8 @@ moe_token_weight_bytes (const NpuGguf * gguf, guint64 k)
       sum += n * 4;
     else if (t->n_dims == 1)
       sum += n * 4;
-    else if (g_str_equal (t->name, "output.weight") &&
-        t->type == NPU_GGML_TYPE_Q8_0)
+    else                        /* a matrix, read as stored */
       sum += t->n_bytes;
-    else
-      sum += n / 32 * 17;
   }
   return sum;
 }

@@ -10,8 +10,13 @@
  * gamma_m = m u / (1 - m u), u = 2^-24: it holds for every order of
  * summation, with or without fused multiply-adds, and cannot fail by
  * chance.  Run without a task and in a task on two threads.
+ *
+ * npu_weight_matrix_*(), the models' matrices: every type read where it
+ * is stored (MXFP4 also repacked), each product against the same
+ * reference within its kernel's documented bound (npumatmul.h).
  */
 #include <core/cpu/npumatmul.h>
+#include <core/cpu/npuweightmatrix.h>
 #include <core/device/npubackend.h>
 #include <core/formats/npugguf.h>
 #include <core/formats/npuquants.h>
@@ -242,6 +247,142 @@ test_refusals (void)
   g_assert_cmpfloat (y[3], ==, 0);
 }
 
+/* The bound npumatmul.h states for npu_weight_matrix_mul() of row @r by
+ * column @c: MXFP4 and Q8_0 quantise the activations per block of 32
+ * (FAST: half of d = max|x| / 127; ACCURATE: the residual's, d / 508, and
+ * twice the accumulation), the other types the F32 inner product's */
+static double
+weight_bound (guint32 type, NpuMatmulPrecision precision, const float *row,
+    const float *x, gsize k)
+{
+  double u = ldexp (1, -24), mag = 0, act = 0, acc = 0;
+  gsize j, b;
+
+  for (j = 0; j < k; j++)
+    mag += fabs ((double) row[j] * x[j]);
+  if (type != NPU_GGML_TYPE_MXFP4 && type != NPU_GGML_TYPE_Q8_0)
+    return (k + 1) * u / (1 - (k + 1) * u) * mag;
+  for (b = 0; b < k; b += 32) {
+    double d = 0;
+
+    for (j = b; j < b + 32; j++)
+      d = MAX (d, fabs (x[j]));
+    d /= 127;
+    for (j = b; j < b + 32; j++) {
+      act += fabs (row[j]) * d;
+      acc += fabs (row[j]) * (fabs (x[j]) + d);
+    }
+  }
+  if (precision == NPU_MATMUL_PRECISION_FAST)
+    return act * (0.5 + ldexp (1, -17)) + (k / 32 + 6) * u * acc;
+  return act * (1.0 / 508 + ldexp (1, -16)) + 2 * (k / 32 + 6) * u * acc;
+}
+
+static void
+check_weight_product (const NpuWeightMatrix * m, const guint8 * w,
+    const float *x, gsize n, const float *y, NpuMatmulPrecision precision)
+{
+  float *row = g_new (float, m->k);
+  gsize r, c;
+
+  for (r = 0; r < m->rows; r++) {
+    const guint8 *src = w + r * m->row_bytes;
+
+    g_assert_true (npu_quants_dequantize_row (m->type, src, row, m->k));
+    for (c = 0; c < n; c++) {
+      double ref = npu_quants_dot_row (m->type, src, x + c * m->k, m->k);
+      double bound = weight_bound (m->type, precision, row, x + c * m->k,
+          m->k);
+
+      if (!(fabs (y[c * m->rows + r] - ref) <= bound))
+        g_error ("%s on %s, %s: y[%zu][%zu] = %.9g, reference %.9g "
+            "(bound %.3g)", npu_ggml_type_name (m->type),
+            npu_matmul_get_isa (), precision ? "accurate" : "fast", c, r,
+            y[c * m->rows + r], ref, bound);
+    }
+  }
+  g_free (row);
+}
+
+/* Each type read where it is stored, nothing owned; MXFP4 repacked on
+ * request; single and grouped products within their bound */
+static void
+test_weight_matrix (void)
+{
+  GRand *rng = g_rand_new_with_seed (44);
+  gchar *saved = g_strdup (npu_matmul_get_isa ());
+  guint a, t, p;
+
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    for (t = 0; t < G_N_ELEMENTS (types); t++)
+      for (p = 0; p < 3; p++) {
+        guint32 type = types[t];
+        gsize k = 512, rows = 7, n = p == 2 ? 6 : 2, j;
+        NpuMatmulPrecision prec = p ? NPU_MATMUL_PRECISION_ACCURATE :
+            NPU_MATMUL_PRECISION_FAST;
+        gboolean repack = type == NPU_GGML_TYPE_MXFP4 && p == 1;
+        guint8 *w[2] = { random_matrix (rng, type, rows, k),
+          random_matrix (rng, type, rows, k)
+        };
+        NpuWeightMatrix m[2];
+        const NpuWeightMatrix *pm[2] = { &m[0], &m[1] };
+        float *x = g_new (float, n * k), *y[2];
+
+        for (j = 0; j < 2; j++) {
+          g_assert_true (npu_weight_matrix_init (&m[j], type, w[j], rows, k,
+                  repack));
+          y[j] = g_new (float, n * rows);
+          if (repack) {
+            g_assert_cmpuint (npu_weight_matrix_get_owned_size (&m[j]), >,
+                0);
+          } else {
+            g_assert_cmpuint (npu_weight_matrix_get_owned_size (&m[j]), ==,
+                0);
+            g_assert_cmpuint (npu_weight_matrix_get_size (&m[j]), ==,
+                rows * npu_quants_row_bytes (type, k));
+            g_assert_true (type == NPU_GGML_TYPE_MXFP4 ?
+                (const guint8 *) m[j].m.blocks == w[j] : m[j].data == w[j]);
+          }
+        }
+        for (j = 0; j < n * k; j++)
+          x[j] = (float) g_rand_double_range (rng, -1, 1);
+        npu_weight_matrix_mul (NULL, &m[0], x, n, y[0], prec);
+        check_weight_product (&m[0], w[0], x, n, y[0], prec);
+        npu_weight_matrix_mul_multi (NULL, pm, 2, x, n, y, prec);
+        for (j = 0; j < 2; j++) {
+          check_weight_product (&m[j], w[j], x, n, y[j], prec);
+          npu_weight_matrix_clear (&m[j]);
+          g_free (y[j]);
+          g_free (w[j]);
+        }
+        g_free (x);
+      }
+  }
+  g_assert_true (npu_matmul_set_isa (saved));
+  g_free (saved);
+  g_rand_free (rng);
+}
+
+/* A type with no decoder, a row of partial blocks: refused, untouched */
+static void
+test_weight_matrix_refusals (void)
+{
+  guint8 w[512] = { 0 };
+  NpuWeightMatrix m, untouched;
+
+  memset (&untouched, 0xa5, sizeof (untouched));
+  m = untouched;
+  g_assert_false (npu_weight_matrix_init (&m, NPU_GGML_TYPE_Q2_K, w, 1, 256,
+          FALSE));
+  g_assert_false (npu_weight_matrix_init (&m, NPU_GGML_TYPE_Q6_K, w, 1, 128,
+          FALSE));
+  g_assert_false (npu_weight_matrix_init (&m, NPU_GGML_TYPE_MXFP4, w, 1, 48,
+          TRUE));
+  g_assert_cmpmem (&m, sizeof (m), &untouched, sizeof (untouched));
+}
+
 int
 main (int argc, char **argv)
 {
@@ -249,5 +390,8 @@ main (int argc, char **argv)
   g_test_add_func ("/matmul-typed/every-type-and-level",
       test_every_type_and_level);
   g_test_add_func ("/matmul-typed/refusals", test_refusals);
+  g_test_add_func ("/matmul-typed/weight-matrix", test_weight_matrix);
+  g_test_add_func ("/matmul-typed/weight-matrix-refusals",
+      test_weight_matrix_refusals);
   return g_test_run ();
 }

@@ -172,17 +172,6 @@ void npu_mxfp4_matrix_clear (NpuMxfp4Matrix * m);
 NPU_API
 gsize npu_mxfp4_matrix_get_size (const NpuMxfp4Matrix * m);
 
-/* A view of a rows x k matrix (its elements row after row: ne = [k, rows],
- * or k spread over the inner dimensions) as an MXFP4 matrix.  MXFP4 is read
- * in place (the view's bytes must outlive @m) or, with @repack, repacked;
- * F32, F16, BF16 and Q8_0 are quantised once by the OCP rules (npumxfp4.h)
- * into blocks @m owns (then repacked with @repack).  Returns FALSE, @m
- * untouched, if k is not a multiple of 32 or the type is none of these:
- * the caller words the error.  npu_mxfp4_matrix_clear() releases @m. */
-NPU_API
-gboolean npu_mxfp4_matrix_from_view (NpuMxfp4Matrix * m,
-    const NpuTensorView * view, gsize rows, gsize k, gboolean repack);
-
 /* y[c * rows + r] = sum_j w[r][j] * x[c * k + j] for c < n.  @task may be
  * NULL (runs on the calling thread); otherwise it must be the running task
  * and the work is spread over its device's threads. */

@@ -38,6 +38,8 @@
 #include "core/cpu/npuattention.h"
 #include "core/device/npuhugemem.h"
 #include "core/cpu/npumatmul.h"
+#include "core/cpu/npuweightmatrix.h"
+#include "core/formats/npuquants.h"
 #include "core/formats/npumxfp4.h"
 #include "core/cpu/npuvecmath.h"
 
@@ -46,12 +48,9 @@
 
 G_DEFINE_QUARK (npu - llm - error - quark, npu_llm_error);
 
-/* A weight matrix; owns its blocks when they were converted or repacked
- * (npu_mxfp4_matrix_from_view()) */
-typedef struct
-{
-  NpuMxfp4Matrix m;
-} Matrix;
+/* A weight matrix in the type the file stores, read where the file has
+ * it (MXFP4 repacked with NPU_LLM_LOAD_REPACK): npuweightmatrix.h */
+typedef NpuWeightMatrix Matrix;
 
 typedef struct
 {
@@ -75,11 +74,9 @@ struct _NpuLlmModel
   NpuTensorView tok_embd;
   gsize embd_row_bytes;
   const float *output_norm;
-  /* The logits' matrix: output.weight, or token_embd for a tied model.  In
-   * Q8_0 it is read in place by npu_matmul_q8_0(), as llama.cpp computes
-   * the logits of its MXFP4 files (requantising it to MXFP4 moved the
-   * logits by ~7 % of their range); any other type goes to @output. */
-  const NpuBlockQ8_0 *output_q8_0;
+  /* The logits' matrix: output.weight, or token_embd for a tied model,
+   * in its own type like every matrix (a Q8_0 one by npu_matmul_q8_0(),
+   * as llama.cpp computes the logits of its MXFP4 files) */
   Matrix output;
   const float *rope_freqs;      /* optional rope_freqs.weight [n_rot / 2] */
   double *inv_freq;             /* n_rot / 2 angular frequencies */
@@ -90,7 +87,7 @@ struct _NpuLlmModel
   Layer *layers;
   NpuLlmLoadFlags flags;
   guint64 decode_bytes;
-  guint64 converted_bytes;
+  guint64 owned_bytes;          /* repacked copies (NPU_LLM_LOAD_REPACK) */
 };
 
 struct _NpuLlmContext
@@ -562,37 +559,32 @@ load_vector (NpuTensorLookup lookup, gpointer user_data,
   return TRUE;
 }
 
-static gboolean
-check_row_length (const gchar * name, gsize k, GError ** error)
-{
-  if (k % NPU_MXFP4_BLOCK_SIZE != 0) {
-    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-        "tensor '%s': row length %" G_GSIZE_FORMAT " is not a multiple of 32",
-        name, k);
-    return FALSE;
-  }
-  return TRUE;
-}
-
-/* A view as an MXFP4 matrix: in place if it is MXFP4, else converted once
- * (17 bytes per 32 weights owned by the model). */
+/* A view as the model's matrix, in the type it is stored in: nothing is
+ * converted; MXFP4 is repacked (a copy the model owns) only when the
+ * caller asked for NPU_LLM_LOAD_REPACK */
 static gboolean
 matrix_from_view (NpuLlmModel * model, const gchar * name,
     const NpuTensorView * v, Matrix * mat, GError ** error)
 {
   gsize k = v->ne[0], rows = v->ne[1];
+  guint block = 1;
 
-  if (!check_row_length (name, k, error))
-    return FALSE;
-  if (!npu_mxfp4_matrix_from_view (&mat->m, v, rows, k,
-          (model->flags & NPU_LLM_LOAD_REPACK) != 0)) {
+  if (!npu_quants_supported (v->type)) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
-        "tensor '%s' has type %s (matrices must be mxfp4, f32, f16, bf16 "
-        "or q8_0)", name, type_name (v->type));
+        "tensor '%s' has type %s (matrices must be f32, f16, bf16, q4_0, "
+        "q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K or mxfp4)", name,
+        type_name (v->type));
     return FALSE;
   }
-  if (mat->m.owned)
-    model->converted_bytes += npu_mxfp4_matrix_get_size (&mat->m);
+  if (!npu_weight_matrix_init (mat, v->type, v->data, rows, k,
+          (model->flags & NPU_LLM_LOAD_REPACK) != 0)) {
+    npu_ggml_type_info (v->type, &block, NULL);
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
+        "tensor '%s': row length %" G_GSIZE_FORMAT " is not a whole number "
+        "of %s blocks of %u", name, k, type_name (v->type), block);
+    return FALSE;
+  }
+  model->owned_bytes += npu_weight_matrix_get_owned_size (mat);
   return TRUE;
 }
 
@@ -609,14 +601,14 @@ load_matrix (NpuLlmModel * model, NpuTensorLookup lookup,
     return FALSE;
   if (!matrix_from_view (model, name, &v, mat, error))
     return FALSE;
-  model->decode_bytes += npu_mxfp4_matrix_get_size (&mat->m);
+  model->decode_bytes += npu_weight_matrix_get_size (mat);
   return TRUE;
 }
 
 static void
 matrix_clear (Matrix * mat)
 {
-  npu_mxfp4_matrix_clear (&mat->m);
+  npu_weight_matrix_clear (mat);
 }
 
 static gboolean
@@ -647,25 +639,18 @@ load_token_embd (NpuLlmModel * model, NpuTensorLookup lookup,
   NpuLlmHParams *hp = &model->hp;
   gboolean found;
   guint block;
-  gsize type_size;
 
   /* token_embd: any number of rows (the vocabulary), one of the types we
-   * can dequantise a row of */
+   * can decode a row of */
   if (!lookup_tensor (lookup, user_data, "token_embd.weight", TRUE,
           hp->n_embd, 0, &model->tok_embd, &found, error))
     return FALSE;
-  switch (model->tok_embd.type) {
-    case NPU_GGML_TYPE_F32:
-    case NPU_GGML_TYPE_F16:
-    case NPU_GGML_TYPE_BF16:
-    case NPU_GGML_TYPE_Q8_0:
-    case NPU_GGML_TYPE_MXFP4:
-      break;
-    default:
-      g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
-          "tensor 'token_embd.weight' has type %s (supported: f32, f16, "
-          "bf16, q8_0, mxfp4)", type_name (model->tok_embd.type));
-      return FALSE;
+  if (!npu_quants_supported (model->tok_embd.type)) {
+    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_UNSUPPORTED,
+        "tensor 'token_embd.weight' has type %s (supported: f32, f16, "
+        "bf16, q4_0, q4_1, q5_0, q5_1, q8_0, q4_K, q5_K, q6_K, mxfp4)",
+        type_name (model->tok_embd.type));
+    return FALSE;
   }
   if (model->tok_embd.ne[1] > G_MAXINT32) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
@@ -673,18 +658,17 @@ load_token_embd (NpuLlmModel * model, NpuTensorLookup lookup,
         model->tok_embd.ne[1]);
     return FALSE;
   }
-  if (model->tok_embd.type != NPU_GGML_TYPE_F32 &&
-      model->tok_embd.type != NPU_GGML_TYPE_F16 &&
-      model->tok_embd.type != NPU_GGML_TYPE_BF16 &&
-      hp->n_embd % NPU_MXFP4_BLOCK_SIZE != 0) {
+  model->embd_row_bytes = npu_quants_row_bytes (model->tok_embd.type,
+      hp->n_embd);
+  if (model->embd_row_bytes == 0) {
+    npu_ggml_type_info (model->tok_embd.type, &block, NULL);
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-        "tensor 'token_embd.weight': row length %u is not a multiple of 32",
-        hp->n_embd);
+        "tensor 'token_embd.weight': row length %u is not a whole number "
+        "of %s blocks of %u", hp->n_embd, type_name (model->tok_embd.type),
+        block);
     return FALSE;
   }
   hp->n_vocab = (guint) model->tok_embd.ne[1];
-  npu_ggml_type_info (model->tok_embd.type, &block, &type_size);
-  model->embd_row_bytes = hp->n_embd / block * type_size;
   return TRUE;
 }
 
@@ -709,17 +693,9 @@ load_output (NpuLlmModel * model, NpuTensorLookup lookup, gpointer user_data,
     const gchar *name = found ? "output.weight" : "token_embd.weight";
     const NpuTensorView *out = found ? &v : &model->tok_embd;
 
-    if (out->type == NPU_GGML_TYPE_Q8_0) {
-      if (!check_row_length (name, hp->n_embd, error))
-        return FALSE;
-      model->output_q8_0 = out->data;
-      model->decode_bytes += (guint64) hp->n_vocab *
-          (hp->n_embd / NPU_MXFP4_BLOCK_SIZE) * sizeof (NpuBlockQ8_0);
-    } else {
-      if (!matrix_from_view (model, name, out, &model->output, error))
-        return FALSE;
-      model->decode_bytes += npu_mxfp4_matrix_get_size (&model->output.m);
-    }
+    if (!matrix_from_view (model, name, out, &model->output, error))
+      return FALSE;
+    model->decode_bytes += npu_weight_matrix_get_size (&model->output);
   }
   model->decode_bytes += model->embd_row_bytes;
   return TRUE;
@@ -1004,7 +980,7 @@ npu_llm_model_get_decode_bytes (const NpuLlmModel * model)
 guint64
 npu_llm_model_get_converted_bytes (const NpuLlmModel * model)
 {
-  return model->converted_bytes;
+  return model->owned_bytes;
 }
 
 /* ------------------------------------------------------------------------
@@ -1357,21 +1333,20 @@ typedef struct
 
 /* @nw products of @n rows by matrices sharing their input (read once) */
 static void
-count_products (NpuLlmContext * ctx, const NpuMxfp4Matrix * const *w,
-    guint nw, gsize n)
+count_products (NpuLlmContext * ctx, const Matrix * const *w, guint nw, gsize n)
 {
   NpuBytes *b = &ctx->stats.bytes;
   guint i;
 
   npu_bytes_read (b, NPU_BYTES_ACTIVATIONS, (guint64) n * w[0]->k * 4);
   for (i = 0; i < nw; i++) {
-    npu_bytes_read (b, NPU_BYTES_WEIGHTS, npu_mxfp4_matrix_get_size (w[i]));
+    npu_bytes_read (b, NPU_BYTES_WEIGHTS, npu_weight_matrix_get_size (w[i]));
     npu_bytes_write (b, NPU_BYTES_ACTIVATIONS, (guint64) n * w[i]->rows * 4);
   }
 }
 
 static void
-count_product (NpuLlmContext * ctx, const NpuMxfp4Matrix * w, gsize n)
+count_product (NpuLlmContext * ctx, const Matrix * w, gsize n)
 {
   count_products (ctx, &w, 1, n);
 }
@@ -1624,11 +1599,10 @@ static void
 dense_ffn (NpuLlmContext * ctx, NpuTask * task, const Layer * l, gsize n,
     guint ff)
 {
-  const NpuMxfp4Matrix *w[2] = { &l->wgate.m, &l->wup.m };
+  const Matrix *w[2] = { &l->wgate, &l->wup };
   float *const y[2] = { ctx->gate, ctx->up };
 
-  npu_matmul_mxfp4_multi_with_precision (task, w, 2, ctx->xn, n, y,
-      ctx->p.precision);
+  npu_weight_matrix_mul_multi (task, w, 2, ctx->xn, n, y, ctx->p.precision);
   count_products (ctx, w, 2, n);
   if (ctx->model->hp.arch == NPU_LLM_ARCH_GEMMA3)
     gelu_mul (ctx->gate, ctx->up, n * ff);
@@ -1637,9 +1611,9 @@ dense_ffn (NpuLlmContext * ctx, NpuTask * task, const Layer * l, gsize n,
      * the 1.1 B llama, on one thread while the others waited
      * (npuvecmath.h) */
     npu_silu_mul (ctx->gate, ctx->up, ctx->gate, n * ff);
-  npu_matmul_mxfp4_with_precision (task, &l->wdown.m, ctx->gate, n,
-      ctx->tmp, ctx->p.precision);
-  count_product (ctx, &l->wdown.m, n);
+  npu_weight_matrix_mul (task, &l->wdown, ctx->gate, n, ctx->tmp,
+      ctx->p.precision);
+  count_product (ctx, &l->wdown, n);
 }
 
 /* gemma3's norm of a block's output, in place, before the residual */
@@ -1693,11 +1667,10 @@ attn_qkv (NpuLlmContext * ctx, NpuTask * task, const Layer * l, gsize n,
   {
     /* One pass over q, k and v: the activations are quantised once and
      * the three matrices stream as one read. */
-    const NpuMxfp4Matrix *w[3] = { &l->wq.m, &l->wk.m, &l->wv.m };
+    const Matrix *w[3] = { &l->wq, &l->wk, &l->wv };
     float *const y[3] = { ctx->q, ctx->k, ctx->v };
 
-    npu_matmul_mxfp4_multi_with_precision (task, w, 3, ctx->xn, n, y,
-        ctx->p.precision);
+    npu_weight_matrix_mul_multi (task, w, 3, ctx->xn, n, y, ctx->p.precision);
     count_products (ctx, w, 3, n);
   }
   add_bias (ctx->q, l->bq, n, ctx->q_dim);
@@ -1757,9 +1730,8 @@ attn_block (NpuLlmContext * ctx, NpuTask * task, guint il, guint64 p0,
 
   cache_store (ctx, il, p0, n);
 
-  npu_matmul_mxfp4_with_precision (task, &l->wo.m, ctx->att, n, ctx->tmp,
-      ctx->p.precision);
-  count_product (ctx, &l->wo.m, n);
+  npu_weight_matrix_mul (task, &l->wo, ctx->att, n, ctx->tmp, ctx->p.precision);
+  count_product (ctx, &l->wo, n);
   add_bias (ctx->tmp, l->bo, n, dim);
   count_vector (ctx, l->bo, dim);
   post_norm (ctx, l->post_attn_norm, ctx->tmp, n);
@@ -1814,21 +1786,9 @@ forward_chunk (NpuLlmContext * ctx, NpuTask * task, guint64 p0, gsize n)
         dim, hp->rms_eps);
   }
   count_vector (ctx, model->output_norm, dim);
-  if (model->output_q8_0) {
-    npu_matmul_q8_0_with_precision (task, model->output_q8_0, hp->n_vocab,
-        dim, ctx->xn, n_out, ctx->logits, ctx->p.precision);
-    npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_WEIGHTS,
-        (guint64) hp->n_vocab * (dim / NPU_MXFP4_BLOCK_SIZE) *
-        sizeof (NpuBlockQ8_0));
-    npu_bytes_read (&ctx->stats.bytes, NPU_BYTES_ACTIVATIONS,
-        (guint64) n_out * dim * 4);
-    npu_bytes_write (&ctx->stats.bytes, NPU_BYTES_ACTIVATIONS,
-        (guint64) n_out * hp->n_vocab * 4);
-  } else {
-    npu_matmul_mxfp4_with_precision (task, &model->output.m, ctx->xn, n_out,
-        ctx->logits, ctx->p.precision);
-    count_product (ctx, &model->output.m, n_out);
-  }
+  npu_weight_matrix_mul (task, &model->output, ctx->xn, n_out, ctx->logits,
+      ctx->p.precision);
+  count_product (ctx, &model->output, n_out);
   ctx->n_logits = n_out;
 }
 
@@ -1836,31 +1796,14 @@ static void
 embed_token (const NpuLlmModel * model, gint32 token, float *out)
 {
   const NpuTensorView *e = &model->tok_embd;
-  guint dim = model->hp.n_embd, i;
+  guint dim = model->hp.n_embd;
   const guint8 *row = (const guint8 *) e->data +
       (gsize) token * model->embd_row_bytes;
 
-  switch (e->type) {
-    case NPU_GGML_TYPE_F32:
-      memcpy (out, row, dim * sizeof (float));
-      break;
-    case NPU_GGML_TYPE_F16:
-    case NPU_GGML_TYPE_BF16:
-      for (i = 0; i < dim; i++) {
-        guint16 h;
+  /* the loader checked the type and the row length */
+  gboolean ok = npu_quants_dequantize_row (e->type, row, out, dim);
 
-        memcpy (&h, row + 2 * i, 2);
-        out[i] = e->type == NPU_GGML_TYPE_F16 ? npu_f16_to_f32 (h) :
-            npu_bf16_to_f32 (h);
-      }
-      break;
-    case NPU_GGML_TYPE_Q8_0:
-      npu_q8_0_dequantize (row, out, dim);
-      break;
-    default:                   /* MXFP4 */
-      npu_mxfp4_dequantize ((const NpuBlockMxfp4 *) row, out, dim);
-      break;
-  }
+  g_assert (ok);
 }
 
 static void

@@ -142,13 +142,15 @@ typedef enum
   NPU_LLM_LOAD_REPACK = 1 << 0,
 } NpuLlmLoadFlags;
 
-/* Weight matrices must end up MXFP4: MXFP4 tensors are used in place, F32,
- * F16, BF16 and Q8_0 ones are converted once here (the model then owns
- * 17 bytes per 32 weights of each).  token_embd keeps its own type (rows
- * are dequantised one token at a time); with no output.weight the logits
- * use token_embd.  The logits' matrix is used in place if it is Q8_0 (as
- * llama.cpp does; npu_matmul_q8_0()), so it must outlive the model, and is
- * converted like the others otherwise.  @hp is copied. */
+/* Every weight matrix is read in the type the tensor stores, where
+ * @lookup's views point (they must outlive the model): F32, F16, BF16,
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K, Q6_K or MXFP4
+ * (npuweightmatrix.h); nothing is converted.  NPU_LLM_LOAD_REPACK repacks
+ * the MXFP4 ones into the split layout, a copy the model owns.
+ * token_embd is any of these types too (rows decoded one token at a
+ * time); with no output.weight the logits use token_embd.  A type with no
+ * decoder, or rows that are not whole blocks, is an error that names the
+ * tensor.  @hp is copied. */
 NPU_API
 NpuLlmModel *npu_llm_model_new (const NpuLlmHParams * hp,
     NpuTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
@@ -166,8 +168,10 @@ const NpuLlmHParams *npu_llm_model_get_hparams (const NpuLlmModel * model);
  * n_expert_used experts a token is routed to in each layer */
 NPU_API
 guint64 npu_llm_model_get_decode_bytes (const NpuLlmModel * model);
-/* Bytes the model allocated for converted or repacked matrices (0 if all
- * were MXFP4 and used in place) */
+/* Bytes of weights the model holds in its own memory rather than where
+ * the file has them: the repacked MXFP4 copies of NPU_LLM_LOAD_REPACK.
+ * Values are never converted, so a model loaded in place holds none: 0
+ * whatever the file's types. */
 NPU_API
 guint64 npu_llm_model_get_converted_bytes (const NpuLlmModel * model);
 

@@ -6,7 +6,7 @@
  *       [--layers N --dim D --ff F --heads H --kv-heads K --vocab V --ctx C]
  *       [--head-dim N (qwen3, gpt-oss)]
  *       [--experts N --experts-used K --sliding-window W (gpt-oss)]
- *       [--type f32|f16|bf16|q8_0|mxfp4] [--tied|--untied] [--seed S]
+ *       [--type f32|f16|bf16|q4_0|q4_1|q5_0|q5_1|q8_0|q4_k|q5_k|q6_k|mxfp4] [--tied|--untied] [--seed S]
  *       [--all-mxfp4] [--mxfp4-values] [--tokenizer TOK.gguf]
  *       [--harmony (gpt-oss)] -o text.gguf
  *   npu-model-gen mmproj (--for text.gguf | --text-dim D)
@@ -57,7 +57,9 @@ static gint opt_experts = -1, opt_experts_used = -1, opt_swa = -1;
 static GOptionEntry common_entries[] = {
   {"size", 0, 0, G_OPTION_ARG_STRING, &opt_size, "Preset size", "SIZE"},
   {"type", 0, 0, G_OPTION_ARG_STRING, &opt_type,
-      "Type of the 2-D weights: f32, f16, bf16, q8_0, mxfp4", "TYPE"},
+      "Type of the 2-D weights: f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
+      "q8_0, q4_k, q5_k, q6_k (rows not of whole 256-blocks: llama-quantize's "
+      "fallback), mxfp4", "TYPE"},
   {"seed", 0, 0, G_OPTION_ARG_STRING, &opt_seed, "PRNG seed (default 1)",
       "S"},
   {"output", 'o', 0, G_OPTION_ARG_FILENAME, &opt_out, "Output file", "FILE"},
@@ -174,7 +176,8 @@ parse_common (guint32 * wtype, guint64 * seed, GError ** error)
 
     if (t < 0) {
       g_set_error (error, G_OPTION_ERROR, G_OPTION_ERROR_BAD_VALUE,
-          "unknown --type '%s' (f32, f16, bf16, q8_0, mxfp4)", opt_type);
+          "unknown --type '%s' (f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, "
+          "q8_0, q4_k, q5_k, q6_k, mxfp4)", opt_type);
       return FALSE;
     }
     *wtype = t;

@@ -12,14 +12,14 @@
  * bounded bell shape within +-3.46 sigma) times one double constant, then
  * rounded to float: only integer operations and single IEEE multiplies
  * and adds, never libm, and no a * b + c that a compiler could fuse.
- * Quantisation is bit-exact code (npumxfp4.c, the Q8_0 and F16/BF16
- * rounding below).
+ * Quantisation is bit-exact code (npumxfp4.c, npumodelgen-quants.c).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
 #include "tests/tools/npumodelgen.h"
+#include "tests/tools/npumodelgen-quants.h"
 
 #include <math.h>
 #include <string.h>
@@ -168,83 +168,6 @@ fnv1a64 (const gchar * s)
 /* ------------------------------------------------------------------------ */
 /* Number formats                                                            */
 
-/* Round to nearest even, as ggml's GGML_FP32_TO_FP16 (F16C or software) */
-static guint16
-f32_to_f16 (float f)
-{
-  guint32 x, sign, ax, q, rem;
-
-  memcpy (&x, &f, 4);
-  sign = (x >> 16) & 0x8000;
-  ax = x & 0x7fffffff;
-  if (ax >= 0x7f800000)         /* Inf, NaN (quiet) */
-    return sign | 0x7c00 | (ax > 0x7f800000 ? 0x200 : 0);
-  if (ax >= 0x477ff000)         /* >= 65520 rounds to Inf */
-    return sign | 0x7c00;
-  if (ax < 0x38800000) {        /* below 2^-14: F16 subnormal or zero */
-    guint32 e = ax >> 23, m, shift, half;
-
-    if (e < 102)                /* below 2^-25: rounds to zero */
-      return sign;
-    m = (ax & 0x7fffff) | 0x800000;
-    shift = 126 - e;            /* units of 2^-24 */
-    q = m >> shift;
-    rem = m & ((1u << shift) - 1);
-    half = 1u << (shift - 1);
-    if (rem > half || (rem == half && (q & 1)))
-      q++;
-    return sign | q;
-  }
-  ax -= 0x38000000;             /* rebias 127 -> 15 */
-  q = ax >> 13;
-  rem = ax & 0x1fff;
-  if (rem > 0x1000 || (rem == 0x1000 && (q & 1)))
-    q++;
-  return sign | q;
-}
-
-/* Round to nearest even, as ggml's GGML_FP32_TO_BF16 */
-static guint16
-f32_to_bf16 (float f)
-{
-  guint32 x;
-
-  memcpy (&x, &f, 4);
-  if ((x & 0x7fffffff) > 0x7f800000)
-    return (x >> 16) | 64;      /* quiet NaN */
-  return (x + (0x7fff + ((x >> 16) & 1))) >> 16;
-}
-
-static void
-put_le16 (guint8 * p, guint16 v)
-{
-  p[0] = v;
-  p[1] = v >> 8;
-}
-
-/* ggml's quantize_row_q8_0_ref */
-static void
-quantize_q8_0 (const float *x, guint8 * dst, gsize n)
-{
-  gsize b, j;
-
-  for (b = 0; b < n / 32; b++) {
-    const float *xb = x + 32 * b;
-    guint8 *y = dst + 34 * b;
-    float amax = 0.0f, d, id;
-
-    for (j = 0; j < 32; j++)
-      amax = MAX (amax, fabsf (xb[j]));
-    d = amax / ((1 << 7) - 1);
-    id = d != 0.0f ? 1.0f / d : 0.0f;
-    put_le16 (y, f32_to_f16 (d));
-    for (j = 0; j < 32; j++) {
-      float v = xb[j] * id;
-      y[2 + j] = (guint8) (gint8) roundf (v);
-    }
-  }
-}
-
 /* ------------------------------------------------------------------------ */
 /* Tensors                                                                   */
 
@@ -350,36 +273,11 @@ fill_tensor (const gchar * name, guint8 * dst, guint64 offset, gsize n_bytes,
     }
     if (t->f16_values)
       for (j = 0; j < n; j++)
-        t->row[j] = npu_f16_to_f32 (f32_to_f16 (t->row[j]));
-    switch (t->type) {
-      case NPU_GGML_TYPE_F32:
-        for (j = 0; j < n; j++) {
-          guint32 u;
-          memcpy (&u, &t->row[j], 4);
-          dst[4 * j] = u;
-          dst[4 * j + 1] = u >> 8;
-          dst[4 * j + 2] = u >> 16;
-          dst[4 * j + 3] = u >> 24;
-        }
-        break;
-      case NPU_GGML_TYPE_F16:
-        for (j = 0; j < n; j++)
-          put_le16 (dst + 2 * j, f32_to_f16 (t->row[j]));
-        break;
-      case NPU_GGML_TYPE_BF16:
-        for (j = 0; j < n; j++)
-          put_le16 (dst + 2 * j, f32_to_bf16 (t->row[j]));
-        break;
-      case NPU_GGML_TYPE_Q8_0:
-        quantize_q8_0 (t->row, dst, n);
-        break;
-      case NPU_GGML_TYPE_MXFP4:
-        npu_mxfp4_quantize_f32 (t->row, (NpuBlockMxfp4 *) dst, n);
-        break;
-      default:
-        g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
-            "no generator for type %u", t->type);
-        return FALSE;
+        t->row[j] = npu_f16_to_f32 (npu_model_gen_f32_to_f16 (t->row[j]));
+    if (!npu_model_gen_quantize_row (t->type, t->row, dst, n)) {
+      g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
+          "no generator for type %u", t->type);
+      return FALSE;
     }
   }
   return TRUE;
@@ -398,6 +296,10 @@ add_random (NpuGgufWriter * w, guint64 seed, NpuModelGenStats * stats,
 {
   TensorSpec *t = g_new0 (TensorSpec, 1);
   guint64 s = seed ^ fnv1a64 (name);
+
+  /* rows that are not whole K-quant super-blocks take llama-quantize's
+   * fallback type */
+  type = npu_model_gen_row_type (type, ne0);
 
   t->name = g_strdup (name);
   t->n_dims = n_dims;
@@ -1068,28 +970,50 @@ npu_model_gen_arch_name (NpuModelArch arch)
 gint
 npu_model_gen_parse_type (const gchar * name)
 {
-  if (g_strcmp0 (name, "f32") == 0)
-    return NPU_GGML_TYPE_F32;
-  if (g_strcmp0 (name, "f16") == 0)
-    return NPU_GGML_TYPE_F16;
-  if (g_strcmp0 (name, "bf16") == 0)
-    return NPU_GGML_TYPE_BF16;
-  if (g_strcmp0 (name, "q8_0") == 0)
-    return NPU_GGML_TYPE_Q8_0;
-  if (g_strcmp0 (name, "mxfp4") == 0)
-    return NPU_GGML_TYPE_MXFP4;
+  static const struct
+  {
+    const gchar *name;
+    guint32 type;
+  } types[] = {
+    {"f32", NPU_GGML_TYPE_F32}, {"f16", NPU_GGML_TYPE_F16},
+    {"bf16", NPU_GGML_TYPE_BF16}, {"q4_0", NPU_GGML_TYPE_Q4_0},
+    {"q4_1", NPU_GGML_TYPE_Q4_1}, {"q5_0", NPU_GGML_TYPE_Q5_0},
+    {"q5_1", NPU_GGML_TYPE_Q5_1}, {"q8_0", NPU_GGML_TYPE_Q8_0},
+    {"q4_k", NPU_GGML_TYPE_Q4_K}, {"q5_k", NPU_GGML_TYPE_Q5_K},
+    {"q6_k", NPU_GGML_TYPE_Q6_K}, {"mxfp4", NPU_GGML_TYPE_MXFP4},
+  };
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (types); i++)
+    if (name && g_ascii_strcasecmp (name, types[i].name) == 0)
+      return types[i].type;
   return -1;
 }
 
-/* llama_ftype ids (llama.h) */
+/* llama_ftype ids (llama.h); a file of one K-quant throughout is its
+ * "_S" preset */
 guint32
 npu_model_gen_file_type (guint32 wtype)
 {
   switch (wtype) {
     case NPU_GGML_TYPE_F16:
       return 1;                 /* LLAMA_FTYPE_MOSTLY_F16 */
+    case NPU_GGML_TYPE_Q4_0:
+      return 2;                 /* LLAMA_FTYPE_MOSTLY_Q4_0 */
+    case NPU_GGML_TYPE_Q4_1:
+      return 3;                 /* LLAMA_FTYPE_MOSTLY_Q4_1 */
     case NPU_GGML_TYPE_Q8_0:
       return 7;                 /* LLAMA_FTYPE_MOSTLY_Q8_0 */
+    case NPU_GGML_TYPE_Q5_0:
+      return 8;                 /* LLAMA_FTYPE_MOSTLY_Q5_0 */
+    case NPU_GGML_TYPE_Q5_1:
+      return 9;                 /* LLAMA_FTYPE_MOSTLY_Q5_1 */
+    case NPU_GGML_TYPE_Q4_K:
+      return 14;                /* LLAMA_FTYPE_MOSTLY_Q4_K_S */
+    case NPU_GGML_TYPE_Q5_K:
+      return 16;                /* LLAMA_FTYPE_MOSTLY_Q5_K_S */
+    case NPU_GGML_TYPE_Q6_K:
+      return 18;                /* LLAMA_FTYPE_MOSTLY_Q6_K */
     case NPU_GGML_TYPE_BF16:
       return 32;                /* LLAMA_FTYPE_MOSTLY_BF16 */
     case NPU_GGML_TYPE_MXFP4:
@@ -1338,6 +1262,7 @@ npu_model_gen_mmproj_preset (NpuMmprojParams * p,
 static gboolean
 check_ne0 (guint64 ne0, guint32 type, const gchar * what, GError ** error)
 {
+  type = npu_model_gen_row_type (type, ne0);
   if (npu_gguf_writer_row_size (type, ne0) == 0) {
     g_set_error (error, NPU_MODEL_GEN_ERROR, NPU_MODEL_GEN_ERROR_INVALID,
         "%s = %" G_GUINT64_FORMAT " is not a multiple of %s's block size",

@@ -214,7 +214,10 @@ gboolean  npu_model_gen_write_audio_mmproj
 
 /* general.architecture of @arch: "llama", "qwen2", "qwen3" */
 const gchar *npu_model_gen_arch_name  (NpuModelArch arch);
-/* "f32", "f16", "bf16", "q8_0", "mxfp4" to a ggml type id; -1 if unknown */
+/* "f32", "f16", "bf16", "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q4_k",
+ * "q5_k", "q6_k", "mxfp4" (any case) to a ggml type id; -1 if unknown.
+ * A K-quant's rows that are not whole super-blocks of 256 are written in
+ * llama-quantize's fallback (npumodelgen-quants.h). */
 gint      npu_model_gen_parse_type    (const gchar *name);
 /* general.file_type (llama_ftype) for files whose 2-D weights are @wtype */
 guint32   npu_model_gen_file_type     (guint32 wtype);

@@ -127,6 +127,7 @@ typedef struct
   gboolean tied;
   guint32 wtype;
   guint heads;                  /* 0: the preset's (4, heads of 16) */
+  guint dim;                    /* 0: the preset's (64) */
 } ModelConfig;
 
 static const ModelConfig configs[] = {
@@ -146,6 +147,17 @@ static const ModelConfig configs[] = {
   {"llama-f16", NPU_MODEL_ARCH_LLAMA, 2, FALSE, NPU_GGML_TYPE_F16},
   {"qwen2-bf16-tied", NPU_MODEL_ARCH_QWEN2, 2, TRUE, NPU_GGML_TYPE_BF16},
   {"qwen3-q8_0", NPU_MODEL_ARCH_QWEN3, 2, FALSE, NPU_GGML_TYPE_Q8_0},
+  {"llama-q4_0", NPU_MODEL_ARCH_LLAMA, 2, FALSE, NPU_GGML_TYPE_Q4_0},
+  {"qwen2-q4_1-tied", NPU_MODEL_ARCH_QWEN2, 2, TRUE, NPU_GGML_TYPE_Q4_1},
+  {"llama-q5_0", NPU_MODEL_ARCH_LLAMA, 1, FALSE, NPU_GGML_TYPE_Q5_0},
+  {"qwen2-q5_1", NPU_MODEL_ARCH_QWEN2, 2, FALSE, NPU_GGML_TYPE_Q5_1},
+  /* the K-quants on a dim of 256 (whole super-blocks): ffn_down's rows
+   * of ff = 192 take llama-quantize's fallback (Q5_0, Q5_1, Q8_0), as in
+   * users' files */
+  {"llama-q4_k", NPU_MODEL_ARCH_LLAMA, 2, FALSE, NPU_GGML_TYPE_Q4_K, 0, 256},
+  {"qwen2-q5_k-tied", NPU_MODEL_ARCH_QWEN2, 2, TRUE, NPU_GGML_TYPE_Q5_K, 0,
+      256},
+  {"qwen3-q6_k", NPU_MODEL_ARCH_QWEN3, 2, FALSE, NPU_GGML_TYPE_Q6_K, 0, 256},
   /* gemma3: six layers, five sliding over 8 positions (the prompt is 20)
    * with RoPE base 10000, one global; q/k and post norms, GeGLU, the
    * tokens' rows scaled by sqrt (dim), heads of 32 on a dim of 64 */
@@ -178,6 +190,8 @@ test_model_open_full (TestModel * tm, const ModelConfig * cfg,
   p.n_kv_heads = cfg->kv_heads;
   if (cfg->heads)
     p.n_heads = cfg->heads;
+  if (cfg->dim)
+    p.dim = cfg->dim;
   p.tied = cfg->tied;
   p.wtype = cfg->wtype;
   p.seed = 7;

@@ -13,7 +13,11 @@
 #include <core/formats/npugguf.h>
 #include <core/formats/npuggufwriter.h>
 #include <core/formats/npumxfp4.h>
+#include <core/formats/npuquants.h>
 #include "tests/tools/npumodelgen.h"
+#include "tests/tools/npumodelgen-quants.h"
+
+#include <math.h>
 
 #include <glib/gstdio.h>
 #include <string.h>
@@ -1255,6 +1259,76 @@ test_determinism (void)
   }
 }
 
+/* Every type the generator writes, decoded by the runtime's decoders:
+ * each value within its type's step of the one written (a slip in a
+ * block's layout puts values in the wrong place, far outside it); and
+ * llama-quantize's fallback for rows that are not whole 256-blocks */
+static void
+test_quantize_types (void)
+{
+  static const struct
+  {
+    guint32 type;
+    double step;                /* error bound, in units of max |x| of
+                                 * the row */
+  } types[] = {
+    {NPU_GGML_TYPE_F16, 1e-3}, {NPU_GGML_TYPE_BF16, 8e-3},
+    {NPU_GGML_TYPE_Q4_0, 1.0 / 8}, {NPU_GGML_TYPE_Q4_1, 1.0 / 15},
+    {NPU_GGML_TYPE_Q5_0, 1.0 / 16}, {NPU_GGML_TYPE_Q5_1, 1.0 / 31},
+    {NPU_GGML_TYPE_Q8_0, 1.0 / 127}, {NPU_GGML_TYPE_Q4_K, 1.0 / 8},
+    {NPU_GGML_TYPE_Q5_K, 1.0 / 16}, {NPU_GGML_TYPE_Q6_K, 1.0 / 24},
+    {NPU_GGML_TYPE_MXFP4, 1.0 / 3},      /* 6 s clamps up to 8 s */
+  };
+  const gsize n = 1024;
+  GRand *rng = g_rand_new_with_seed (5);
+  float *x = g_new (float, n), *y = g_new (float, n);
+  guint8 *q = g_malloc (n * 4);
+  guint t;
+  gsize j;
+
+  for (t = 0; t < G_N_ELEMENTS (types); t++) {
+    double amax = 0, worst = 0, sum2 = 0, err2 = 0;
+
+    /* a spread of magnitudes and signs, one outlier a block */
+    for (j = 0; j < n; j++) {
+      x[j] = (float) g_rand_double_range (rng, -1, 1);
+      if (j % 37 == 0)
+        x[j] *= 4;
+      amax = MAX (amax, fabs (x[j]));
+    }
+    g_assert_true (npu_model_gen_quantize_row (types[t].type, x, q, n));
+    g_assert_true (npu_quants_dequantize_row (types[t].type, q, y, n));
+    for (j = 0; j < n; j++) {
+      worst = MAX (worst, fabs ((double) y[j] - x[j]));
+      sum2 += (double) x[j] * x[j];
+      err2 += ((double) y[j] - x[j]) * ((double) y[j] - x[j]);
+    }
+    g_test_message ("%s: max |err| %.3g of max |x| (bound %.3g), rms err "
+        "%.3g of rms x", npu_ggml_type_name (types[t].type), worst / amax,
+        types[t].step, sqrt (err2 / sum2));
+    g_assert_cmpfloat (worst, <=, types[t].step * amax);
+  }
+  g_assert_false (npu_model_gen_quantize_row (NPU_GGML_TYPE_Q2_K, x, q, n));
+
+  /* llama-quant.cpp's fallbacks */
+  g_assert_cmpuint (npu_model_gen_row_type (NPU_GGML_TYPE_Q4_K, 512), ==,
+      NPU_GGML_TYPE_Q4_K);
+  g_assert_cmpuint (npu_model_gen_row_type (NPU_GGML_TYPE_Q4_K, 192), ==,
+      NPU_GGML_TYPE_Q5_0);
+  g_assert_cmpuint (npu_model_gen_row_type (NPU_GGML_TYPE_Q5_K, 64), ==,
+      NPU_GGML_TYPE_Q5_1);
+  g_assert_cmpuint (npu_model_gen_row_type (NPU_GGML_TYPE_Q6_K, 96), ==,
+      NPU_GGML_TYPE_Q8_0);
+  g_assert_cmpuint (npu_model_gen_row_type (NPU_GGML_TYPE_Q6_K, 40), ==,
+      NPU_GGML_TYPE_F16);
+  g_assert_cmpuint (npu_model_gen_row_type (NPU_GGML_TYPE_Q8_0, 40), ==,
+      NPU_GGML_TYPE_Q8_0);
+  g_free (q);
+  g_free (y);
+  g_free (x);
+  g_rand_free (rng);
+}
+
 int
 main (int argc, char **argv)
 {
@@ -1272,6 +1346,7 @@ main (int argc, char **argv)
   g_test_add_func ("/model-gen/errors", test_gen_errors);
   g_test_add_func ("/model-gen/mxfp4-options", test_gen_mxfp4_options);
   g_test_add_func ("/model-gen/determinism", test_determinism);
+  g_test_add_func ("/model-gen/quantize-types", test_quantize_types);
   ret = g_test_run ();
   g_rmdir (tmpdir);
   g_free (tmpdir);

@@ -22,7 +22,7 @@ G_BEGIN_DECLS
 typedef struct
 {
   gboolean mxfp4;
-  NpuEncMatrix m;
+  NpuWeightMatrix m;
   float *w32;
   float *b;
 } Conv;
@@ -43,11 +43,11 @@ struct _NpuAudioEnc
   float *pre_ln_w, *pre_ln_b, *post_ln_w, *post_ln_b;
   NpuEncLayer *layers;
   /* qwen2a */
-  NpuEncMatrix fc;
+  NpuWeightMatrix fc;
   float *fc_b;
   /* ultravox */
   float *norm_pre_w, *norm_mid_w;
-  NpuEncMatrix mlp1, mlp2;
+  NpuWeightMatrix mlp1, mlp2;
 
   /* scratch, allocated once */
   NpuEncBlocks blocks;

@@ -175,7 +175,7 @@ load_conv (NpuEncLoader * ld, guint index, guint in, guint out, Conv * conv,
 static void
 conv_clear (Conv * conv)
 {
-  npu_enc_matrix_clear (&conv->m);
+  npu_weight_matrix_clear (&conv->m);
   g_free (conv->w32);
   g_free (conv->b);
 }
@@ -405,12 +405,12 @@ npu_audio_enc_free (NpuAudioEnc * enc)
   for (i = 0; enc->layers && i < enc->n_layers; i++)
     npu_enc_layer_clear (&enc->layers[i]);
   g_free (enc->layers);
-  npu_enc_matrix_clear (&enc->fc);
+  npu_weight_matrix_clear (&enc->fc);
   g_free (enc->fc_b);
   g_free (enc->norm_pre_w);
   g_free (enc->norm_mid_w);
-  npu_enc_matrix_clear (&enc->mlp1);
-  npu_enc_matrix_clear (&enc->mlp2);
+  npu_weight_matrix_clear (&enc->mlp1);
+  npu_weight_matrix_clear (&enc->mlp2);
   npu_enc_blocks_clear (&enc->blocks);
   g_free (enc->col);
   g_free (enc->h1);

@@ -127,7 +127,7 @@ op_weight_of (guint32 type, NpuOpWeight * w)
 
 gboolean
 npu_enc_record_matmul (NpuEncDevBlocks * d, NpuOps * ops,
-    const NpuEncMatrix * m, NpuBuffer * x, gsize x_offset, gsize n,
+    const NpuWeightMatrix * m, NpuBuffer * x, gsize x_offset, gsize n,
     NpuBuffer * y, gsize y_offset, GError ** error)
 {
   gconstpointer data = m->type == NPU_GGML_TYPE_MXFP4 ?

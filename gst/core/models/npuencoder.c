@@ -146,12 +146,11 @@ npu_enc_get_vector (NpuEncLoader * ld, const gchar * tname, gboolean required,
 
 /* Turns a view of a rows x k matrix (ne = [k, rows], or k spread over the
  * inner dimensions) into the encoder's matrix, read in place in the type
- * the file holds: MXFP4 by the MXFP4 kernels, every other type
- * npuquants.h decodes by npu_matmul_typed().  Nothing is converted. */
+ * the file holds (npuweightmatrix.h).  Nothing is converted. */
 gboolean
 npu_enc_view_to_matrix (NpuEncLoader * ld, const gchar * tname,
-    const NpuTensorView * view, guint64 rows, guint64 k, NpuEncMatrix * mat,
-    GError ** error)
+    const NpuTensorView * view, guint64 rows, guint64 k,
+    NpuWeightMatrix * mat, GError ** error)
 {
   guint block = 1;
 
@@ -159,22 +158,14 @@ npu_enc_view_to_matrix (NpuEncLoader * ld, const gchar * tname,
   if (!npu_quants_supported (view->type))
     return npu_enc_unsupported_type (ld, tname, view->type,
         NPU_ENC_MATRIX_TYPES, error);
-  mat->type = view->type;
-  mat->rows = rows;
-  mat->k = k;
-  mat->row_bytes = npu_quants_row_bytes (view->type, k);
-  npu_ggml_type_info (view->type, &block, NULL);
-  if (mat->row_bytes == 0) {
+  if (!npu_weight_matrix_init (mat, view->type, view->data, rows, k, FALSE)) {
+    npu_ggml_type_info (view->type, &block, NULL);
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
         "%s: tensor %s: rows of %" G_GUINT64_FORMAT " elements are not "
         "whole %s blocks of %u", ld->name, tname, k,
         npu_ggml_type_name (view->type), block);
     return FALSE;
   }
-  if (view->type == NPU_GGML_TYPE_MXFP4)
-    npu_mxfp4_matrix_init_view (&mat->m, view->data, rows, k);
-  else
-    mat->data = view->data;
   ld->borrowed_bytes += rows * mat->row_bytes;
   return TRUE;
 }
@@ -182,18 +173,12 @@ npu_enc_view_to_matrix (NpuEncLoader * ld, const gchar * tname,
 /* A linear layer's weight, ggml ne = [k, rows] */
 gboolean
 npu_enc_get_matrix (NpuEncLoader * ld, const gchar * tname, guint64 k,
-    guint64 rows, NpuEncMatrix * mat, GError ** error)
+    guint64 rows, NpuWeightMatrix * mat, GError ** error)
 {
   NpuTensorView view;
 
   return npu_enc_get_tensor (ld, tname, TRUE, k, rows, 1, 1, &view, error)
       && npu_enc_view_to_matrix (ld, tname, &view, rows, k, mat, error);
-}
-
-void
-npu_enc_matrix_clear (NpuEncMatrix * mat)
-{
-  npu_mxfp4_matrix_clear (&mat->m);
 }
 
 gboolean
@@ -610,21 +595,13 @@ attention (NpuEncBlocks * vit, NpuTask * task, gsize n)
 }
 
 void
-npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x, gsize n,
-    float *y, NpuMatmulPrecision precision, NpuBytes * bytes)
+npu_enc_matmul (NpuTask * task, const NpuWeightMatrix * m, const float *x,
+    gsize n, float *y, NpuMatmulPrecision precision, NpuBytes * bytes)
 {
   /* the matrix as it is read: its stored bytes */
-  npu_enc_count_product (bytes, m->rows * m->row_bytes, n, m->k, m->rows);
-  if (m->type == NPU_GGML_TYPE_MXFP4) {
-    npu_matmul_mxfp4_with_precision (task, &m->m, x, n, y, precision);
-  } else {
-    /* F32 activations whatever the precision: the stored values times
-     * the activations, as accurate asks */
-    gboolean ok = npu_matmul_typed (task, m->type, m->data, m->rows, m->k, x,
-        n, y);
-
-    g_assert (ok);              /* the loader checked the type and shape */
-  }
+  npu_enc_count_product (bytes, npu_weight_matrix_get_size (m), n, m->k,
+      m->rows);
+  npu_weight_matrix_mul (task, m, x, n, y, precision);
 }
 
 
@@ -646,12 +623,12 @@ npu_enc_layer_clear (NpuEncLayer * l)
   g_free (l->ln1_b);
   g_free (l->ln2_w);
   g_free (l->ln2_b);
-  npu_enc_matrix_clear (&l->q);
-  npu_enc_matrix_clear (&l->k);
-  npu_enc_matrix_clear (&l->v);
-  npu_enc_matrix_clear (&l->o);
-  npu_enc_matrix_clear (&l->up);
-  npu_enc_matrix_clear (&l->down);
+  npu_weight_matrix_clear (&l->q);
+  npu_weight_matrix_clear (&l->k);
+  npu_weight_matrix_clear (&l->v);
+  npu_weight_matrix_clear (&l->o);
+  npu_weight_matrix_clear (&l->up);
+  npu_weight_matrix_clear (&l->down);
   g_free (l->q_b);
   g_free (l->k_b);
   g_free (l->v_b);

@@ -19,6 +19,7 @@
 #include "core/device/npuops.h"
 #include "core/formats/npugguf.h"
 #include "core/cpu/npumatmul.h"
+#include "core/cpu/npuweightmatrix.h"
 #include "core/device/npubytes.h"
 #include "npuviterror.h"
 
@@ -38,22 +39,12 @@ typedef enum
 #define NPU_ENC_MATRIX_TYPES "f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0, " \
   "q4_K, q5_K, q6_K, mxfp4"
 
-/* A rows x k weight as the file stores it, read in place: MXFP4 in @m
- * (@type NPU_GGML_TYPE_MXFP4), any other type npuquants.h decodes at
- * @data, @row_bytes a row, multiplied by npu_matmul_typed() */
-typedef struct
-{
-  NpuMxfp4Matrix m;
-  guint32 type;
-  const guint8 *data;
-  gsize rows, k, row_bytes;
-} NpuEncMatrix;
 
 /* One pre-norm block; k_b may be NULL (Whisper has no key bias) */
 typedef struct
 {
   float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
-  NpuEncMatrix q, k, v, o, up, down;
+  NpuWeightMatrix q, k, v, o, up, down;
   float *q_b, *k_b, *v_b, *o_b, *up_b, *down_b;
 } NpuEncLayer;
 
@@ -94,13 +85,11 @@ float *npu_enc_get_vector (NpuEncLoader * ld, const gchar * tname,
 G_GNUC_INTERNAL
 gboolean npu_enc_view_to_matrix (NpuEncLoader * ld, const gchar * tname,
     const NpuTensorView * view, guint64 rows, guint64 k,
-    NpuEncMatrix * mat, GError ** error);
+    NpuWeightMatrix * mat, GError ** error);
 /* A linear layer's weight, ggml ne = [k, rows] */
 G_GNUC_INTERNAL
 gboolean npu_enc_get_matrix (NpuEncLoader * ld, const gchar * tname,
-    guint64 k, guint64 rows, NpuEncMatrix * mat, GError ** error);
-G_GNUC_INTERNAL
-void npu_enc_matrix_clear (NpuEncMatrix * mat);
+    guint64 k, guint64 rows, NpuWeightMatrix * mat, GError ** error);
 G_GNUC_INTERNAL
 gboolean npu_enc_get_u32_key (NpuEncLoader * ld, const gchar * key,
     guint32 * value, GError ** error);
@@ -168,7 +157,7 @@ G_GNUC_INTERNAL
 void npu_enc_gemm_f32 (NpuTask * task, const float *w, gsize rows, gsize k,
     const float *x, gsize n, float *y, NpuBytes * bytes);
 G_GNUC_INTERNAL
-void npu_enc_matmul (NpuTask * task, const NpuEncMatrix * m, const float *x,
+void npu_enc_matmul (NpuTask * task, const NpuWeightMatrix * m, const float *x,
     gsize n, float *y, NpuMatmulPrecision precision, NpuBytes * bytes);
 /* @bytes += a product's: @weights, @n rows of @k in and of @rows out */
 /* The last kernel's output is the tokens another element reads: its @n
@@ -225,7 +214,7 @@ void npu_enc_dev_blocks_clear (NpuEncDevBlocks * d);
  * buffers */
 G_GNUC_INTERNAL
 gboolean npu_enc_record_matmul (NpuEncDevBlocks * d, NpuOps * ops,
-    const NpuEncMatrix * m, NpuBuffer * x, gsize x_offset, gsize n,
+    const NpuWeightMatrix * m, NpuBuffer * x, gsize x_offset, gsize n,
     NpuBuffer * y, gsize y_offset, GError ** error);
 /* Records y += bias, then the activation, on rows x cols; @b may be NULL */
 G_GNUC_INTERNAL

@@ -10,7 +10,7 @@
 
 G_BEGIN_DECLS
 
-typedef NpuEncMatrix Matrix;
+typedef NpuWeightMatrix Matrix;
 typedef NpuEncLayer Layer;
 
 /* A Qwen2-VL / Qwen2.5-VL block (npuvit-qwen.c): LayerNorm (w, b) or
@@ -19,7 +19,7 @@ typedef NpuEncLayer Layer;
 typedef struct
 {
   float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
-  NpuEncMatrix q, k, v, o, up, gate, down;
+  NpuWeightMatrix q, k, v, o, up, gate, down;
   float *q_b, *k_b, *v_b, *o_b, *up_b, *gate_b, *down_b;
   gboolean has_gate;
   gboolean full;                /* attends to every patch, not its window */

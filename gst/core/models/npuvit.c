@@ -508,7 +508,7 @@ npu_vit_free (NpuVit * vit)
 
   if (!vit)
     return;
-  npu_enc_matrix_clear (&vit->patch_w);
+  npu_weight_matrix_clear (&vit->patch_w);
   g_free (vit->patch_w32);
   g_free (vit->patch_b);
   g_free (vit->pos);
@@ -520,9 +520,9 @@ npu_vit_free (NpuVit * vit)
   for (i = 0; vit->layers && i < vit->n_layers; i++)
     npu_enc_layer_clear (&vit->layers[i]);
   g_free (vit->layers);
-  npu_enc_matrix_clear (&vit->mm0);
-  npu_enc_matrix_clear (&vit->mm2);
-  npu_enc_matrix_clear (&vit->fc);
+  npu_weight_matrix_clear (&vit->mm0);
+  npu_weight_matrix_clear (&vit->mm2);
+  npu_weight_matrix_clear (&vit->fc);
   g_free (vit->mm0_b);
   g_free (vit->mm2_b);
   npu_vit_gemma3_clear (vit);

@@ -15,6 +15,7 @@
 # Environment: LLAMACPP_DIR (/tmp/llamacpp) is where everything goes:
 #   node-llama-cpp-$NODE_LLAMA_CPP_VERSION.tgz, src/ (the clone), build/
 #   (bin/llama-bench, llama-simple, llama-completion, llama-eval-callback,
+#   llama-quantize (the presets of run.sh's type cases),
 #   llama-tokenize and the shared libraries, libmtmd among them),
 #   llama-greedy, llama-ttft, clip-encode, mtmd-audio-encode, mtmd-caption,
 #   mtmd-audio-caption.
@@ -67,7 +68,7 @@ if [ ! -f "$DIR/build/CMakeCache.txt" ]; then
       -DLLAMA_BUILD_APP=OFF -DBUILD_SHARED_LIBS=ON >"$DIR/cmake.log"
 fi
 cmake --build "$DIR/build" -j"$JOBS" --target llama-bench llama-simple \
-    llama-completion llama-eval-callback llama-tokenize mtmd \
+    llama-completion llama-eval-callback llama-tokenize llama-quantize mtmd \
     >"$DIR/build.log"
 
 # 4. the reference side of the cross-checks

@@ -77,10 +77,10 @@ typedef struct
 
 static gchar *opt_tokens = NULL, *opt_prompt = NULL, *opt_logits = NULL;
 static gchar *opt_reference = NULL, *opt_tokenize = NULL;
-static gchar *opt_tokenize_file = NULL;
+static gchar *opt_tokenize_file = NULL, *opt_kv = NULL;
 static gint opt_n = 16, opt_threads = 1, opt_top = 5;
 static gdouble opt_tol = -1.0;
-static gboolean opt_in_place = FALSE;
+static gboolean opt_in_place = FALSE, opt_accurate = FALSE;
 
 static GOptionEntry entries[] = {
   {"n-predict", 'n', 0, G_OPTION_ARG_INT, &opt_n, "Greedy steps (16)", "N"},
@@ -106,6 +106,11 @@ static GOptionEntry entries[] = {
       "--tokenize for each NUL-separated string of FILE", "FILE"},
   {"in-place", 0, 0, G_OPTION_ARG_NONE, &opt_in_place,
       "Use MXFP4 weights in place (default: repacked)", NULL},
+  {"kv", 0, 0, G_OPTION_ARG_STRING, &opt_kv,
+      "KV cache type: f32 (default, as llama-greedy's), f16, q8_0", "TYPE"},
+  {"accurate", 0, 0, G_OPTION_ARG_NONE, &opt_accurate,
+      "Accurate precision: activations of 16 bits or more (default: fast)",
+      NULL},
   {NULL}
 };
 
@@ -527,6 +532,15 @@ main (int argc, char **argv)
   cp.n_ctx = MAX (n_prompt + n_steps + 1, 16u);
   cp.n_batch = MAX (n_prompt, 1u);
   cp.streaming = FALSE;
+  if (opt_accurate)
+    cp.precision = NPU_MATMUL_PRECISION_ACCURATE;
+  /* llama-greedy's cache is F32 unless told otherwise: compare like with
+   * like */
+  cp.kv_type = NPU_KV_F32;
+  if (opt_kv && !npu_kv_type_from_name (opt_kv, &cp.kv_type)) {
+    g_printerr ("unknown --kv '%s' (f32, f16, q8_0)\n", opt_kv);
+    return 1;
+  }
   ctx = npu_llm_context_new (model, &cp, &error);
   if (!ctx)
     goto out;

@@ -34,9 +34,17 @@
 #                  both sides read the Q8_0 output matrix (or the tied
 #                  embedding) as it is, so only the activations' int8 / Q8_0
 #                  rounding differs, as q8act.
-#   requant  info  F16/Q8_0 files of random (not MXFP4-valued) weights: we
-#                  requantise every matrix to MXFP4, llama.cpp does not;
-#                  the figures are printed, not judged.
+#   stored   1e-2  F16/Q8_0 files of random (not MXFP4-valued) weights,
+#            3e-2  multiplied as stored on both sides (Q8_0 activations on
+#                  llama.cpp's, int8 on ours for Q8_0).
+#   preset   3e-2  an F32 model quantised by llama.cpp's own llama-quantize
+#                  into Q4_0, Q4_K_M, Q5_K_M, Q6_K, Q8_0, F16 and BF16 (its
+#                  mixes and fallbacks: Q6_K outputs, Q5_0/Q8_0 rows of
+#                  704): our fast kernels against llama.cpp's.
+#   exact    1e-3  the same preset files, our accurate precision against our
+#                  scalar path (each row decoded exactly, F32 activations;
+#                  held to a double-precision reference in unit/llm): the
+#                  line also prints llama.cpp's own distance from it.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -61,6 +69,7 @@ LG=$LLAMACPP_DIR/llama-greedy
 build_tools "$BUILD" "$SRC" "$WORK" tests/crosscheck/npu-greedy \
     tests/tools/npu-model-gen
 NG=$BUILD/tests/crosscheck/npu-greedy
+LQ=$LLAMACPP_DIR/build/bin/llama-quantize
 GEN=$BUILD/tests/tools/npu-model-gen
 
 
@@ -100,6 +109,31 @@ check () {
   summary=$(sed -n 's/^summary: //p' "$log.npu.txt")
   judge "$name" "$isa" "$tol" "$rc" npu-greedy "$log.npu.err" "$summary" \
       ": free run $free equal; $summary"
+}
+
+# preset NAME SRC PRESET: llama-quantize SRC (an F32 file) into PRESET, then
+# our fast kernels against llama.cpp (tol 3e-2), and our accurate
+# precision against our exact scalar path (tol 1e-3), with llama.cpp's
+# own distance from that path printed beside
+preset () {
+  local name=$1 src=$2 preset=$3 log=$WORK/$1 exact=$WORK/$1.exact
+  local model=$WORK/$1.gguf rc=0 summary theirs
+  if [ ! -f "$model" ] && ! "$LQ" "$src" "$model" "$preset" \
+      >"$log.quantize.log" 2>&1; then
+    fail "$name: llama-quantize $preset failed (see $log.quantize.log)"
+    return
+  fi
+  MODEL=$name check "$name" default 3e-2
+  NPU_CPU_ISA=scalar "$NG" "$model" --logits "$exact" \
+      --reference "$WORK/$name.ref" >"$log.exact.txt" 2>"$log.exact.err" \
+      || true
+  theirs=$(sed -n 's/^summary: .*max rel \([^,]*\),.*/\1/p' "$log.exact.txt")
+  "$NG" "$model" --accurate --reference "$exact" --tol 1e-3 \
+      >"$log.accurate.txt" 2>"$log.accurate.err" || rc=$?
+  summary=$(sed -n 's/^summary: //p' "$log.accurate.txt")
+  judge "$name-accurate-vs-exact" default 1e-3 "$rc" npu-greedy \
+      "$log.accurate.err" "$summary" ": $summary (llama.cpp from exact: max \
+rel $theirs)"
 }
 
 # tokenize NAME MODEL TEXT: the same ids from both tokenizers
@@ -163,8 +197,16 @@ for arch in llama qwen2; do
   MODEL=$arch-small-mxfp4 check "$arch-small-mxfp4-text-prompt" default \
       3e-2 --arch "$arch" --size small --type mxfp4 \
       -- --prompt "the camera sees a person"
-  for t in f16 q8_0; do
-    check "$arch-small-$t" default info --arch "$arch" --size small --type "$t"
+  check "$arch-small-f16" default 1e-2 --arch "$arch" --size small \
+      --type f16
+  check "$arch-small-q8_0" default 3e-2 --arch "$arch" --size small \
+      --type q8_0
+  # llama-quantize's presets of a random F32 model
+  src=$WORK/$arch-small-f32.gguf
+  [ -f "$src" ] || "$GEN" text --arch "$arch" --size small --type f32 \
+      -o "$src" >/dev/null
+  for p in Q4_0 Q4_K_M Q5_K_M Q6_K Q8_0 F16 BF16; do
+    preset "$arch-small-$p" "$src" "$p"
   done
   if [ $QUICK -eq 0 ]; then
     check "$arch-1b-mxfp4" default 3e-2 --arch "$arch" --size 1b \

@@ -145,6 +145,27 @@ run (NpuDevice * dev, Call * c)
   npu_queue_free (queue);
 }
 
+typedef struct
+{
+  guint32 type;
+  const guint8 *w;
+  gsize rows, k;
+  const float *x;
+  gsize n;
+  float *y;
+  NpuMatmulPrecision precision;
+} BlocksCall;
+
+static gboolean
+blocks_task (NpuTask * task, gpointer data, GError ** error)
+{
+  BlocksCall *c = data;
+
+  g_assert_true (npu_matmul_blocks (task, c->type, c->w, c->rows, c->k, c->x,
+          c->n, c->y, c->precision));
+  return TRUE;
+}
+
 /* Every output of one product against the reference, within the bound */
 static void
 check_product (GRand * rng, NpuDevice * dev, guint32 type, gsize rows,
@@ -247,6 +268,34 @@ test_refusals (void)
   g_assert_cmpfloat (y[3], ==, 0);
 }
 
+/* npu_matmul_blocks()'s bound (npumatmul.h) for one output */
+static double
+blocks_bound (guint32 type, NpuMatmulPrecision precision, const float *row,
+    const float *x, gsize k)
+{
+  double u = ldexp (1, -24), act = 0, acc = 0;
+  /* the activations' groups: 256 for the K-quants (Q8_K), else 32 */
+  gsize group = type == NPU_GGML_TYPE_Q4_K || type == NPU_GGML_TYPE_Q5_K ||
+      type == NPU_GGML_TYPE_Q6_K ? 256 : 32, j, b;
+
+  for (b = 0; b < k; b += 32) {
+    double d = 0, a = 0;
+
+    for (j = b / group * group; j < b / group * group + group; j++)
+      d = MAX (d, fabs (x[j]));
+    for (j = b; j < b + 32; j++)
+      a = MAX (a, fabs (row[j]));
+    d /= 127;
+    for (j = b; j < b + 32; j++) {
+      act += fabs (row[j]) * d;
+      acc += (fabs (row[j]) + 4 * a) * (fabs (x[j]) + d);
+    }
+  }
+  if (precision == NPU_MATMUL_PRECISION_FAST)
+    return act * (0.5 + ldexp (1, -17)) + (k / 8.0 + 8) * u * acc;
+  return act * (1.0 / 508 + ldexp (1, -16)) + 2 * (k / 8.0 + 8) * u * acc;
+}
+
 /* The bound npumatmul.h states for npu_weight_matrix_mul() of row @r by
  * column @c: MXFP4 and Q8_0 quantise the activations per block of 32
  * (FAST: half of d = max|x| / 127; ACCURATE: the residual's, d / 508, and
@@ -260,6 +309,10 @@ weight_bound (guint32 type, NpuMatmulPrecision precision, const float *row,
 
   for (j = 0; j < k; j++)
     mag += fabs ((double) row[j] * x[j]);
+  /* the block types on the integer products but on the scalar path */
+  if (npu_matmul_blocks_supported (type) &&
+      strcmp (npu_matmul_get_isa (), "scalar") != 0)
+    return blocks_bound (type, precision, row, x, k);
   if (type != NPU_GGML_TYPE_MXFP4 && type != NPU_GGML_TYPE_Q8_0)
     return (k + 1) * u / (1 - (k + 1) * u) * mag;
   for (b = 0; b < k; b += 32) {
@@ -365,6 +418,95 @@ test_weight_matrix (void)
   g_rand_free (rng);
 }
 
+/* The block types' integer products at every level, both precisions,
+ * random blocks and shapes, with and without two threads */
+static void
+test_blocks (void)
+{
+  GRand *rng = g_rand_new_with_seed (45);
+  NpuDevice *two = npu_device_new_cpu (2);
+  gchar *saved = g_strdup (npu_matmul_get_isa ());
+  guint a, t, s, checked = 0;
+
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    for (t = 0; t < G_N_ELEMENTS (types); t++) {
+      guint block = 0;
+
+      if (!npu_matmul_blocks_supported (types[t]))
+        continue;
+      g_assert_true (npu_ggml_type_info (types[t], &block, NULL));
+      for (s = 0; s < 4; s++) {
+        NpuMatmulPrecision prec = s % 2 ? NPU_MATMUL_PRECISION_ACCURATE :
+            NPU_MATMUL_PRECISION_FAST;
+        gsize k = block * g_rand_int_range (rng, 1, block == 32 ? 40 : 6);
+        gsize rows = g_rand_int_range (rng, 1, 20);
+        /* up to two groups of columns and a partial one */
+        gsize n = s < 2 ? g_rand_int_range (rng, 1, 4) : 9;
+        guint8 *w = random_matrix (rng, types[t], rows, k);
+        gsize row_bytes = npu_quants_row_bytes (types[t], k), r, c, j;
+        float *x = g_new (float, n * k), *y = g_new (float, n * rows);
+        float *row = g_new (float, k);
+        NpuQueue *queue = NULL;
+
+        for (j = 0; j < n * k; j++)
+          x[j] = (float) g_rand_double_range (rng, -1, 1);
+        if (s == 3) {
+          BlocksCall call = { types[t], w, rows, k, x, n, y, prec };
+          NpuFence *fence;
+
+          queue = npu_queue_new (two, "blocks");
+          fence = npu_queue_submit (queue, blocks_task, &call, NULL, NULL, 0);
+          g_assert_true (npu_fence_wait (fence, -1, NULL));
+          npu_fence_unref (fence);
+          npu_queue_free (queue);
+        } else {
+          g_assert_true (npu_matmul_blocks (NULL, types[t], w, rows, k, x, n,
+                  y, prec));
+        }
+        for (r = 0; r < rows; r++) {
+          const guint8 *src = w + r * row_bytes;
+
+          g_assert_true (npu_quants_dequantize_row (types[t], src, row, k));
+          for (c = 0; c < n; c++) {
+            double ref = npu_quants_dot_row (types[t], src, x + c * k, k);
+            double bound = blocks_bound (types[t], prec, row, x + c * k, k);
+
+            if (!(fabs (y[c * rows + r] - ref) <= bound))
+              g_error ("%s on %s, %s, %zu x %zu, n %zu: y[%zu][%zu] = "
+                  "%.9g, reference %.9g (bound %.3g)",
+                  npu_ggml_type_name (types[t]), npu_matmul_get_isa (),
+                  prec ? "accurate" : "fast", rows, k, n, c, r,
+                  y[c * rows + r], ref, bound);
+            checked++;
+          }
+        }
+        g_free (row);
+        g_free (y);
+        g_free (x);
+        g_free (w);
+      }
+    }
+  }
+  g_test_message ("%u outputs checked", checked);
+  /* refused: another type, partial blocks */
+  {
+    float xx[256] = { 0 }, yy[1] = { 7 };
+    guint8 ww[256] = { 0 };
+
+    g_assert_false (npu_matmul_blocks (NULL, NPU_GGML_TYPE_F16, ww, 1, 32,
+            xx, 1, yy, NPU_MATMUL_PRECISION_FAST));
+    g_assert_false (npu_matmul_blocks (NULL, NPU_GGML_TYPE_Q4_K, ww, 1, 32,
+            xx, 1, yy, NPU_MATMUL_PRECISION_FAST));
+    g_assert_cmpfloat (yy[0], ==, 7);
+  }
+  g_assert_true (npu_matmul_set_isa (saved));
+  g_free (saved);
+  npu_device_unref (two);
+  g_rand_free (rng);
+}
+
 /* A type with no decoder, a row of partial blocks: refused, untouched */
 static void
 test_weight_matrix_refusals (void)
@@ -391,6 +533,7 @@ main (int argc, char **argv)
       test_every_type_and_level);
   g_test_add_func ("/matmul-typed/refusals", test_refusals);
   g_test_add_func ("/matmul-typed/weight-matrix", test_weight_matrix);
+  g_test_add_func ("/matmul-typed/blocks", test_blocks);
   g_test_add_func ("/matmul-typed/weight-matrix-refusals",
       test_weight_matrix_refusals);
   return g_test_run ();

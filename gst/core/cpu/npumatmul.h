@@ -253,6 +253,35 @@ NPU_API
 gboolean npu_matmul_typed (NpuTask * task, guint32 type, const void *w,
     gsize rows, gsize k, const float *x, gsize n, float *y);
 
+/* TRUE for the types npu_matmul_blocks() multiplies: Q4_0, Q4_1, Q5_0,
+ * Q5_1, Q4_K, Q5_K, Q6_K */
+NPU_API
+gboolean npu_matmul_blocks_supported (guint32 type);
+
+/* y[c * rows + r] = sum_j w[r][j] * x[c * k + j] for c < n, @w a rows x k
+ * matrix of one of those types in ggml's layout, read in place, on
+ * integer dot products (npumatmul-blocks.c): each activation block of 32
+ * quantised to int8 with d_b = max|x| / 127 (FAST), or to that and the
+ * int8 code of its residual (ACCURATE), each row unpacked to int8 codes,
+ * two scales and an offset a block, w = s q + o, the scales and offsets
+ * as ggml computes them.  Per output, with A_b the largest |w| of
+ * element j's block (the offsets and the scaled codes are at most 3 A_b
+ * and 4 A_b, so the F32 roundings of their terms are bounded by it):
+ *
+ *   FAST:      |y - y_ref| <= sum_j |w_j| d_b(j) (1/2 + 2^-17)
+ *                  + (k/8 + 8) 2^-24 sum_j (|w_j| + 4 A_b(j)) (|x_j| + d_b(j))
+ *   ACCURATE:  |y - y_ref| <= sum_j |w_j| d_b(j) (1/508 + 2^-16)
+ *                  + 2 (k/8 + 8) 2^-24 sum_j (|w_j| + 4 A_b(j)) (|x_j| + d_b(j))
+ *
+ * FALSE, with nothing written, for another type, rows that are not whole
+ * blocks or k above 16384.  @task as for npu_matmul_mxfp4(); the level's
+ * copy of the kernel is the one npu_matmul_get_isa() names (the baseline
+ * copy on the scalar path, which NpuWeightMatrix does not use it on). */
+NPU_API
+gboolean npu_matmul_blocks (NpuTask * task, guint32 type, const void *w,
+    gsize rows, gsize k, const float *x, gsize n, float *y,
+    NpuMatmulPrecision precision);
+
 /* "scalar", "avx2", "avx512", "neon" or "neon-i8mm": the path npu_matmul_mxfp4(),
  * npu_matmul_q8_0() and npu_matmul_typed() use */
 NPU_API

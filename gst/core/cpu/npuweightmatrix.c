@@ -69,6 +69,14 @@ npu_weight_matrix_mul (NpuTask * task, const NpuWeightMatrix * w,
           w->rows, w->k, x, n, y, precision);
       break;
     default:
+      /* the block types on integer dot products, as llama.cpp, but on the
+       * scalar path (exact) and for an accurate GEMM (F32 activations:
+       * the encoders' products stay exact) */
+      if (strcmp (npu_matmul_get_isa (), "scalar") != 0 &&
+          (precision == NPU_MATMUL_PRECISION_FAST || n <= 4) &&
+          npu_matmul_blocks (task, w->type, w->data, w->rows, w->k, x, n, y,
+              precision))
+        break;
       ok = npu_matmul_typed (task, w->type, w->data, w->rows, w->k, x, n, y);
       /* npu_weight_matrix_init() checked the type and the shape */
       g_assert (ok);

@@ -1,0 +1,661 @@
+/* SPDX-License-Identifier: LGPL-2.1-or-later */
+/* gst-npu: the rows of npu_matmul_blocks() (npumatmul-blocks.c)
+ *
+ * Built once per level with that level's -m flags (meson.build;
+ * NPU_BLOCKS_ISA names the copy).  A row is read a unit at a time (a
+ * super-block of 256 values for the K-quants, a block of 32 for the
+ * others) and unpacked into int8 codes q, two scales a block of 32 (one
+ * per half: Q6_K's scales cover 16 values) and an offset a block, so
+ * that every type's value is
+ *
+ *   w = s_h q + o     (s_h the scale of the half, o the block's offset)
+ *
+ * with the scales and offsets computed as ggml's dequantize_row_*() does
+ * (d * sc and dmin * m: exact products of a half and a 6- or 8-bit
+ * integer).  The unit's codes are then dotted with each column's int8
+ * activation codes (npumatmul-blocks.c quantised them, d_b a block), 32
+ * at a time:
+ *
+ *   y += d_b (s_0 sum_{16} q x + s_1 sum_{16} q x) + o d_b sum_{32} x
+ *
+ * the integer sums exact, the last one precomputed per block (exact in
+ * F32: at most 32 x 127).  The
+ * unpacking is plain C the compiler vectorises with the level's flags;
+ * the dot products are AVX2's maddubs/madd (|x| <= 127, |q| <= 32, so no
+ * int16 sum saturates), vpdpbusd where the level has AVX-512 VNNI, and a
+ * plain loop in the baseline copy (NEON on aarch64).
+ */
+#include <glib.h>
+#include <string.h>
+
+#include "core/formats/npugguf.h"
+#include "core/formats/npumxfp4.h"
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#ifndef NPU_BLOCKS_ISA
+#error "NPU_BLOCKS_ISA names the copy: build this file through meson.build"
+#endif
+
+#define NAME3(f, isa) f##_##isa
+#define NAME2(f, isa) NAME3 (f, isa)
+#define NAME(f) NAME2 (f, NPU_BLOCKS_ISA)
+
+/* The most column passes a call takes (npumatmul-blocks.c) */
+#define MAX_PASSES 16
+
+void NAME (npu_blocks_rows) (guint32 type, const guint8 * w, gsize row_bytes,
+    gsize r0, gsize r1, gsize k, const gint8 * qx, const float *dx,
+    const float *xsum, guint n_cols, guint n_passes, gsize col_stride,
+    float *y, gsize y_stride);
+
+static inline float
+half_to_float (const guint8 * p)
+{
+  guint16 h = p[0] | (p[1] << 8);
+
+#if defined(__F16C__)
+  return _cvtsh_ss (h);
+#else
+  return npu_f16_to_f32 (h);
+#endif
+}
+
+/* One unit unpacked: codes, two scales and one offset per block of 32 */
+typedef struct
+{
+  gint8 q[256] __attribute__((aligned (32)));
+  float s[16];
+  float o[8];
+} Unit;
+
+/* Q4_0, Q4_1, Q5_0, Q5_1: one block of 32 (ggml's block_q4_0 ...) */
+static void
+unpack_32 (guint32 type, const guint8 * b, Unit * u)
+{
+  gboolean has_min = type == NPU_GGML_TYPE_Q4_1 || type == NPU_GGML_TYPE_Q5_1;
+  gboolean five = type == NPU_GGML_TYPE_Q5_0 || type == NPU_GGML_TYPE_Q5_1;
+  const guint8 *qs = b + (has_min ? 4 : 2) + (five ? 4 : 0);
+  /* the unsigned codes are centred by 8 or 16 where the type has no min */
+  gint bias = has_min ? 0 : (five ? 16 : 8);
+  guint32 qh = 0;
+  guint j;
+
+  u->s[0] = u->s[1] = half_to_float (b);
+  u->o[0] = has_min ? half_to_float (b + 2) : 0.0f;
+  if (five) {
+    const guint8 *h = b + (has_min ? 4 : 2);
+
+    qh = h[0] | (h[1] << 8) | (h[2] << 16) | ((guint32) h[3] << 24);
+  }
+  for (j = 0; j < 16; j++) {
+    gint lo = qs[j] & 0xf, hi = qs[j] >> 4;
+
+    if (five) {
+      lo |= ((qh >> j) & 1) << 4;
+      hi |= ((qh >> (j + 16)) & 1) << 4;
+    }
+    u->q[j] = lo - bias;
+    u->q[j + 16] = hi - bias;
+  }
+}
+
+/* ggml's get_scale_min_k4(): sub-block @j's 6-bit scale and min */
+static inline void
+scale_min_k4 (guint j, const guint8 * q, guint * sc, guint * m)
+{
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xf) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
+/* Q4_K (@five FALSE) or Q5_K: d, dmin, scales[12], (qh[32],) qs[128] */
+static void
+unpack_q45_k (const guint8 * b, gboolean five, Unit * u)
+{
+  float d = half_to_float (b), dmin = half_to_float (b + 2);
+  const guint8 *scales = b + 4, *qh = b + 16, *qs = b + (five ? 48 : 16);
+  guint j, l;
+
+  for (j = 0; j < 8; j++) {
+    guint sc, m;
+
+    scale_min_k4 (j, scales, &sc, &m);
+    u->s[2 * j] = u->s[2 * j + 1] = d * sc;
+    u->o[j] = -(dmin * m);
+  }
+  /* sub-blocks 2c and 2c + 1 share qs[32 c ..]: low nibbles, then high;
+   * Q5_K's fifth bit of sub-block j is bit j of qh[l] */
+#if defined(__AVX2__)
+  {
+    const __m256i m4 = _mm256_set1_epi8 (0xf), m1 = _mm256_set1_epi8 (1);
+    __m256i h = five ? _mm256_loadu_si256 ((const __m256i *) qh) :
+        _mm256_setzero_si256 ();
+
+    for (j = 0; j < 4; j++) {
+      __m256i v = _mm256_loadu_si256 ((const __m256i *) (qs + 32 * j));
+      __m256i lo = _mm256_and_si256 (v, m4);
+      __m256i hi = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), m4);
+
+      if (five) {
+        lo = _mm256_or_si256 (lo, _mm256_slli_epi16 (_mm256_and_si256 (h,
+                    m1), 4));
+        h = _mm256_srli_epi16 (h, 1);
+        hi = _mm256_or_si256 (hi, _mm256_slli_epi16 (_mm256_and_si256 (h,
+                    m1), 4));
+        h = _mm256_srli_epi16 (h, 1);
+      }
+      _mm256_store_si256 ((__m256i *) (u->q + 64 * j), lo);
+      _mm256_store_si256 ((__m256i *) (u->q + 64 * j + 32), hi);
+    }
+  }
+  (void) l;
+#else
+  for (j = 0; j < 4; j++)
+    for (l = 0; l < 32; l++) {
+      u->q[64 * j + l] = qs[32 * j + l] & 0xf;
+      u->q[64 * j + 32 + l] = qs[32 * j + l] >> 4;
+    }
+  if (five)
+    for (j = 0; j < 8; j++)
+      for (l = 0; l < 32; l++)
+        u->q[32 * j + l] |= ((qh[l] >> j) & 1) << 4;
+#endif
+}
+
+/* Q6_K: ql[128], qh[64], int8 scales[16], d (ggml's dequantize_row_q6_K) */
+static void
+unpack_q6_k (const guint8 * b, Unit * u)
+{
+  const guint8 *ql = b, *qh = b + 128;
+  const gint8 *sc = (const gint8 *) (b + 192);
+  float d = half_to_float (b + 208);
+  guint h, l;
+
+  for (h = 0; h < 16; h++)
+    u->s[h] = d * sc[h];
+  for (h = 0; h < 8; h++)
+    u->o[h] = 0.0f;
+  for (h = 0; h < 2; h++) {
+    const guint8 *L = ql + 64 * h, *H = qh + 32 * h;
+    gint8 *q = u->q + 128 * h;
+#if defined(__AVX2__)
+    const __m256i m4 = _mm256_set1_epi8 (0xf), m3 = _mm256_set1_epi8 (3);
+    const __m256i c32 = _mm256_set1_epi8 (32);
+    __m256i l0 = _mm256_loadu_si256 ((const __m256i *) L);
+    __m256i l1 = _mm256_loadu_si256 ((const __m256i *) (L + 32));
+    __m256i hb = _mm256_loadu_si256 ((const __m256i *) H);
+    __m256i v[4];
+
+    v[0] = _mm256_or_si256 (_mm256_and_si256 (l0, m4),
+        _mm256_slli_epi16 (_mm256_and_si256 (hb, m3), 4));
+    v[1] = _mm256_or_si256 (_mm256_and_si256 (l1, m4),
+        _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16 (hb, 2), m3),
+            4));
+    v[2] = _mm256_or_si256 (_mm256_and_si256 (_mm256_srli_epi16 (l0, 4), m4),
+        _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16 (hb, 4), m3),
+            4));
+    v[3] = _mm256_or_si256 (_mm256_and_si256 (_mm256_srli_epi16 (l1, 4), m4),
+        _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16 (hb, 6), m3),
+            4));
+    for (l = 0; l < 4; l++)
+      _mm256_store_si256 ((__m256i *) (q + 32 * l),
+          _mm256_sub_epi8 (v[l], c32));
+#else
+    for (l = 0; l < 32; l++) {
+      q[l] = (gint8) ((L[l] & 0xf) | ((H[l] & 3) << 4)) - 32;
+      q[l + 32] = (gint8) ((L[l + 32] & 0xf) | (((H[l] >> 2) & 3) << 4)) - 32;
+      q[l + 64] = (gint8) ((L[l] >> 4) | (((H[l] >> 4) & 3) << 4)) - 32;
+      q[l + 96] = (gint8) ((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4)) - 32;
+    }
+#endif
+  }
+}
+
+#if defined(__AVX2__)
+typedef __m256 Acc;
+
+static inline Acc
+acc_zero (void)
+{
+  return _mm256_setzero_ps ();
+}
+
+/* acc + (s0 * d) sum_{16} q x | (s1 * d) sum_{16} q x, in 8 lanes */
+static inline Acc
+acc_block (Acc acc, const gint8 * q, const gint8 * x, float s0, float s1,
+    float d)
+{
+  __m256i qv = _mm256_load_si256 ((const __m256i *) q);
+  __m256i xv = _mm256_loadu_si256 ((const __m256i *) x);
+  /* |x| as unsigned, q carrying x's sign: maddubs multiplies them */
+  __m256i ax = _mm256_sign_epi8 (xv, xv), sq = _mm256_sign_epi8 (qv, xv);
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  __m256i p = _mm256_dpbusd_epi32 (_mm256_setzero_si256 (), ax, sq);
+#else
+  __m256i p = _mm256_madd_epi16 (_mm256_maddubs_epi16 (ax, sq),
+      _mm256_set1_epi16 (1));
+#endif
+  /* int32 lanes 0-3 hold bytes 0-15, lanes 4-7 bytes 16-31 */
+  __m256 s = _mm256_setr_m128 (_mm_set1_ps (s0 * d), _mm_set1_ps (s1 * d));
+
+  return _mm256_fmadd_ps (_mm256_cvtepi32_ps (p), s, acc);
+}
+
+static inline float
+acc_sum (Acc a)
+{
+  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (a),
+      _mm256_extractf128_ps (a, 1));
+
+  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
+  s = _mm_add_ss (s, _mm_movehdup_ps (s));
+  return _mm_cvtss_f32 (s);
+}
+#else
+typedef float Acc;
+
+static inline Acc
+acc_zero (void)
+{
+  return 0.0f;
+}
+
+static inline Acc
+acc_block (Acc acc, const gint8 * q, const gint8 * x, float s0, float s1,
+    float d)
+{
+  gint32 i0 = 0, i1 = 0;
+  guint j;
+
+  for (j = 0; j < 16; j++) {
+    i0 += q[j] * x[j];
+    i1 += q[16 + j] * x[16 + j];
+  }
+  return acc + (s0 * d) * (float) i0 + (s1 * d) * (float) i1;
+}
+
+static inline float
+acc_sum (Acc a)
+{
+  return a;
+}
+#endif
+
+static void
+unpack (guint32 type, const guint8 * b, Unit * u)
+{
+  switch (type) {
+    case NPU_GGML_TYPE_Q4_K:
+      unpack_q45_k (b, FALSE, u);
+      break;
+    case NPU_GGML_TYPE_Q5_K:
+      unpack_q45_k (b, TRUE, u);
+      break;
+    case NPU_GGML_TYPE_Q6_K:
+      unpack_q6_k (b, u);
+      break;
+    default:
+      unpack_32 (type, b, u);
+      break;
+  }
+}
+
+#if defined(__AVX2__)
+/* The fused row dots of the AVX2 and AVX-512 levels, ggml's
+ * ggml_vec_dot_*_q8_* in form: the codes are unpacked in registers and
+ * multiplied at once, the K-quants' 6- or 8-bit scales applied to the
+ * integer sums (vpmaddwd), one float scale a super-block (the activations
+ * of a K-quant are quantised per 256: npumatmul-blocks.c).  The same
+ * values and the same integer sums as the unpacking path; only the F32
+ * roundings of the scales' products fall elsewhere, within the bound. */
+
+static inline float
+hsum8 (__m256 a)
+{
+  return acc_sum (a);
+}
+
+/* sum over the 8 sub-blocks of a K-quant super-block: sc_j * (q . x)_j,
+ * @lo_hi the 32 codes of sub-blocks 2c (low nibbles) and 2c + 1 */
+static inline __m256i
+k_pair (__m256i lo, __m256i hi, const gint8 * x, gint sc0, gint sc1)
+{
+  __m256i pl = _mm256_maddubs_epi16 (lo,
+      _mm256_loadu_si256 ((const __m256i *) x));
+  __m256i ph = _mm256_maddubs_epi16 (hi,
+      _mm256_loadu_si256 ((const __m256i *) (x + 32)));
+
+  return _mm256_add_epi32 (_mm256_madd_epi16 (pl, _mm256_set1_epi16 (sc0)),
+      _mm256_madd_epi16 (ph, _mm256_set1_epi16 (sc1)));
+}
+
+/* A Q4_K (@five FALSE) or Q5_K row: codes 0..15 (0..31) unsigned, so
+ * maddubs takes them as they are (a pair at most 2 x 31 x 127) */
+static float
+dot_q45_k (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
+    const float *dx, const float *xsum)
+{
+  const __m256i m4 = _mm256_set1_epi8 (0xf), m1 = _mm256_set1_epi8 (1);
+  gsize bytes = five ? 176 : 144, i;
+  __m256 acc = _mm256_setzero_ps (), accm = _mm256_setzero_ps ();
+
+  for (i = 0; i < k / 256; i++) {
+    const guint8 *b = row + i * bytes, *qh = b + 16;
+    const guint8 *qs = b + (five ? 48 : 16);
+    const gint8 *x = qx + 256 * i;
+    float d = half_to_float (b) * dx[8 * i];
+    float dmin = half_to_float (b + 2) * dx[8 * i];
+    __m256i sumi = _mm256_setzero_si256 ();
+    __m256i h = five ? _mm256_loadu_si256 ((const __m256i *) qh) :
+        _mm256_setzero_si256 ();
+    guint32 t[4];
+    const guint8 *sc = (const guint8 *) t;
+    guint j;
+
+    /* the 12 bytes of 6-bit scales and mins to 8 scale bytes, then 8 min
+     * bytes (get_scale_min_k4() for all eight at once, as ggml does) */
+    memcpy (t, b + 4, 12);
+    t[3] = ((t[2] >> 4) & 0x0f0f0f0f) | (((t[1] >> 6) & 0x03030303) << 4);
+    j = t[1] & 0x3f3f3f3f;
+    t[1] = (t[2] & 0x0f0f0f0f) | (((t[0] >> 6) & 0x03030303) << 4);
+    t[2] = j;
+    t[0] &= 0x3f3f3f3f;
+    /* mins . the blocks' code sums, in 8 lanes */
+    accm = _mm256_fmadd_ps (_mm256_set1_ps (dmin),
+        _mm256_mul_ps (_mm256_cvtepi32_ps (_mm256_cvtepu8_epi32
+                (_mm_loadl_epi64 ((const __m128i *) (sc + 8)))),
+            _mm256_loadu_ps (xsum + 8 * i)), accm);
+    for (j = 0; j < 4; j++) {
+      __m256i v = _mm256_loadu_si256 ((const __m256i *) (qs + 32 * j));
+      __m256i lo = _mm256_and_si256 (v, m4);
+      __m256i hi = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), m4);
+
+      if (five) {
+        lo = _mm256_or_si256 (lo,
+            _mm256_slli_epi16 (_mm256_and_si256 (h, m1), 4));
+        h = _mm256_srli_epi16 (h, 1);
+        hi = _mm256_or_si256 (hi,
+            _mm256_slli_epi16 (_mm256_and_si256 (h, m1), 4));
+        h = _mm256_srli_epi16 (h, 1);
+      }
+      sumi = _mm256_add_epi32 (sumi, k_pair (lo, hi, x + 64 * j, sc[2 * j],
+              sc[2 * j + 1]));
+    }
+    acc = _mm256_fmadd_ps (_mm256_set1_ps (d), _mm256_cvtepi32_ps (sumi), acc);
+  }
+  return hsum8 (acc) - hsum8 (accm);
+}
+
+/* |x| times q with x's sign, summed in pairs to int16 (|q| <= 32) */
+static inline __m256i
+signed_pairs (__m256i q, __m256i x)
+{
+  return _mm256_maddubs_epi16 (_mm256_sign_epi8 (x, x),
+      _mm256_sign_epi8 (q, x));
+}
+
+/* A Q6_K row: codes q - 32, int8 scales a group of 16 (int16 lanes 0-7
+ * of a pair sum hold the first 16 bytes, lanes 8-15 the next) */
+static float
+dot_q6_k (const guint8 * row, gsize k, const gint8 * qx, const float *dx)
+{
+  const __m256i m4 = _mm256_set1_epi8 (0xf), m3 = _mm256_set1_epi8 (3);
+  const __m256i c32 = _mm256_set1_epi8 (32);
+  __m256 acc = _mm256_setzero_ps ();
+  gsize i;
+
+  for (i = 0; i < k / 256; i++) {
+    const guint8 *b = row + i * 210;
+    const gint8 *sc = (const gint8 *) (b + 192), *x = qx + 256 * i;
+    float d = half_to_float (b + 208) * dx[8 * i];
+    __m256i sumi = _mm256_setzero_si256 ();
+    guint h, g;
+
+    for (h = 0; h < 2; h++) {
+      const guint8 *L = b + 64 * h, *H = b + 128 + 32 * h;
+      __m256i l0 = _mm256_loadu_si256 ((const __m256i *) L);
+      __m256i l1 = _mm256_loadu_si256 ((const __m256i *) (L + 32));
+      __m256i hb = _mm256_loadu_si256 ((const __m256i *) H);
+      __m256i q[4];
+
+      q[0] = _mm256_or_si256 (_mm256_and_si256 (l0, m4),
+          _mm256_slli_epi16 (_mm256_and_si256 (hb, m3), 4));
+      q[1] = _mm256_or_si256 (_mm256_and_si256 (l1, m4),
+          _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16 (hb, 2),
+                  m3), 4));
+      q[2] = _mm256_or_si256 (_mm256_and_si256 (_mm256_srli_epi16 (l0, 4),
+              m4), _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16
+                  (hb, 4), m3), 4));
+      q[3] = _mm256_or_si256 (_mm256_and_si256 (_mm256_srli_epi16 (l1, 4),
+              m4), _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16
+                  (hb, 6), m3), 4));
+      for (g = 0; g < 4; g++) {
+        const gint8 *s2 = sc + 8 * h + 2 * g;
+        __m256i p = signed_pairs (_mm256_sub_epi8 (q[g], c32),
+            _mm256_loadu_si256 ((const __m256i *) (x + 128 * h + 32 * g)));
+        __m256i scales = _mm256_setr_m128i (_mm_set1_epi16 (s2[0]),
+            _mm_set1_epi16 (s2[1]));
+
+        sumi = _mm256_add_epi32 (sumi, _mm256_madd_epi16 (p, scales));
+      }
+    }
+    acc = _mm256_fmadd_ps (_mm256_set1_ps (d), _mm256_cvtepi32_ps (sumi), acc);
+  }
+  return hsum8 (acc);
+}
+
+/* A Q4_0 (@five FALSE) or Q5_0 row: codes q - 8 (q - 16), a block of 32
+ * a float scale */
+static float
+dot_q45_0 (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
+    const float *dx)
+{
+  const __m256i m4 = _mm256_set1_epi8 (0xf);
+  const __m256i bias = _mm256_set1_epi8 (five ? 16 : 8);
+  /* bit j of qh to byte j's 0x10: byte j of the shuffled word holds
+   * qh's byte j / 8, and the mask picks bit j % 8 */
+  const __m256i spread = _mm256_setr_epi8 (0, 0, 0, 0, 0, 0, 0, 0,
+      1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+  const __m256i bits = _mm256_set1_epi64x (0x8040201008040201);
+  gsize bytes = five ? 22 : 18, i;
+  __m256 acc = _mm256_setzero_ps ();
+
+  for (i = 0; i < k / 32; i++) {
+    const guint8 *b = row + i * bytes, *qs = b + (five ? 6 : 2);
+    __m128i v = _mm_loadu_si128 ((const __m128i *) qs);
+    __m256i q = _mm256_and_si256 (_mm256_setr_m128i (v,
+            _mm_srli_epi16 (v, 4)), m4);
+    __m256i p;
+
+    if (five) {
+      guint32 qh;
+      __m256i hb;
+
+      memcpy (&qh, b + 2, 4);
+      hb = _mm256_shuffle_epi8 (_mm256_set1_epi32 ((gint32) qh), spread);
+      hb = _mm256_cmpeq_epi8 (_mm256_and_si256 (hb, bits), bits);
+      q = _mm256_or_si256 (q, _mm256_and_si256 (hb, _mm256_set1_epi8 (16)));
+    }
+    q = _mm256_sub_epi8 (q, bias);
+    p = _mm256_madd_epi16 (signed_pairs (q,
+            _mm256_loadu_si256 ((const __m256i *) (qx + 32 * i))),
+        _mm256_set1_epi16 (1));
+    acc = _mm256_fmadd_ps (_mm256_set1_ps (half_to_float (b) * dx[i]),
+        _mm256_cvtepi32_ps (p), acc);
+  }
+  return hsum8 (acc);
+}
+
+static inline gboolean
+has_fused (guint32 type)
+{
+  return type == NPU_GGML_TYPE_Q4_K || type == NPU_GGML_TYPE_Q5_K ||
+      type == NPU_GGML_TYPE_Q6_K || type == NPU_GGML_TYPE_Q4_0 ||
+      type == NPU_GGML_TYPE_Q5_0;
+}
+
+/* The fused dot of a row of @type with one column, where this level has
+ * one; FALSE otherwise */
+static inline gboolean
+fused_dot (guint32 type, const guint8 * row, gsize k, const gint8 * qx,
+    const float *dx, const float *xsum, float *out)
+{
+  switch (type) {
+    case NPU_GGML_TYPE_Q4_K:
+    case NPU_GGML_TYPE_Q5_K:
+      *out = dot_q45_k (row, k, type == NPU_GGML_TYPE_Q5_K, qx, dx, xsum);
+      return TRUE;
+    case NPU_GGML_TYPE_Q6_K:
+      *out = dot_q6_k (row, k, qx, dx);
+      return TRUE;
+    case NPU_GGML_TYPE_Q4_0:
+    case NPU_GGML_TYPE_Q5_0:
+      *out = dot_q45_0 (row, k, type == NPU_GGML_TYPE_Q5_0, qx, dx);
+      return TRUE;
+    default:
+      return FALSE;
+  }
+}
+#else
+static inline gboolean
+has_fused (guint32 type)
+{
+  return FALSE;
+}
+
+static inline gboolean
+fused_dot (guint32 type, const guint8 * row, gsize k, const gint8 * qx,
+    const float *dx, const float *xsum, float *out)
+{
+  return FALSE;
+}
+#endif
+
+/* A decode step's product: one column, one pass, its accumulators in
+ * registers */
+static void
+one_column (guint32 type, const guint8 * w, gsize row_bytes, gsize r0,
+    gsize r1, gsize k, const gint8 * qx, const float *dx, const float *xsum,
+    gboolean offsets, float *y)
+{
+  guint unit = type == NPU_GGML_TYPE_Q4_K || type == NPU_GGML_TYPE_Q5_K ||
+      type == NPU_GGML_TYPE_Q6_K ? 256 : 32, nb = unit / 32, b;
+  gsize unit_bytes = row_bytes / (k / unit), r, u0;
+  Unit u;
+
+  for (r = r0; r < r1; r++) {
+    const guint8 *row = w + r * row_bytes;
+    Acc acc = acc_zero ();
+    float off[8] = { 0 }, v;
+
+    for (u0 = 0; u0 < k; u0 += unit) {
+      const float *d = dx + u0 / 32, *s = xsum + u0 / 32;
+
+      unpack (type, row + (u0 / unit) * unit_bytes, &u);
+      for (b = 0; b < nb; b++)
+        acc = acc_block (acc, u.q + 32 * b, qx + u0 + 32 * b, u.s[2 * b],
+            u.s[2 * b + 1], d[b]);
+      if (offsets)
+        for (b = 0; b < nb; b++)
+          off[b] += (u.o[b] * d[b]) * s[b];
+    }
+    v = acc_sum (acc);
+    for (b = 0; b < 8; b++)
+      v += off[b];
+    y[r] = v;
+  }
+}
+
+/* Rows [r0, r1) of the rows x k matrix @w (@row_bytes a row) times
+ * @n_cols columns of activation codes: column c's pass p has its codes at
+ * qx + (p n_cols + c) col_stride, its block scales and code sums at
+ * (p n_cols + c) col_stride / 32 in @dx and @xsum; the passes are summed
+ * into y[c y_stride + r] */
+void
+NAME (npu_blocks_rows) (guint32 type, const guint8 * w, gsize row_bytes,
+    gsize r0, gsize r1, gsize k, const gint8 * qx, const float *dx,
+    const float *xsum, guint n_cols, guint n_passes, gsize col_stride,
+    float *y, gsize y_stride)
+{
+  gboolean k_quant = type == NPU_GGML_TYPE_Q4_K ||
+      type == NPU_GGML_TYPE_Q5_K || type == NPU_GGML_TYPE_Q6_K;
+  /* the types whose blocks have an offset (a min) */
+  gboolean offsets = type == NPU_GGML_TYPE_Q4_1 ||
+      type == NPU_GGML_TYPE_Q5_1 || type == NPU_GGML_TYPE_Q4_K ||
+      type == NPU_GGML_TYPE_Q5_K;
+  guint unit = k_quant ? 256 : 32, nb = unit / 32;
+  gsize unit_bytes = row_bytes / (k / unit), r, u0;
+  guint n = n_cols * n_passes, c, b;
+  Unit u;
+
+  g_assert (n <= MAX_PASSES);
+  if (has_fused (type)) {
+    /* each row's codes stay in L1 for the columns after the first */
+    for (r = r0; r < r1; r++)
+      for (c = 0; c < n_cols; c++) {
+        float v = 0.0f, part = 0.0f;
+        guint p;
+
+        for (p = 0; p < n_passes; p++) {
+          gsize i = (p * n_cols + c) * col_stride;
+
+          fused_dot (type, w + r * row_bytes, k, qx + i, dx + i / 32,
+              xsum + i / 32, &part);
+          v += part;
+        }
+        y[c * y_stride + r] = v;
+      }
+    return;
+  }
+  if (n == 1) {
+    one_column (type, w, row_bytes, r0, r1, k, qx, dx, xsum, offsets, y);
+    return;
+  }
+  for (r = r0; r < r1; r++) {
+    const guint8 *row = w + r * row_bytes;
+    Acc acc[MAX_PASSES];
+    /* the offsets' terms, one lane per block of the unit (summed at the
+     * end, so the loop below is element-wise and vectorises) */
+    float off[MAX_PASSES][8];
+
+    for (c = 0; c < n; c++) {
+      acc[c] = acc_zero ();
+      for (b = 0; b < 8; b++)
+        off[c][b] = 0.0f;
+    }
+    for (u0 = 0; u0 < k; u0 += unit) {
+      unpack (type, row + (u0 / unit) * unit_bytes, &u);
+      for (c = 0; c < n; c++) {
+        const gint8 *x = qx + c * col_stride + u0;
+        const float *d = dx + (c * col_stride + u0) / 32;
+        const float *s = xsum + (c * col_stride + u0) / 32;
+
+        for (b = 0; b < nb; b++)
+          acc[c] = acc_block (acc[c], u.q + 32 * b, x + 32 * b, u.s[2 * b],
+              u.s[2 * b + 1], d[b]);
+        if (offsets)
+          for (b = 0; b < nb; b++)
+            off[c][b] += (u.o[b] * d[b]) * s[b];
+      }
+    }
+    for (c = 0; c < n_cols; c++) {
+      float v = 0.0f;
+      guint p;
+
+      for (p = 0; p < n_passes; p++) {
+        guint i = p * n_cols + c;
+
+        v += acc_sum (acc[i]);
+        for (b = 0; b < 8; b++)
+          v += off[i][b];
+      }
+      y[c * y_stride + r] = v;
+    }
+  }
+}

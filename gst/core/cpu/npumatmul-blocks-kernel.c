@@ -321,18 +321,27 @@ hsum8 (__m256 a)
   return acc_sum (a);
 }
 
-/* sum over the 8 sub-blocks of a K-quant super-block: sc_j * (q . x)_j,
- * @lo_hi the 32 codes of sub-blocks 2c (low nibbles) and 2c + 1 */
+/* The int16 scale @i of @scales (8 of them, in both halves) in every
+ * lane: a byte shuffle, no trip through a general register */
 static inline __m256i
-k_pair (__m256i lo, __m256i hi, const gint8 * x, gint sc0, gint sc1)
+scale_lanes (__m256i scales, guint i)
+{
+  return _mm256_shuffle_epi8 (scales,
+      _mm256_set1_epi16 ((gint16) (((2 * i + 1) << 8) | (2 * i))));
+}
+
+/* sc_2c (q . x) + sc_2c+1 (q . x) of sub-blocks 2c (@lo, the low
+ * nibbles) and 2c + 1 (@hi) of a K-quant super-block, in 8 int32 lanes */
+static inline __m256i
+k_pair (__m256i lo, __m256i hi, const gint8 * x, __m256i scales, guint c)
 {
   __m256i pl = _mm256_maddubs_epi16 (lo,
       _mm256_loadu_si256 ((const __m256i *) x));
   __m256i ph = _mm256_maddubs_epi16 (hi,
       _mm256_loadu_si256 ((const __m256i *) (x + 32)));
 
-  return _mm256_add_epi32 (_mm256_madd_epi16 (pl, _mm256_set1_epi16 (sc0)),
-      _mm256_madd_epi16 (ph, _mm256_set1_epi16 (sc1)));
+  return _mm256_add_epi32 (_mm256_madd_epi16 (pl, scale_lanes (scales,
+              2 * c)), _mm256_madd_epi16 (ph, scale_lanes (scales, 2 * c + 1)));
 }
 
 /* A Q4_K (@five FALSE) or Q5_K row: codes 0..15 (0..31) unsigned, so
@@ -356,6 +365,7 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
         _mm256_setzero_si256 ();
     guint32 t[4];
     const guint8 *sc = (const guint8 *) t;
+    __m256i scales;
     guint j;
 
     /* the 12 bytes of 6-bit scales and mins to 8 scale bytes, then 8 min
@@ -371,6 +381,8 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
         _mm256_mul_ps (_mm256_cvtepi32_ps (_mm256_cvtepu8_epi32
                 (_mm_loadl_epi64 ((const __m128i *) (sc + 8)))),
             _mm256_loadu_ps (xsum + 8 * i)), accm);
+    scales = _mm256_broadcastsi128_si256 (_mm_cvtepu8_epi16 (_mm_loadl_epi64
+            ((const __m128i *) sc)));
     for (j = 0; j < 4; j++) {
       __m256i v = _mm256_loadu_si256 ((const __m256i *) (qs + 32 * j));
       __m256i lo = _mm256_and_si256 (v, m4);
@@ -384,8 +396,7 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
             _mm256_slli_epi16 (_mm256_and_si256 (h, m1), 4));
         h = _mm256_srli_epi16 (h, 1);
       }
-      sumi = _mm256_add_epi32 (sumi, k_pair (lo, hi, x + 64 * j, sc[2 * j],
-              sc[2 * j + 1]));
+      sumi = _mm256_add_epi32 (sumi, k_pair (lo, hi, x + 64 * j, scales, j));
     }
     acc = _mm256_fmadd_ps (_mm256_set1_ps (d), _mm256_cvtepi32_ps (sumi), acc);
   }
@@ -412,7 +423,8 @@ dot_q6_k (const guint8 * row, gsize k, const gint8 * qx, const float *dx)
 
   for (i = 0; i < k / 256; i++) {
     const guint8 *b = row + i * 210;
-    const gint8 *sc = (const gint8 *) (b + 192), *x = qx + 256 * i;
+    const guint8 *sc = b + 192;
+    const gint8 *x = qx + 256 * i;
     float d = half_to_float (b + 208) * dx[8 * i];
     __m256i sumi = _mm256_setzero_si256 ();
     guint h, g;
@@ -422,6 +434,9 @@ dot_q6_k (const guint8 * row, gsize k, const gint8 * qx, const float *dx)
       __m256i l0 = _mm256_loadu_si256 ((const __m256i *) L);
       __m256i l1 = _mm256_loadu_si256 ((const __m256i *) (L + 32));
       __m256i hb = _mm256_loadu_si256 ((const __m256i *) H);
+      /* the half's 8 scales as int16, in both 128-bit lanes */
+      __m256i s8 = _mm256_broadcastsi128_si256 (_mm_cvtepi8_epi16
+          (_mm_loadl_epi64 ((const __m128i *) (sc + 8 * h))));
       __m256i q[4];
 
       q[0] = _mm256_or_si256 (_mm256_and_si256 (l0, m4),
@@ -435,14 +450,16 @@ dot_q6_k (const guint8 * row, gsize k, const gint8 * qx, const float *dx)
       q[3] = _mm256_or_si256 (_mm256_and_si256 (_mm256_srli_epi16 (l1, 4),
               m4), _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16
                   (hb, 6), m3), 4));
+      /* group g takes scale 2g in the low lane, 2g + 1 in the high */
       for (g = 0; g < 4; g++) {
-        const gint8 *s2 = sc + 8 * h + 2 * g;
         __m256i p = signed_pairs (_mm256_sub_epi8 (q[g], c32),
             _mm256_loadu_si256 ((const __m256i *) (x + 128 * h + 32 * g)));
-        __m256i scales = _mm256_setr_m128i (_mm_set1_epi16 (s2[0]),
-            _mm_set1_epi16 (s2[1]));
+        __m256i pick = _mm256_setr_m128i (_mm_set1_epi16 ((gint16)
+                (((4 * g + 1) << 8) | (4 * g))), _mm_set1_epi16 ((gint16)
+                (((4 * g + 3) << 8) | (4 * g + 2))));
 
-        sumi = _mm256_add_epi32 (sumi, _mm256_madd_epi16 (p, scales));
+        sumi = _mm256_add_epi32 (sumi, _mm256_madd_epi16 (p,
+                _mm256_shuffle_epi8 (s8, pick)));
       }
     }
     acc = _mm256_fmadd_ps (_mm256_set1_ps (d), _mm256_cvtepi32_ps (sumi), acc);

@@ -306,6 +306,15 @@ unpack (guint32 type, const guint8 * b, Unit * u)
   }
 }
 
+/* Up to 4 columns of activations (or passes of one): their codes, block
+ * scales and block code sums; each row's codes are unpacked once for all */
+#define MAX_FUSED 4
+typedef struct
+{
+  const gint8 *qx[MAX_FUSED];
+  const float *dx[MAX_FUSED], *xsum[MAX_FUSED];
+} Cols;
+
 #if defined(__AVX2__)
 /* The fused row dots of the AVX2 and AVX-512 levels, ggml's
  * ggml_vec_dot_*_q8_* in form: the codes are unpacked in registers and
@@ -344,28 +353,33 @@ k_pair (__m256i lo, __m256i hi, const gint8 * x, __m256i scales, guint c)
               2 * c)), _mm256_madd_epi16 (ph, scale_lanes (scales, 2 * c + 1)));
 }
 
-/* A Q4_K (@five FALSE) or Q5_K row: codes 0..15 (0..31) unsigned, so
- * maddubs takes them as they are (a pair at most 2 x 31 x 127) */
-static float
-dot_q45_k (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
-    const float *dx, const float *xsum)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* A Q4_K (@five FALSE) or Q5_K row times @nc columns: codes 0..15
+ * (0..31) unsigned, so maddubs takes them as they are (a pair at most
+ * 2 x 31 x 127) */
+static ALWAYS_INLINE void
+dot_q45_k (const guint8 * row, gsize k, gboolean five, const Cols * cols,
+    guint nc, float *out)
 {
   const __m256i m4 = _mm256_set1_epi8 (0xf), m1 = _mm256_set1_epi8 (1);
   gsize bytes = five ? 176 : 144, i;
-  __m256 acc = _mm256_setzero_ps (), accm = _mm256_setzero_ps ();
+  __m256 acc[MAX_FUSED], accm[MAX_FUSED];
+  guint c;
 
+  for (c = 0; c < nc; c++)
+    acc[c] = accm[c] = _mm256_setzero_ps ();
   for (i = 0; i < k / 256; i++) {
     const guint8 *b = row + i * bytes, *qh = b + 16;
     const guint8 *qs = b + (five ? 48 : 16);
-    const gint8 *x = qx + 256 * i;
-    float d = half_to_float (b) * dx[8 * i];
-    float dmin = half_to_float (b + 2) * dx[8 * i];
-    __m256i sumi = _mm256_setzero_si256 ();
+    float d = half_to_float (b), dmin = half_to_float (b + 2);
+    __m256i sumi[MAX_FUSED];
     __m256i h = five ? _mm256_loadu_si256 ((const __m256i *) qh) :
         _mm256_setzero_si256 ();
     guint32 t[4];
     const guint8 *sc = (const guint8 *) t;
     __m256i scales;
+    __m256 mins;
     guint j;
 
     /* the 12 bytes of 6-bit scales and mins to 8 scale bytes, then 8 min
@@ -376,13 +390,17 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
     t[1] = (t[2] & 0x0f0f0f0f) | (((t[0] >> 6) & 0x03030303) << 4);
     t[2] = j;
     t[0] &= 0x3f3f3f3f;
-    /* mins . the blocks' code sums, in 8 lanes */
-    accm = _mm256_fmadd_ps (_mm256_set1_ps (dmin),
-        _mm256_mul_ps (_mm256_cvtepi32_ps (_mm256_cvtepu8_epi32
-                (_mm_loadl_epi64 ((const __m128i *) (sc + 8)))),
-            _mm256_loadu_ps (xsum + 8 * i)), accm);
+    mins = _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_loadl_epi64
+            ((const __m128i *) (sc + 8))));
     scales = _mm256_broadcastsi128_si256 (_mm_cvtepu8_epi16 (_mm_loadl_epi64
             ((const __m128i *) sc)));
+    for (c = 0; c < nc; c++) {
+      /* mins . the blocks' code sums, in 8 lanes */
+      accm[c] = _mm256_fmadd_ps (_mm256_set1_ps (dmin * cols->dx[c][8 * i]),
+          _mm256_mul_ps (mins, _mm256_loadu_ps (cols->xsum[c] + 8 * i)),
+          accm[c]);
+      sumi[c] = _mm256_setzero_si256 ();
+    }
     for (j = 0; j < 4; j++) {
       __m256i v = _mm256_loadu_si256 ((const __m256i *) (qs + 32 * j));
       __m256i lo = _mm256_and_si256 (v, m4);
@@ -396,11 +414,16 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
             _mm256_slli_epi16 (_mm256_and_si256 (h, m1), 4));
         h = _mm256_srli_epi16 (h, 1);
       }
-      sumi = _mm256_add_epi32 (sumi, k_pair (lo, hi, x + 64 * j, scales, j));
+      for (c = 0; c < nc; c++)
+        sumi[c] = _mm256_add_epi32 (sumi[c], k_pair (lo, hi,
+                cols->qx[c] + 256 * i + 64 * j, scales, j));
     }
-    acc = _mm256_fmadd_ps (_mm256_set1_ps (d), _mm256_cvtepi32_ps (sumi), acc);
+    for (c = 0; c < nc; c++)
+      acc[c] = _mm256_fmadd_ps (_mm256_set1_ps (d * cols->dx[c][8 * i]),
+          _mm256_cvtepi32_ps (sumi[c]), acc[c]);
   }
-  return hsum8 (acc) - hsum8 (accm);
+  for (c = 0; c < nc; c++)
+    out[c] = hsum8 (acc[c]) - hsum8 (accm[c]);
 }
 
 /* |x| times q with x's sign, summed in pairs to int16 (|q| <= 32) */
@@ -413,21 +436,27 @@ signed_pairs (__m256i q, __m256i x)
 
 /* A Q6_K row: codes q - 32, int8 scales a group of 16 (int16 lanes 0-7
  * of a pair sum hold the first 16 bytes, lanes 8-15 the next) */
-static float
-dot_q6_k (const guint8 * row, gsize k, const gint8 * qx, const float *dx)
+static ALWAYS_INLINE void
+dot_q6_k (const guint8 * row, gsize k, const Cols * cols, guint nc, float *out)
 {
   const __m256i m4 = _mm256_set1_epi8 (0xf), m3 = _mm256_set1_epi8 (3);
   const __m256i c32 = _mm256_set1_epi8 (32);
-  __m256 acc = _mm256_setzero_ps ();
+  __m256 acc[MAX_FUSED];
   gsize i;
+  guint c;
+
+  for (c = 0; c < nc; c++)
+    acc[c] = _mm256_setzero_ps ();
 
   for (i = 0; i < k / 256; i++) {
     const guint8 *b = row + i * 210;
     const guint8 *sc = b + 192;
-    const gint8 *x = qx + 256 * i;
-    float d = half_to_float (b + 208) * dx[8 * i];
-    __m256i sumi = _mm256_setzero_si256 ();
+    float d = half_to_float (b + 208);
+    __m256i sumi[MAX_FUSED];
     guint h, g;
+
+    for (c = 0; c < nc; c++)
+      sumi[c] = _mm256_setzero_si256 ();
 
     for (h = 0; h < 2; h++) {
       const guint8 *L = b + 64 * h, *H = b + 128 + 32 * h;
@@ -452,19 +481,26 @@ dot_q6_k (const guint8 * row, gsize k, const gint8 * qx, const float *dx)
                   (hb, 6), m3), 4));
       /* group g takes scale 2g in the low lane, 2g + 1 in the high */
       for (g = 0; g < 4; g++) {
-        __m256i p = signed_pairs (_mm256_sub_epi8 (q[g], c32),
-            _mm256_loadu_si256 ((const __m256i *) (x + 128 * h + 32 * g)));
         __m256i pick = _mm256_setr_m128i (_mm_set1_epi16 ((gint16)
                 (((4 * g + 1) << 8) | (4 * g))), _mm_set1_epi16 ((gint16)
                 (((4 * g + 3) << 8) | (4 * g + 2))));
+        __m256i qg = _mm256_sub_epi8 (q[g], c32);
+        __m256i sg = _mm256_shuffle_epi8 (s8, pick);
 
-        sumi = _mm256_add_epi32 (sumi, _mm256_madd_epi16 (p,
-                _mm256_shuffle_epi8 (s8, pick)));
+        for (c = 0; c < nc; c++) {
+          __m256i p = signed_pairs (qg, _mm256_loadu_si256 ((const __m256i *)
+                  (cols->qx[c] + 256 * i + 128 * h + 32 * g)));
+
+          sumi[c] = _mm256_add_epi32 (sumi[c], _mm256_madd_epi16 (p, sg));
+        }
       }
     }
-    acc = _mm256_fmadd_ps (_mm256_set1_ps (d), _mm256_cvtepi32_ps (sumi), acc);
+    for (c = 0; c < nc; c++)
+      acc[c] = _mm256_fmadd_ps (_mm256_set1_ps (d * cols->dx[c][8 * i]),
+          _mm256_cvtepi32_ps (sumi[c]), acc[c]);
   }
-  return hsum8 (acc);
+  for (c = 0; c < nc; c++)
+    out[c] = hsum8 (acc[c]);
 }
 
 /* A Q4_0 (@five FALSE) or Q5_0 row: codes q - 8 (q - 16), a block of 32
@@ -517,26 +553,49 @@ has_fused (guint32 type)
       type == NPU_GGML_TYPE_Q5_0;
 }
 
-/* The fused dot of a row of @type with one column, where this level has
- * one; FALSE otherwise */
-static inline gboolean
-fused_dot (guint32 type, const guint8 * row, gsize k, const gint8 * qx,
-    const float *dx, const float *xsum, float *out)
+/* One K-quant row times @nc <= MAX_FUSED columns, @nc a constant after
+ * inlining (fused_dots ()) */
+static ALWAYS_INLINE void
+k_dots (guint32 type, const guint8 * row, gsize k, const Cols * cols,
+    guint nc, float *out)
 {
+  if (type == NPU_GGML_TYPE_Q6_K)
+    dot_q6_k (row, k, cols, nc, out);
+  else
+    dot_q45_k (row, k, type == NPU_GGML_TYPE_Q5_K, cols, nc, out);
+}
+
+/* A row of @type times @nc columns, where this level has a fused dot */
+static void
+fused_dots (guint32 type, const guint8 * row, gsize k, const Cols * cols,
+    guint nc, float *out)
+{
+  guint c;
+
   switch (type) {
     case NPU_GGML_TYPE_Q4_K:
     case NPU_GGML_TYPE_Q5_K:
-      *out = dot_q45_k (row, k, type == NPU_GGML_TYPE_Q5_K, qx, dx, xsum);
-      return TRUE;
     case NPU_GGML_TYPE_Q6_K:
-      *out = dot_q6_k (row, k, qx, dx);
-      return TRUE;
-    case NPU_GGML_TYPE_Q4_0:
-    case NPU_GGML_TYPE_Q5_0:
-      *out = dot_q45_0 (row, k, type == NPU_GGML_TYPE_Q5_0, qx, dx);
-      return TRUE;
+      switch (nc) {
+        case 1:
+          k_dots (type, row, k, cols, 1, out);
+          break;
+        case 2:
+          k_dots (type, row, k, cols, 2, out);
+          break;
+        case 3:
+          k_dots (type, row, k, cols, 3, out);
+          break;
+        default:
+          k_dots (type, row, k, cols, 4, out);
+          break;
+      }
+      break;
     default:
-      return FALSE;
+      for (c = 0; c < nc; c++)
+        out[c] = dot_q45_0 (row, k, type == NPU_GGML_TYPE_Q5_0, cols->qx[c],
+            cols->dx[c]);
+      break;
   }
 }
 #else
@@ -546,11 +605,11 @@ has_fused (guint32 type)
   return FALSE;
 }
 
-static inline gboolean
-fused_dot (guint32 type, const guint8 * row, gsize k, const gint8 * qx,
-    const float *dx, const float *xsum, float *out)
+static void
+fused_dots (guint32 type, const guint8 * row, gsize k, const Cols * cols,
+    guint nc, float *out)
 {
-  return FALSE;
+  g_assert_not_reached ();
 }
 #endif
 
@@ -613,21 +672,32 @@ NAME (npu_blocks_rows) (guint32 type, const guint8 * w, gsize row_bytes,
 
   g_assert (n <= MAX_PASSES);
   if (has_fused (type)) {
-    /* each row's codes stay in L1 for the columns after the first */
-    for (r = r0; r < r1; r++)
+    /* each row's codes unpacked once for up to MAX_FUSED column passes */
+    for (r = r0; r < r1; r++) {
+      float part[MAX_PASSES];
+
+      for (c = 0; c < n; c += MAX_FUSED) {
+        guint nc = MIN (MAX_FUSED, n - c), i;
+        Cols cols;
+
+        for (i = 0; i < nc; i++) {
+          gsize at = (c + i) * col_stride;
+
+          cols.qx[i] = qx + at;
+          cols.dx[i] = dx + at / 32;
+          cols.xsum[i] = xsum + at / 32;
+        }
+        fused_dots (type, w + r * row_bytes, k, &cols, nc, part + c);
+      }
       for (c = 0; c < n_cols; c++) {
-        float v = 0.0f, part = 0.0f;
+        float v = 0.0f;
         guint p;
 
-        for (p = 0; p < n_passes; p++) {
-          gsize i = (p * n_cols + c) * col_stride;
-
-          fused_dot (type, w + r * row_bytes, k, qx + i, dx + i / 32,
-              xsum + i / 32, &part);
-          v += part;
-        }
+        for (p = 0; p < n_passes; p++)
+          v += part[p * n_cols + c];
         y[c * y_stride + r] = v;
       }
+    }
     return;
   }
   if (n == 1) {

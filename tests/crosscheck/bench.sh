@@ -23,7 +23,12 @@
 #   4. vision: a SigLIP-B-size mmproj (idefics3, 12 x 768, MXFP4, 224 x 224
 #      image) encoded by npu-vit-encode (ours) and clip-encode (llama.cpp),
 #      time, and each side's error against our scalar kernels' evaluation
-#      (exact F32 products, F32 rounding only): max |x - exact| / range.
+#      (exact F32 products, F32 rounding only): max |x - exact| / range;
+#   5. the weight types users download: the 1.1 B llama written in F16,
+#      then quantised by llama.cpp's llama-quantize into each preset of
+#      TYPES ("Q4_K_M Q8_0 F16" by default; MXFP4 is the model of 1-3):
+#      prefill 512 and decode at depth 0, bench-llm --in-place (every
+#      type read as stored) and llama-bench -p 512 -n 32.
 #
 # Then a summary table of every figure with the ratio.  The machine may be
 # shared: only ratios within this run mean something; each side's figure
@@ -34,7 +39,8 @@
 # BUILD_DIR defaults to build/; MODEL to a generated 1.1 B llama in MXFP4
 # (written to $WORK first).  llama.cpp is built by build-llamacpp.sh into
 # LLAMACPP_DIR (/tmp/llamacpp) if it is not there yet.  PASSES (3) sets the
-# repetitions of the short runs; DEPTH (2048) the long context.
+# repetitions of the short runs; DEPTH (2048) the long context; ONLY=types
+# runs part 5 alone.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -69,6 +75,24 @@ run () {
   echo
 }
 
+# 5. the weight types (run first: ONLY=types stops after it)
+TYPES=${TYPES-Q4_K_M Q8_0 F16}
+if [ -n "$TYPES" ]; then
+  F16=$WORK/llama-1b-f16.gguf
+  [ -f "$F16" ] || "$BUILD/tests/tools/npu-model-gen" text --arch llama \
+      --size 1b --type f16 -o "$F16" >/dev/null
+  for ty in $TYPES; do
+    m=$WORK/llama-1b-$ty.gguf
+    [ "$ty" = F16 ] && m=$F16
+    [ -f "$m" ] || "$LLAMACPP_DIR/build/bin/llama-quantize" "$F16" "$m" "$ty" \
+        >"$OUT/quantize-$ty.log" 2>&1
+    run "ours-type-$ty.txt" "$BL" "$m" --in-place --passes "$PASSES" \
+        --prefill 512 --depth 0 --decode 32
+    run "llama-type-$ty.txt" "$LB" -m "$m" -p 512 -n 32 -t "1,$N" \
+        -r "$PASSES"
+  done
+fi
+if [ "${ONLY:-}" != types ]; then
 run ours-short.txt "$BL" "$MODEL" --passes "$PASSES" --prefill 64 --depth 0 \
     --alternate-limit 4
 run ours-512.txt "$BL" "$MODEL" --passes "$PASSES" --prefill 512 --depth 0 \
@@ -107,6 +131,7 @@ for t in 1 "$N"; do
 done
 run llama-vit-error.txt env NPU_CPU_ISA=scalar "$NE" "$VM" --image "$IMG" \
     --reference "$OUT/vit-llama.f32"
+fi
 
 # ------------------------------------------------------------------------
 # The summary, from the logs above
@@ -133,6 +158,18 @@ echo "== summary (best of each side's repetitions; ratio = ours / llama.cpp"
 echo "   for speeds, llama.cpp / ours for times and sizes)"
 echo "| figure | gst-npu | llama.cpp | ratio |"
 echo "|---|---|---|---|"
+for ty in $TYPES; do
+  for t in 1 "$N"; do
+    a=$(ours "ours-type-$ty.txt" "$t" \
+        's/^ *prefill *512 tok *\([0-9.]*\) .*/\1/p')
+    b=$(llama "llama-type-$ty.txt" pp512 "$t")
+    row "$ty: prefill 512, $t thr (tok/s)" "$a" "$b" "$a" "$b"
+    a=$(ours "ours-type-$ty.txt" "$t" 's/^ *decode @ *0 *\([0-9.]*\) .*/\1/p')
+    b=$(llama "llama-type-$ty.txt" tg32 "$t")
+    row "$ty: decode @ 0, $t thr (tok/s)" "$a" "$b" "$a" "$b"
+  done
+done
+[ "${ONLY:-}" = types ] && exit 0
 for t in 1 "$N"; do
   a=$(ours ours-short.txt "$t" 's/^ *prefill *64 tok *\([0-9.]*\) .*/\1/p')
   b=$(llama llama-short.txt pp64 "$t")

@@ -122,16 +122,42 @@ typedef struct
   const float *xsum;
   guint n_cols, n_passes;
   float *y;
+  guint n_threads;
+  gsize next;                   /* the first unclaimed row (atomic) */
 } BlocksJob;
 
 static void
-blocks_slice (gsize start, gsize end, guint worker, gpointer data)
+blocks_rows (const BlocksJob * job, gsize start, gsize end)
 {
-  const BlocksJob *job = data;
-
   job->rows_func (job->type, job->w, job->row_bytes, start, end, job->k,
       job->qx, job->dx, job->xsum, job->n_cols, job->n_passes, job->k,
       job->y, job->rows);
+}
+
+/* One slice per thread, which claims runs of rows guided, as the MXFP4
+ * GEMV does (npumatmul.c): each claim 1 / (2 threads) of the rows still
+ * left, at least CLAIM_ROWS (whole cache lines of y, so two threads never
+ * write the same one), so the runs of weights each thread streams stay
+ * long and a thread that comes late still finds work */
+#define CLAIM_ROWS 32
+
+static void
+blocks_claims (gsize start, gsize end, guint worker, gpointer data)
+{
+  BlocksJob *job = data;
+  gsize a = __atomic_load_n (&job->next, __ATOMIC_RELAXED);
+
+  while (a < job->rows) {
+    gsize len = MAX (CLAIM_ROWS, (job->rows - a) / (2 * job->n_threads));
+    gsize b = MIN (job->rows, a + len);
+
+    /* on failure a is reloaded with the row another thread left */
+    if (__atomic_compare_exchange_n (&job->next, &a, b, FALSE,
+            __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      blocks_rows (job, a, b);
+      a = __atomic_load_n (&job->next, __ATOMIC_RELAXED);
+    }
+  }
 }
 
 gboolean
@@ -179,10 +205,13 @@ npu_matmul_blocks (NpuTask * task, guint32 type, const void *w, gsize rows,
     }
     job.n_cols = nc;
     job.y = y + c0 * rows;
-    if (task)
-      npu_task_parallel_for (task, rows, 4, blocks_slice, &job);
-    else
-      blocks_slice (0, rows, 0, &job);
+    job.next = 0;
+    if (task) {
+      job.n_threads = npu_task_get_n_threads (task);
+      npu_task_parallel_for (task, job.n_threads, 1, blocks_claims, &job);
+    } else {
+      blocks_rows (&job, 0, rows);
+    }
   }
   return TRUE;
 }

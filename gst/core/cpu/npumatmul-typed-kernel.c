@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/formats/npumxfp4.h"
+#include "core/formats/npugguf.h"
 #if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
@@ -54,6 +55,8 @@ void NAME (npu_typed_dot4x3) (const float *w, gsize stride, const float *x0,
 void NAME (npu_typed_bf16_row) (const guint8 * src, float *dst, gsize n);
 void NAME (npu_typed_dot4) (const float *w, gsize stride, const float *x,
     gsize n, float *out);
+gboolean NAME (npu_typed_dot4_half) (guint32 type, const guint8 * w,
+    gsize stride, const float *x, gsize n, float *out);
 
 static inline vf
 load (const float *p)
@@ -63,6 +66,19 @@ load (const float *p)
   __builtin_memcpy (&v, p, sizeof (v));
   return v;
 }
+
+#if defined(__AVX2__) && !defined(__AVX512F__)
+static inline float
+hsum_m256 (__m256 v)
+{
+  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v),
+      _mm256_extractf128_ps (v, 1));
+
+  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
+  s = _mm_add_ss (s, _mm_movehdup_ps (s));
+  return _mm_cvtss_f32 (s);
+}
+#endif
 
 static inline float
 hsum (vf v)
@@ -195,4 +211,73 @@ void NAME (npu_typed_dot4x3) (const float *w, gsize stride, const float *x0,
     }
   for (r = 0; r < 12; r++)
     out[r] = hsum (a[r]) + t[r];
+}
+
+/* out[r] = sum of row r's @n halves (F16, or BF16 with @type BF16) times
+ * x[i], r < 4, rows @stride bytes apart: each vector of halves widened in
+ * a register (vcvtph2ps, or a shift for BF16: exact) and multiplied at
+ * once, no trip through a decoded row (a one-token product reads each
+ * weight once, so the store and load of a decode buffer were half its
+ * work).  FALSE where the level has no such copy (the caller decodes). */
+gboolean NAME (npu_typed_dot4_half) (guint32 type, const guint8 * w,
+    gsize stride, const float *x, gsize n, float *out)
+{
+#if defined(__AVX512F__) || defined(__F16C__)
+  gboolean bf16 = type == NPU_GGML_TYPE_BF16;
+#if defined(__AVX512F__)
+#define HW 16
+  typedef __m512 hv;
+#define HZERO _mm512_setzero_ps ()
+#define HLOAD_F16(p) _mm512_cvtph_ps (_mm256_loadu_si256 ((const __m256i *) (p)))
+#define HLOAD_BF16(p) _mm512_castsi512_ps (_mm512_slli_epi32 \
+    (_mm512_cvtepu16_epi32 (_mm256_loadu_si256 ((const __m256i *) (p))), 16))
+#define HFMA(a, b, c) _mm512_fmadd_ps (a, b, c)
+#define HXLOAD(p) _mm512_loadu_ps (p)
+#define HSUM(v) _mm512_reduce_add_ps (v)
+#else
+#define HW 8
+  typedef __m256 hv;
+#define HZERO _mm256_setzero_ps ()
+#define HLOAD_F16(p) _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p)))
+#define HLOAD_BF16(p) _mm256_castsi256_ps (_mm256_slli_epi32 \
+    (_mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) (p))), 16))
+#define HFMA(a, b, c) _mm256_fmadd_ps (a, b, c)
+#define HXLOAD(p) _mm256_loadu_ps (p)
+#define HSUM(v) hsum_m256 (v)
+#endif
+  hv a[4] = { HZERO, HZERO, HZERO, HZERO };
+  float t[4] = { 0, 0, 0, 0 };
+  gsize i = 0;
+  guint r;
+
+  if (type != NPU_GGML_TYPE_F16 && !bf16)
+    return FALSE;
+  for (; i + HW <= n; i += HW) {
+    hv xv = HXLOAD (x + i);
+
+    for (r = 0; r < 4; r++) {
+      const guint8 *p = w + r * stride + 2 * i;
+
+      a[r] = HFMA (bf16 ? HLOAD_BF16 (p) : HLOAD_F16 (p), xv, a[r]);
+    }
+  }
+  for (; i < n; i++)
+    for (r = 0; r < 4; r++) {
+      const guint8 *p = w + r * stride + 2 * i;
+      guint16 h = p[0] | (p[1] << 8);
+      guint32 u = (guint32) h << 16;
+      float v;
+
+      if (bf16)
+        memcpy (&v, &u, 4);
+      else
+        v = npu_f16_to_f32 (h);
+      t[r] += v * x[i];
+    }
+  for (r = 0; r < 4; r++)
+    out[r] = HSUM (a[r]) + t[r];
+  return TRUE;
+#else
+  return FALSE;
+#endif
 }

@@ -33,6 +33,8 @@ typedef void (*Dot4Func) (const float *w, gsize stride, const float *x,
     gsize n, float *out);
 
 typedef void (*RowFunc) (const guint8 * src, float *dst, gsize n);
+typedef gboolean (*Dot4HalfFunc) (guint32 type, const guint8 * w,
+    gsize stride, const float *x, gsize n, float *out);
 
 #define DECLARE_DOTS(isa) \
   float npu_typed_dot_##isa (const float *w, const float *x, gsize n); \
@@ -42,7 +44,9 @@ typedef void (*RowFunc) (const guint8 * src, float *dst, gsize n);
       const float *x0, const float *x1, const float *x2, gsize n, \
       float *out); \
   void npu_typed_f16_row_##isa (const guint8 * src, float *dst, gsize n); \
-  void npu_typed_bf16_row_##isa (const guint8 * src, float *dst, gsize n)
+  void npu_typed_bf16_row_##isa (const guint8 * src, float *dst, gsize n); \
+  gboolean npu_typed_dot4_half_##isa (guint32 type, const guint8 * w, \
+      gsize stride, const float *x, gsize n, float *out)
 
 DECLARE_DOTS (generic);
 #if defined(__x86_64__)
@@ -91,10 +95,12 @@ typedef struct
   Dot4Func dot4;
   Dot4x3Func dot4x3;
   RowFunc f16_row, bf16_row;
+  Dot4HalfFunc dot4_half;
 } Kernels;
 
 #define KERNELS(isa) { npu_typed_dot_##isa, npu_typed_dot4_##isa, \
-  npu_typed_dot4x3_##isa, npu_typed_f16_row_##isa, npu_typed_bf16_row_##isa }
+  npu_typed_dot4x3_##isa, npu_typed_f16_row_##isa, npu_typed_bf16_row_##isa, \
+  npu_typed_dot4_half_##isa }
 
 /* The kernels of the matmul path in use (npu_matmul_get_isa(), which
  * npu_matmul_set_isa() forces for tests); the scalar path's dot products
@@ -110,6 +116,7 @@ current_kernels (void)
     k.dot4 = dot4_scalar;
     k.dot4x3 = dot4x3_scalar;
     k.f16_row = k.bf16_row = NULL;
+    k.dot4_half = NULL;
   }
 #if defined(__x86_64__)
   if (!strcmp (isa, "avx512")) {
@@ -168,6 +175,22 @@ typed_rows (gsize start, gsize end, guint worker, gpointer data)
   for (r = start; r < end; r += ROWS) {
     guint nr = MIN (ROWS, end - r);
 
+    /* F16 and BF16 rows of one or two columns widened in registers:
+     * each weight is read once, a decode buffer would double the work */
+    if (nr == ROWS && job->n <= 2 && job->kern.dot4_half) {
+      const guint8 *w = job->w + r * job->row_bytes;
+      float out[ROWS];
+
+      for (c = 0; c < job->n; c++) {
+        if (!job->kern.dot4_half (job->type, w, job->row_bytes,
+                job->x + c * job->k, job->k, out))
+          break;
+        for (i = 0; i < ROWS; i++)
+          job->y[c * job->rows + r + i] = out[i];
+      }
+      if (c == job->n)
+        continue;
+    }
     for (i = 0; i < nr; i++)
       for (c = 0; c < job->n; c++)
         job->y[c * job->rows + r + i] = 0.0f;
@@ -250,10 +273,11 @@ npu_matmul_typed (NpuTask * task, guint32 type, const void *w, gsize rows,
   job.kern = current_kernels ();
   /* F32 rows on float alignment (a file's tensor data is 32-aligned) */
   job.f32_in_place = type == NPU_GGML_TYPE_F32 && ((guintptr) w & 3) == 0;
-  /* whole groups of ROWS a claim, so only the last claim has a partial
-   * group */
+  /* claims of 32 rows, whole groups of ROWS (only the last claim has a
+   * partial group) and whole cache lines of y (two threads never write
+   * the same one) */
   if (task)
-    npu_task_parallel_for (task, rows, ROWS, typed_rows, &job);
+    npu_task_parallel_for (task, rows, 32, typed_rows, &job);
   else
     typed_rows (0, rows, 0, &job);
   return TRUE;

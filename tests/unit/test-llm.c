@@ -969,6 +969,23 @@ test_errors (void)
   expect_model_error (&tm, NULL, NULL, "token_embd.weight",
       NPU_LLM_ERROR_UNSUPPORTED, "'token_embd.weight' has type q2_K");
   {
+    /* a short buffer (a weights pad's) for a matrix, the embeddings and a
+     * norm: named, never read past */
+    static const gchar *const shortened[] = { "blk.0.attn_q.weight",
+      "token_embd.weight", "output.weight", "blk.1.ffn_norm.weight"
+    };
+    guint s;
+
+    for (s = 0; s < G_N_ELEMENTS (shortened); s++) {
+      Doctor d = { tm.gguf, NULL, NULL, NULL, shortened[s], NULL, 0 };
+      gchar *want = g_strdup_printf ("tensor '%s' is truncated",
+          shortened[s]);
+
+      expect_doctored_error (&tm, &d, NPU_LLM_ERROR_SHAPE, want);
+      g_free (want);
+    }
+  }
+  {
     /* a type we read, but rows (ff = 192) that are not whole blocks */
     Doctor d = { tm.gguf, NULL, NULL, "blk.0.ffn_down.weight", NULL, NULL,
       NPU_GGML_TYPE_Q4_K

@@ -13,9 +13,14 @@
  *    bits a weight, in memory the matrix owns: npumatmul.h);
  *  - Q8_0: npu_matmul_q8_0_with_precision() (int8 activations as llama.cpp
  *    for FAST, int8 plus its residual, ~16 bits, for ACCURATE);
- *  - every other type npuquants.h decodes (F32, F16, BF16, Q4_0, Q4_1,
- *    Q5_0, Q5_1, Q4_K, Q5_K, Q6_K): npu_matmul_typed(), each row decoded
- *    exactly and multiplied by the F32 activations whatever the precision.
+ *  - Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K: npu_matmul_blocks(), on
+ *    integer dot products (int8 activations as llama.cpp's Q8_0 / Q8_K
+ *    for FAST, with their int8 residual for ACCURATE), except on the
+ *    scalar path (exact) and for an ACCURATE product of more than 4
+ *    columns (an encoder's GEMM: F32 activations), which take
+ *    npu_matmul_typed();
+ *  - F32, F16, BF16: npu_matmul_typed(), each row decoded exactly and
+ *    multiplied by the F32 activations whatever the precision.
  *
  * This is compute core: GLib only, no GStreamer types.
  */

@@ -6,6 +6,7 @@
  * MXFP4 codec's output (converted ones; the codec itself is checked against
  * an independent reference in tests/unit/test-mxfp4.c).
  */
+#include <math.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <glib/gstdio.h>
@@ -15,6 +16,7 @@
 #include <core/formats/npuggufwriter.h>
 #include <core/formats/npugguf.h>
 #include <core/formats/npumxfp4.h>
+#include <core/formats/npuquants.h>
 
 typedef struct
 {
@@ -301,6 +303,43 @@ check_buffer (GstBuffer * buf, guint i, gboolean converted, const gchar * path)
   g_bytes_unref (want);
 }
 
+/* The largest ||pushed - stored|| / ||stored|| over the converted tensors
+ * of @bufs, from the file's bytes decoded here */
+static gdouble
+worst_conversion_error (GPtrArray * bufs)
+{
+  gdouble worst = 0.0;
+  guint i;
+
+  for (i = 0; i < bufs->len; i++) {
+    GstBuffer *buf = g_ptr_array_index (bufs, i);
+    GstNpuTensorMeta *meta = gst_buffer_get_npu_tensor_meta (buf);
+    gsize n = n_elements (&specs[i]), j;
+    float *stored = g_new (float, n), *mx = g_new (float, n);
+    gdouble e2 = 0.0, r2 = 0.0;
+    GstMapInfo map;
+
+    if (meta->type != 39 || specs[i].type == 39) {
+      g_free (stored);
+      g_free (mx);
+      continue;
+    }
+    fail_unless (npu_quants_dequantize_row (specs[i].type,
+            g_bytes_get_data (tensor_bytes[i], NULL), stored, n));
+    fail_unless (gst_buffer_map (buf, &map, GST_MAP_READ));
+    npu_mxfp4_dequantize ((const NpuBlockMxfp4 *) map.data, mx, n);
+    gst_buffer_unmap (buf, &map);
+    for (j = 0; j < n; j++) {
+      e2 += ((gdouble) mx[j] - stored[j]) * ((gdouble) mx[j] - stored[j]);
+      r2 += (gdouble) stored[j] * stored[j];
+    }
+    worst = MAX (worst, sqrt (e2 / r2));
+    g_free (stored);
+    g_free (mx);
+  }
+  return worst;
+}
+
 GST_START_TEST (test_all_tensors_in_order)
 {
   gchar *desc = g_strdup_printf ("mxfp4weights name=w location=%s ! "
@@ -308,6 +347,7 @@ GST_START_TEST (test_all_tensors_in_order)
   GstElement *w;
   GPtrArray *bufs = run_pipeline (desc, NULL, &w);
   guint64 mapped, converted, copied;
+  gdouble error, want;
   guint i;
 
   fail_unless_equals_int (bufs->len, G_N_ELEMENTS (specs));
@@ -315,9 +355,14 @@ GST_START_TEST (test_all_tensors_in_order)
     check_buffer (g_ptr_array_index (bufs, i), i, specs[i].convertible,
         model_path);
   g_object_get (w, "bytes-mapped", &mapped, "bytes-converted", &converted,
-      "bytes-copied", &copied, NULL);
+      "bytes-copied", &copied, "conversion-error", &error, NULL);
   fail_unless_equals_uint64 (copied, 0);
   fail_unless (mapped > 0 && converted > 0);
+  /* the element's measure of what it changed, against ours */
+  want = worst_conversion_error (bufs);
+  fail_unless (want > 0.01, "%g", want);
+  fail_unless (fabs (error - want) <= 1e-9 * want, "conversion-error %.12g, "
+      "measured here %.12g", error, want);
   gst_object_unref (w);
   g_ptr_array_unref (bufs);
   g_free (desc);
@@ -331,6 +376,8 @@ GST_START_TEST (test_convert_patterns)
       "convert=\"blk.*.ffn_*, token_embd.*, output.*, v.*, a.*\" ! "
       "appsink name=sink sync=false", model_path);
   GPtrArray *bufs = run_pipeline (desc, NULL, NULL);
+  GstElement *w;
+  gdouble error;
   guint i;
 
   fail_unless_equals_int (bufs->len, G_N_ELEMENTS (specs));
@@ -344,11 +391,14 @@ GST_START_TEST (test_convert_patterns)
   g_ptr_array_unref (bufs);
   g_free (desc);
 
-  desc = g_strdup_printf ("mxfp4weights location=%s convert=\"\" ! "
+  desc = g_strdup_printf ("mxfp4weights name=w location=%s convert=\"\" ! "
       "appsink name=sink sync=false", model_path);
-  bufs = run_pipeline (desc, NULL, NULL);
+  bufs = run_pipeline (desc, NULL, &w);
   for (i = 0; i < bufs->len; i++)
     check_buffer (g_ptr_array_index (bufs, i), i, FALSE, model_path);
+  g_object_get (w, "conversion-error", &error, NULL);
+  fail_unless (error == 0.0, "%g", error);
+  gst_object_unref (w);
   g_ptr_array_unref (bufs);
   g_free (desc);
 }

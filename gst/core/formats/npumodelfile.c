@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: one view of a model file, GGUF or safetensors */
 #include "npumodelfile.h"
+#include "npuquants.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -380,6 +381,29 @@ npu_model_tensor_convert_rows (const NpuModelTensor * t, guint64 row0,
     default:
       g_assert_not_reached ();
   }
+}
+
+void
+npu_model_tensor_conversion_error (const NpuModelTensor * t, guint64 row0,
+    guint64 row1, const NpuBlockMxfp4 * dst, double *err2, double *ref2)
+{
+  gsize k = t->ne[0], row_bytes = npu_quants_row_bytes (t->type, k), j;
+  float *stored = g_new (float, k), *mx = g_new (float, k);
+  guint64 r;
+
+  g_return_if_fail (row_bytes > 0);
+  for (r = row0; r < row1; r++) {
+    npu_quants_dequantize_row (t->type, t->data + r * row_bytes, stored, k);
+    npu_mxfp4_dequantize (dst + (r - row0) * (k / NPU_MXFP4_BLOCK_SIZE), mx, k);
+    for (j = 0; j < k; j++) {
+      double d = (double) mx[j] - stored[j];
+
+      *err2 += d * d;
+      *ref2 += (double) stored[j] * stored[j];
+    }
+  }
+  g_free (mx);
+  g_free (stored);
 }
 
 /**

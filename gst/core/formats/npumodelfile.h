@@ -85,6 +85,15 @@ gsize npu_model_tensor_mxfp4_bytes (const NpuModelTensor * t);
 NPU_API
 void npu_model_tensor_convert_rows (const NpuModelTensor * t, guint64 row0,
     guint64 row1, NpuBlockMxfp4 * dst);
+/* Adds, over rows [@row0, @row1) of @t converted into @dst (as
+ * npu_model_tensor_convert_rows() wrote them), the squared differences of
+ * the MXFP4 values from the stored ones to @err2 and the squared stored
+ * values to @ref2, in double: sqrt (err2 / ref2) is the conversion's
+ * relative RMS error */
+NPU_API
+void npu_model_tensor_conversion_error (const NpuModelTensor * t,
+    guint64 row0, guint64 row1, const NpuBlockMxfp4 * dst, double *err2,
+    double *ref2);
 NPU_API
 void npu_model_tensor_repack_mxfp4 (const NpuModelTensor * t,
     guint64 block0, guint64 block1, NpuBlockMxfp4 * dst);

@@ -324,12 +324,6 @@ typedef struct
  * values and the same integer sums as the unpacking path; only the F32
  * roundings of the scales' products fall elsewhere, within the bound. */
 
-static inline float
-hsum8 (__m256 a)
-{
-  return acc_sum (a);
-}
-
 /* The int16 scale @i of @scales (8 of them, in both halves) in every
  * lane: a byte shuffle, no trip through a general register */
 static inline __m256i
@@ -423,7 +417,7 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const Cols * cols,
           _mm256_cvtepi32_ps (sumi[c]), acc[c]);
   }
   for (c = 0; c < nc; c++)
-    out[c] = hsum8 (acc[c]) - hsum8 (accm[c]);
+    out[c] = acc_sum (acc[c]) - acc_sum (accm[c]);
 }
 
 /* |x| times q with x's sign, summed in pairs to int16 (|q| <= 32) */
@@ -500,7 +494,7 @@ dot_q6_k (const guint8 * row, gsize k, const Cols * cols, guint nc, float *out)
           _mm256_cvtepi32_ps (sumi[c]), acc[c]);
   }
   for (c = 0; c < nc; c++)
-    out[c] = hsum8 (acc[c]);
+    out[c] = acc_sum (acc[c]);
 }
 
 /* A Q4_0 (@five FALSE) or Q5_0 row: codes q - 8 (q - 16), a block of 32
@@ -542,7 +536,7 @@ dot_q45_0 (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
     acc = _mm256_fmadd_ps (_mm256_set1_ps (half_to_float (b) * dx[i]),
         _mm256_cvtepi32_ps (p), acc);
   }
-  return hsum8 (acc);
+  return acc_sum (acc);
 }
 
 static inline gboolean
@@ -613,41 +607,6 @@ fused_dots (guint32 type, const guint8 * row, gsize k, const Cols * cols,
 }
 #endif
 
-/* A decode step's product: one column, one pass, its accumulators in
- * registers */
-static void
-one_column (guint32 type, const guint8 * w, gsize row_bytes, gsize r0,
-    gsize r1, gsize k, const gint8 * qx, const float *dx, const float *xsum,
-    gboolean offsets, float *y)
-{
-  guint unit = type == NPU_GGML_TYPE_Q4_K || type == NPU_GGML_TYPE_Q5_K ||
-      type == NPU_GGML_TYPE_Q6_K ? 256 : 32, nb = unit / 32, b;
-  gsize unit_bytes = row_bytes / (k / unit), r, u0;
-  Unit u;
-
-  for (r = r0; r < r1; r++) {
-    const guint8 *row = w + r * row_bytes;
-    Acc acc = acc_zero ();
-    float off[8] = { 0 }, v;
-
-    for (u0 = 0; u0 < k; u0 += unit) {
-      const float *d = dx + u0 / 32, *s = xsum + u0 / 32;
-
-      unpack (type, row + (u0 / unit) * unit_bytes, &u);
-      for (b = 0; b < nb; b++)
-        acc = acc_block (acc, u.q + 32 * b, qx + u0 + 32 * b, u.s[2 * b],
-            u.s[2 * b + 1], d[b]);
-      if (offsets)
-        for (b = 0; b < nb; b++)
-          off[b] += (u.o[b] * d[b]) * s[b];
-    }
-    v = acc_sum (acc);
-    for (b = 0; b < 8; b++)
-      v += off[b];
-    y[r] = v;
-  }
-}
-
 /* Rows [r0, r1) of the rows x k matrix @w (@row_bytes a row) times
  * @n_cols columns of activation codes: column c's pass p has its codes at
  * qx + (p n_cols + c) col_stride, its block scales and code sums at
@@ -698,10 +657,6 @@ NAME (npu_blocks_rows) (guint32 type, const guint8 * w, gsize row_bytes,
         y[c * y_stride + r] = v;
       }
     }
-    return;
-  }
-  if (n == 1) {
-    one_column (type, w, row_bytes, r0, r1, k, qx, dx, xsum, offsets, y);
     return;
   }
   for (r = r0; r < r1; r++) {

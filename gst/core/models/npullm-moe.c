@@ -43,21 +43,6 @@ find (NpuTensorLookup lookup, gpointer user_data, const gchar * name,
   return TRUE;
 }
 
-/* A view's bytes must cover its shape: a weights pad or a lookup of a
- * test may hand a short buffer (a GGUF mapping checks this at open) */
-static gboolean
-check_size (const gchar * name, const NpuTensorView * v, gsize need,
-    GError ** error)
-{
-  if (v->size != 0 && v->size < need) {
-    g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
-        "tensor '%s' is truncated: %" G_GSIZE_FORMAT " bytes where its shape "
-        "needs %" G_GSIZE_FORMAT, name, v->size, need);
-    return FALSE;
-  }
-  return TRUE;
-}
-
 /* F32 biases [ne0, ne1] */
 static gboolean
 load_bias (NpuTensorLookup lookup, gpointer user_data, const gchar * name,
@@ -72,7 +57,7 @@ load_bias (NpuTensorLookup lookup, gpointer user_data, const gchar * name,
         "tensor '%s' has type %s, expected f32", name, type_name (v.type));
     return FALSE;
   }
-  if (!check_size (name, &v, ne0 * ne1 * sizeof (float), error))
+  if (!npu_llm_check_view_size (name, &v, ne0 * ne1 * sizeof (float), error))
     return FALSE;
   *out = v.data;
   return TRUE;
@@ -98,7 +83,7 @@ load_router (NpuLlmMoe * moe, NpuTensorLookup lookup, gpointer user_data,
   if (!find (lookup, user_data, name, moe->n_embd, moe->n_expert, 1, &v, error))
     return FALSE;
   if (v.type == NPU_GGML_TYPE_F32) {
-    if (!check_size (name, &v, n * sizeof (float), error))
+    if (!npu_llm_check_view_size (name, &v, n * sizeof (float), error))
       return FALSE;
     moe->router = v.data;
     return TRUE;
@@ -109,7 +94,7 @@ load_router (NpuLlmMoe * moe, NpuTensorLookup lookup, gpointer user_data,
         type_name (v.type));
     return FALSE;
   }
-  if (!check_size (name, &v, n * 2, error))
+  if (!npu_llm_check_view_size (name, &v, n * 2, error))
     return FALSE;
   moe->router_owned = g_new (float, n);
   for (i = 0; i < n; i++) {
@@ -147,8 +132,8 @@ load_experts (NpuLlmMoe * moe, NpuTensorLookup lookup, gpointer user_data,
         "32", name, k);
     return FALSE;
   }
-  if (!check_size (name, &v, per * moe->n_expert * sizeof (NpuBlockMxfp4),
-          error))
+  if (!npu_llm_check_view_size (name, &v,
+          per * moe->n_expert * sizeof (NpuBlockMxfp4), error))
     return FALSE;
   *out = g_new0 (NpuMxfp4Matrix, moe->n_expert);
   for (e = 0; e < moe->n_expert; e++)

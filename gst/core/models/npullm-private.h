@@ -58,6 +58,12 @@ typedef struct
   float *gate, *up;             /* n_batch x n_ff */
 } NpuLlmMoeScratch;
 
+/* FALSE, with @error naming the tensor, when @v's bytes (its size, 0 if
+ * unknown) are fewer than its shape @need */
+G_GNUC_INTERNAL
+gboolean npu_llm_check_view_size (const gchar * name,
+    const NpuTensorView * v, gsize need, GError ** error);
+
 /* Layer @il's router and experts (blk.N.ffn_gate_inp.{weight,bias},
  * ffn_{gate,up,down}_exps.{weight,bias}); an error names the tensor.
  * Returns the bytes of one expert's three matrices in @expert_bytes. */

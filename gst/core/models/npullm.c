@@ -535,11 +535,12 @@ lookup_tensor (NpuTensorLookup lookup, gpointer user_data,
   return TRUE;
 }
 
-/* A view's bytes must cover its shape: a weights pad may hand a short
- * buffer (a GGUF mapping is checked at open); a size of 0 is unknown */
-static gboolean
-check_view_size (const gchar * name, const NpuTensorView * v, gsize need,
-    GError ** error)
+/* A view's bytes must cover its shape: a weights pad or a lookup of a
+ * test may hand a short buffer (a GGUF mapping is checked at open); a size
+ * of 0 is unknown (npullm-private.h) */
+gboolean
+npu_llm_check_view_size (const gchar * name, const NpuTensorView * v,
+    gsize need, GError ** error)
 {
   if (v->size != 0 && v->size < need) {
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
@@ -570,7 +571,7 @@ load_vector (NpuTensorLookup lookup, gpointer user_data,
         "tensor '%s' has type %s, expected f32", name, type_name (v.type));
     return FALSE;
   }
-  if (!check_view_size (name, &v, n * sizeof (float), error))
+  if (!npu_llm_check_view_size (name, &v, n * sizeof (float), error))
     return FALSE;
   *out = v.data;
   return TRUE;
@@ -583,7 +584,7 @@ static gboolean
 matrix_from_view (NpuLlmModel * model, const gchar * name,
     const NpuTensorView * v, Matrix * mat, GError ** error)
 {
-  gsize k = v->ne[0], rows = v->ne[1];
+  gsize k = v->ne[0], rows = v->ne[1], row_bytes;
   guint block = 1;
 
   if (!npu_quants_supported (v->type)) {
@@ -593,15 +594,15 @@ matrix_from_view (NpuLlmModel * model, const gchar * name,
         type_name (v->type));
     return FALSE;
   }
-  if (npu_quants_row_bytes (v->type, k) == 0) {
+  row_bytes = npu_quants_row_bytes (v->type, k);
+  if (row_bytes == 0) {
     npu_ggml_type_info (v->type, &block, NULL);
     g_set_error (error, NPU_LLM_ERROR, NPU_LLM_ERROR_SHAPE,
         "tensor '%s': row length %" G_GSIZE_FORMAT " is not a whole number "
         "of %s blocks of %u", name, k, type_name (v->type), block);
     return FALSE;
   }
-  if (!check_view_size (name, v, rows * npu_quants_row_bytes (v->type, k),
-          error))
+  if (!npu_llm_check_view_size (name, v, rows * row_bytes, error))
     return FALSE;
   npu_weight_matrix_init (mat, v->type, v->data, rows, k,
       (model->flags & NPU_LLM_LOAD_REPACK) != 0);
@@ -689,7 +690,7 @@ load_token_embd (NpuLlmModel * model, NpuTensorLookup lookup,
         block);
     return FALSE;
   }
-  if (!check_view_size ("token_embd.weight", &model->tok_embd,
+  if (!npu_llm_check_view_size ("token_embd.weight", &model->tok_embd,
           model->embd_row_bytes * model->tok_embd.ne[1], error))
     return FALSE;
   hp->n_vocab = (guint) model->tok_embd.ne[1];

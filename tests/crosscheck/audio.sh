@@ -49,6 +49,15 @@
 #                the same MXFP4 weights on both sides, llama.cpp's Q8_0
 #                activations (its own rounding is then most of the
 #                difference) against ours.
+#   1e-2 (F16), 3e-2 (Q8_0): random matrices stored F16 or Q8_0, as
+#                mmproj files ship, read as stored by both sides
+#                (stored (), below: the core's encoder through
+#                npu-audio-encode, precision accurate): llama.cpp rounds
+#                the activations to F16 or Q8_0 (its vec_dot_type), ours
+#                keep ~16 bits and must be within 1e-3 of the float64
+#                evaluation of the stored weights on the same log-mel;
+#                llama.cpp's distance from it is printed beside (measured:
+#                2-3e-4 F16, 0.5-1e-2 Q8_0).
 # Then the encode time of a 30 s window on the Whisper-base-sized file
 # (6 blocks of 512, qwen2a, MXFP4), 1 and 2 threads, best of ROUNDS (3)
 # rounds, both sides in the same run, alternating (a figure for the docs,
@@ -176,6 +185,36 @@ check () {
   done
 }
 
+# stored NAME TOL GENERATOR-ARGS...: a base-sized file written with its
+# matrices in a stored type; npu-audio-encode (the same log-mel as
+# npuaudiotok's, accurate) against llama.cpp at TOL and against the
+# float64 evaluation at 1e-3 (a minute of double arithmetic a file)
+stored () {
+  local name=$1 tol=$2
+  shift 2
+  local model=$WORK/$name.gguf log=$WORK/$name.pink-29s rc=0 summary
+
+  text 2048
+  if [ ! -f "$model" ]; then
+    "$GEN" audio --for "$WORK/text-2048.gguf" --size base "$@" \
+        -o "$model" >/dev/null
+  fi
+  if ! "$ME" -m "$WORK/text-2048.gguf" --mmproj "$model" \
+      --audio "$WORK/pink-29s.wav" -o "$log.llama.f32" >"$log.llama.txt" \
+      2>"$log.llama.err"; then
+    fail "$name: llama.cpp did not load or run it (see $log.llama.err)"
+    return
+  fi
+  "$NE" "$model" --audio "$WORK/pink-29s.f32" --reference "$log.llama.f32" \
+      --tol "$tol" --f64 >"$log.npu.txt" 2>"$log.npu.err" || rc=$?
+  summary=$(sed -n 's/^compare: //p' "$log.npu.txt")
+  if [ -n "$summary" ]; then
+    summary="$summary; $(f64_verdict "$log.npu.txt" 1e-3)" || rc=1
+  fi
+  judge "$name pink-29s" accurate "$tol" "$rc" npu-audio-encode \
+      "$log.npu.err" "$summary" ": $summary"
+}
+
 echo "== cross-check (logs in $WORK)"
 for proj in qwen2a ultravox; do
   for mels in 80 128; do
@@ -193,6 +232,10 @@ for proj in qwen2a ultravox; do
   check "$proj-base-mxfp4" fast:3e-2,accurate:3e-2 pink-29s \
       --projector $proj \
       --size base --stack-factor 4 --type mxfp4
+  stored "$proj-base-f16" 1e-2 --projector $proj --stack-factor 4 \
+      --type f16
+  stored "$proj-base-q8_0" 3e-2 --projector $proj --stack-factor 4 \
+      --type q8_0
 done
 
 # Each round runs each side once, two encodes in one process (the first

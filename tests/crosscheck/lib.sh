@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: LGPL-2.1-or-later
 # Shared by the cross-check scripts (sourced): the two builds they all
-# start with, and the PASS / FAIL lines and counts of run.sh and vision.sh.
+# start with, the PASS / FAIL lines and counts of run.sh, vision.sh and
+# audio.sh, and the encoders' float64 verdict.
 
 # build_llamacpp: llama.cpp and its driver programs in LLAMACPP_DIR
 build_llamacpp () {
@@ -40,4 +41,19 @@ judge () {
   else
     fail "$name [$isa, tol $tol]$detail"
   fi
+}
+
+# f64_verdict LOG TOL: from the "f64 ours/ref" lines an encode tool's --f64
+# printed into LOG, "float64: ours E (tol TOL), llama.cpp E; relative norm:
+# ours N, llama.cpp N"; false when ours is missing, a NaN or above TOL
+f64_verdict () {
+  local ours ref normours normref
+  ours=$(sed -n 's/^f64 ours: .*rel //p' "$1")
+  ref=$(sed -n 's/^f64 ref: .*rel //p' "$1")
+  normours=$(sed -n 's/^f64 ours norm: relative norm //p' "$1")
+  normref=$(sed -n 's/^f64 ref norm: relative norm //p' "$1")
+  echo "float64: ours ${ours:-?} (tol $2), llama.cpp ${ref:-?}; relative" \
+      "norm: ours ${normours:-?}, llama.cpp ${normref:-?}"
+  awk -v e="${ours:-none}" -v t="$2" \
+      'BEGIN { exit !(e ~ /^[0-9.]+e[-+][0-9]+$/ && e + 0 <= t + 0) }'
 }

@@ -5,6 +5,7 @@
  *
  *   npu-audio-encode MMPROJ.gguf --audio CLIP.f32 [-o OUT.f32]
  *       [--threads T] [--repeat N] [--precision accurate|fast]
+ *       [--reference REF.f32 [--tol REL]] [--f64]
  *
  * CLIP.f32 is 16 kHz mono little-endian floats, up to 30 s: the samples
  * llama.cpp's WAV decoder gives for the WAV of audio.sh.  Its log-mel
@@ -18,6 +19,12 @@
  * Prints "tokens: N", "embd: D" and "encode: T ms (best of R, H threads)",
  * the same lines as mtmd-audio-encode; the time is npu_audio_enc_encode()'s
  * alone (the log-mel is not in it, as it is not on llama.cpp's side).
+ *
+ * --reference compares the embeddings with llama.cpp's
+ * (mtmd-audio-encode's -o), --f64 both with the test suite's
+ * double-precision reference of the encoder (tests/reference/npurefaudio.h,
+ * the stored weights decoded exactly) on the same log-mel, as
+ * npuencodetool.h says.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -28,6 +35,7 @@
 #include <core/models/npuaudioenc.h>
 #include <core/cpu/npumatmul.h>
 #include <npu/npu.h>
+#include "tests/reference/npurefaudio.h"
 #include "npuencodetool.h"
 
 typedef struct
@@ -38,6 +46,14 @@ typedef struct
   float *out;
   gint64 us;                    /* npu_audio_enc_encode()'s time */
 } Job;
+
+/* The log-mel the encoder got, for the float64 evaluation */
+typedef struct
+{
+  const gchar *path;
+  const float *mel;
+  guint n_mels, n_frames, n_tokens;
+} F64Input;
 
 static gchar *opt_precision = NULL;
 
@@ -60,6 +76,35 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
   return ok;
 }
 
+/* The test suite's double-precision encoder on the same log-mel */
+static double *
+encode_f64 (gpointer data, gsize n_out, GError ** error)
+{
+  const F64Input *in = data;
+  gsize n_in = (gsize) in->n_mels * in->n_frames, i;
+  NpuGguf *g = npu_gguf_open (in->path, error);
+  NpuRefLookup lk = { 0, };
+  double *md, *ref;
+  guint n_tokens;
+
+  if (!g)
+    return NULL;
+  lk.gguf = g;
+  md = g_new (double, n_in);
+  for (i = 0; i < n_in; i++)
+    md[i] = in->mel[i];
+  ref = g_new (double, n_out);
+  n_tokens = npu_ref_audio_encode (&lk, md, in->n_frames, FALSE, ref);
+  g_free (md);
+  npu_gguf_free (g);
+  if (n_tokens != in->n_tokens) {
+    g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "the float64 "
+        "reference made %u tokens, the encoder %u", n_tokens, in->n_tokens);
+    g_clear_pointer (&ref, g_free);
+  }
+  return ref;
+}
+
 int
 main (int argc, char **argv)
 {
@@ -73,6 +118,8 @@ main (int argc, char **argv)
   guint n_frames, n_tokens, out_dim;
   gint64 best = -1;
   Job job = { 0, };
+  F64Input f64_in;
+  gboolean pass = TRUE;
   int ret = 1;
 
   if (!npu_encode_tool_parse (&opts, &argc, &argv, "MMPROJ.gguf - encode "
@@ -126,7 +173,16 @@ main (int argc, char **argv)
       NPU_MATMUL_PRECISION_FAST ? "fast" : "accurate", npu_matmul_get_isa ());
   if (!npu_encode_tool_report (&opts, out, n_tokens, out_dim, best, &error))
     goto out;
-  ret = 0;
+
+  f64_in.path = opts.model;
+  f64_in.mel = mel;
+  f64_in.n_mels = npu_audio_enc_get_n_mels (enc);
+  f64_in.n_frames = n_frames;
+  f64_in.n_tokens = n_tokens;
+  if (!npu_encode_tool_compare (&opts, out, n_tokens, out_dim, encode_f64,
+          &f64_in, &pass, &error))
+    goto out;
+  ret = pass ? 0 : 1;
 
 out:
   if (error) {

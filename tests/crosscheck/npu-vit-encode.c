@@ -4,6 +4,7 @@
  *
  *   npu-vit-encode MMPROJ.gguf --image IMAGE.f32 [-o OUT.f32]
  *       [--threads T] [--repeat N] [--reference REF.f32 [--tol REL]]
+ *       [--f64]
  *
  * IMAGE.f32 is the encoder's exact input as clip-encode.cpp (the llama.cpp
  * side) takes it: image_size rows of image_size pixels of 3 floats
@@ -21,7 +22,8 @@
  * reference's rms.  With --tol the last line is "PASS" or "FAIL" (rel
  * above REL), and the exit status 1 on FAIL.
  * --f64 also evaluates the test suite's double-precision reference of
- * the encoder (tests/reference/npurefvit.h, exact F32 weights in double,
+ * the encoder (tests/reference/npurefvit.h, the stored weights decoded
+ * exactly, in double,
  * no int8 activations) on the same patches, and prints both sides against
  * it, "f64 ours:" and, with --reference, "f64 ref:" (the same figures as
  * "compare:"): when the two runtimes differ, this says which one is off.
@@ -52,20 +54,6 @@ typedef struct
   gint64 us;                    /* npu_vit_encode()'s time */
 } Job;
 
-static gchar *opt_reference = NULL;
-static gdouble opt_tol = -1.0;
-static gboolean opt_f64 = FALSE;
-
-static const GOptionEntry entries[] = {
-  {"reference", 0, 0, G_OPTION_ARG_FILENAME, &opt_reference,
-      "Compare with another runtime's embeddings", "FILE"},
-  {"tol", 0, 0, G_OPTION_ARG_DOUBLE, &opt_tol,
-      "Relative tolerance (max |diff| / range) for PASS/FAIL", "REL"},
-  {"f64", 0, 0, G_OPTION_ARG_NONE, &opt_f64,
-      "Compare ours (and the reference) with a float64 evaluation", NULL},
-  {NULL}
-};
-
 static gboolean
 job_task (NpuTask * task, gpointer user_data, GError ** error)
 {
@@ -78,71 +66,20 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
   return ok;
 }
 
-/* max |a - b| over the range of @b, the reference */
-static gboolean
-compare (const float *a, const float *b, gsize n, gdouble tol)
+/* The test suite's double-precision encoder on the patches (float64
+ * inputs, the weights as stored, decoded exactly) */
+typedef struct
 {
-  gdouble d = 0, lo = b[0], hi = b[0], ss = 0, rel, rms;
-  gsize i, worst = 0;
+  const gchar *path;
+  const float *patches;
+  gsize n_in;
+} F64Input;
 
-  /* a NaN on either side makes d NaN, and the comparison below fail */
-  d = npu_max_abs_diff_f (a, b, n, &worst);
-  for (i = 0; i < n; i++) {
-    lo = MIN (lo, b[i]);
-    hi = MAX (hi, b[i]);
-    ss += (gdouble) b[i] * b[i];
-  }
-  rms = sqrt (ss / n);
-  rel = hi > lo ? d / (hi - lo) : d;
-  printf ("compare: max|diff| %.3e (at %" G_GSIZE_FORMAT ": ours %.6g, ref "
-      "%.6g), ref range %.4g, rel %.3e, max|diff|/rms %.3e\n", d, worst,
-      a[worst], b[worst], hi - lo, rel, rms > 0 ? d / rms : d);
-  if (tol < 0)
-    return TRUE;
-  if (!npu_within (rel, tol)) {
-    printf ("FAIL (rel %.3e, tolerance %.1e)\n", rel, tol);
-    return FALSE;
-  }
-  printf ("PASS (rel %.3e <= %.1e)\n", rel, tol);
-  return TRUE;
-}
-
-/* "f64 WHO:" max |a - ref| / range (ref) against the float64 evaluation */
-static void
-compare_f64 (const gchar * who, const float *a, const double *ref, gsize n)
-{
-  gdouble d = 0, lo = ref[0], hi = ref[0], num = 0.0, den = 0.0;
-  gsize i, worst = 0;
-
-  for (i = 0; i < n; i++) {
-    gdouble e = fabs (a[i] - ref[i]);
-
-    /* !(e <= d): a NaN is the worst difference */
-    if (!(e <= d)) {
-      d = e;
-      worst = i;
-    }
-    lo = MIN (lo, ref[i]);
-    hi = MAX (hi, ref[i]);
-  }
-  printf ("f64 %s: max|diff| %.3e (at %" G_GSIZE_FORMAT ": %.6g, f64 %.6g), "
-      "rel %.3e\n", who, d, worst, a[worst], ref[worst],
-      hi > lo ? d / (hi - lo) : d);
-  /* a NaN on either side makes the sums NaN */
-  for (i = 0; i < n; i++) {
-    num += (a[i] - ref[i]) * (a[i] - ref[i]);
-    den += ref[i] * ref[i];
-  }
-  printf ("f64 %s norm: relative norm %.3e\n", who, sqrt (num / den));
-}
-
-/* The test suite's double-precision encoder on @patches (float64 inputs,
- * exact weights), into a new array of n_tokens x out_dim */
 static double *
-encode_f64 (const gchar * path, const float *patches, gsize n_in,
-    gsize n_out, GError ** error)
+encode_f64 (gpointer data, gsize n_out, GError ** error)
 {
-  NpuGguf *g = npu_gguf_open (path, error);
+  const F64Input *in = data;
+  NpuGguf *g = npu_gguf_open (in->path, error);
   NpuRefLookup lk = { 0, };
   double *pd, *ref;
   gsize i;
@@ -150,9 +87,9 @@ encode_f64 (const gchar * path, const float *patches, gsize n_in,
   if (!g)
     return NULL;
   lk.gguf = g;
-  pd = g_new (double, n_in);
-  for (i = 0; i < n_in; i++)
-    pd[i] = patches[i];
+  pd = g_new (double, in->n_in);
+  for (i = 0; i < in->n_in; i++)
+    pd[i] = in->patches[i];
   ref = g_new (double, n_out);
   npu_ref_vit_encode (&lk, pd, FALSE, ref);
   g_free (pd);
@@ -189,12 +126,14 @@ main (int argc, char **argv)
   guint side, n_tokens, out_dim;
   gint64 best = -1;
   Job job = { 0, };
+  F64Input f64_in;
+  gboolean pass = TRUE;
   int ret = 1;
 
   if (!npu_encode_tool_parse (&opts, &argc, &argv, "MMPROJ.gguf - encode "
           "one image with the core's vision encoder", "image",
           "Normalised S x S x 3 F32 image (S = the file's image size)",
-          entries))
+          NULL))
     return 2;
 
   vit = npu_vit_new_from_file (opts.model, &error);
@@ -229,40 +168,14 @@ main (int argc, char **argv)
       "idefics3", npu_matmul_get_isa ());
   if (!npu_encode_tool_report (&opts, out, n_tokens, out_dim, best, &error))
     goto out;
-  ret = 0;
 
-  if (opt_reference || opt_f64) {
-    gchar *ref = NULL;
-    gsize ref_len;
-
-    double *f64 = NULL;
-
-    if (opt_reference &&
-        !g_file_get_contents (opt_reference, &ref, &ref_len, &error))
-      goto out;
-    if (ref && ref_len != n_out * sizeof (float)) {
-      g_set_error (&error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
-          "'%s' has %" G_GSIZE_FORMAT " bytes, not %u x %u floats",
-          opt_reference, ref_len, n_tokens, out_dim);
-      g_free (ref);
-      goto out;
-    }
-    if (opt_f64) {
-      f64 = encode_f64 (opts.model, patches, (gsize) side * side * 3, n_out,
-          &error);
-      if (!f64) {
-        g_free (ref);
-        goto out;
-      }
-      compare_f64 ("ours", out, f64, n_out);
-      if (ref)
-        compare_f64 ("ref", (const float *) ref, f64, n_out);
-      g_free (f64);
-    }
-    if (ref && !compare (out, (const float *) ref, n_out, opt_tol))
-      ret = 1;
-    g_free (ref);
-  }
+  f64_in.path = opts.model;
+  f64_in.patches = patches;
+  f64_in.n_in = (gsize) side *side * 3;
+  if (!npu_encode_tool_compare (&opts, out, n_tokens, out_dim, encode_f64,
+          &f64_in, &pass, &error))
+    goto out;
+  ret = pass ? 0 : 1;
 
 out:
   if (error) {
@@ -275,7 +188,6 @@ out:
   g_free (img);
   g_free (patches);
   g_free (out);
-  g_free (opt_reference);
   npu_encode_tool_options_clear (&opts);
   return ret;
 }

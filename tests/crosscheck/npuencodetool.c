@@ -4,8 +4,11 @@
 #include "npuencodetool.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
+
+#include "tests/npucompare.h"
 
 gboolean
 npu_encode_tool_parse (NpuEncodeToolOptions * opts, int *argc, char ***argv,
@@ -20,6 +23,12 @@ npu_encode_tool_parse (NpuEncodeToolOptions * opts, int *argc, char ***argv,
     {"threads", 't', 0, G_OPTION_ARG_INT, &opts->threads, "Threads (1)", "T"},
     {"repeat", 0, 0, G_OPTION_ARG_INT, &opts->repeat,
         "Encodes; the best time is printed (1)", "N"},
+    {"reference", 0, 0, G_OPTION_ARG_FILENAME, &opts->reference,
+        "Compare with another runtime's embeddings", "FILE"},
+    {"tol", 0, 0, G_OPTION_ARG_DOUBLE, &opts->tol,
+        "Relative tolerance (max |diff| / range) for PASS/FAIL", "REL"},
+    {"f64", 0, 0, G_OPTION_ARG_NONE, &opts->f64,
+        "Compare ours (and the reference) with a float64 evaluation", NULL},
     {NULL}
   };
   GOptionContext *octx = g_option_context_new (summary);
@@ -28,6 +37,7 @@ npu_encode_tool_parse (NpuEncodeToolOptions * opts, int *argc, char ***argv,
 
   memset (opts, 0, sizeof (*opts));
   opts->threads = opts->repeat = 1;
+  opts->tol = -1.0;
   g_option_context_add_main_entries (octx, common, NULL);
   if (extra)
     g_option_context_add_main_entries (octx, extra, NULL);
@@ -55,6 +65,7 @@ npu_encode_tool_options_clear (NpuEncodeToolOptions * opts)
 {
   g_free (opts->input);
   g_free (opts->output);
+  g_free (opts->reference);
   memset (opts, 0, sizeof (*opts));
 }
 
@@ -104,4 +115,100 @@ npu_encode_tool_report (const NpuEncodeToolOptions * opts, const float *out,
     g_set_error (error, G_FILE_ERROR, g_file_error_from_errno (errno),
         "cannot write '%s'", opts->output);
   return ok;
+}
+
+/* max |a - b| over the range of @b, the reference */
+static gboolean
+compare (const float *a, const float *b, gsize n, gdouble tol)
+{
+  gdouble d = 0, lo = b[0], hi = b[0], ss = 0, rel, rms;
+  gsize i, worst = 0;
+
+  /* a NaN on either side makes d NaN, and the comparison below fail */
+  d = npu_max_abs_diff_f (a, b, n, &worst);
+  for (i = 0; i < n; i++) {
+    lo = MIN (lo, b[i]);
+    hi = MAX (hi, b[i]);
+    ss += (gdouble) b[i] * b[i];
+  }
+  rms = sqrt (ss / n);
+  rel = hi > lo ? d / (hi - lo) : d;
+  printf ("compare: max|diff| %.3e (at %" G_GSIZE_FORMAT ": ours %.6g, ref "
+      "%.6g), ref range %.4g, rel %.3e, max|diff|/rms %.3e\n", d, worst,
+      a[worst], b[worst], hi - lo, rel, rms > 0 ? d / rms : d);
+  if (tol < 0)
+    return TRUE;
+  if (!npu_within (rel, tol)) {
+    printf ("FAIL (rel %.3e, tolerance %.1e)\n", rel, tol);
+    return FALSE;
+  }
+  printf ("PASS (rel %.3e <= %.1e)\n", rel, tol);
+  return TRUE;
+}
+
+/* "f64 WHO:" max |a - ref| / range (ref) against the float64 evaluation */
+static void
+compare_f64 (const gchar * who, const float *a, const double *ref, gsize n)
+{
+  gdouble d = 0, lo = ref[0], hi = ref[0], num = 0.0, den = 0.0;
+  gsize i, worst = 0;
+
+  for (i = 0; i < n; i++) {
+    gdouble e = fabs (a[i] - ref[i]);
+
+    /* !(e <= d): a NaN is the worst difference */
+    if (!(e <= d)) {
+      d = e;
+      worst = i;
+    }
+    lo = MIN (lo, ref[i]);
+    hi = MAX (hi, ref[i]);
+  }
+  printf ("f64 %s: max|diff| %.3e (at %" G_GSIZE_FORMAT ": %.6g, f64 %.6g), "
+      "rel %.3e\n", who, d, worst, a[worst], ref[worst],
+      hi > lo ? d / (hi - lo) : d);
+  /* a NaN on either side makes the sums NaN */
+  for (i = 0; i < n; i++) {
+    num += (a[i] - ref[i]) * (a[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  printf ("f64 %s norm: relative norm %.3e\n", who, sqrt (num / den));
+}
+
+gboolean
+npu_encode_tool_compare (const NpuEncodeToolOptions * opts,
+    const float *out, guint n_tokens, guint out_dim,
+    NpuEncodeToolF64Func f64, gpointer f64_data, gboolean * pass,
+    GError ** error)
+{
+  gsize n_out = (gsize) n_tokens * out_dim, ref_len = 0;
+  gchar *ref = NULL;
+  double *exact;
+
+  if (opts->reference &&
+      !g_file_get_contents (opts->reference, &ref, &ref_len, error))
+    return FALSE;
+  if (ref && ref_len != n_out * sizeof (float)) {
+    g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL,
+        "'%s' has %" G_GSIZE_FORMAT " bytes, not %u x %u floats",
+        opts->reference, ref_len, n_tokens, out_dim);
+    g_free (ref);
+    return FALSE;
+  }
+  if (opts->f64) {
+    exact = f64 (f64_data, n_out, error);
+    if (!exact) {
+      g_free (ref);
+      return FALSE;
+    }
+    compare_f64 ("ours", out, exact, n_out);
+    if (ref)
+      compare_f64 ("ref", (const float *) ref, exact, n_out);
+    g_free (exact);
+  }
+  /* floats as stored: the machine is little-endian (x86-64, aarch64) */
+  if (ref && !compare (out, (const float *) ref, n_out, opts->tol))
+    *pass = FALSE;
+  g_free (ref);
+  return TRUE;
 }

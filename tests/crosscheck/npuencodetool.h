@@ -5,7 +5,10 @@
  * --repeat; both run their encode in a task on a CPU device as often as
  * --repeat says and keep the best time, then print the same "tokens:",
  * "embd:" and "encode:" lines as their llama.cpp counterparts and write
- * the embeddings.  Compute core only: GLib, no GStreamer types.
+ * the embeddings.  Both compare them with another runtime's (--reference,
+ * --tol) and with the test suite's double-precision evaluation of the
+ * same input and file (--f64), as npu_encode_tool_compare() says.
+ * Compute core only: GLib, no GStreamer types.
  */
 #ifndef __NPU_ENCODE_TOOL_H__
 #define __NPU_ENCODE_TOOL_H__
@@ -21,10 +24,19 @@ typedef struct
   gchar *input;                 /* the file of the tool's input option */
   gchar *output;                /* -o; NULL: none */
   gint threads, repeat;
+  gchar *reference;             /* --reference; NULL: none */
+  gdouble tol;                  /* --tol; < 0: no verdict */
+  gboolean f64;                 /* --f64 */
 } NpuEncodeToolOptions;
 
+/* The tool's float64 evaluation of its input: a new array of @n_out
+ * doubles, or NULL with @error set */
+typedef double *(*NpuEncodeToolF64Func) (gpointer data, gsize n_out,
+    GError ** error);
+
 /* Parses the command line: one MODEL.gguf, --@input_name (required, help
- * @input_help), -o, --threads, --repeat, and the tool's own @extra entries
+ * @input_help), -o, --threads, --repeat, --reference, --tol, --f64 and
+ * the tool's own @extra entries
  * (NULL-terminated, or NULL).  On a bad command line prints why and
  * returns FALSE: the tool exits with status 2. */
 gboolean npu_encode_tool_parse (NpuEncodeToolOptions * opts, int *argc,
@@ -44,6 +56,23 @@ gboolean npu_encode_tool_run (const NpuEncodeToolOptions * opts,
  * given. */
 gboolean npu_encode_tool_report (const NpuEncodeToolOptions * opts,
     const float *out, guint n_tokens, guint out_dim, gint64 best_us,
+    GError ** error);
+
+/* With --reference: reads the other runtime's embeddings (@n_tokens x
+ * @out_dim floats) and prints "compare: max|diff| ... rel R, max|diff|/rms
+ * ...", where R = max |ours - ref| / (range of ref), the figure judged;
+ * with --tol also "PASS" or "FAIL" (R above it, or a NaN), and *@pass
+ * becomes FALSE on FAIL.
+ * With --f64: @f64 (@f64_data) evaluates the same input in double, and
+ * "f64 ours:" (and with --reference "f64 ref:") print the same figures
+ * against it, each followed by "f64 WHO norm: relative norm N",
+ * |a - f64| / |f64| over all the embeddings (the figure the unit tests and
+ * the docs quote): when the two runtimes differ, this says which is off.
+ * Returns FALSE with @error on an unreadable or mis-sized reference or a
+ * failed evaluation. */
+gboolean npu_encode_tool_compare (const NpuEncodeToolOptions * opts,
+    const float *out, guint n_tokens, guint out_dim,
+    NpuEncodeToolF64Func f64, gpointer f64_data, gboolean * pass,
     GError ** error);
 
 G_END_DECLS

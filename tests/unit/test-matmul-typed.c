@@ -507,6 +507,146 @@ test_blocks (void)
   g_rand_free (rng);
 }
 
+/* The offset in a block of its f16 scale @field (0: d, 1: m or dmin), or
+ * -1 when the type has no such field */
+static gint
+scale_offset (guint32 type, guint field)
+{
+  switch (type) {
+    case NPU_GGML_TYPE_Q4_0:
+    case NPU_GGML_TYPE_Q5_0:
+    case NPU_GGML_TYPE_Q8_0:
+      return field == 0 ? 0 : -1;
+    case NPU_GGML_TYPE_Q4_1:
+    case NPU_GGML_TYPE_Q5_1:
+    case NPU_GGML_TYPE_Q4_K:
+    case NPU_GGML_TYPE_Q5_K:
+      return field * 2;
+    case NPU_GGML_TYPE_Q6_K:
+      return field == 0 ? 208 : -1;
+    default:
+      return -1;
+  }
+}
+
+/* A NaN or infinite scale (a NaN E8M0 for MXFP4, a NaN or infinite
+ * element for F32, F16 and BF16) in one block of a row makes that row's
+ * outputs non-finite in every column, as the exact decode does (NaN, or
+ * +-Inf, or NaN where an infinite scale meets a zero code), at every
+ * level and precision, and leaves every other row within its bound: no
+ * lane, tile or claim shares it with a neighbour. */
+static void
+test_special_scales (void)
+{
+  GRand *rng = g_rand_new_with_seed (46);
+  gchar *saved = g_strdup (npu_matmul_get_isa ());
+  /* little-endian bytes */
+  static const guint8 half_nan[2] = { 0x00, 0x7e };
+  static const guint8 half_inf[2] = { 0x00, 0x7c };
+  static const guint8 bf16_nan[2] = { 0xc0, 0x7f };
+  static const guint8 bf16_inf[2] = { 0x80, 0x7f };
+  static const guint8 f32_nan[4] = { 0x00, 0x00, 0xc0, 0x7f };
+  static const guint8 f32_inf[4] = { 0x00, 0x00, 0x80, 0x7f };
+  guint a, t, p, checked = 0;
+
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    for (t = 0; t < G_N_ELEMENTS (types); t++)
+      for (p = 0; p < 2; p++) {
+        guint32 type = types[t];
+        gsize k = 512, rows = 11, n = p ? 5 : 1, row_bytes, r, c, j;
+        NpuMatmulPrecision prec = p ? NPU_MATMUL_PRECISION_ACCURATE :
+            NPU_MATMUL_PRECISION_FAST;
+        guint8 *w = random_matrix (rng, type, rows, k);
+        gboolean special[11] = { FALSE, };
+        float *x = g_new (float, n * k), *y = g_new (float, n * rows);
+        float *row = g_new (float, k);
+        NpuWeightMatrix m;
+        gsize block_bytes, last;
+        guint block;
+
+        g_assert_true (npu_ggml_type_info (type, &block, &block_bytes));
+        row_bytes = npu_quants_row_bytes (type, k);
+        /* the last block of rows 2, 5 (and 8), so that the claims, tiles
+         * and column groups all see a special row beside plain ones */
+        last = row_bytes - block_bytes;
+        switch (type) {
+          case NPU_GGML_TYPE_F32:
+            memcpy (w + 2 * row_bytes + last, f32_nan, 4);
+            memcpy (w + 5 * row_bytes + last, f32_inf, 4);
+            break;
+          case NPU_GGML_TYPE_F16:
+            memcpy (w + 2 * row_bytes + last, half_nan, 2);
+            memcpy (w + 5 * row_bytes + last, half_inf, 2);
+            break;
+          case NPU_GGML_TYPE_BF16:
+            memcpy (w + 2 * row_bytes + last, bf16_nan, 2);
+            memcpy (w + 5 * row_bytes + last, bf16_inf, 2);
+            break;
+          case NPU_GGML_TYPE_MXFP4:
+            w[2 * row_bytes + last] = 0xff;
+            break;
+          default:
+            memcpy (w + 2 * row_bytes + last + scale_offset (type, 0),
+                half_nan, 2);
+            memcpy (w + 5 * row_bytes + last + scale_offset (type, 0),
+                half_inf, 2);
+            if (scale_offset (type, 1) >= 0)
+              memcpy (w + 8 * row_bytes + last + scale_offset (type, 1),
+                  half_nan, 2);
+            break;
+        }
+        for (r = 0; r < rows; r++) {
+          g_assert_true (npu_quants_dequantize_row (type, w + r * row_bytes,
+                  row, k));
+          for (j = 0; j < k; j++)
+            special[r] |= !isfinite (row[j]);
+        }
+        for (j = 0; j < n * k; j++)
+          x[j] = (float) g_rand_double_range (rng, -1, 1);
+        g_assert_true (npu_weight_matrix_init (&m, type, w, rows, k,
+                type == NPU_GGML_TYPE_MXFP4 && p));
+        npu_weight_matrix_mul (NULL, &m, x, n, y, prec);
+        for (r = 0; r < rows; r++)
+          for (c = 0; c < n; c++) {
+            double v = y[c * rows + r];
+
+            if (special[r]) {
+              if (isfinite (v))
+                g_error ("%s on %s, %s: row %zu has a special scale, "
+                    "y[%zu] = %.9g is finite", npu_ggml_type_name (type),
+                    npu_matmul_get_isa (), prec ? "accurate" : "fast", r, c,
+                    v);
+            } else {
+              const guint8 *src = w + r * row_bytes;
+              double ref, bound;
+
+              g_assert_true (npu_quants_dequantize_row (type, src, row, k));
+              ref = npu_quants_dot_row (type, src, x + c * k, k);
+              bound = weight_bound (type, prec, row, x + c * k, k);
+              if (!(fabs (v - ref) <= bound))
+                g_error ("%s on %s, %s: plain row %zu beside special ones: "
+                    "y[%zu] = %.9g, reference %.9g (bound %.3g)",
+                    npu_ggml_type_name (type), npu_matmul_get_isa (),
+                    prec ? "accurate" : "fast", r, c, v, ref, bound);
+            }
+            checked++;
+          }
+        g_assert_true (special[2]);
+        npu_weight_matrix_clear (&m);
+        g_free (row);
+        g_free (y);
+        g_free (x);
+        g_free (w);
+      }
+  }
+  g_test_message ("%u outputs checked", checked);
+  g_assert_true (npu_matmul_set_isa (saved));
+  g_free (saved);
+  g_rand_free (rng);
+}
+
 /* A type with no decoder, a row of partial blocks: refused, untouched */
 static void
 test_weight_matrix_refusals (void)
@@ -536,5 +676,6 @@ main (int argc, char **argv)
   g_test_add_func ("/matmul-typed/blocks", test_blocks);
   g_test_add_func ("/matmul-typed/weight-matrix-refusals",
       test_weight_matrix_refusals);
+  g_test_add_func ("/matmul-typed/special-scales", test_special_scales);
   return g_test_run ();
 }

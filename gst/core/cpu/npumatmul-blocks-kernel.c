@@ -22,8 +22,9 @@
  * F32: at most 32 x 127).  The
  * unpacking is plain C the compiler vectorises with the level's flags;
  * the dot products are AVX2's maddubs/madd (|x| <= 127, |q| <= 32, so no
- * int16 sum saturates), vpdpbusd where the level has AVX-512 VNNI, and a
- * plain loop in the baseline copy (NEON on aarch64).
+ * int16 sum saturates), vpdpbusd where the level has AVX-512 VNNI, sdot
+ * (vdotq_s32, signed by signed: no sign trick) in the neon copy, and a
+ * plain loop in the baseline copy.
  */
 #include <glib.h>
 #include <string.h>
@@ -32,6 +33,9 @@
 #include "core/formats/npumxfp4.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
+#endif
+#if defined(__ARM_FEATURE_DOTPROD)
+#include <arm_neon.h>
 #endif
 
 #ifndef NPU_BLOCKS_ISA
@@ -256,6 +260,34 @@ acc_sum (Acc a)
   s = _mm_add_ps (s, _mm_movehl_ps (s, s));
   s = _mm_add_ss (s, _mm_movehdup_ps (s));
   return _mm_cvtss_f32 (s);
+}
+#elif defined(__ARM_FEATURE_DOTPROD)
+typedef float32x4_t Acc;
+
+static inline Acc
+acc_zero (void)
+{
+  return vdupq_n_f32 (0.0f);
+}
+
+/* acc + (s0 * d) sum_{16} q x + (s1 * d) sum_{16} q x, in 4 lanes: one
+ * sdot a half, exact (at most 4 x 32 x 127 a lane) */
+static inline Acc
+acc_block (Acc acc, const gint8 * q, const gint8 * x, float s0, float s1,
+    float d)
+{
+  int32x4_t p0 = vdotq_s32 (vdupq_n_s32 (0), vld1q_s8 (q), vld1q_s8 (x));
+  int32x4_t p1 = vdotq_s32 (vdupq_n_s32 (0), vld1q_s8 (q + 16),
+      vld1q_s8 (x + 16));
+
+  acc = vfmaq_n_f32 (acc, vcvtq_f32_s32 (p0), s0 * d);
+  return vfmaq_n_f32 (acc, vcvtq_f32_s32 (p1), s1 * d);
+}
+
+static inline float
+acc_sum (Acc a)
+{
+  return vaddvq_f32 (a);
 }
 #else
 typedef float Acc;
@@ -539,6 +571,199 @@ dot_q45_0 (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
   return acc_sum (acc);
 }
 
+#elif defined(__ARM_FEATURE_DOTPROD)
+/* The fused row dots of the neon copy, ggml's NEON
+ * ggml_vec_dot_*_q8_* in form: the codes unpacked in registers, sdot
+ * (signed codes by signed activations, 4 products a lane, exact), the
+ * K-quants' scales applied to each half's int32 sums by mla. */
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* sdot of the 32 codes @q0, @q1 with 32 activations at @x, in 4 lanes */
+static inline int32x4_t
+dot32 (int8x16_t q0, int8x16_t q1, const gint8 * x)
+{
+  return vdotq_s32 (vdotq_s32 (vdupq_n_s32 (0), q0, vld1q_s8 (x)), q1,
+      vld1q_s8 (x + 16));
+}
+
+/* A Q4_K (@five FALSE) or Q5_K row times @nc columns */
+static ALWAYS_INLINE void
+dot_q45_k (const guint8 * row, gsize k, gboolean five, const Cols * cols,
+    guint nc, float *out)
+{
+  const uint8x16_t m4 = vdupq_n_u8 (0xf), m1 = vdupq_n_u8 (1);
+  gsize bytes = five ? 176 : 144, i;
+  float32x4_t acc[MAX_FUSED], accm[MAX_FUSED];
+  guint c;
+
+  for (c = 0; c < nc; c++)
+    acc[c] = accm[c] = vdupq_n_f32 (0.0f);
+  for (i = 0; i < k / 256; i++) {
+    const guint8 *b = row + i * bytes, *qh = b + 16;
+    const guint8 *qs = b + (five ? 48 : 16);
+    float d = half_to_float (b), dmin = half_to_float (b + 2);
+    int32x4_t sumi[MAX_FUSED];
+    uint8x16_t h0 = vdupq_n_u8 (0), h1 = vdupq_n_u8 (0);
+    guint32 t[4];
+    const guint8 *sc = (const guint8 *) t;
+    float32x4_t mins0, mins1;
+    uint16x8_t mins;
+    guint j;
+
+    /* the 12 bytes of 6-bit scales and mins to 8 scale bytes, then 8 min
+     * bytes, as the AVX2 copy does */
+    memcpy (t, b + 4, 12);
+    t[3] = ((t[2] >> 4) & 0x0f0f0f0f) | (((t[1] >> 6) & 0x03030303) << 4);
+    j = t[1] & 0x3f3f3f3f;
+    t[1] = (t[2] & 0x0f0f0f0f) | (((t[0] >> 6) & 0x03030303) << 4);
+    t[2] = j;
+    t[0] &= 0x3f3f3f3f;
+    mins = vmovl_u8 (vld1_u8 (sc + 8));
+    mins0 = vcvtq_f32_u32 (vmovl_u16 (vget_low_u16 (mins)));
+    mins1 = vcvtq_f32_u32 (vmovl_u16 (vget_high_u16 (mins)));
+    if (five) {
+      h0 = vld1q_u8 (qh);
+      h1 = vld1q_u8 (qh + 16);
+    }
+    for (c = 0; c < nc; c++) {
+      /* mins . the blocks' code sums */
+      float32x4_t ms = vmulq_f32 (mins0, vld1q_f32 (cols->xsum[c] + 8 * i));
+
+      ms = vfmaq_f32 (ms, mins1, vld1q_f32 (cols->xsum[c] + 8 * i + 4));
+      accm[c] = vfmaq_n_f32 (accm[c], ms, dmin * cols->dx[c][8 * i]);
+      sumi[c] = vdupq_n_s32 (0);
+    }
+    for (j = 0; j < 4; j++) {
+      uint8x16_t v0 = vld1q_u8 (qs + 32 * j), v1 = vld1q_u8 (qs + 32 * j + 16);
+      uint8x16_t lo0 = vandq_u8 (v0, m4), lo1 = vandq_u8 (v1, m4);
+      uint8x16_t hi0 = vshrq_n_u8 (v0, 4), hi1 = vshrq_n_u8 (v1, 4);
+
+      if (five) {
+        lo0 = vorrq_u8 (lo0, vshlq_n_u8 (vandq_u8 (h0, m1), 4));
+        lo1 = vorrq_u8 (lo1, vshlq_n_u8 (vandq_u8 (h1, m1), 4));
+        h0 = vshrq_n_u8 (h0, 1);
+        h1 = vshrq_n_u8 (h1, 1);
+        hi0 = vorrq_u8 (hi0, vshlq_n_u8 (vandq_u8 (h0, m1), 4));
+        hi1 = vorrq_u8 (hi1, vshlq_n_u8 (vandq_u8 (h1, m1), 4));
+        h0 = vshrq_n_u8 (h0, 1);
+        h1 = vshrq_n_u8 (h1, 1);
+      }
+      for (c = 0; c < nc; c++) {
+        const gint8 *x = cols->qx[c] + 256 * i + 64 * j;
+
+        /* codes 0..31: as signed bytes they are the same values */
+        sumi[c] = vmlaq_n_s32 (sumi[c], dot32 (vreinterpretq_s8_u8 (lo0),
+                vreinterpretq_s8_u8 (lo1), x), sc[2 * j]);
+        sumi[c] = vmlaq_n_s32 (sumi[c], dot32 (vreinterpretq_s8_u8 (hi0),
+                vreinterpretq_s8_u8 (hi1), x + 32), sc[2 * j + 1]);
+      }
+    }
+    for (c = 0; c < nc; c++)
+      acc[c] = vfmaq_n_f32 (acc[c], vcvtq_f32_s32 (sumi[c]),
+          d * cols->dx[c][8 * i]);
+  }
+  for (c = 0; c < nc; c++)
+    out[c] = vaddvq_f32 (acc[c]) - vaddvq_f32 (accm[c]);
+}
+
+/* A Q6_K row: codes q - 32, int8 scales a group of 16 */
+static ALWAYS_INLINE void
+dot_q6_k (const guint8 * row, gsize k, const Cols * cols, guint nc, float *out)
+{
+  const uint8x16_t m4 = vdupq_n_u8 (0xf), m3 = vdupq_n_u8 (3);
+  const int8x16_t c32 = vdupq_n_s8 (32);
+  float32x4_t acc[MAX_FUSED];
+  gsize i;
+  guint c;
+
+  for (c = 0; c < nc; c++)
+    acc[c] = vdupq_n_f32 (0.0f);
+  for (i = 0; i < k / 256; i++) {
+    const guint8 *b = row + i * 210;
+    const gint8 *sc = (const gint8 *) (b + 192);
+    float d = half_to_float (b + 208);
+    int32x4_t sumi[MAX_FUSED];
+    guint h, g, l;
+
+    for (c = 0; c < nc; c++)
+      sumi[c] = vdupq_n_s32 (0);
+    for (h = 0; h < 2; h++) {
+      const guint8 *L = b + 64 * h, *H = b + 128 + 32 * h;
+      /* [g][half]: value 32 g + 16 half + l of the 128 */
+      int8x16_t q[4][2];
+
+      for (l = 0; l < 2; l++) {
+        uint8x16_t l0 = vld1q_u8 (L + 16 * l), l1 = vld1q_u8 (L + 32 + 16 * l);
+        uint8x16_t hb = vld1q_u8 (H + 16 * l);
+
+        q[0][l] = vreinterpretq_s8_u8 (vorrq_u8 (vandq_u8 (l0, m4),
+                vshlq_n_u8 (vandq_u8 (hb, m3), 4)));
+        q[1][l] = vreinterpretq_s8_u8 (vorrq_u8 (vandq_u8 (l1, m4),
+                vshlq_n_u8 (vandq_u8 (vshrq_n_u8 (hb, 2), m3), 4)));
+        q[2][l] = vreinterpretq_s8_u8 (vorrq_u8 (vshrq_n_u8 (l0, 4),
+                vshlq_n_u8 (vandq_u8 (vshrq_n_u8 (hb, 4), m3), 4)));
+        q[3][l] = vreinterpretq_s8_u8 (vorrq_u8 (vshrq_n_u8 (l1, 4),
+                vshlq_n_u8 (vshrq_n_u8 (hb, 6), 4)));
+      }
+      for (g = 0; g < 4; g++) {
+        int8x16_t qa = vsubq_s8 (q[g][0], c32), qb = vsubq_s8 (q[g][1], c32);
+
+        for (c = 0; c < nc; c++) {
+          const gint8 *x = cols->qx[c] + 256 * i + 128 * h + 32 * g;
+
+          sumi[c] = vmlaq_n_s32 (sumi[c], vdotq_s32 (vdupq_n_s32 (0), qa,
+                  vld1q_s8 (x)), sc[8 * h + 2 * g]);
+          sumi[c] = vmlaq_n_s32 (sumi[c], vdotq_s32 (vdupq_n_s32 (0), qb,
+                  vld1q_s8 (x + 16)), sc[8 * h + 2 * g + 1]);
+        }
+      }
+    }
+    for (c = 0; c < nc; c++)
+      acc[c] = vfmaq_n_f32 (acc[c], vcvtq_f32_s32 (sumi[c]),
+          d * cols->dx[c][8 * i]);
+  }
+  for (c = 0; c < nc; c++)
+    out[c] = vaddvq_f32 (acc[c]);
+}
+
+/* A Q4_0 (@five FALSE) or Q5_0 row: codes q - 8 (q - 16), a block of 32
+ * a float scale; Q5_0's fifth bits spread to bytes by a bit test */
+static float
+dot_q45_0 (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
+    const float *dx)
+{
+  static const guint8 bit_of[16] = { 1, 2, 4, 8, 16, 32, 64, 128,
+    1, 2, 4, 8, 16, 32, 64, 128
+  };
+  const uint8x16_t m4 = vdupq_n_u8 (0xf), bits = vld1q_u8 (bit_of);
+  const uint8x16_t m16 = vdupq_n_u8 (16);
+  const int8x16_t bias = vdupq_n_s8 (five ? 16 : 8);
+  gsize bytes = five ? 22 : 18, i;
+  float32x4_t acc = vdupq_n_f32 (0.0f);
+
+  for (i = 0; i < k / 32; i++) {
+    const guint8 *b = row + i * bytes, *qs = b + (five ? 6 : 2);
+    uint8x16_t v = vld1q_u8 (qs);
+    uint8x16_t lo = vandq_u8 (v, m4), hi = vshrq_n_u8 (v, 4);
+
+    if (five) {
+      const guint8 *qh = b + 2;
+      uint8x16_t blo = vcombine_u8 (vdup_n_u8 (qh[0]), vdup_n_u8 (qh[1]));
+      uint8x16_t bhi = vcombine_u8 (vdup_n_u8 (qh[2]), vdup_n_u8 (qh[3]));
+
+      lo = vorrq_u8 (lo, vandq_u8 (vtstq_u8 (blo, bits), m16));
+      hi = vorrq_u8 (hi, vandq_u8 (vtstq_u8 (bhi, bits), m16));
+    }
+    acc = vfmaq_n_f32 (acc, vcvtq_f32_s32 (dot32 (vsubq_s8
+                (vreinterpretq_s8_u8 (lo), bias), vsubq_s8 (vreinterpretq_s8_u8
+                    (hi), bias), qx + 32 * i)), half_to_float (b) * dx[i]);
+  }
+  return vaddvq_f32 (acc);
+}
+#endif
+
+#if defined(__AVX2__) || defined(__ARM_FEATURE_DOTPROD)
 static inline gboolean
 has_fused (guint32 type)
 {

@@ -42,20 +42,29 @@ DECLARE_ROWS (generic);
 DECLARE_ROWS (avx2);
 DECLARE_ROWS (avx512);
 #endif
+#if defined(__aarch64__)
+DECLARE_ROWS (neon);
+#endif
 
 /* The copy of the matmul path in use (npu_matmul_get_isa()); the scalar
  * path has no copy of its own and runs the baseline one */
 static RowsFunc
 current_rows (void)
 {
-#if defined(__x86_64__)
   const gchar *isa = npu_matmul_get_isa ();
 
+#if defined(__x86_64__)
   if (!strcmp (isa, "avx512"))
     return npu_blocks_rows_avx512;
   if (!strcmp (isa, "avx2"))
     return npu_blocks_rows_avx2;
 #endif
+#if defined(__aarch64__)
+  /* both Arm levels have the dot product (sdot) */
+  if (g_str_has_prefix (isa, "neon"))
+    return npu_blocks_rows_neon;
+#endif
+  (void) isa;
   return npu_blocks_rows_generic;
 }
 

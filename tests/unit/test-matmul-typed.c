@@ -84,10 +84,10 @@ random_matrix (GRand * rng, guint32 type, gsize rows, gsize k)
       break;
     default:{
       /* the f16 fields: d (and m or dmin) first, Q6_K's d last */
-      gsize bytes = npu_quants_row_bytes (type, 256) / (256 /
-          (type == NPU_GGML_TYPE_Q4_K || type == NPU_GGML_TYPE_Q5_K ||
-              type == NPU_GGML_TYPE_Q6_K ? 256 : 32));
-      gsize n_blocks = rows * row_bytes / bytes;
+      gsize bytes, n_blocks;
+
+      g_assert_true (npu_ggml_type_info (type, NULL, &bytes));
+      n_blocks = rows * row_bytes / bytes;
 
       for (j = 0; j < n_blocks; j++) {
         guint8 *b = w + j * bytes;
@@ -274,9 +274,12 @@ blocks_bound (guint32 type, NpuMatmulPrecision precision, const float *row,
     const float *x, gsize k)
 {
   double u = ldexp (1, -24), act = 0, acc = 0;
-  /* the activations' groups: 256 for the K-quants (Q8_K), else 32 */
-  gsize group = type == NPU_GGML_TYPE_Q4_K || type == NPU_GGML_TYPE_Q5_K ||
-      type == NPU_GGML_TYPE_Q6_K ? 256 : 32, j, b;
+  /* the activations' groups: the type's block, 256 for the K-quants
+   * (Q8_K), else 32 */
+  guint group = 0;
+  gsize j, b;
+
+  g_assert_true (npu_ggml_type_info (type, &group, NULL));
 
   for (b = 0; b < k; b += 32) {
     double d = 0, a = 0;
@@ -388,11 +391,9 @@ test_weight_matrix (void)
                   repack));
           y[j] = g_new (float, n * rows);
           if (repack) {
-            g_assert_cmpuint (npu_weight_matrix_get_owned_size (&m[j]), >,
-                0);
+            g_assert_cmpuint (npu_weight_matrix_get_owned_size (&m[j]), >, 0);
           } else {
-            g_assert_cmpuint (npu_weight_matrix_get_owned_size (&m[j]), ==,
-                0);
+            g_assert_cmpuint (npu_weight_matrix_get_owned_size (&m[j]), ==, 0);
             g_assert_cmpuint (npu_weight_matrix_get_size (&m[j]), ==,
                 rows * npu_quants_row_bytes (type, k));
             g_assert_true (type == NPU_GGML_TYPE_MXFP4 ?
@@ -616,8 +617,7 @@ test_special_scales (void)
               if (isfinite (v))
                 g_error ("%s on %s, %s: row %zu has a special scale, "
                     "y[%zu] = %.9g is finite", npu_ggml_type_name (type),
-                    npu_matmul_get_isa (), prec ? "accurate" : "fast", r, c,
-                    v);
+                    npu_matmul_get_isa (), prec ? "accurate" : "fast", r, c, v);
             } else {
               const guint8 *src = w + r * row_bytes;
               double ref, bound;
@@ -634,6 +634,80 @@ test_special_scales (void)
             checked++;
           }
         g_assert_true (special[2]);
+        npu_weight_matrix_clear (&m);
+        g_free (row);
+        g_free (y);
+        g_free (x);
+        g_free (w);
+      }
+  }
+  g_test_message ("%u outputs checked", checked);
+  g_assert_true (npu_matmul_set_isa (saved));
+  g_free (saved);
+  g_rand_free (rng);
+}
+
+/* A NaN in one activation column and an Inf in another make every output
+ * of those columns non-finite, for every type, level and precision (an
+ * int8 path gives the group they are in a NaN scale; a quantiser that let
+ * a later element replace the NaN in its max gave finite outputs), and
+ * leave the other column within its bound. */
+static void
+test_special_activations (void)
+{
+  GRand *rng = g_rand_new_with_seed (47);
+  gchar *saved = g_strdup (npu_matmul_get_isa ());
+  guint a, t, p, checked = 0;
+
+  for (a = 0; a < G_N_ELEMENTS (all_isas); a++) {
+    if (!npu_matmul_set_isa (all_isas[a]))
+      continue;
+    for (t = 0; t < G_N_ELEMENTS (types); t++)
+      for (p = 0; p < 2; p++) {
+        guint32 type = types[t];
+        gsize k = 512, rows = 9, n = 3, row_bytes, r, c, j;
+        NpuMatmulPrecision prec = p ? NPU_MATMUL_PRECISION_ACCURATE :
+            NPU_MATMUL_PRECISION_FAST;
+        guint8 *w = random_matrix (rng, type, rows, k);
+        float *x = g_new (float, n * k), *y = g_new (float, n * rows);
+        float *row = g_new (float, k);
+        NpuWeightMatrix m;
+
+        row_bytes = npu_quants_row_bytes (type, k);
+        for (j = 0; j < n * k; j++)
+          x[j] = (float) g_rand_double_range (rng, -1, 1);
+        /* a NaN early in its group (a max taken on from there drops it),
+         * an Inf in the last block */
+        x[k + 3] = NAN;
+        x[2 * k + k - 5] = INFINITY;
+        g_assert_true (npu_weight_matrix_init (&m, type, w, rows, k,
+                type == NPU_GGML_TYPE_MXFP4 && p));
+        npu_weight_matrix_mul (NULL, &m, x, n, y, prec);
+        for (r = 0; r < rows; r++)
+          for (c = 0; c < n; c++) {
+            double v = y[c * rows + r];
+
+            if (c > 0) {
+              if (isfinite (v))
+                g_error ("%s on %s, %s: column %zu has a %s, y[%zu] = %.9g "
+                    "is finite", npu_ggml_type_name (type),
+                    npu_matmul_get_isa (), prec ? "accurate" : "fast", c,
+                    c == 1 ? "NaN" : "Inf", r, v);
+            } else {
+              const guint8 *src = w + r * row_bytes;
+              double ref, bound;
+
+              g_assert_true (npu_quants_dequantize_row (type, src, row, k));
+              ref = npu_quants_dot_row (type, src, x, k);
+              bound = weight_bound (type, prec, row, x, k);
+              if (!(fabs (v - ref) <= bound))
+                g_error ("%s on %s, %s: plain column beside special ones: "
+                    "y[%zu] = %.9g, reference %.9g (bound %.3g)",
+                    npu_ggml_type_name (type), npu_matmul_get_isa (),
+                    prec ? "accurate" : "fast", r, v, ref, bound);
+            }
+            checked++;
+          }
         npu_weight_matrix_clear (&m);
         g_free (row);
         g_free (y);
@@ -677,5 +751,7 @@ main (int argc, char **argv)
   g_test_add_func ("/matmul-typed/weight-matrix-refusals",
       test_weight_matrix_refusals);
   g_test_add_func ("/matmul-typed/special-scales", test_special_scales);
+  g_test_add_func ("/matmul-typed/special-activations",
+      test_special_activations);
   return g_test_run ();
 }

@@ -843,18 +843,20 @@ NAME (npu_blocks_rows) (guint32 type, const guint8 * w, gsize row_bytes,
     const float *xsum, guint n_cols, guint n_passes, gsize col_stride,
     float *y, gsize y_stride)
 {
-  gboolean k_quant = type == NPU_GGML_TYPE_Q4_K ||
-      type == NPU_GGML_TYPE_Q5_K || type == NPU_GGML_TYPE_Q6_K;
   /* the types whose blocks have an offset (a min) */
   gboolean offsets = type == NPU_GGML_TYPE_Q4_1 ||
       type == NPU_GGML_TYPE_Q5_1 || type == NPU_GGML_TYPE_Q4_K ||
       type == NPU_GGML_TYPE_Q5_K;
-  guint unit = k_quant ? 256 : 32, nb = unit / 32;
-  gsize unit_bytes = row_bytes / (k / unit), r, u0;
+  /* a unit is the type's block: 256 values (the K-quants) or 32 */
+  guint unit = 32, nb;
+  gsize unit_bytes, r, u0;
   guint n = n_cols * n_passes, c, b;
   Unit u;
 
   g_assert (n <= MAX_PASSES);
+  npu_ggml_type_info (type, &unit, NULL);
+  nb = unit / 32;
+  unit_bytes = row_bytes / (k / unit);
   if (has_fused (type)) {
     /* each row's codes unpacked once for up to MAX_FUSED column passes */
     for (r = r0; r < r1; r++) {

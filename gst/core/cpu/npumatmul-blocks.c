@@ -14,7 +14,7 @@
  * Columns go a group at a time, their codes on this thread's stack (no
  * allocation per product: a decode step allocates nothing).
  */
-#include "npumatmul.h"
+#include "npumatmul-private.h"
 #include "npucpu.h"
 #include "core/formats/npugguf.h"
 #include "core/formats/npuquants.h"
@@ -86,9 +86,11 @@ npu_matmul_blocks_supported (guint32 type)
 }
 
 /* @k values of @x as int8 codes a @group (32, or 256 for the K-quants,
- * as ggml's Q8_0 and Q8_K) at a time: d = max|x| / 127 over the group, q
- * = round (x / d); d and the code sum of each block of 32.  With @res,
- * @x - d q goes there (the residual the second pass quantises). */
+ * as ggml's Q8_0 and Q8_K) at a time (npu_q8_quantize_group(): a NaN or
+ * an Inf gives its group a NaN scale), and d and the code sum of each
+ * block of 32.  With @res, @x - d q goes there (the residual the second
+ * pass quantises; @x itself where d is not finite, so that the second
+ * pass is NaN too). */
 static void
 quantize_column (const float *x, gsize k, gsize group, gint8 * q, float *d,
     float *sum, float *res)
@@ -96,24 +98,16 @@ quantize_column (const float *x, gsize k, gsize group, gint8 * q, float *d,
   gsize g, b, j;
 
   for (g = 0; g < k; g += group) {
-    float amax = 0.0f, id, dg;
+    float dg = npu_q8_quantize_group (x + g, group, q + g);
 
-    for (j = g; j < g + group; j++)
-      amax = MAX (amax, fabsf (x[j]));
-    dg = amax / 127.0f;
-    id = amax > 0.0f ? 127.0f / amax : 0.0f;
     for (b = g / 32; b < (g + group) / 32; b++) {
       gint32 s = 0;
 
       d[b] = dg;
       for (j = 32 * b; j < 32 * b + 32; j++) {
-        gint v = (gint) lrintf (x[j] * id);
-
-        v = CLAMP (v, -127, 127);
-        q[j] = v;
-        s += v;
+        s += q[j];
         if (res)
-          res[j] = x[j] - dg * (float) v;
+          res[j] = isfinite (dg) ? x[j] - dg * (float) q[j] : x[j];
       }
       sum[b] = (float) s;       /* exact: at most 32 x 127 */
     }
@@ -131,43 +125,24 @@ typedef struct
   const float *xsum;
   guint n_cols, n_passes;
   float *y;
-  guint n_threads;
-  gsize next;                   /* the first unclaimed row (atomic) */
 } BlocksJob;
 
+/* Rows [start, end) of every column */
 static void
-blocks_rows (const BlocksJob * job, gsize start, gsize end)
+blocks_rows (gsize start, gsize end, gpointer data)
 {
+  const BlocksJob *job = data;
+
   job->rows_func (job->type, job->w, job->row_bytes, start, end, job->k,
       job->qx, job->dx, job->xsum, job->n_cols, job->n_passes, job->k,
       job->y, job->rows);
 }
 
-/* One slice per thread, which claims runs of rows guided, as the MXFP4
- * GEMV does (npumatmul.c): each claim 1 / (2 threads) of the rows still
- * left, at least CLAIM_ROWS (whole cache lines of y, so two threads never
- * write the same one), so the runs of weights each thread streams stay
- * long and a thread that comes late still finds work */
+/* Rows are claimed guided, as the MXFP4 GEMV's tiles (npumatmul.c): each
+ * claim 1 / (2 threads) of the rows still left, at least CLAIM_ROWS (whole
+ * cache lines of y, so two threads never write the same one) */
 #define CLAIM_ROWS 32
-
-static void
-blocks_claims (gsize start, gsize end, guint worker, gpointer data)
-{
-  BlocksJob *job = data;
-  gsize a = __atomic_load_n (&job->next, __ATOMIC_RELAXED);
-
-  while (a < job->rows) {
-    gsize len = MAX (CLAIM_ROWS, (job->rows - a) / (2 * job->n_threads));
-    gsize b = MIN (job->rows, a + len);
-
-    /* on failure a is reloaded with the row another thread left */
-    if (__atomic_compare_exchange_n (&job->next, &a, b, FALSE,
-            __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-      blocks_rows (job, a, b);
-      a = __atomic_load_n (&job->next, __ATOMIC_RELAXED);
-    }
-  }
-}
+#define CLAIM_SHARE 2
 
 gboolean
 npu_matmul_blocks (NpuTask * task, guint32 type, const void *w, gsize rows,
@@ -180,13 +155,15 @@ npu_matmul_blocks (NpuTask * task, guint32 type, const void *w, gsize rows,
   float xsum[2 * GROUP_COLS * MAX_K / 32];
   float res[MAX_K];
   guint passes = precision == NPU_MATMUL_PRECISION_ACCURATE ? 2 : 1;
-  gsize group = type == NPU_GGML_TYPE_Q4_K || type == NPU_GGML_TYPE_Q5_K ||
-      type == NPU_GGML_TYPE_Q6_K ? 256 : 32;
+  /* the activations a scale: a block of 32 (Q8_0), or the K-quants'
+   * super-block of 256 (Q8_K): the weights' own block either way */
+  guint group = 0;
   BlocksJob job;
   gsize c0;
 
   if (!npu_matmul_blocks_supported (type) || k == 0 || k > MAX_K
-      || npu_quants_row_bytes (type, k) == 0)
+      || npu_quants_row_bytes (type, k) == 0
+      || !npu_ggml_type_info (type, &group, NULL))
     return FALSE;
   g_return_val_if_fail (rows == 0 || w != NULL, FALSE);
 
@@ -214,13 +191,8 @@ npu_matmul_blocks (NpuTask * task, guint32 type, const void *w, gsize rows,
     }
     job.n_cols = nc;
     job.y = y + c0 * rows;
-    job.next = 0;
-    if (task) {
-      job.n_threads = npu_task_get_n_threads (task);
-      npu_task_parallel_for (task, job.n_threads, 1, blocks_claims, &job);
-    } else {
-      blocks_rows (&job, 0, rows);
-    }
+    npu_task_parallel_claims (task, rows, CLAIM_ROWS, CLAIM_SHARE,
+        blocks_rows, &job);
   }
   return TRUE;
 }

@@ -171,6 +171,15 @@ void npu_q8_0_tile_neon (const NpuBlockQ8_0 * w, gsize n_blocks, gsize r0,
  * filled before any kernel runs */
 extern float npu_matmul_e8m0_table[256];
 
+/* @len values of @x (a block of 32, or a K-quant's group of 256) as int8
+ * codes into @q with one scale, returned: d = max|x| / 127 and q = round
+ * (x / d), so |q| <= 127 and |x - d q| <= d (1/2 + 2^-17) (the division is
+ * correctly rounded).  All zeros give d = 0; a NaN or an Inf among them
+ * gives codes 0 and d = NaN, so that every output they meet is NaN.  The
+ * scalar quantiser of every int8 path (npumatmul.c, npumatmul-blocks.c);
+ * the SIMD copies follow it. */
+float npu_q8_quantize_group (const float *x, gsize len, gint8 * q);
+
 G_END_DECLS
 
 #endif /* __NPU_MATMUL_PRIVATE_H__ */

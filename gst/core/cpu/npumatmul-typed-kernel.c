@@ -252,8 +252,7 @@ gboolean NAME (npu_typed_dot4_half) (guint32 type, const guint8 * w,
         a[c] = _mm256_fmadd_ps (HLOAD (p + 2 * (i + c * HW)),
             _mm256_loadu_ps (x + i + c * HW), a[c]);
     for (; i + HW <= n; i += HW)
-      a[0] = _mm256_fmadd_ps (HLOAD (p + 2 * i), _mm256_loadu_ps (x + i),
-          a[0]);
+      a[0] = _mm256_fmadd_ps (HLOAD (p + 2 * i), _mm256_loadu_ps (x + i), a[0]);
     s[r] = hsum_m256 (_mm256_add_ps (_mm256_add_ps (a[0], a[1]),
             _mm256_add_ps (a[2], a[3])));
   }

@@ -336,35 +336,41 @@ scalar_row_q8_0 (const NpuBlockQ8_0 * w, gsize nb, gsize rows, gsize r,
  * <= 127, and the rounding to the nearest integer adds at most 1/2.
  */
 
-/* One block: its 32 codes into @q; returns its scale */
-static float
-quantize_block (const float *xb, gint8 * q)
+float
+npu_q8_quantize_group (const float *x, gsize len, gint8 * q)
 {
   float amax = 0.0f, d;
   gboolean finite = TRUE;
-  guint j;
+  gsize j;
 
-  for (j = 0; j < 32; j++) {
-    float a = fabsf (xb[j]);
+  for (j = 0; j < len; j++) {
+    float a = fabsf (x[j]);
 
     /* MAX() would let a later element replace a NaN */
     finite &= a <= G_MAXFLOAT;
     amax = a > amax ? a : amax;
   }
   if (!finite) {
-    /* NaN or Inf in the block: its codes are 0, its scale NaN, so every
+    /* NaN or Inf in the group: its codes are 0, its scale NaN, so every
      * output it meets is NaN. */
-    memset (q, 0, 32);
+    memset (q, 0, len);
     return NAN;
   }
   if (amax == 0.0f) {
-    memset (q, 0, 32);
+    memset (q, 0, len);
     return 0.0f;
   }
   d = amax / 127.0f;
-  for (j = 0; j < 32; j++)
-    q[j] = (gint8) lrintf (xb[j] / d);
+  for (j = 0; j < len; j++)
+    q[j] = (gint8) lrintf (x[j] / d);
   return d;
+}
+
+/* One block: its 32 codes into @q; returns its scale */
+static inline float
+quantize_block (const float *xb, gint8 * q)
+{
+  return npu_q8_quantize_group (xb, 32, q);
 }
 
 /* x minus what the int8 codes of its blocks give (d q, as the kernels
@@ -839,14 +845,13 @@ typedef struct
   const gsize *first_tile;      /* n_jobs + 1 entries: job i's tiles are
                                  * [first_tile[i], first_tile[i + 1]) */
   guint n_jobs;
-  guint n_threads;
-  gsize next;                   /* the first unclaimed tile (atomic) */
 } GemvClaims;
 
 /* GEMV tiles [start, end) of every job they cover */
 static void
-gemv_claim_rows (const GemvClaims * gc, gsize start, gsize end)
+gemv_claim_rows (gsize start, gsize end, gpointer data)
 {
+  const GemvClaims *gc = data;
   guint i;
 
   for (i = 0; i < gc->n_jobs; i++) {
@@ -858,41 +863,19 @@ gemv_claim_rows (const GemvClaims * gc, gsize start, gsize end)
   }
 }
 
-/* One slice per thread: claims runs of tiles until none is left */
-static void
-gemv_claims_slice (gsize start, gsize end, guint worker, gpointer data)
-{
-  GemvClaims *gc = data;
-  const gsize n = gc->first_tile[gc->n_jobs];
-  gsize a = __atomic_load_n (&gc->next, __ATOMIC_RELAXED);
-
-  while (a < n) {
-    gsize len = gc->n_threads == 1 ? n - a :
-        MAX (GEMV_CLAIM_TILES, (n - a) / (GEMV_GUIDED_SHARE * gc->n_threads));
-    gsize b = MIN (n, a + len);
-
-    /* on failure a is reloaded with the tile another thread left */
-    if (__atomic_compare_exchange_n (&gc->next, &a, b, FALSE,
-            __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-      gemv_claim_rows (gc, a, b);
-      a = __atomic_load_n (&gc->next, __ATOMIC_RELAXED);
-    }
-  }
-}
-
 static void
 run_gemv_claims (NpuTask * task, MatmulJob * jobs, const gsize * first_tile,
     guint n_jobs)
 {
-  GemvClaims gc = { jobs, first_tile, n_jobs, 1, 0 };
-  guint streams, i;
+  GemvClaims gc = { jobs, first_tile, n_jobs };
+  guint n_threads = task ? npu_task_get_n_threads (task) : 1, streams, i;
 
-  gc.n_threads = task ? npu_task_get_n_threads (task) : 1;
-  streams = gemv_streams ? gemv_streams : gc.n_threads > 1 ?
+  streams = gemv_streams ? gemv_streams : n_threads > 1 ?
       GEMV_STREAMS_EACH_OF_SEVERAL : GEMV_STREAMS_ONE_THREAD;
   for (i = 0; i < n_jobs; i++)
     jobs[i].gemv_streams = streams;
-  run_parallel (task, gc.n_threads, 1, gemv_claims_slice, &gc);
+  npu_task_parallel_claims (task, first_tile[n_jobs], GEMV_CLAIM_TILES,
+      GEMV_GUIDED_SHARE, gemv_claim_rows, &gc);
 }
 
 /* One token through the path's GEMV kernel: the activations quantised

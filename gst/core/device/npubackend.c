@@ -336,6 +336,52 @@ npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
   g_mutex_unlock (&device->job_lock);
 }
 
+typedef struct
+{
+  NpuClaimFunc func;
+  gpointer user_data;
+  gsize n, min_claim, share;
+  guint n_threads;
+  gsize next;                   /* the first unclaimed item (atomic) */
+} Claims;
+
+/* One slice per thread: claims runs until none is left */
+static void
+claims_slice (gsize start, gsize end, guint worker, gpointer data)
+{
+  Claims *c = data;
+  gsize a = __atomic_load_n (&c->next, __ATOMIC_RELAXED);
+
+  while (a < c->n) {
+    gsize len = c->n_threads == 1 ? c->n - a :
+        MAX (c->min_claim, (c->n - a) / (c->share * c->n_threads));
+    gsize b = MIN (c->n, a + len);
+
+    /* on failure a is reloaded with the item another thread left */
+    if (__atomic_compare_exchange_n (&c->next, &a, b, FALSE,
+            __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
+      c->func (a, b, c->user_data);
+      a = __atomic_load_n (&c->next, __ATOMIC_RELAXED);
+    }
+  }
+}
+
+void
+npu_task_parallel_claims (NpuTask * task, gsize n, gsize min_claim,
+    guint share, NpuClaimFunc func, gpointer user_data)
+{
+  Claims c = { func, user_data, n, MAX (min_claim, 1), MAX (share, 1), 1, 0 };
+
+  if (n == 0)
+    return;
+  if (!task) {
+    func (0, n, user_data);
+    return;
+  }
+  c.n_threads = task->n_threads;
+  npu_task_parallel_for (task, c.n_threads, 1, claims_slice, &c);
+}
+
 gboolean
 npu_task_is_cancelled (NpuTask * task)
 {

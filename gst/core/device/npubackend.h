@@ -43,6 +43,8 @@ typedef gboolean (*NpuTaskFunc) (NpuTask * task, gpointer user_data,
 /* One slice [start, end) of a parallel loop, run on worker @worker. */
 typedef void (*NpuParallelFunc) (gsize start, gsize end, guint worker,
     gpointer user_data);
+/* One claimed run [start, end) of npu_task_parallel_claims(). */
+typedef void (*NpuClaimFunc) (gsize start, gsize end, gpointer user_data);
 
 NPU_API
 guint npu_cpu_count (void);
@@ -110,6 +112,16 @@ void npu_task_report_bytes (NpuTask * task, const NpuBytes * bytes);
 NPU_API
 void npu_task_parallel_for (NpuTask * task, gsize n, gsize grain,
     NpuParallelFunc func, gpointer user_data);
+/* Items [0, @n) claimed guided by the task's threads: each claim takes
+ * 1 / (@share x threads) of the items still left, at least @min_claim,
+ * and a task of one thread takes them all at once; @func runs each claim
+ * on the thread that made it.  So the runs each thread streams stay long
+ * (a product's rows read as few long streams) and a thread that comes late
+ * still finds work, where equal slices would leave it the last one whole.
+ * @task may be NULL: one claim of everything on this thread. */
+NPU_API
+void npu_task_parallel_claims (NpuTask * task, gsize n, gsize min_claim,
+    guint share, NpuClaimFunc func, gpointer user_data);
 
 /**
  * NpuBackendError:

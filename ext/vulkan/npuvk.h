@@ -27,9 +27,7 @@
 
 #include <glib.h>
 
-G_BEGIN_DECLS
-
-typedef struct _NpuVkContext NpuVkContext;
+G_BEGIN_DECLS typedef struct _NpuVkContext NpuVkContext;
 typedef struct _NpuVkBuffer NpuVkBuffer;
 typedef struct _NpuVkProgram NpuVkProgram;
 
@@ -70,6 +68,7 @@ typedef enum
   NPU_VK_KERNEL_MUL_F16,
   NPU_VK_KERNEL_MUL_Q8_0,
   NPU_VK_KERNEL_MUL_MXFP4,
+  NPU_VK_KERNEL_MUL_BLOCKS,
   NPU_VK_KERNEL_RMS_NORM,
   NPU_VK_KERNEL_SOFTMAX,
   NPU_VK_KERNEL_SILU_MUL,
@@ -156,5 +155,4 @@ typedef enum
 GQuark npu_vk_error_quark (void);
 
 G_END_DECLS
-
 #endif /* __NPU_VK_H__ */

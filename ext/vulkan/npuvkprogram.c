@@ -31,6 +31,9 @@ static const guint32 spv_mul_q8_0[] =
 static const guint32 spv_mul_mxfp4[] =
 #include "mul_mxfp4.spv.inc"
     ;
+static const guint32 spv_mul_blocks[] =
+#include "mul_blocks.spv.inc"
+    ;
 static const guint32 spv_rms_norm[] =
 #include "rms_norm.spv.inc"
     ;
@@ -72,7 +75,8 @@ static const struct
   const gchar *name;
 } kernels[NPU_VK_N_KERNELS] = {
 #define K(n) { spv_##n, sizeof (spv_##n), #n }
-  K (mul_f32), K (mul_f16), K (mul_q8_0), K (mul_mxfp4), K (rms_norm),
+  K (mul_f32), K (mul_f16), K (mul_q8_0), K (mul_mxfp4), K (mul_blocks),
+  K (rms_norm),
   K (softmax), K (silu_mul), K (gelu), K (add), K (rope), K (attention),
   K (layer_norm), K (bias_act), K (gather), K (im2col3),
 #undef K

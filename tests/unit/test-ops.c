@@ -12,6 +12,8 @@
  * fails the test (a warning of GLib's, fatal in tests). */
 #include <core/device/npuops.h>
 #include <core/formats/npumxfp4.h>
+#include <core/formats/npugguf.h>
+#include <core/formats/npuquants.h>
 #include <tests/npucompare.h>
 
 #include <math.h>
@@ -160,7 +162,6 @@ random_weights (NpuOpWeight type, gsize rows, gsize k, float *wf, gsize * bytes)
       npu_q8_0_dequantize (w, wf, n);
       return w;
     case NPU_OP_WEIGHT_MXFP4:
-    default:
       *bytes = n / 32 * 17;
       w = g_malloc (*bytes);
       for (i = 0; i < n; i++)
@@ -168,6 +169,41 @@ random_weights (NpuOpWeight type, gsize rows, gsize k, float *wf, gsize * bytes)
       npu_mxfp4_quantize_f32 (wf, (NpuBlockMxfp4 *) w, n);
       npu_mxfp4_dequantize ((NpuBlockMxfp4 *) w, wf, n);
       return w;
+    default:{
+      /* BF16 and the 4-, 5- and 6-bit types: random bytes, every f16
+       * field (d first, then m or dmin; Q6_K's d last) a random finite
+       * half, BF16 values of order one; the values as ggml decodes them */
+      guint32 gt = npu_op_weight_get_ggml_type (type);
+      gsize row_bytes = npu_quants_row_bytes (gt, k), bb = 0, b;
+      guint block = 0;
+
+      npu_ggml_type_info (gt, &block, &bb);
+      *bytes = rows * row_bytes;
+      w = g_malloc (*bytes);
+      for (i = 0; i < *bytes; i++)
+        w[i] = (guint8) pick (0, 255);
+      for (b = 0; b < *bytes / bb; b++) {
+        guint8 *p = w + b * bb;
+        guint16 h = random_f16 (-10, -6), m = random_f16 (-10, -6);
+
+        if (type == NPU_OP_WEIGHT_BF16) {
+          h = (guint16) (g_rand_boolean (rng) ? 0x8000 : 0) |
+              (guint16) (pick (120, 127) << 7) | (guint16) pick (0, 127);
+          memcpy (p, &h, 2);
+        } else if (type == NPU_OP_WEIGHT_Q6_K) {
+          memcpy (p + 208, &h, 2);
+        } else {
+          memcpy (p, &h, 2);
+          if (type == NPU_OP_WEIGHT_Q4_1 || type == NPU_OP_WEIGHT_Q5_1 ||
+              type == NPU_OP_WEIGHT_Q4_K || type == NPU_OP_WEIGHT_Q5_K)
+            memcpy (p + 2, &m, 2);
+        }
+      }
+      for (i = 0; i < rows; i++)
+        g_assert_true (npu_quants_dequantize_row (gt, w + i * row_bytes,
+                wf + i * k, k));
+      return w;
+    }
   }
 }
 
@@ -177,7 +213,7 @@ static void
 check_mul_mat (NpuDevice * dev, NpuOpWeight type, gsize rows, gsize k,
     gsize n, gsize w_pad)
 {
-  static const gchar *names[] = { "f32", "f16", "q8_0", "mxfp4" };
+
   float *wf = g_new (float, rows * k), *x = g_new (float, n * k);
   float *y = g_new (float, n * rows);
   double *ref = g_new (double, n * rows), *scale = g_new (double, n * rows);
@@ -221,7 +257,7 @@ check_mul_mat (NpuDevice * dev, NpuOpWeight type, gsize rows, gsize k,
   rel = (k + 2) * 0x1p-24 + (type >= NPU_OP_WEIGHT_Q8_0 ? 0x1p-14 : 0);
   what = g_strdup_printf ("%s: mul_mat %s %" G_GSIZE_FORMAT " x %"
       G_GSIZE_FORMAT " x %" G_GSIZE_FORMAT, npu_device_get_name (dev),
-      names[type], rows, k, n);
+      npu_ggml_type_name (npu_op_weight_get_ggml_type (type)), rows, k, n);
   assert_close (what, y, ref, scale, n * rows, rel, 0);
   g_free (what);
 
@@ -244,11 +280,14 @@ check_products (NpuDevice * dev)
   NpuOpWeight t;
   guint i;
 
-  for (t = NPU_OP_WEIGHT_F32; t <= NPU_OP_WEIGHT_MXFP4; t++)
+  for (t = NPU_OP_WEIGHT_F32; t <= NPU_OP_WEIGHT_Q6_K; t++)
     for (i = 0; i < 3; i++) {
-      gsize k = 32 * pick (1, 12), rows = pick (1, 70), n = i == 0 ? 1 :
-          pick (2, 9);
+      guint block = 0;
+      gsize k, rows = pick (1, 70), n = i == 0 ? 1 : pick (2, 9);
 
+      npu_ggml_type_info (npu_op_weight_get_ggml_type (t), &block, NULL);
+      k = MAX (block, 32) * pick (1, block == 256 ? 3 : 12);
+      /* F32 and F16 at a word, the others at any byte */
       check_mul_mat (dev, t, rows, k, n, t >= NPU_OP_WEIGHT_Q8_0 ?
           pick (0, 40) : 4 * pick (0, 10));
     }

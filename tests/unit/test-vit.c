@@ -470,6 +470,9 @@ static const Case cases[] = {
   {NPU_MODEL_PROJECTOR_MLP, 64, 16, NPU_GGML_TYPE_MXFP4, "mlp-mxfp4-p16"},
   {NPU_MODEL_PROJECTOR_IDEFICS3, 64, 16, NPU_GGML_TYPE_Q8_0, "ide-q8-p16"},
   {NPU_MODEL_PROJECTOR_IDEFICS3, 64, 16, NPU_GGML_TYPE_BF16, "ide-bf16-p16"},
+  /* rows of 64: llama-quantize's fallback, Q5_0 for Q4_K */
+  {NPU_MODEL_PROJECTOR_IDEFICS3, 64, 16, NPU_GGML_TYPE_Q4_K, "ide-q4k-p16"},
+  {NPU_MODEL_PROJECTOR_MLP, 64, 16, NPU_GGML_TYPE_Q4_1, "mlp-q41-p16"},
   /* the real token counts: 256 and 64 */
   {NPU_MODEL_PROJECTOR_MLP, 224, 14, NPU_GGML_TYPE_F16, "mlp-f16-224"},
   {NPU_MODEL_PROJECTOR_IDEFICS3, 224, 14, NPU_GGML_TYPE_MXFP4, "ide-mxfp4-224"},
@@ -480,9 +483,6 @@ static const Case cases[] = {
       "gemma3-mxfp4-224"},
   {NPU_MODEL_PROJECTOR_GEMMA3, 70, 14, NPU_GGML_TYPE_F32, "gemma3-f32-70"},
 };
-
-#define BF16_REFUSED "the device programs multiply f32, f16, q8_0 and " \
-  "mxfp4 weights, and this file's matrices are bf16"
 
 /* The projectors without a device program say so */
 static void
@@ -525,12 +525,8 @@ test_reference (gconstpointer data)
   if (c->proj == NPU_MODEL_PROJECTOR_GEMMA3) {
     check_no_program (path, "cpu", "the gemma3 projector has no device "
         "program yet");
-  } else if (c->wtype == NPU_GGML_TYPE_BF16) {
-    /* the operation table has no bf16 weights: the program is refused,
-     * the weights are not converted behind the user's back */
-    check_no_program (path, "cpu", BF16_REFUSED);
-    check_no_program (path, "vulkan", BF16_REFUSED);
   } else {
+    /* every stored type, BF16 and the block types included, as stored */
     check_program (path, NULL, c->tag, "cpu");
     check_program (path, NULL, c->tag, "vulkan");
   }

@@ -14,6 +14,7 @@
 #include "core/device/npuops-private.h"
 #include "core/device/npubuffer-private.h"
 #include "core/cpu/npumatmul.h"
+#include "core/cpu/npuweightmatrix.h"
 #include "core/cpu/npuvecmath.h"
 #include "core/cpu/npuattention.h"
 #include "core/formats/npumxfp4.h"
@@ -86,6 +87,21 @@ mul_mat (NpuTask * task, const NpuOp * op)
     case NPU_OP_WEIGHT_F16:
       npu_task_parallel_for (task, rows, 16, mul_f16_rows, &job);
       break;
+    default:{
+      /* BF16 and the 4-, 5- and 6-bit types, read in place as the models'
+       * matrices are (npuweightmatrix.h); npu_ops_mul_mat() checked the
+       * shape */
+      NpuWeightMatrix wm;
+      gboolean ok = npu_weight_matrix_init (&wm,
+          npu_op_weight_get_ggml_type (op->weight), arg_bytes (op, 0), rows,
+          k, FALSE);
+
+      g_assert (ok);
+      npu_weight_matrix_mul (task, &wm, arg_f32 (op, 1), n, arg_f32 (op, 2),
+          NPU_MATMUL_PRECISION_ACCURATE);
+      npu_weight_matrix_clear (&wm);
+      break;
+    }
   }
 }
 

@@ -5,6 +5,8 @@
  */
 #include "npuops-private.h"
 #include "npubuffer-private.h"
+#include "core/formats/npugguf.h"
+#include "core/formats/npuquants.h"
 
 #include <string.h>
 
@@ -119,20 +121,39 @@ nonzero (NpuOpKind kind, const gchar * what, gsize v, GError ** error)
   return FALSE;
 }
 
-static guint64
-weight_bytes (NpuOpWeight type, guint64 rows, guint64 k)
+static const guint32 weight_ggml_types[] = {
+  [NPU_OP_WEIGHT_F32] = NPU_GGML_TYPE_F32,
+  [NPU_OP_WEIGHT_F16] = NPU_GGML_TYPE_F16,
+  [NPU_OP_WEIGHT_Q8_0] = NPU_GGML_TYPE_Q8_0,
+  [NPU_OP_WEIGHT_MXFP4] = NPU_GGML_TYPE_MXFP4,
+  [NPU_OP_WEIGHT_BF16] = NPU_GGML_TYPE_BF16,
+  [NPU_OP_WEIGHT_Q4_0] = NPU_GGML_TYPE_Q4_0,
+  [NPU_OP_WEIGHT_Q4_1] = NPU_GGML_TYPE_Q4_1,
+  [NPU_OP_WEIGHT_Q5_0] = NPU_GGML_TYPE_Q5_0,
+  [NPU_OP_WEIGHT_Q5_1] = NPU_GGML_TYPE_Q5_1,
+  [NPU_OP_WEIGHT_Q4_K] = NPU_GGML_TYPE_Q4_K,
+  [NPU_OP_WEIGHT_Q5_K] = NPU_GGML_TYPE_Q5_K,
+  [NPU_OP_WEIGHT_Q6_K] = NPU_GGML_TYPE_Q6_K,
+};
+
+guint32
+npu_op_weight_get_ggml_type (NpuOpWeight type)
 {
-  switch (type) {
-    case NPU_OP_WEIGHT_F32:
-      return rows * k * 4;
-    case NPU_OP_WEIGHT_F16:
-      return rows * k * 2;
-    case NPU_OP_WEIGHT_Q8_0:
-      return rows * (k / 32) * 34;
-    case NPU_OP_WEIGHT_MXFP4:
-    default:
-      return rows * (k / 32) * 17;
-  }
+  g_return_val_if_fail (type <= NPU_OP_WEIGHT_Q6_K, NPU_GGML_TYPE_F32);
+  return weight_ggml_types[type];
+}
+
+gboolean
+npu_op_weight_from_ggml_type (guint32 ggml_type, NpuOpWeight * type)
+{
+  guint i;
+
+  for (i = 0; i < G_N_ELEMENTS (weight_ggml_types); i++)
+    if (weight_ggml_types[i] == ggml_type) {
+      *type = (NpuOpWeight) i;
+      return TRUE;
+    }
+  return FALSE;
 }
 
 gboolean
@@ -141,26 +162,36 @@ npu_ops_mul_mat (NpuOps * ops, NpuOpWeight type, NpuBuffer * w,
     gsize n, NpuBuffer * y, gsize y_offset, GError ** error)
 {
   NpuOp op = { NPU_OP_MUL_MAT };
-  gboolean quant = type == NPU_OP_WEIGHT_Q8_0 || type == NPU_OP_WEIGHT_MXFP4;
+  guint32 ggml_type;
+  /* F16 is read as words on the devices; every other type at any byte */
+  gboolean any_byte;
+  guint block = 0;
 
+  g_return_val_if_fail (type <= NPU_OP_WEIGHT_Q6_K, FALSE);
+  ggml_type = weight_ggml_types[type];
+  any_byte = type != NPU_OP_WEIGHT_F32 && type != NPU_OP_WEIGHT_F16;
   if (!nonzero (op.kind, "rows", rows, error) ||
       !nonzero (op.kind, "k", k, error) || !nonzero (op.kind, "n", n, error))
     return FALSE;
-  if ((quant && k % 32 != 0) || (type == NPU_OP_WEIGHT_F16 && k % 2 != 0)) {
+  npu_ggml_type_info (ggml_type, &block, NULL);
+  /* F16 rows are read two values a word */
+  if (type == NPU_OP_WEIGHT_F16)
+    block = 2;
+  if (k % block != 0) {
     g_set_error (error, NPU_BACKEND_ERROR, NPU_BACKEND_ERROR_FAILED,
-        "mul_mat: k = %" G_GSIZE_FORMAT " is not a multiple of %d", k,
-        quant ? 32 : 2);
+        "mul_mat: k = %" G_GSIZE_FORMAT " is not a multiple of %u (%s)", k,
+        block, npu_ggml_type_name (ggml_type));
     return FALSE;
   }
   op.weight = type;
   op.n[0] = rows;
   op.n[1] = k;
   op.n[2] = n;
-  return set_arg (ops, &op, "w", w, w_offset, weight_bytes (type, rows, k),
-      quant, error) &&
-      set_arg (ops, &op, "x", x, x_offset, (guint64) n * k * 4, FALSE, error)
-      && set_arg (ops, &op, "y", y, y_offset, (guint64) n * rows * 4, FALSE,
-      error) && append (ops, &op, error);
+  return set_arg (ops, &op, "w", w, w_offset,
+      (guint64) rows * npu_quants_row_bytes (ggml_type, k), any_byte, error)
+      && set_arg (ops, &op, "x", x, x_offset, (guint64) n * k * 4, FALSE,
+      error) && set_arg (ops, &op, "y", y, y_offset, (guint64) n * rows * 4,
+      FALSE, error) && append (ops, &op, error);
 }
 
 gboolean

@@ -14,6 +14,7 @@
 #include "npuops-private.h"
 #include "npubuffer-private.h"
 #include "ext/vulkan/npuvk.h"
+#include "core/formats/npugguf.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,43 @@ spread (NpuVkContext * ctx, guint64 n, guint groups[3])
   groups[1] = (n + groups[0] - 1) / groups[0];
 }
 
+/* A product's kernel and parameters: rows, k, n, and for mul_blocks.comp,
+ * which decodes by ggml's type, its id and its values and bytes a block */
+static NpuVkKernel
+mul_mat_params (const NpuOp * op, guint32 * p, guint * n_p)
+{
+  static const NpuVkKernel mul[] = {
+    [NPU_OP_WEIGHT_F32] = NPU_VK_KERNEL_MUL_F32,
+    [NPU_OP_WEIGHT_F16] = NPU_VK_KERNEL_MUL_F16,
+    [NPU_OP_WEIGHT_Q8_0] = NPU_VK_KERNEL_MUL_Q8_0,
+    [NPU_OP_WEIGHT_MXFP4] = NPU_VK_KERNEL_MUL_MXFP4,
+    [NPU_OP_WEIGHT_BF16] = NPU_VK_KERNEL_MUL_BLOCKS,
+    [NPU_OP_WEIGHT_Q4_0] = NPU_VK_KERNEL_MUL_BLOCKS,
+    [NPU_OP_WEIGHT_Q4_1] = NPU_VK_KERNEL_MUL_BLOCKS,
+    [NPU_OP_WEIGHT_Q5_0] = NPU_VK_KERNEL_MUL_BLOCKS,
+    [NPU_OP_WEIGHT_Q5_1] = NPU_VK_KERNEL_MUL_BLOCKS,
+    [NPU_OP_WEIGHT_Q4_K] = NPU_VK_KERNEL_MUL_BLOCKS,
+    [NPU_OP_WEIGHT_Q5_K] = NPU_VK_KERNEL_MUL_BLOCKS,
+    [NPU_OP_WEIGHT_Q6_K] = NPU_VK_KERNEL_MUL_BLOCKS,
+  };
+  NpuVkKernel kernel = mul[op->weight];
+
+  p[(*n_p)++] = op->n[0];
+  p[(*n_p)++] = op->n[1];
+  p[(*n_p)++] = op->n[2];
+  if (kernel == NPU_VK_KERNEL_MUL_BLOCKS) {
+    guint32 type = npu_op_weight_get_ggml_type (op->weight);
+    guint block = 0;
+    gsize bytes = 0;
+
+    npu_ggml_type_info (type, &block, &bytes);
+    p[(*n_p)++] = type;
+    p[(*n_p)++] = block;
+    p[(*n_p)++] = bytes;
+  }
+  return kernel;
+}
+
 static gboolean
 add_op (NpuVkProgram * prog, NpuVkContext * ctx, const NpuOp * op,
     GError ** error)
@@ -175,12 +213,6 @@ add_op (NpuVkProgram * prog, NpuVkContext * ctx, const NpuOp * op,
   guint32 p[NPU_VK_N_PARAMS] = { 0 };
   guint groups[3] = { 1, 1, 1 }, i, n_p = 0;
   NpuVkKernel kernel = NPU_VK_KERNEL_ADD;
-  static const NpuVkKernel mul[] = {
-    [NPU_OP_WEIGHT_F32] = NPU_VK_KERNEL_MUL_F32,
-    [NPU_OP_WEIGHT_F16] = NPU_VK_KERNEL_MUL_F16,
-    [NPU_OP_WEIGHT_Q8_0] = NPU_VK_KERNEL_MUL_Q8_0,
-    [NPU_OP_WEIGHT_MXFP4] = NPU_VK_KERNEL_MUL_MXFP4,
-  };
 
   for (i = 0; i < op->n_args; i++) {
     gsize at;
@@ -191,10 +223,7 @@ add_op (NpuVkProgram * prog, NpuVkContext * ctx, const NpuOp * op,
   }
   switch (op->kind) {
     case NPU_OP_MUL_MAT:
-      kernel = mul[op->weight];
-      p[n_p++] = op->n[0];
-      p[n_p++] = op->n[1];
-      p[n_p++] = op->n[2];
+      kernel = mul_mat_params (op, p, &n_p);
       spread (ctx, ((guint64) op->n[0] * op->n[2] + 63) / 64, groups);
       break;
     case NPU_OP_RMS_NORM:

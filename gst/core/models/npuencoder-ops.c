@@ -102,29 +102,6 @@ npu_enc_dev_blocks_clear (NpuEncDevBlocks * d)
   d->weights = NULL;
 }
 
-/* The operation table's weight type of a matrix's stored type; FALSE for
- * the types the engines do not multiply */
-static gboolean
-op_weight_of (guint32 type, NpuOpWeight * w)
-{
-  switch (type) {
-    case NPU_GGML_TYPE_F32:
-      *w = NPU_OP_WEIGHT_F32;
-      return TRUE;
-    case NPU_GGML_TYPE_F16:
-      *w = NPU_OP_WEIGHT_F16;
-      return TRUE;
-    case NPU_GGML_TYPE_Q8_0:
-      *w = NPU_OP_WEIGHT_Q8_0;
-      return TRUE;
-    case NPU_GGML_TYPE_MXFP4:
-      *w = NPU_OP_WEIGHT_MXFP4;
-      return TRUE;
-    default:
-      return FALSE;
-  }
-}
-
 gboolean
 npu_enc_record_matmul (NpuEncDevBlocks * d, NpuOps * ops,
     const NpuWeightMatrix * m, NpuBuffer * x, gsize x_offset, gsize n,
@@ -135,15 +112,14 @@ npu_enc_record_matmul (NpuEncDevBlocks * d, NpuOps * ops,
   NpuOpWeight wt;
   NpuBuffer *w;
 
-  /* The operation table multiplies F32, F16, Q8_0 and MXFP4 weights as
-   * stored; a matrix of another type would have to be converted for it,
+  /* The operation table multiplies every type a matrix may hold as
+   * stored; a matrix of a type it lacked would have to be converted,
    * which changes the model: that is the user's choice (mxfp4weights),
    * not the program's */
-  if (!op_weight_of (m->type, &wt)) {
+  if (!npu_op_weight_from_ggml_type (m->type, &wt)) {
     g_set_error (error, NPU_VIT_ERROR, NPU_VIT_ERROR_UNSUPPORTED,
-        "the device programs multiply f32, f16, q8_0 and mxfp4 weights, "
-        "and this file's matrices are %s: run the encoder without a device "
-        "program, or convert the weights with mxfp4weights",
+        "the device programs do not multiply %s weights: run the encoder "
+        "without a device program, or convert the weights with mxfp4weights",
         npu_ggml_type_name (m->type));
     return FALSE;
   }

@@ -19,12 +19,12 @@
  *   y += d_b (s_0 sum_{16} q x + s_1 sum_{16} q x) + o d_b sum_{32} x
  *
  * the integer sums exact, the last one precomputed per block (exact in
- * F32: at most 32 x 127).  The
- * unpacking is plain C the compiler vectorises with the level's flags;
- * the dot products are AVX2's maddubs/madd (|x| <= 127, |q| <= 32, so no
- * int16 sum saturates), vpdpbusd where the level has AVX-512 VNNI, sdot
- * (vdotq_s32, signed by signed: no sign trick) in the neon copy, and a
- * plain loop in the baseline copy.
+ * F32: at most 32 x 127).  The AVX2, AVX-512 and neon copies do this in
+ * registers for every type, a row's codes unpacked once for up to four
+ * columns (FUSED: maddubs/madd, |x| <= 127 and |q| <= 32 so that no int16
+ * sum saturates; vpdpbusd with AVX-512 VNNI; sdot, signed by signed, on
+ * NEON); the baseline copy unpacks each unit into a buffer in plain C and
+ * dots it in a plain loop.
  */
 #include <glib.h>
 #include <string.h>
@@ -49,6 +49,12 @@
 /* The most column passes a call takes (npumatmul-blocks.c) */
 #define MAX_PASSES 16
 
+/* The copies with fused row dots (AVX2, AVX-512, NEON with the dot
+ * product); the baseline copy unpacks each unit into a buffer */
+#if defined(__AVX2__) || defined(__ARM_FEATURE_DOTPROD)
+#define FUSED 1
+#endif
+
 void NAME (npu_blocks_rows) (guint32 type, const guint8 * w, gsize row_bytes,
     gsize r0, gsize r1, gsize k, const gint8 * qx, const float *dx,
     const float *xsum, guint n_cols, guint n_passes, gsize col_stride,
@@ -66,6 +72,7 @@ half_to_float (const guint8 * p)
 #endif
 }
 
+#ifndef FUSED
 /* One unit unpacked: codes, two scales and one offset per block of 32 */
 typedef struct
 {
@@ -135,31 +142,6 @@ unpack_q45_k (const guint8 * b, gboolean five, Unit * u)
   }
   /* sub-blocks 2c and 2c + 1 share qs[32 c ..]: low nibbles, then high;
    * Q5_K's fifth bit of sub-block j is bit j of qh[l] */
-#if defined(__AVX2__)
-  {
-    const __m256i m4 = _mm256_set1_epi8 (0xf), m1 = _mm256_set1_epi8 (1);
-    __m256i h = five ? _mm256_loadu_si256 ((const __m256i *) qh) :
-        _mm256_setzero_si256 ();
-
-    for (j = 0; j < 4; j++) {
-      __m256i v = _mm256_loadu_si256 ((const __m256i *) (qs + 32 * j));
-      __m256i lo = _mm256_and_si256 (v, m4);
-      __m256i hi = _mm256_and_si256 (_mm256_srli_epi16 (v, 4), m4);
-
-      if (five) {
-        lo = _mm256_or_si256 (lo, _mm256_slli_epi16 (_mm256_and_si256 (h,
-                    m1), 4));
-        h = _mm256_srli_epi16 (h, 1);
-        hi = _mm256_or_si256 (hi, _mm256_slli_epi16 (_mm256_and_si256 (h,
-                    m1), 4));
-        h = _mm256_srli_epi16 (h, 1);
-      }
-      _mm256_store_si256 ((__m256i *) (u->q + 64 * j), lo);
-      _mm256_store_si256 ((__m256i *) (u->q + 64 * j + 32), hi);
-    }
-  }
-  (void) l;
-#else
   for (j = 0; j < 4; j++)
     for (l = 0; l < 32; l++) {
       u->q[64 * j + l] = qs[32 * j + l] & 0xf;
@@ -169,7 +151,6 @@ unpack_q45_k (const guint8 * b, gboolean five, Unit * u)
     for (j = 0; j < 8; j++)
       for (l = 0; l < 32; l++)
         u->q[32 * j + l] |= ((qh[l] >> j) & 1) << 4;
-#endif
 }
 
 /* Q6_K: ql[128], qh[64], int8 scales[16], d (ggml's dequantize_row_q6_K) */
@@ -188,108 +169,15 @@ unpack_q6_k (const guint8 * b, Unit * u)
   for (h = 0; h < 2; h++) {
     const guint8 *L = ql + 64 * h, *H = qh + 32 * h;
     gint8 *q = u->q + 128 * h;
-#if defined(__AVX2__)
-    const __m256i m4 = _mm256_set1_epi8 (0xf), m3 = _mm256_set1_epi8 (3);
-    const __m256i c32 = _mm256_set1_epi8 (32);
-    __m256i l0 = _mm256_loadu_si256 ((const __m256i *) L);
-    __m256i l1 = _mm256_loadu_si256 ((const __m256i *) (L + 32));
-    __m256i hb = _mm256_loadu_si256 ((const __m256i *) H);
-    __m256i v[4];
-
-    v[0] = _mm256_or_si256 (_mm256_and_si256 (l0, m4),
-        _mm256_slli_epi16 (_mm256_and_si256 (hb, m3), 4));
-    v[1] = _mm256_or_si256 (_mm256_and_si256 (l1, m4),
-        _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16 (hb, 2), m3),
-            4));
-    v[2] = _mm256_or_si256 (_mm256_and_si256 (_mm256_srli_epi16 (l0, 4), m4),
-        _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16 (hb, 4), m3),
-            4));
-    v[3] = _mm256_or_si256 (_mm256_and_si256 (_mm256_srli_epi16 (l1, 4), m4),
-        _mm256_slli_epi16 (_mm256_and_si256 (_mm256_srli_epi16 (hb, 6), m3),
-            4));
-    for (l = 0; l < 4; l++)
-      _mm256_store_si256 ((__m256i *) (q + 32 * l),
-          _mm256_sub_epi8 (v[l], c32));
-#else
     for (l = 0; l < 32; l++) {
       q[l] = (gint8) ((L[l] & 0xf) | ((H[l] & 3) << 4)) - 32;
       q[l + 32] = (gint8) ((L[l + 32] & 0xf) | (((H[l] >> 2) & 3) << 4)) - 32;
       q[l + 64] = (gint8) ((L[l] >> 4) | (((H[l] >> 4) & 3) << 4)) - 32;
       q[l + 96] = (gint8) ((L[l + 32] >> 4) | (((H[l] >> 6) & 3) << 4)) - 32;
     }
-#endif
   }
 }
 
-#if defined(__AVX2__)
-typedef __m256 Acc;
-
-static inline Acc
-acc_zero (void)
-{
-  return _mm256_setzero_ps ();
-}
-
-/* acc + (s0 * d) sum_{16} q x | (s1 * d) sum_{16} q x, in 8 lanes */
-static inline Acc
-acc_block (Acc acc, const gint8 * q, const gint8 * x, float s0, float s1,
-    float d)
-{
-  __m256i qv = _mm256_load_si256 ((const __m256i *) q);
-  __m256i xv = _mm256_loadu_si256 ((const __m256i *) x);
-  /* |x| as unsigned, q carrying x's sign: maddubs multiplies them */
-  __m256i ax = _mm256_sign_epi8 (xv, xv), sq = _mm256_sign_epi8 (qv, xv);
-#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
-  __m256i p = _mm256_dpbusd_epi32 (_mm256_setzero_si256 (), ax, sq);
-#else
-  __m256i p = _mm256_madd_epi16 (_mm256_maddubs_epi16 (ax, sq),
-      _mm256_set1_epi16 (1));
-#endif
-  /* int32 lanes 0-3 hold bytes 0-15, lanes 4-7 bytes 16-31 */
-  __m256 s = _mm256_setr_m128 (_mm_set1_ps (s0 * d), _mm_set1_ps (s1 * d));
-
-  return _mm256_fmadd_ps (_mm256_cvtepi32_ps (p), s, acc);
-}
-
-static inline float
-acc_sum (Acc a)
-{
-  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (a),
-      _mm256_extractf128_ps (a, 1));
-
-  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
-  s = _mm_add_ss (s, _mm_movehdup_ps (s));
-  return _mm_cvtss_f32 (s);
-}
-#elif defined(__ARM_FEATURE_DOTPROD)
-typedef float32x4_t Acc;
-
-static inline Acc
-acc_zero (void)
-{
-  return vdupq_n_f32 (0.0f);
-}
-
-/* acc + (s0 * d) sum_{16} q x + (s1 * d) sum_{16} q x, in 4 lanes: one
- * sdot a half, exact (at most 4 x 32 x 127 a lane) */
-static inline Acc
-acc_block (Acc acc, const gint8 * q, const gint8 * x, float s0, float s1,
-    float d)
-{
-  int32x4_t p0 = vdotq_s32 (vdupq_n_s32 (0), vld1q_s8 (q), vld1q_s8 (x));
-  int32x4_t p1 = vdotq_s32 (vdupq_n_s32 (0), vld1q_s8 (q + 16),
-      vld1q_s8 (x + 16));
-
-  acc = vfmaq_n_f32 (acc, vcvtq_f32_s32 (p0), s0 * d);
-  return vfmaq_n_f32 (acc, vcvtq_f32_s32 (p1), s1 * d);
-}
-
-static inline float
-acc_sum (Acc a)
-{
-  return vaddvq_f32 (a);
-}
-#else
 typedef float Acc;
 
 static inline Acc
@@ -317,7 +205,6 @@ acc_sum (Acc a)
 {
   return a;
 }
-#endif
 
 static void
 unpack (guint32 type, const guint8 * b, Unit * u)
@@ -338,6 +225,8 @@ unpack (guint32 type, const guint8 * b, Unit * u)
   }
 }
 
+#endif /* !FUSED */
+
 /* Up to 4 columns of activations (or passes of one): their codes, block
  * scales and block code sums; each row's codes are unpacked once for all */
 #define MAX_FUSED 4
@@ -355,6 +244,18 @@ typedef struct
  * of a K-quant are quantised per 256: npumatmul-blocks.c).  The same
  * values and the same integer sums as the unpacking path; only the F32
  * roundings of the scales' products fall elsewhere, within the bound. */
+
+/* The sum of the 8 lanes of @a */
+static inline float
+hsum (__m256 a)
+{
+  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (a),
+      _mm256_extractf128_ps (a, 1));
+
+  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
+  s = _mm_add_ss (s, _mm_movehdup_ps (s));
+  return _mm_cvtss_f32 (s);
+}
 
 /* The int16 scale @i of @scales (8 of them, in both halves) in every
  * lane: a byte shuffle, no trip through a general register */
@@ -449,7 +350,7 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const Cols * cols,
           _mm256_cvtepi32_ps (sumi[c]), acc[c]);
   }
   for (c = 0; c < nc; c++)
-    out[c] = acc_sum (acc[c]) - acc_sum (accm[c]);
+    out[c] = hsum (acc[c]) - hsum (accm[c]);
 }
 
 /* |x| times q with x's sign, summed in pairs to int16 (|q| <= 32) */
@@ -526,27 +427,30 @@ dot_q6_k (const guint8 * row, gsize k, const Cols * cols, guint nc, float *out)
           _mm256_cvtepi32_ps (sumi[c]), acc[c]);
   }
   for (c = 0; c < nc; c++)
-    out[c] = acc_sum (acc[c]);
+    out[c] = hsum (acc[c]);
 }
 
 /* A Q4_0 (@five FALSE) or Q5_0 row: codes q - 8 (q - 16), a block of 32
- * a float scale */
+ * a float scale; with @has_min a Q4_1 or Q5_1 row: codes q as they are
+ * and an offset m a block, whose term is m d_b times the block's code sum
+ * (@xsum) */
 static float
-dot_q45_0 (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
-    const float *dx)
+dot_q45_0 (const guint8 * row, gsize k, gboolean five, gboolean has_min,
+    const gint8 * qx, const float *dx, const float *xsum)
 {
   const __m256i m4 = _mm256_set1_epi8 (0xf);
-  const __m256i bias = _mm256_set1_epi8 (five ? 16 : 8);
+  const __m256i bias = _mm256_set1_epi8 (has_min ? 0 : five ? 16 : 8);
   /* bit j of qh to byte j's 0x10: byte j of the shuffled word holds
    * qh's byte j / 8, and the mask picks bit j % 8 */
   const __m256i spread = _mm256_setr_epi8 (0, 0, 0, 0, 0, 0, 0, 0,
       1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
   const __m256i bits = _mm256_set1_epi64x (0x8040201008040201);
-  gsize bytes = five ? 22 : 18, i;
+  gsize head = has_min ? 4 : 2, bytes = head + (five ? 20 : 16), i;
   __m256 acc = _mm256_setzero_ps ();
+  float off = 0.0f;
 
   for (i = 0; i < k / 32; i++) {
-    const guint8 *b = row + i * bytes, *qs = b + (five ? 6 : 2);
+    const guint8 *b = row + i * bytes, *qs = b + head + (five ? 4 : 0);
     __m128i v = _mm_loadu_si128 ((const __m128i *) qs);
     __m256i q = _mm256_and_si256 (_mm256_setr_m128i (v,
             _mm_srli_epi16 (v, 4)), m4);
@@ -556,7 +460,7 @@ dot_q45_0 (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
       guint32 qh;
       __m256i hb;
 
-      memcpy (&qh, b + 2, 4);
+      memcpy (&qh, b + head, 4);
       hb = _mm256_shuffle_epi8 (_mm256_set1_epi32 ((gint32) qh), spread);
       hb = _mm256_cmpeq_epi8 (_mm256_and_si256 (hb, bits), bits);
       q = _mm256_or_si256 (q, _mm256_and_si256 (hb, _mm256_set1_epi8 (16)));
@@ -567,8 +471,10 @@ dot_q45_0 (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
         _mm256_set1_epi16 (1));
     acc = _mm256_fmadd_ps (_mm256_set1_ps (half_to_float (b) * dx[i]),
         _mm256_cvtepi32_ps (p), acc);
+    if (has_min)
+      off += (half_to_float (b + 2) * dx[i]) * xsum[i];
   }
-  return acc_sum (acc);
+  return hsum (acc) + off;
 }
 
 #elif defined(__ARM_FEATURE_DOTPROD)
@@ -728,27 +634,29 @@ dot_q6_k (const guint8 * row, gsize k, const Cols * cols, guint nc, float *out)
 }
 
 /* A Q4_0 (@five FALSE) or Q5_0 row: codes q - 8 (q - 16), a block of 32
- * a float scale; Q5_0's fifth bits spread to bytes by a bit test */
+ * a float scale; Q5_0's fifth bits spread to bytes by a bit test; with
+ * @has_min a Q4_1 or Q5_1 row (as the AVX2 copy) */
 static float
-dot_q45_0 (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
-    const float *dx)
+dot_q45_0 (const guint8 * row, gsize k, gboolean five, gboolean has_min,
+    const gint8 * qx, const float *dx, const float *xsum)
 {
   static const guint8 bit_of[16] = { 1, 2, 4, 8, 16, 32, 64, 128,
     1, 2, 4, 8, 16, 32, 64, 128
   };
   const uint8x16_t m4 = vdupq_n_u8 (0xf), bits = vld1q_u8 (bit_of);
   const uint8x16_t m16 = vdupq_n_u8 (16);
-  const int8x16_t bias = vdupq_n_s8 (five ? 16 : 8);
-  gsize bytes = five ? 22 : 18, i;
+  const int8x16_t bias = vdupq_n_s8 (has_min ? 0 : five ? 16 : 8);
+  gsize head = has_min ? 4 : 2, bytes = head + (five ? 20 : 16), i;
   float32x4_t acc = vdupq_n_f32 (0.0f);
+  float off = 0.0f;
 
   for (i = 0; i < k / 32; i++) {
-    const guint8 *b = row + i * bytes, *qs = b + (five ? 6 : 2);
+    const guint8 *b = row + i * bytes, *qs = b + head + (five ? 4 : 0);
     uint8x16_t v = vld1q_u8 (qs);
     uint8x16_t lo = vandq_u8 (v, m4), hi = vshrq_n_u8 (v, 4);
 
     if (five) {
-      const guint8 *qh = b + 2;
+      const guint8 *qh = b + head;
       uint8x16_t blo = vcombine_u8 (vdup_n_u8 (qh[0]), vdup_n_u8 (qh[1]));
       uint8x16_t bhi = vcombine_u8 (vdup_n_u8 (qh[2]), vdup_n_u8 (qh[3]));
 
@@ -758,20 +666,14 @@ dot_q45_0 (const guint8 * row, gsize k, gboolean five, const gint8 * qx,
     acc = vfmaq_n_f32 (acc, vcvtq_f32_s32 (dot32 (vsubq_s8
                 (vreinterpretq_s8_u8 (lo), bias), vsubq_s8 (vreinterpretq_s8_u8
                     (hi), bias), qx + 32 * i)), half_to_float (b) * dx[i]);
+    if (has_min)
+      off += (half_to_float (b + 2) * dx[i]) * xsum[i];
   }
-  return vaddvq_f32 (acc);
+  return vaddvq_f32 (acc) + off;
 }
 #endif
 
-#if defined(__AVX2__) || defined(__ARM_FEATURE_DOTPROD)
-static inline gboolean
-has_fused (guint32 type)
-{
-  return type == NPU_GGML_TYPE_Q4_K || type == NPU_GGML_TYPE_Q5_K ||
-      type == NPU_GGML_TYPE_Q6_K || type == NPU_GGML_TYPE_Q4_0 ||
-      type == NPU_GGML_TYPE_Q5_0;
-}
-
+#ifdef FUSED
 /* One K-quant row times @nc <= MAX_FUSED columns, @nc a constant after
  * inlining (fused_dots ()) */
 static ALWAYS_INLINE void
@@ -812,25 +714,14 @@ fused_dots (guint32 type, const guint8 * row, gsize k, const Cols * cols,
       break;
     default:
       for (c = 0; c < nc; c++)
-        out[c] = dot_q45_0 (row, k, type == NPU_GGML_TYPE_Q5_0, cols->qx[c],
-            cols->dx[c]);
+        out[c] = dot_q45_0 (row, k, type == NPU_GGML_TYPE_Q5_0 ||
+            type == NPU_GGML_TYPE_Q5_1, type == NPU_GGML_TYPE_Q4_1 ||
+            type == NPU_GGML_TYPE_Q5_1, cols->qx[c], cols->dx[c],
+            cols->xsum[c]);
       break;
   }
 }
-#else
-static inline gboolean
-has_fused (guint32 type)
-{
-  return FALSE;
-}
-
-static void
-fused_dots (guint32 type, const guint8 * row, gsize k, const Cols * cols,
-    guint nc, float *out)
-{
-  g_assert_not_reached ();
-}
-#endif
+#endif /* FUSED */
 
 /* Rows [r0, r1) of the rows x k matrix @w (@row_bytes a row) times
  * @n_cols columns of activation codes: column c's pass p has its codes at
@@ -843,51 +734,53 @@ NAME (npu_blocks_rows) (guint32 type, const guint8 * w, gsize row_bytes,
     const float *xsum, guint n_cols, guint n_passes, gsize col_stride,
     float *y, gsize y_stride)
 {
+  guint n = n_cols * n_passes, c;
+  gsize r;
+#ifdef FUSED
+  /* each row's codes unpacked in registers once for up to MAX_FUSED
+   * column passes */
+  g_assert (n <= MAX_PASSES);
+  for (r = r0; r < r1; r++) {
+    float part[MAX_PASSES];
+
+    for (c = 0; c < n; c += MAX_FUSED) {
+      guint nc = MIN (MAX_FUSED, n - c), i;
+      Cols cols;
+
+      for (i = 0; i < nc; i++) {
+        gsize at = (c + i) * col_stride;
+
+        cols.qx[i] = qx + at;
+        cols.dx[i] = dx + at / 32;
+        cols.xsum[i] = xsum + at / 32;
+      }
+      fused_dots (type, w + r * row_bytes, k, &cols, nc, part + c);
+    }
+    for (c = 0; c < n_cols; c++) {
+      float v = 0.0f;
+      guint p;
+
+      for (p = 0; p < n_passes; p++)
+        v += part[p * n_cols + c];
+      y[c * y_stride + r] = v;
+    }
+  }
+#else
   /* the types whose blocks have an offset (a min) */
   gboolean offsets = type == NPU_GGML_TYPE_Q4_1 ||
       type == NPU_GGML_TYPE_Q5_1 || type == NPU_GGML_TYPE_Q4_K ||
       type == NPU_GGML_TYPE_Q5_K;
   /* a unit is the type's block: 256 values (the K-quants) or 32 */
-  guint unit = 32, nb;
-  gsize unit_bytes, r, u0;
-  guint n = n_cols * n_passes, c, b;
-  Unit u;
+  guint unit = 32, nb, b;
+  gsize unit_bytes, u0;
 
   g_assert (n <= MAX_PASSES);
   npu_ggml_type_info (type, &unit, NULL);
   nb = unit / 32;
   unit_bytes = row_bytes / (k / unit);
-  if (has_fused (type)) {
-    /* each row's codes unpacked once for up to MAX_FUSED column passes */
-    for (r = r0; r < r1; r++) {
-      float part[MAX_PASSES];
-
-      for (c = 0; c < n; c += MAX_FUSED) {
-        guint nc = MIN (MAX_FUSED, n - c), i;
-        Cols cols;
-
-        for (i = 0; i < nc; i++) {
-          gsize at = (c + i) * col_stride;
-
-          cols.qx[i] = qx + at;
-          cols.dx[i] = dx + at / 32;
-          cols.xsum[i] = xsum + at / 32;
-        }
-        fused_dots (type, w + r * row_bytes, k, &cols, nc, part + c);
-      }
-      for (c = 0; c < n_cols; c++) {
-        float v = 0.0f;
-        guint p;
-
-        for (p = 0; p < n_passes; p++)
-          v += part[p * n_cols + c];
-        y[c * y_stride + r] = v;
-      }
-    }
-    return;
-  }
   for (r = r0; r < r1; r++) {
     const guint8 *row = w + r * row_bytes;
+    Unit u;
     Acc acc[MAX_PASSES];
     /* the offsets' terms, one lane per block of the unit (summed at the
      * end, so the loop below is element-wise and vectorises) */
@@ -927,4 +820,5 @@ NAME (npu_blocks_rows) (guint32 type, const guint8 * w, gsize row_bytes,
       y[c * y_stride + r] = v;
     }
   }
+#endif
 }

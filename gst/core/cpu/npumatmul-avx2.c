@@ -16,6 +16,7 @@
  * d_w d_x (the F16 d_w widened by vcvtph2ps).
  */
 #include "npumatmul-private.h"
+#include "npuhsum-avx.h"
 
 #include <immintrin.h>
 #include <string.h>
@@ -101,17 +102,6 @@ half_step (const Decoded * wd, const guint8 * xp, gsize xstride, int h,
   }
 }
 
-static ALWAYS_INLINE float
-hsum (__m256 v)
-{
-  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v),
-      _mm256_extractf128_ps (v, 1));
-
-  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
-  s = _mm_add_ss (s, _mm_movehdup_ps (s));
-  return _mm_cvtss_f32 (s);
-}
-
 static ALWAYS_INLINE void
 micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
     float *y, gsize ldy, const int R, const int C, const gboolean split)
@@ -171,7 +161,7 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
 
   for (i = 0; i < R; i++)
     for (j = 0; j < C; j++)
-      y[(c + j) * ldy + r + i] = hsum (acc[i][j]);
+      y[(c + j) * ldy + r + i] = npu_hsum_m256 (acc[i][j]);
 }
 
 #define MICRO_CASES(R, split) \
@@ -284,7 +274,7 @@ q8_0_micro (const NpuBlockQ8_0 * w, gsize nb, gsize r, const NpuQ8Act * xq,
 
   for (i = 0; i < R; i++)
     for (j = 0; j < C; j++)
-      y[(c + j) * ldy + r + i] = hsum (acc[i][j]);
+      y[(c + j) * ldy + r + i] = npu_hsum_m256 (acc[i][j]);
 }
 
 void

@@ -33,6 +33,7 @@
 #include "core/formats/npumxfp4.h"
 #if defined(__AVX2__)
 #include <immintrin.h>
+#include "npuhsum-avx.h"
 #endif
 #if defined(__ARM_FEATURE_DOTPROD)
 #include <arm_neon.h>
@@ -236,6 +237,24 @@ typedef struct
   const float *dx[MAX_FUSED], *xsum[MAX_FUSED];
 } Cols;
 
+#ifdef FUSED
+/* A Q4_K or Q5_K super-block's 12 bytes of 6-bit scales and mins at @q as
+ * 8 scale bytes, then 8 min bytes, in @t (ggml's get_scale_min_k4() for
+ * all eight at once, as ggml's SIMD dots do) */
+static inline void
+k4_scales_mins (const guint8 * q, guint32 t[4])
+{
+  guint32 m;
+
+  memcpy (t, q, 12);
+  t[3] = ((t[2] >> 4) & 0x0f0f0f0f) | (((t[1] >> 6) & 0x03030303) << 4);
+  m = t[1] & 0x3f3f3f3f;
+  t[1] = (t[2] & 0x0f0f0f0f) | (((t[0] >> 6) & 0x03030303) << 4);
+  t[2] = m;
+  t[0] &= 0x3f3f3f3f;
+}
+#endif
+
 #if defined(__AVX2__)
 /* The fused row dots of the AVX2 and AVX-512 levels, ggml's
  * ggml_vec_dot_*_q8_* in form: the codes are unpacked in registers and
@@ -244,18 +263,6 @@ typedef struct
  * of a K-quant are quantised per 256: npumatmul-blocks.c).  The same
  * values and the same integer sums as the unpacking path; only the F32
  * roundings of the scales' products fall elsewhere, within the bound. */
-
-/* The sum of the 8 lanes of @a */
-static inline float
-hsum (__m256 a)
-{
-  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (a),
-      _mm256_extractf128_ps (a, 1));
-
-  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
-  s = _mm_add_ss (s, _mm_movehdup_ps (s));
-  return _mm_cvtss_f32 (s);
-}
 
 /* The int16 scale @i of @scales (8 of them, in both halves) in every
  * lane: a byte shuffle, no trip through a general register */
@@ -309,14 +316,7 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const Cols * cols,
     __m256 mins;
     guint j;
 
-    /* the 12 bytes of 6-bit scales and mins to 8 scale bytes, then 8 min
-     * bytes (get_scale_min_k4() for all eight at once, as ggml does) */
-    memcpy (t, b + 4, 12);
-    t[3] = ((t[2] >> 4) & 0x0f0f0f0f) | (((t[1] >> 6) & 0x03030303) << 4);
-    j = t[1] & 0x3f3f3f3f;
-    t[1] = (t[2] & 0x0f0f0f0f) | (((t[0] >> 6) & 0x03030303) << 4);
-    t[2] = j;
-    t[0] &= 0x3f3f3f3f;
+    k4_scales_mins (b + 4, t);
     mins = _mm256_cvtepi32_ps (_mm256_cvtepu8_epi32 (_mm_loadl_epi64
             ((const __m128i *) (sc + 8))));
     scales = _mm256_broadcastsi128_si256 (_mm_cvtepu8_epi16 (_mm_loadl_epi64
@@ -350,7 +350,7 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const Cols * cols,
           _mm256_cvtepi32_ps (sumi[c]), acc[c]);
   }
   for (c = 0; c < nc; c++)
-    out[c] = hsum (acc[c]) - hsum (accm[c]);
+    out[c] = npu_hsum_m256 (acc[c]) - npu_hsum_m256 (accm[c]);
 }
 
 /* |x| times q with x's sign, summed in pairs to int16 (|q| <= 32) */
@@ -427,7 +427,7 @@ dot_q6_k (const guint8 * row, gsize k, const Cols * cols, guint nc, float *out)
           _mm256_cvtepi32_ps (sumi[c]), acc[c]);
   }
   for (c = 0; c < nc; c++)
-    out[c] = hsum (acc[c]);
+    out[c] = npu_hsum_m256 (acc[c]);
 }
 
 /* A Q4_0 (@five FALSE) or Q5_0 row: codes q - 8 (q - 16), a block of 32
@@ -474,7 +474,7 @@ dot_q45_0 (const guint8 * row, gsize k, gboolean five, gboolean has_min,
     if (has_min)
       off += (half_to_float (b + 2) * dx[i]) * xsum[i];
   }
-  return hsum (acc) + off;
+  return npu_hsum_m256 (acc) + off;
 }
 
 #elif defined(__ARM_FEATURE_DOTPROD)
@@ -517,14 +517,7 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const Cols * cols,
     uint16x8_t mins;
     guint j;
 
-    /* the 12 bytes of 6-bit scales and mins to 8 scale bytes, then 8 min
-     * bytes, as the AVX2 copy does */
-    memcpy (t, b + 4, 12);
-    t[3] = ((t[2] >> 4) & 0x0f0f0f0f) | (((t[1] >> 6) & 0x03030303) << 4);
-    j = t[1] & 0x3f3f3f3f;
-    t[1] = (t[2] & 0x0f0f0f0f) | (((t[0] >> 6) & 0x03030303) << 4);
-    t[2] = j;
-    t[0] &= 0x3f3f3f3f;
+    k4_scales_mins (b + 4, t);
     mins = vmovl_u8 (vld1_u8 (sc + 8));
     mins0 = vcvtq_f32_u32 (vmovl_u16 (vget_low_u16 (mins)));
     mins1 = vcvtq_f32_u32 (vmovl_u16 (vget_high_u16 (mins)));

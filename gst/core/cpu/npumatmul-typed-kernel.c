@@ -17,6 +17,9 @@
 #if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
+#if defined(__F16C__)
+#include "npuhsum-avx.h"
+#endif
 
 #ifndef NPU_TYPED_ISA
 #error "NPU_TYPED_ISA names the copy: build this file through meson.build"
@@ -67,18 +70,6 @@ load (const float *p)
   return v;
 }
 
-#if defined(__F16C__)
-static inline float
-hsum_m256 (__m256 v)
-{
-  __m128 s = _mm_add_ps (_mm256_castps256_ps128 (v),
-      _mm256_extractf128_ps (v, 1));
-
-  s = _mm_add_ps (s, _mm_movehl_ps (s, s));
-  s = _mm_add_ss (s, _mm_movehdup_ps (s));
-  return _mm_cvtss_f32 (s);
-}
-#endif
 
 static inline float
 hsum (vf v)
@@ -253,7 +244,7 @@ gboolean NAME (npu_typed_dot4_half) (guint32 type, const guint8 * w,
             _mm256_loadu_ps (x + i + c * HW), a[c]);
     for (; i + HW <= n; i += HW)
       a[0] = _mm256_fmadd_ps (HLOAD (p + 2 * i), _mm256_loadu_ps (x + i), a[0]);
-    s[r] = hsum_m256 (_mm256_add_ps (_mm256_add_ps (a[0], a[1]),
+    s[r] = npu_hsum_m256 (_mm256_add_ps (_mm256_add_ps (a[0], a[1]),
             _mm256_add_ps (a[2], a[3])));
   }
 #undef HLOAD

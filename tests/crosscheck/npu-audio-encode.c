@@ -47,13 +47,11 @@ typedef struct
   gint64 us;                    /* npu_audio_enc_encode()'s time */
 } Job;
 
-/* The log-mel the encoder got, for the float64 evaluation */
+/* What the float64 evaluation checks against the encoder */
 typedef struct
 {
-  const gchar *path;
-  const float *mel;
-  guint n_mels, n_frames, n_tokens;
-} F64Input;
+  guint n_frames, n_tokens;
+} F64Shape;
 
 static gchar *opt_precision = NULL;
 
@@ -77,32 +75,20 @@ job_task (NpuTask * task, gpointer user_data, GError ** error)
 }
 
 /* The test suite's double-precision encoder on the same log-mel */
-static double *
-encode_f64 (gpointer data, gsize n_out, GError ** error)
+static gboolean
+encode_f64 (const NpuRefLookup * lk, const double *mel, double *out,
+    gpointer data, GError ** error)
 {
-  const F64Input *in = data;
-  gsize n_in = (gsize) in->n_mels * in->n_frames, i;
-  NpuGguf *g = npu_gguf_open (in->path, error);
-  NpuRefLookup lk = { 0, };
-  double *md, *ref;
-  guint n_tokens;
+  const F64Shape *shape = data;
+  guint n_tokens = npu_ref_audio_encode (lk, mel, shape->n_frames, FALSE,
+      out);
 
-  if (!g)
-    return NULL;
-  lk.gguf = g;
-  md = g_new (double, n_in);
-  for (i = 0; i < n_in; i++)
-    md[i] = in->mel[i];
-  ref = g_new (double, n_out);
-  n_tokens = npu_ref_audio_encode (&lk, md, in->n_frames, FALSE, ref);
-  g_free (md);
-  npu_gguf_free (g);
-  if (n_tokens != in->n_tokens) {
+  if (n_tokens != shape->n_tokens) {
     g_set_error (error, G_FILE_ERROR, G_FILE_ERROR_INVAL, "the float64 "
-        "reference made %u tokens, the encoder %u", n_tokens, in->n_tokens);
-    g_clear_pointer (&ref, g_free);
+        "reference made %u tokens, the encoder %u", n_tokens, shape->n_tokens);
+    return FALSE;
   }
-  return ref;
+  return TRUE;
 }
 
 int
@@ -118,7 +104,7 @@ main (int argc, char **argv)
   guint n_frames, n_tokens, out_dim;
   gint64 best = -1;
   Job job = { 0, };
-  F64Input f64_in;
+  F64Shape f64_shape;
   gboolean pass = TRUE;
   int ret = 1;
 
@@ -156,7 +142,7 @@ main (int argc, char **argv)
       n_frames, mel);
   n_tokens = npu_audio_enc_get_n_tokens (enc, n_frames);
   out_dim = npu_audio_enc_get_out_dim (enc);
-  n_out = (gsize) n_tokens * out_dim;
+  n_out = (gsize) n_tokens *out_dim;
   out = g_new (float, n_out);
 
   job.enc = enc;
@@ -174,13 +160,11 @@ main (int argc, char **argv)
   if (!npu_encode_tool_report (&opts, out, n_tokens, out_dim, best, &error))
     goto out;
 
-  f64_in.path = opts.model;
-  f64_in.mel = mel;
-  f64_in.n_mels = npu_audio_enc_get_n_mels (enc);
-  f64_in.n_frames = n_frames;
-  f64_in.n_tokens = n_tokens;
-  if (!npu_encode_tool_compare (&opts, out, n_tokens, out_dim, encode_f64,
-          &f64_in, &pass, &error))
+  f64_shape.n_frames = n_frames;
+  f64_shape.n_tokens = n_tokens;
+  if (!npu_encode_tool_compare (&opts, out, n_tokens, out_dim, mel,
+          (gsize) npu_audio_enc_get_n_mels (enc) * n_frames, encode_f64,
+          &f64_shape, &pass, &error))
     goto out;
   ret = pass ? 0 : 1;
 

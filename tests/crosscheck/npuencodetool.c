@@ -175,10 +175,36 @@ compare_f64 (const gchar * who, const float *a, const double *ref, gsize n)
   printf ("f64 %s norm: relative norm %.3e\n", who, sqrt (num / den));
 }
 
+/* The float64 evaluation of opts->model on @in: a new array of @n_out
+ * doubles, or NULL with @error set */
+static double *
+evaluate_f64 (const NpuEncodeToolOptions * opts, const float *in,
+    gsize n_in, gsize n_out, NpuEncodeToolRefFunc f64, gpointer f64_data,
+    GError ** error)
+{
+  NpuGguf *g = npu_gguf_open (opts->model, error);
+  NpuRefLookup lk = { 0, };
+  double *wide, *exact;
+  gsize i;
+
+  if (!g)
+    return NULL;
+  lk.gguf = g;
+  wide = g_new (double, n_in);
+  for (i = 0; i < n_in; i++)
+    wide[i] = in[i];
+  exact = g_new (double, n_out);
+  if (!f64 (&lk, wide, exact, f64_data, error))
+    g_clear_pointer (&exact, g_free);
+  g_free (wide);
+  npu_gguf_free (g);
+  return exact;
+}
+
 gboolean
 npu_encode_tool_compare (const NpuEncodeToolOptions * opts,
-    const float *out, guint n_tokens, guint out_dim,
-    NpuEncodeToolF64Func f64, gpointer f64_data, gboolean * pass,
+    const float *out, guint n_tokens, guint out_dim, const float *in,
+    gsize n_in, NpuEncodeToolRefFunc f64, gpointer f64_data, gboolean * pass,
     GError ** error)
 {
   gsize n_out = (gsize) n_tokens * out_dim, ref_len = 0;
@@ -196,7 +222,7 @@ npu_encode_tool_compare (const NpuEncodeToolOptions * opts,
     return FALSE;
   }
   if (opts->f64) {
-    exact = f64 (f64_data, n_out, error);
+    exact = evaluate_f64 (opts, in, n_in, n_out, f64, f64_data, error);
     if (!exact) {
       g_free (ref);
       return FALSE;

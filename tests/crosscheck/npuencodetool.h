@@ -15,10 +15,9 @@
 
 #include <glib.h>
 #include <core/device/npubackend.h>
+#include "tests/reference/npurefvit.h"
 
-G_BEGIN_DECLS
-
-typedef struct
+G_BEGIN_DECLS typedef struct
 {
   const gchar *model;           /* argv[1] */
   gchar *input;                 /* the file of the tool's input option */
@@ -29,10 +28,11 @@ typedef struct
   gboolean f64;                 /* --f64 */
 } NpuEncodeToolOptions;
 
-/* The tool's float64 evaluation of its input: a new array of @n_out
- * doubles, or NULL with @error set */
-typedef double *(*NpuEncodeToolF64Func) (gpointer data, gsize n_out,
-    GError ** error);
+/* The test suite's float64 evaluation of the encoder of @lk (the model
+ * file) on @in, the tool's input widened to double, into @out (n_tokens x
+ * out_dim); FALSE with @error where it disagrees with the encoder's shape */
+typedef gboolean (*NpuEncodeToolRefFunc) (const NpuRefLookup * lk,
+    const double *in, double *out, gpointer data, GError ** error);
 
 /* Parses the command line: one MODEL.gguf, --@input_name (required, help
  * @input_help), -o, --threads, --repeat, --reference, --tol, --f64 and
@@ -63,7 +63,8 @@ gboolean npu_encode_tool_report (const NpuEncodeToolOptions * opts,
  * ...", where R = max |ours - ref| / (range of ref), the figure judged;
  * with --tol also "PASS" or "FAIL" (R above it, or a NaN), and *@pass
  * becomes FALSE on FAIL.
- * With --f64: @f64 (@f64_data) evaluates the same input in double, and
+ * With --f64: @f64 (@f64_data) evaluates the model file on the same
+ * input, the @n_in floats @in widened to double, and
  * "f64 ours:" (and with --reference "f64 ref:") print the same figures
  * against it, each followed by "f64 WHO norm: relative norm N",
  * |a - f64| / |f64| over all the embeddings (the figure the unit tests and
@@ -71,10 +72,9 @@ gboolean npu_encode_tool_report (const NpuEncodeToolOptions * opts,
  * Returns FALSE with @error on an unreadable or mis-sized reference or a
  * failed evaluation. */
 gboolean npu_encode_tool_compare (const NpuEncodeToolOptions * opts,
-    const float *out, guint n_tokens, guint out_dim,
-    NpuEncodeToolF64Func f64, gpointer f64_data, gboolean * pass,
+    const float *out, guint n_tokens, guint out_dim, const float *in,
+    gsize n_in, NpuEncodeToolRefFunc f64, gpointer f64_data, gboolean * pass,
     GError ** error);
 
 G_END_DECLS
-
 #endif /* __NPU_ENCODE_TOOL_H__ */

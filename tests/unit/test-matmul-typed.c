@@ -126,19 +126,20 @@ call_task (NpuTask * task, gpointer data, GError ** error)
   return TRUE;
 }
 
+/* @func (@data) without a task, or in a task on @dev */
 static void
-run (NpuDevice * dev, Call * c)
+run (NpuDevice * dev, NpuTaskFunc func, gpointer data)
 {
   NpuQueue *queue;
   NpuFence *fence;
   GError *error = NULL;
 
   if (!dev) {
-    call_task (NULL, c, NULL);
+    func (NULL, data, NULL);
     return;
   }
   queue = npu_queue_new (dev, "typed");
-  fence = npu_queue_submit (queue, call_task, c, NULL, NULL, 0);
+  fence = npu_queue_submit (queue, func, data, NULL, NULL, 0);
   g_assert_true (npu_fence_wait (fence, -1, &error));
   g_assert_no_error (error);
   npu_fence_unref (fence);
@@ -181,7 +182,7 @@ check_product (GRand * rng, NpuDevice * dev, guint32 type, gsize rows,
     x[j] = (float) g_rand_double_range (rng, -1, 1);
   for (j = 0; j < n * rows; j++)
     y[j] = NAN;
-  run (dev, &call);
+  run (dev, call_task, &call);
   for (r = 0; r < rows; r++) {
     g_assert_true (npu_quants_dequantize_row (type, w + r * row_bytes, row, k));
     for (c = 0; c < n; c++) {
@@ -334,6 +335,25 @@ weight_bound (guint32 type, NpuMatmulPrecision precision, const float *row,
   return act * (1.0 / 508 + ldexp (1, -16)) + 2 * (k / 32 + 6) * u * acc;
 }
 
+/* Output @v of @type's row at @src times the @k activations @x against
+ * the reference, within the bound of its kernel; @row a scratch row;
+ * @what says where it stands in the failure message */
+static void
+check_output (guint32 type, NpuMatmulPrecision precision, const guint8 * src,
+    const float *x, gsize k, float *row, double v, const gchar * what,
+    gsize c, gsize r)
+{
+  double ref, bound;
+
+  g_assert_true (npu_quants_dequantize_row (type, src, row, k));
+  ref = npu_quants_dot_row (type, src, x, k);
+  bound = weight_bound (type, precision, row, x, k);
+  if (!(fabs (v - ref) <= bound))
+    g_error ("%s on %s, %s%s: y[%zu][%zu] = %.9g, reference %.9g (bound "
+        "%.3g)", npu_ggml_type_name (type), npu_matmul_get_isa (),
+        precision ? "accurate" : "fast", what, c, r, v, ref, bound);
+}
+
 static void
 check_weight_product (const NpuWeightMatrix * m, const guint8 * w,
     const float *x, gsize n, const float *y, NpuMatmulPrecision precision)
@@ -341,22 +361,10 @@ check_weight_product (const NpuWeightMatrix * m, const guint8 * w,
   float *row = g_new (float, m->k);
   gsize r, c;
 
-  for (r = 0; r < m->rows; r++) {
-    const guint8 *src = w + r * m->row_bytes;
-
-    g_assert_true (npu_quants_dequantize_row (m->type, src, row, m->k));
-    for (c = 0; c < n; c++) {
-      double ref = npu_quants_dot_row (m->type, src, x + c * m->k, m->k);
-      double bound = weight_bound (m->type, precision, row, x + c * m->k,
-          m->k);
-
-      if (!(fabs (y[c * m->rows + r] - ref) <= bound))
-        g_error ("%s on %s, %s: y[%zu][%zu] = %.9g, reference %.9g "
-            "(bound %.3g)", npu_ggml_type_name (m->type),
-            npu_matmul_get_isa (), precision ? "accurate" : "fast", c, r,
-            y[c * m->rows + r], ref, bound);
-    }
-  }
+  for (r = 0; r < m->rows; r++)
+    for (c = 0; c < n; c++)
+      check_output (m->type, precision, w + r * m->row_bytes, x + c * m->k,
+          m->k, row, y[c * m->rows + r], "", c, r);
   g_free (row);
 }
 
@@ -449,23 +457,11 @@ test_blocks (void)
         gsize row_bytes = npu_quants_row_bytes (types[t], k), r, c, j;
         float *x = g_new (float, n * k), *y = g_new (float, n * rows);
         float *row = g_new (float, k);
-        NpuQueue *queue = NULL;
+        BlocksCall call = { types[t], w, rows, k, x, n, y, prec };
 
         for (j = 0; j < n * k; j++)
           x[j] = (float) g_rand_double_range (rng, -1, 1);
-        if (s == 3) {
-          BlocksCall call = { types[t], w, rows, k, x, n, y, prec };
-          NpuFence *fence;
-
-          queue = npu_queue_new (two, "blocks");
-          fence = npu_queue_submit (queue, blocks_task, &call, NULL, NULL, 0);
-          g_assert_true (npu_fence_wait (fence, -1, NULL));
-          npu_fence_unref (fence);
-          npu_queue_free (queue);
-        } else {
-          g_assert_true (npu_matmul_blocks (NULL, types[t], w, rows, k, x, n,
-                  y, prec));
-        }
+        run (s == 3 ? two : NULL, blocks_task, &call);
         for (r = 0; r < rows; r++) {
           const guint8 *src = w + r * row_bytes;
 
@@ -619,17 +615,8 @@ test_special_scales (void)
                     "y[%zu] = %.9g is finite", npu_ggml_type_name (type),
                     npu_matmul_get_isa (), prec ? "accurate" : "fast", r, c, v);
             } else {
-              const guint8 *src = w + r * row_bytes;
-              double ref, bound;
-
-              g_assert_true (npu_quants_dequantize_row (type, src, row, k));
-              ref = npu_quants_dot_row (type, src, x + c * k, k);
-              bound = weight_bound (type, prec, row, x + c * k, k);
-              if (!(fabs (v - ref) <= bound))
-                g_error ("%s on %s, %s: plain row %zu beside special ones: "
-                    "y[%zu] = %.9g, reference %.9g (bound %.3g)",
-                    npu_ggml_type_name (type), npu_matmul_get_isa (),
-                    prec ? "accurate" : "fast", r, c, v, ref, bound);
+              check_output (type, prec, w + r * row_bytes, x + c * k, k, row,
+                  v, ", a plain row beside special ones", c, r);
             }
             checked++;
           }
@@ -694,17 +681,8 @@ test_special_activations (void)
                     npu_matmul_get_isa (), prec ? "accurate" : "fast", c,
                     c == 1 ? "NaN" : "Inf", r, v);
             } else {
-              const guint8 *src = w + r * row_bytes;
-              double ref, bound;
-
-              g_assert_true (npu_quants_dequantize_row (type, src, row, k));
-              ref = npu_quants_dot_row (type, src, x, k);
-              bound = weight_bound (type, prec, row, x, k);
-              if (!(fabs (v - ref) <= bound))
-                g_error ("%s on %s, %s: plain column beside special ones: "
-                    "y[%zu] = %.9g, reference %.9g (bound %.3g)",
-                    npu_ggml_type_name (type), npu_matmul_get_isa (),
-                    prec ? "accurate" : "fast", r, v, ref, bound);
+              check_output (type, prec, w + r * row_bytes, x, k, row, v,
+                  ", a plain column beside special ones", c, r);
             }
             checked++;
           }

@@ -47,6 +47,28 @@ random_half (GRand * rng, guint8 * p)
   p[1] = h >> 8;
 }
 
+/* The offset in a block of its f16 scale @field (0: d, 1: m or dmin), or
+ * -1 when the type has no such field */
+static gint
+scale_offset (guint32 type, guint field)
+{
+  switch (type) {
+    case NPU_GGML_TYPE_Q4_0:
+    case NPU_GGML_TYPE_Q5_0:
+    case NPU_GGML_TYPE_Q8_0:
+      return field == 0 ? 0 : -1;
+    case NPU_GGML_TYPE_Q4_1:
+    case NPU_GGML_TYPE_Q5_1:
+    case NPU_GGML_TYPE_Q4_K:
+    case NPU_GGML_TYPE_Q5_K:
+      return field * 2;
+    case NPU_GGML_TYPE_Q6_K:
+      return field == 0 ? 208 : -1;
+    default:
+      return -1;
+  }
+}
+
 /* @rows rows of @k values of @type: random bytes; the scales (every f16
  * field of the block types), and every element of F32, F16 and BF16
  * rows, random finite numbers */
@@ -92,14 +114,9 @@ random_matrix (GRand * rng, guint32 type, gsize rows, gsize k)
       for (j = 0; j < n_blocks; j++) {
         guint8 *b = w + j * bytes;
 
-        if (type == NPU_GGML_TYPE_Q6_K) {
-          random_half (rng, b + 208);
-          continue;
-        }
-        random_half (rng, b);
-        if (type == NPU_GGML_TYPE_Q4_1 || type == NPU_GGML_TYPE_Q5_1 ||
-            type == NPU_GGML_TYPE_Q4_K || type == NPU_GGML_TYPE_Q5_K)
-          random_half (rng, b + 2);
+        random_half (rng, b + scale_offset (type, 0));
+        if (scale_offset (type, 1) >= 0)
+          random_half (rng, b + scale_offset (type, 1));
       }
       break;
     }
@@ -502,28 +519,6 @@ test_blocks (void)
   g_free (saved);
   npu_device_unref (two);
   g_rand_free (rng);
-}
-
-/* The offset in a block of its f16 scale @field (0: d, 1: m or dmin), or
- * -1 when the type has no such field */
-static gint
-scale_offset (guint32 type, guint field)
-{
-  switch (type) {
-    case NPU_GGML_TYPE_Q4_0:
-    case NPU_GGML_TYPE_Q5_0:
-    case NPU_GGML_TYPE_Q8_0:
-      return field == 0 ? 0 : -1;
-    case NPU_GGML_TYPE_Q4_1:
-    case NPU_GGML_TYPE_Q5_1:
-    case NPU_GGML_TYPE_Q4_K:
-    case NPU_GGML_TYPE_Q5_K:
-      return field * 2;
-    case NPU_GGML_TYPE_Q6_K:
-      return field == 0 ? 208 : -1;
-    default:
-      return -1;
-  }
 }
 
 /* A NaN or infinite scale (a NaN E8M0 for MXFP4, a NaN or infinite

@@ -55,6 +55,7 @@
 #include <npu/gstnpuelementutils.h>
 #include <core/device/npubackend.h>
 #include <core/formats/npugguf.h>
+#include <core/formats/npuhfmodel.h>
 #include <core/models/npullm.h>
 #include <core/models/npullmsession.h>
 
@@ -214,6 +215,7 @@ struct _GstNpuLlm
   /* What the model reads in place, kept for its life */
   GstNpuWeightsInput *weights_in;       /* the weights pad */
   NpuGguf *gguf;
+  NpuHfModel *hf;               /* or the directory the model is */
   gboolean started_stream;
   gboolean need_segment;        /* a flush cleared the segment downstream */
 
@@ -357,13 +359,17 @@ install_prompt_properties (GObjectClass * gobject_class)
   /**
    * GstNpuLlm:model:
    *
-   * A GGUF text model (llama, qwen2, qwen3 or gpt-oss).  Leave unset to
-   * take the weights from mxfp4weights on the `weights` pad.
+   * A GGUF text model (llama, qwen2, qwen3, gpt-oss or gemma3), or
+   * OpenAI's Hugging Face gpt-oss directory as downloaded (the directory,
+   * its config.json or index, or a shard), read without a conversion step.
+   * Leave unset to take the weights from mxfp4weights on the `weights`
+   * pad.
    */
   g_object_class_install_property (gobject_class, PROP_MODEL,
       g_param_spec_string ("model", "Model",
-          "GGUF text model (llama, qwen2, qwen3, gpt-oss); unset: weights come "
-          "on the weights pad", DEFAULT_MODEL, rw_ready));
+          "GGUF text model (llama, qwen2, qwen3, gpt-oss, gemma3) or a Hugging "
+          "Face gpt-oss directory; unset: weights come on the weights pad",
+          DEFAULT_MODEL, rw_ready));
   /**
    * GstNpuLlm:prompt:
    *
@@ -1111,7 +1117,8 @@ gst_npu_llm_get_property (GObject * object, guint prop_id, GValue * value,
  */
 typedef struct
 {
-  NpuGguf *gguf;                /* from the model property */
+  NpuGguf *gguf;                /* from the model property: a file */
+  NpuHfModel *hf;               /* or a directory */
   GstNpuWeights *weights;       /* or from the weights pad */
 } LookupData;
 
@@ -1122,6 +1129,8 @@ lookup_tensor (const gchar * name, NpuTensorView * out, gpointer user_data)
 
   if (ld->weights)
     return gst_npu_weights_lookup (ld->weights, name, out);
+  if (ld->hf)
+    return npu_hf_model_lookup (name, out, ld->hf);
   return npu_gguf_lookup_view (name, out, ld->gguf);
 }
 
@@ -1153,7 +1162,8 @@ fill_session_params (GstNpuLlm * self, NpuLlmSessionParams * p)
 static gboolean
 build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
 {
-  LookupData ld = { NULL, weights };
+  LookupData ld = { NULL, NULL, weights };
+  const NpuGguf *meta;
   NpuLlmSessionParams params;
   NpuLlmHParams hp;
   NpuLlmModel *model;
@@ -1162,10 +1172,20 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
   GError *error = NULL;
   guint n_threads;
 
-  ld.gguf = npu_gguf_open (path, &error);
-  if (!ld.gguf)
-    goto open_failed;
-  if (!npu_llm_hparams_from_gguf (ld.gguf, &hp, &error))
+  /* the weights pad's tensors have GGUF names: a directory's metadata
+   * would not find them */
+  if (!weights && npu_hf_model_is_hf_path (path)) {
+    ld.hf = npu_hf_model_open (path, &error);
+    if (!ld.hf)
+      goto open_failed;
+    meta = npu_hf_model_get_metadata (ld.hf);
+  } else {
+    ld.gguf = npu_gguf_open (path, &error);
+    if (!ld.gguf)
+      goto open_failed;
+    meta = ld.gguf;
+  }
+  if (!npu_llm_hparams_from_gguf (meta, &hp, &error))
     goto bad_model;
   /* MXFP4 matrices are read in place: from the file mapping or from the
    * buffers mxfp4weights pushed; both stay alive until stop(). */
@@ -1174,7 +1194,7 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
   if (!model)
     goto bad_model;
   fill_session_params (self, &params);
-  session = npu_llm_session_new (ld.gguf, model, &params, &error);
+  session = npu_llm_session_new (meta, model, &params, &error);
   npu_llm_session_params_clear (&params);
   GST_OBJECT_LOCK (self);
   n_threads = self->n_threads;
@@ -1186,6 +1206,7 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
    * must not see the session before its queue (ThreadSanitizer) */
   g_mutex_lock (&self->lock);
   self->gguf = ld.gguf;
+  self->hf = ld.hf;
   self->session = session;
   self->queue = queue;
   g_mutex_unlock (&self->lock);
@@ -1194,13 +1215,19 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
 
   GST_INFO_OBJECT (self, "%s: %u layers, %u-wide, chat template %s", path,
       hp.n_layer, hp.n_embd, npu_llm_session_get_template_name (session));
+  if (ld.hf)
+    GST_INFO_OBJECT (self, "%s: a Hugging Face directory; %" G_GUINT64_FORMAT
+        " bytes rewritten into our layout (the experts' MXFP4 blocks, the "
+        "vectors in F32), the values unchanged", path,
+        npu_hf_model_get_rewritten_bytes (ld.hf));
   return TRUE;
 
   /* ERRORS */
 open_failed:
   {
-    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path, "GGUF",
-        error);
+    gst_npu_element_post_model_open_error (GST_ELEMENT (self), path,
+        ld.hf || (!weights && npu_hf_model_is_hf_path (path)) ?
+        "Hugging Face model" : "GGUF", error);
     g_error_free (error);
     return FALSE;
   }
@@ -1210,7 +1237,9 @@ bad_model:
         ("Model \"%s\" cannot be run: %s", path, error->message),
         ("%s", error->message));
     g_error_free (error);
-    npu_gguf_free (ld.gguf);
+    if (ld.gguf)
+      npu_gguf_free (ld.gguf);
+    npu_hf_model_free (ld.hf);
     return FALSE;
   }
 bad_settings:
@@ -2326,6 +2355,7 @@ stop (GstNpuLlm * self)
   npu_llm_session_free (self->session);
   self->session = NULL;
   g_clear_pointer (&self->gguf, npu_gguf_free);
+  g_clear_pointer (&self->hf, npu_hf_model_free);
   gst_npu_weights_input_stop (self->weights_in);
 }
 

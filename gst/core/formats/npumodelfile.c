@@ -422,18 +422,8 @@ npu_model_tensor_repack_mxfp4 (const NpuModelTensor * t, guint64 block0,
 
   g_return_if_fail (t->needs_repack);
 
-  for (b = block0; b < block1; b++, dst++) {
-    const guint8 *src = t->data + b * 16;
-    guint j;
-
-    dst->e = t->scales[b];
-    for (j = 0; j < 16; j++) {
-      guint lo = (j & 1) ? src[j / 2] >> 4 : src[j / 2] & 0x0F;
-      guint hi = (j & 1) ? src[8 + j / 2] >> 4 : src[8 + j / 2] & 0x0F;
-
-      dst->qs[j] = lo | hi << 4;
-    }
-  }
+  for (b = block0; b < block1; b++, dst++)
+    npu_mxfp4_block_from_gpt_oss (t->data + b * 16, t->scales[b], dst);
 }
 
 static void

@@ -279,3 +279,18 @@ npu_mxfp4_dequantize (const NpuBlockMxfp4 * src, float *dst, gsize n)
     }
   }
 }
+
+void
+npu_mxfp4_block_from_gpt_oss (const guint8 * codes, guint8 scale,
+    NpuBlockMxfp4 * dst)
+{
+  guint j;
+
+  dst->e = scale;
+  for (j = 0; j < 16; j++) {
+    guint lo = (j & 1) ? codes[j / 2] >> 4 : codes[j / 2] & 0x0F;
+    guint hi = (j & 1) ? codes[8 + j / 2] >> 4 : codes[8 + j / 2] & 0x0F;
+
+    dst->qs[j] = lo | hi << 4;
+  }
+}

@@ -107,6 +107,14 @@ void    npu_mxfp4_quantize_q8_0  (const void *src, NpuBlockMxfp4 *dst,
 NPU_API
 void    npu_q8_0_dequantize      (const void *src, float *dst, gsize n);
 
+/* One block of gpt-oss's safetensors layout (@codes byte k: element 2k in
+ * the low nibble, 2k + 1 in the high one; the E8M0 @scale stored apart) as
+ * ggml's block_mxfp4 (qs[j]: element j low, j + 16 high): the same values,
+ * the nibbles moved */
+NPU_API
+void    npu_mxfp4_block_from_gpt_oss (const guint8 *codes, guint8 scale,
+                                      NpuBlockMxfp4 *dst);
+
 /* @n: number of elements to write to @dst (multiple of 32) */
 NPU_API
 void    npu_mxfp4_dequantize     (const NpuBlockMxfp4 *src, float *dst,

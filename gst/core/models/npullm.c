@@ -40,6 +40,7 @@
 #include "core/cpu/npumatmul.h"
 #include "core/cpu/npuweightmatrix.h"
 #include "core/formats/npuquants.h"
+#include "core/formats/npuhfmodel.h"
 #include "core/formats/npumxfp4.h"
 #include "core/cpu/npuvecmath.h"
 
@@ -69,7 +70,8 @@ typedef struct
 struct _NpuLlmModel
 {
   NpuLlmHParams hp;
-  NpuGguf *gguf;                /* npu_llm_model_new_from_file() only */
+  NpuGguf *gguf;                /* npu_llm_model_new_from_file() only: */
+  NpuHfModel *hf;               /* the file or directory it read */
 
   NpuTensorView tok_embd;
   gsize embd_row_bytes;
@@ -933,6 +935,26 @@ fail:
   return NULL;
 }
 
+/* A Hugging Face directory: its metadata and tensors as GGUF ones */
+static NpuLlmModel *
+model_new_from_hf (const gchar * path, NpuLlmLoadFlags flags, GError ** error)
+{
+  NpuHfModel *hf = npu_hf_model_open (path, error);
+  NpuLlmHParams hp;
+  NpuLlmModel *model = NULL;
+
+  if (!hf)
+    return NULL;
+  if (npu_llm_hparams_from_gguf (npu_hf_model_get_metadata (hf), &hp, error))
+    model = npu_llm_model_new (&hp, npu_hf_model_lookup, hf, flags, error);
+  if (!model) {
+    npu_hf_model_free (hf);
+    return NULL;
+  }
+  model->hf = hf;
+  return model;
+}
+
 NpuLlmModel *
 npu_llm_model_new_from_file (const gchar * path, NpuLlmLoadFlags flags,
     GError ** error)
@@ -942,22 +964,37 @@ npu_llm_model_new_from_file (const gchar * path, NpuLlmLoadFlags flags,
   NpuLlmModel *model;
   GError *err = NULL;
 
-  gguf = npu_gguf_open (path, error);
-  if (!gguf)
-    return NULL;
-  if (!npu_llm_hparams_from_gguf (gguf, &hp, &err) ||
-      !(model =
-          npu_llm_model_new (&hp, npu_gguf_lookup_view, gguf, flags, &err))) {
+  if (npu_hf_model_is_hf_path (path)) {
+    model = model_new_from_hf (path, flags, &err);
+    gguf = NULL;
+  } else {
+    gguf = npu_gguf_open (path, error);
+    if (!gguf)
+      return NULL;
+    model = npu_llm_hparams_from_gguf (gguf, &hp, &err) ?
+        npu_llm_model_new (&hp, npu_gguf_lookup_view, gguf, flags, &err) : NULL;
+  }
+  if (!model) {
     gchar *base = g_path_get_basename (path);
 
     g_set_error (error, err->domain, err->code, "%s: %s", base, err->message);
     g_free (base);
     g_error_free (err);
-    npu_gguf_free (gguf);
+    if (gguf)
+      npu_gguf_free (gguf);
     return NULL;
   }
   model->gguf = gguf;
   return model;
+}
+
+const NpuGguf *
+npu_llm_model_get_metadata (const NpuLlmModel * model)
+{
+  g_return_val_if_fail (model != NULL, NULL);
+  if (model->hf)
+    return npu_hf_model_get_metadata (model->hf);
+  return model->gguf;
 }
 
 void
@@ -987,6 +1024,7 @@ npu_llm_model_free (NpuLlmModel * model)
   g_free (model->inv_freq_swa);
   if (model->gguf)
     npu_gguf_free (model->gguf);
+  npu_hf_model_free (model->hf);
   g_free (model);
 }
 

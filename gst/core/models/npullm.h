@@ -155,10 +155,18 @@ NPU_API
 NpuLlmModel *npu_llm_model_new (const NpuLlmHParams * hp,
     NpuTensorLookup lookup, gpointer user_data, NpuLlmLoadFlags flags,
     GError ** error);
-/* Opens (maps) the GGUF file and keeps it open for the model's life */
+/* Opens (maps) the GGUF file and keeps it open for the model's life.
+ * @path may also be a Hugging Face gpt-oss directory (its config.json, its
+ * index or a shard: npu_hf_model_is_hf_path()), read in place as
+ * npuhfmodel.h says. */
 NPU_API
 NpuLlmModel *npu_llm_model_new_from_file (const gchar * path,
     NpuLlmLoadFlags flags, GError ** error);
+/* Of a model from npu_llm_model_new_from_file(): the metadata its
+ * tokenizer and chat template come from (the GGUF file's, or the one a
+ * directory's JSON files make); NULL for npu_llm_model_new() */
+NPU_API
+const NpuGguf *npu_llm_model_get_metadata (const NpuLlmModel * model);
 NPU_API
 void npu_llm_model_free (NpuLlmModel * model);
 NPU_API

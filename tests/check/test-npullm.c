@@ -24,6 +24,7 @@
 #include <core/formats/npugguf.h>
 #include <core/formats/npumxfp4.h>
 #include "../tools/npumodelgen.h"
+#include "../tools/npuhfexport.h"
 #include "../npullmbytes.h"
 
 static gchar *tmpdir, *qwen_path, *llama_path, *mmproj_path, *gptoss_path;
@@ -514,8 +515,7 @@ run (const gchar * desc, Collected * c, gchar ** error_message,
   if (GST_MESSAGE_TYPE (msg) == GST_MESSAGE_ERROR) {
     GError *err = NULL;
     gst_message_parse_error (msg, &err, NULL);
-    fail_unless (error_message != NULL, "unexpected error: %s",
-        err->message);
+    fail_unless (error_message != NULL, "unexpected error: %s", err->message);
     *error_message = g_strdup (err->message);
     g_error_free (err);
   }
@@ -602,13 +602,17 @@ GST_START_TEST (test_weights_pad_same_text)
 
 GST_END_TEST;
 
-/* gpt-oss through model= and through mxfp4weights with convert="" (the
+/* gpt-oss through model=, through mxfp4weights with convert="" (the
  * experts MXFP4, the attention F32, as the converter writes them, all as
- * stored): both give the core's text */
+ * stored) and through model= on the same model as OpenAI's Hugging Face
+ * directory (npu-hf-export): all give the core's text.  A directory
+ * whose config.json is not gpt-oss's is a clear error. */
 GST_START_TEST (test_gpt_oss_both_paths)
 {
   NpuTextModelParams tp;
-  gchar *want;
+  NpuHfExportParams hp = { 2, FALSE, FALSE };
+  gchar *want, *dir = g_build_filename (tmpdir, "gpt-oss-hf", NULL), *cfg;
+  gchar *text, *msg;
   const gchar *fmt[] = {
     "npullm name=llm model=%s prompt=\"Once upon a time\" max-tokens=16 ! "
         "fakesink name=sink",
@@ -617,15 +621,19 @@ GST_START_TEST (test_gpt_oss_both_paths)
         "fakesink name=sink",
   };
   guint i;
+  GError *error = NULL;
 
   /* written here, not in setup (), which every test runs */
   fail_unless (npu_model_gen_text_preset (&tp, NPU_MODEL_ARCH_GPT_OSS, "tiny",
           NULL));
   fail_unless (npu_model_gen_write_text (&tp, gptoss_path, NULL, NULL));
+  fail_unless (npu_hf_export (gptoss_path, dir, &hp, &error), "%s",
+      error ? error->message : "");
   want = direct_answer (gptoss_path, "Once upon a time", 16, 0.0, 0, NULL, 0);
   fail_unless (strlen (want) > 0, "the model said nothing");
-  for (i = 0; i < G_N_ELEMENTS (fmt); i++) {
-    gchar *desc = g_strdup_printf (fmt[i], gptoss_path);
+  for (i = 0; i < G_N_ELEMENTS (fmt) + 1; i++) {
+    gchar *desc = g_strdup_printf (fmt[i == 2 ? 0 : i],
+        i == 2 ? dir : gptoss_path);
     Collected c = { 0, };
     gchar *got = run (desc, &c, NULL, NULL);
 
@@ -633,6 +641,39 @@ GST_START_TEST (test_gpt_oss_both_paths)
     g_free (got);
     g_free (desc);
   }
+
+  cfg = g_build_filename (dir, "config.json", NULL);
+  fail_unless (g_file_get_contents (cfg, &text, NULL, NULL));
+  fail_unless (g_file_set_contents (cfg, "{\"model_type\": \"llama\"}", -1,
+          NULL));
+  {
+    gchar *desc = g_strdup_printf (fmt[0], dir);
+    Collected c = { 0, };
+    gchar *got = run (desc, &c, &msg, NULL);
+
+    fail_unless (msg && strstr (msg, "not a usable Hugging Face model") &&
+        strstr (msg, "model_type \"llama\""), "%s", msg);
+    g_free (msg);
+    g_free (got);
+    g_free (desc);
+  }
+  g_free (text);
+  g_free (cfg);
+  {
+    GDir *d = g_dir_open (dir, 0, NULL);
+    const gchar *f;
+
+    while (d && (f = g_dir_read_name (d))) {
+      gchar *p = g_build_filename (dir, f, NULL);
+
+      g_unlink (p);
+      g_free (p);
+    }
+    if (d)
+      g_dir_close (d);
+    g_rmdir (dir);
+  }
+  g_free (dir);
   g_free (want);
 }
 
@@ -900,8 +941,7 @@ GST_START_TEST (test_vision_tokens_spliced)
   for (i = 0; i < n_rows * hp.n_embd; i++)
     rows[i] = ((i * 7919) % 200) / 100.0f - 1.0f;
   media = g_bytes_new_take (rows, n_rows * hp.n_embd * 4);
-  want = direct_answer (qwen_path, "What is this?", 10, 0, 0, media,
-      hp.n_embd);
+  want = direct_answer (qwen_path, "What is this?", 10, 0, 0, media, hp.n_embd);
   fail_unless (strlen (want) > 0);
 
   desc = g_strdup_printf ("appsrc name=src format=time caps=\"other/tensors,"
@@ -1020,8 +1060,7 @@ GST_START_TEST (test_prompt_changed_while_playing)
   npu_gguf_free (g);
   media = make_rows (3, hp.n_embd, 5);
   for (i = 0; i < 2; i++)
-    want[i] = direct_answer (qwen_path, prompts[i], 10, 0, 0, media,
-        hp.n_embd);
+    want[i] = direct_answer (qwen_path, prompts[i], 10, 0, 0, media, hp.n_embd);
   /* the two prompts must be told apart by their answers */
   fail_if (g_str_equal (want[0], want[1]), "%s", want[0]);
 
@@ -1097,8 +1136,7 @@ GST_START_TEST (test_media_from_two_pads_in_pts_order)
   v1_old = make_rows (4, hp.n_embd, 2);
   v1 = make_rows (4, hp.n_embd, 3);
   a2 = make_rows (3, hp.n_embd, 4);
-  want0 = direct_answer (llama_path, "What happened?", 16, 0, 0, v0,
-      hp.n_embd);
+  want0 = direct_answer (llama_path, "What happened?", 16, 0, 0, v0, hp.n_embd);
   both[0] = a2;                 /* audio at 1.0 s before vision at 2.0 s */
   both[1] = v1;
   want1 = direct_answer_media (llama_path, "What happened?", 16, 0, 0, both, 2,
@@ -1109,7 +1147,8 @@ GST_START_TEST (test_media_from_two_pads_in_pts_order)
       both, 2, hp.n_embd);
   /* Otherwise this test could not tell the orders apart (llama: untied
    * output, so the answer depends on the media, docs/models.md) */
-  fail_if (g_str_equal (want1, reversed), "%s / %s / %s", want0, want1, reversed);
+  fail_if (g_str_equal (want1, reversed), "%s / %s / %s", want0, want1,
+      reversed);
 
   llm = gst_element_factory_make ("npullm", NULL);
   fail_unless (llm != NULL);
@@ -1249,8 +1288,7 @@ check_media_counts (const GstStructure * s, guint64 accepted,
   fail_unless (gst_structure_get_uint64 (s, "media-accepted", &v));
   fail_unless_equals_uint64 (v, accepted);
   for (i = 0; i < G_N_ELEMENTS (fields); i++) {
-    fail_unless (gst_structure_get_uint64 (s, fields[i], &v), "%s",
-        fields[i]);
+    fail_unless (gst_structure_get_uint64 (s, fields[i], &v), "%s", fields[i]);
     fail_unless_equals_uint64 (v, want[i]);
     sum += v;
   }
@@ -1375,12 +1413,10 @@ GST_START_TEST (test_fence_never_signals)
   buf = rows_buffer (rows, 0);
   gst_buffer_add_npu_fence_meta (buf, never);
   fail_unless_equals_int (gst_harness_push (h, buf), GST_FLOW_OK);
-  msg = gst_bus_timed_pop_filtered (bus, 30 * GST_SECOND,
-      GST_MESSAGE_ERROR);
+  msg = gst_bus_timed_pop_filtered (bus, 30 * GST_SECOND, GST_MESSAGE_ERROR);
   fail_unless (msg != NULL, "no error: the element hung");
   gst_message_parse_error (msg, &err, NULL);
-  fail_unless (strstr (err->message, "not ready in time"), "%s",
-      err->message);
+  fail_unless (strstr (err->message, "not ready in time"), "%s", err->message);
   fail_unless (strstr (err->message, "200 ms"), "%s", err->message);
   g_error_free (err);
   gst_message_unref (msg);
@@ -1545,8 +1581,7 @@ GST_START_TEST (test_errors)
   g_free (got);
 
   /* An mmproj is not a text model. */
-  desc = g_strdup_printf ("npullm model=%s ! fakesink name=sink",
-      mmproj_path);
+  desc = g_strdup_printf ("npullm model=%s ! fakesink name=sink", mmproj_path);
   got = run (desc, &c, &msg, NULL);
   fail_unless (msg && strstr (msg, "cannot be run"), "%s", msg);
   g_free (msg);
@@ -1699,8 +1734,7 @@ GST_START_TEST (test_stop_while_generating)
 GST_END_TEST;
 
 static void
-count_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad,
-    gpointer data)
+count_handoff (GstElement * sink, GstBuffer * buf, GstPad * pad, gpointer data)
 {
   g_atomic_int_inc ((gint *) data);
 }
@@ -1994,8 +2028,7 @@ static guint
 count_different (GBytes * a, GBytes * b)
 {
   gsize n, i;
-  const guint8 *pa = g_bytes_get_data (a, &n), *pb = g_bytes_get_data (b,
-      NULL);
+  const guint8 *pa = g_bytes_get_data (a, &n), *pb = g_bytes_get_data (b, NULL);
   guint d = 0;
 
   for (i = 0; i < n; i++)
@@ -2111,8 +2144,7 @@ GST_START_TEST (test_captions_drawn)
     if (!c) {
       /* before the first answer: nothing drawn */
       fail_unless (t < g_array_index (captions, Caption, 0).pts);
-      fail_unless_equals_int (count_bright (g_ptr_array_index (frames, k)),
-          0);
+      fail_unless_equals_int (count_bright (g_ptr_array_index (frames, k)), 0);
       continue;
     }
     /* the reference: textoverlay drawing this answer alone, once */

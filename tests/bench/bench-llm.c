@@ -49,7 +49,8 @@
  * --gemv-streams S1,S2,...: each pass runs every configuration above with
  * the one-token GEMV reading its rows as S1, then S2, ... sequential
  * streams (npu_matmul_set_gemv_streams(), avx512; default: the library's
- * choice, 8 on one thread and 4 each on more), printed side by side.
+ * choice, measured in the process by npugemvstreams.h), printed side by
+ * side.
  * --alternate N: what a list gives takes turns every N tokens inside one
  * decode run instead of each having runs of its own, and each token is
  * timed.  The stream counts of --gemv-streams share one context; the
@@ -84,6 +85,7 @@
 #include <core/models/npullm.h>
 #include <core/cpu/npumatmul.h>
 #include <core/cpu/npumatmul-testing.h>
+#include <core/cpu/npugemvstreams.h>
 #include "tests/bench/npubenchstats.h"
 #include "tests/bench/npubenchtask.h"
 #include "tests/bench/npureadstreams.h"
@@ -556,8 +558,7 @@ main (int argc, char **argv)
         if (streams[k] != 1 && streams[k] != 2 && streams[k] != 4 &&
             streams[k] != 8)
           g_error ("--gemv-streams: %u is not 1, 2, 4 or 8", streams[k]);
-    }
-    else if (strcmp (argv[i], "--depth") == 0 && i + 1 < (guint) argc) {
+    } else if (strcmp (argv[i], "--depth") == 0 && i + 1 < (guint) argc) {
       if (!parse_list (argv[i + 1], depths, MAX_DEPTHS, &n_depths))
         g_error ("--depth: '%s' is not a list of at most %u token counts",
             argv[i + 1], MAX_DEPTHS);
@@ -583,8 +584,7 @@ main (int argc, char **argv)
         else if (strcmp (names[n_prec], "accurate") == 0)
           precs[n_prec] = NPU_MATMUL_PRECISION_ACCURATE;
         else
-          g_error ("--precision: '%s' is not fast or accurate",
-              names[n_prec]);
+          g_error ("--precision: '%s' is not fast or accurate", names[n_prec]);
       }
       g_strfreev (names);
       if (n_prec == 0)
@@ -702,7 +702,8 @@ main (int argc, char **argv)
     n_cfg = n_kv * n_prec * n_scfg;
     for (s = 0; s < N_STREAM_COUNTS; s++)
       for (pre = 0; pre < 2; pre++)
-        pat[s][pre] = (Range) { 0, G_MAXDOUBLE };
+        pat[s][pre] = (Range) {
+        0, G_MAXDOUBLE};
     for (k = 0; k < n_cfg; k++) {
       npu_llm_context_params_init (&cp);
       cp.n_ctx = n_ctx;
@@ -714,10 +715,13 @@ main (int argc, char **argv)
         if (!ctxs[k][c])
           g_error ("%s", error->message);
       }
-      pf[k] = (Range) { 0, G_MAXDOUBLE };
-      ttft[k] = (Range) { 0, G_MAXDOUBLE };
+      pf[k] = (Range) {
+      0, G_MAXDOUBLE};
+      ttft[k] = (Range) {
+      0, G_MAXDOUBLE};
       for (d = 0; d < n_depths; d++) {
-        dec[k][d] = (Range) { 0, G_MAXDOUBLE };
+        dec[k][d] = (Range) {
+        0, G_MAXDOUBLE};
         beside[k][d].share = g_new0 (double, passes);
         beside[k][d].limit = g_new0 (double, passes);
         turns[k][d].decode_s = g_array_new (FALSE, FALSE, sizeof (double));
@@ -851,7 +855,7 @@ main (int argc, char **argv)
             lt->decode_bytes = alt_limit * decode_bytes (ctxs[k][0], wbytes,
                 n_ctx, depths[d], n_decode);
             n_parts = MAX (1, (guint) (lt->decode_bytes / PROBE_PART + 0.5));
-            lt->limit_bytes = (double) n_parts * PROBE_PART;
+            lt->limit_bytes = (double) n_parts *PROBE_PART;
             job.limit.data = buf;
             job.limit.size = READ_BYTES;
             job.limit.n_parts = n_parts;
@@ -922,6 +926,9 @@ main (int argc, char **argv)
           "accurate" : "fast");
       if (!alt_streams && streams[k % n_streams])
         printf (", GEMV streams %u", streams[k % n_streams]);
+      else if (!alt_streams && npu_gemv_streams_get_chosen (thread_counts[ti]))
+        printf (", GEMV streams %u (measured)",
+            npu_gemv_streams_get_chosen (thread_counts[ti]));
       printf (": %.1f KiB a token, %.1f MiB for %u tokens\n",
           kv_token / 1024.0, st.kv_bytes / 1048576.0, n_ctx);
       printf ("    prefill %4u tok %8.2f tok/s (%.2f)  %.1f GFLOPS of "

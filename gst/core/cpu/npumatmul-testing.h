@@ -35,9 +35,9 @@ gboolean npu_matmul_set_accurate_gemm_int16 (gboolean int16);
 
 /* For tests and benchmarks: a one-token GEMV on a path with a GEMV kernel
  * (avx512) reads each thread's rows as @streams (1, 2, 4 or 8) sequential
- * runs side by side; 0, the default, for the library's choice by the
- * thread count (8 on one thread, 4 each on more).  Returns the previous
- * setting.  Not thread-safe against concurrent multiplications. */
+ * runs side by side; 0, the default, for the library's choice, measured
+ * in the process (npugemvstreams.h).  Returns the previous setting.  Not
+ * thread-safe against concurrent multiplications. */
 guint npu_matmul_set_gemv_streams (guint streams);
 
 G_END_DECLS

@@ -7,6 +7,7 @@
 #include "npumatmul.h"
 #include "npumatmul-testing.h"
 #include "npumatmul-private.h"
+#include "npugemvstreams.h"
 #include "core/device/npuhugemem.h"
 #include "npucpu.h"
 
@@ -65,15 +66,9 @@ static const float e2m1_values[16] = {
 #define GEMV_GUIDED_SHARE 2
 /* Runs of rows read side by side in a one-token GEMV where the path has a
  * GEMV kernel: one sequential stream per thread reads ~55 % of what
- * several give (bench-llm's read limit), docs/kernels.md.  8 on one
- * thread; with two, 4 each (8 streams of nibbles and 8 of scales between
- * the two cores): 1B llama decode on two threads, the counts alternating
- * every 4 tokens of one run (bench-llm --alternate), 4 streams took
- * 0.955-0.979 of 8's time a token in 6 runs of 6; on one thread 8 took
- * 0.97-1.00 of 4's.  More threads keep 4 each (not measured). */
-#define GEMV_STREAMS_ONE_THREAD 8
-#define GEMV_STREAMS_EACH_OF_SEVERAL 4
-/* npu_matmul_set_gemv_streams(); 0: by the thread count, as above */
+ * several give on a Xeon (bench-llm's read limit), docs/kernels.md; the
+ * best count differs between CPUs, so it is measured in the process
+ * (npugemvstreams.h) unless npu_matmul_set_gemv_streams() fixes it. */
 static guint gemv_streams = 0;
 #define GEMM_ROW_TILE 64
 #define GEMM_COL_TILE 64
@@ -868,14 +863,21 @@ run_gemv_claims (NpuTask * task, MatmulJob * jobs, const gsize * first_tile,
     guint n_jobs)
 {
   GemvClaims gc = { jobs, first_tile, n_jobs };
-  guint n_threads = task ? npu_task_get_n_threads (task) : 1, streams, i;
+  guint n_threads = task ? npu_task_get_n_threads (task) : 1, i;
+  NpuGemvStreamsTrial trial = { gemv_streams, };
+  gsize bytes = 0;
 
-  streams = gemv_streams ? gemv_streams : n_threads > 1 ?
-      GEMV_STREAMS_EACH_OF_SEVERAL : GEMV_STREAMS_ONE_THREAD;
   for (i = 0; i < n_jobs; i++)
-    jobs[i].gemv_streams = streams;
+    bytes += jobs[i].rows * jobs[i].nb * (jobs[i].mxfp4 ?
+        sizeof (NpuBlockMxfp4) : sizeof (NpuBlockQ8_0));
+  if (!gemv_streams)
+    npu_gemv_streams_begin (&trial, n_threads, bytes);
+  for (i = 0; i < n_jobs; i++)
+    jobs[i].gemv_streams = trial.streams;
   npu_task_parallel_claims (task, first_tile[n_jobs], GEMV_CLAIM_TILES,
       GEMV_GUIDED_SHARE, gemv_claim_rows, &gc);
+  if (!gemv_streams)
+    npu_gemv_streams_end (&trial);
 }
 
 /* One token through the path's GEMV kernel: the activations quantised

@@ -273,18 +273,32 @@ scale_lanes (__m256i scales, guint i)
       _mm256_set1_epi16 ((gint16) (((2 * i + 1) << 8) | (2 * i))));
 }
 
-/* sc_2c (q . x) + sc_2c+1 (q . x) of sub-blocks 2c (@lo, the low
+/* @acc + the products of @a's and @b's int16 lanes summed in pairs to
+ * int32: one vpdpwssd on the avx512 level (VNNI), where AVX2 takes a
+ * vpmaddwd and an add; the same integers */
+static inline __m256i
+madd_add (__m256i acc, __m256i a, __m256i b)
+{
+#if defined(__AVX512VNNI__)
+  return _mm256_dpwssd_epi32 (acc, a, b);
+#else
+  return _mm256_add_epi32 (acc, _mm256_madd_epi16 (a, b));
+#endif
+}
+
+/* @acc + sc_2c (q . x) + sc_2c+1 (q . x) of sub-blocks 2c (@lo, the low
  * nibbles) and 2c + 1 (@hi) of a K-quant super-block, in 8 int32 lanes */
 static inline __m256i
-k_pair (__m256i lo, __m256i hi, const gint8 * x, __m256i scales, guint c)
+k_pair (__m256i acc, __m256i lo, __m256i hi, const gint8 * x,
+    __m256i scales, guint c)
 {
   __m256i pl = _mm256_maddubs_epi16 (lo,
       _mm256_loadu_si256 ((const __m256i *) x));
   __m256i ph = _mm256_maddubs_epi16 (hi,
       _mm256_loadu_si256 ((const __m256i *) (x + 32)));
 
-  return _mm256_add_epi32 (_mm256_madd_epi16 (pl, scale_lanes (scales,
-              2 * c)), _mm256_madd_epi16 (ph, scale_lanes (scales, 2 * c + 1)));
+  acc = madd_add (acc, pl, scale_lanes (scales, 2 * c));
+  return madd_add (acc, ph, scale_lanes (scales, 2 * c + 1));
 }
 
 #define ALWAYS_INLINE inline __attribute__((always_inline))
@@ -342,8 +356,8 @@ dot_q45_k (const guint8 * row, gsize k, gboolean five, const Cols * cols,
         h = _mm256_srli_epi16 (h, 1);
       }
       for (c = 0; c < nc; c++)
-        sumi[c] = _mm256_add_epi32 (sumi[c], k_pair (lo, hi,
-                cols->qx[c] + 256 * i + 64 * j, scales, j));
+        sumi[c] = k_pair (sumi[c], lo, hi, cols->qx[c] + 256 * i + 64 * j,
+            scales, j);
     }
     for (c = 0; c < nc; c++)
       acc[c] = _mm256_fmadd_ps (_mm256_set1_ps (d * cols->dx[c][8 * i]),
@@ -418,7 +432,7 @@ dot_q6_k (const guint8 * row, gsize k, const Cols * cols, guint nc, float *out)
           __m256i p = signed_pairs (qg, _mm256_loadu_si256 ((const __m256i *)
                   (cols->qx[c] + 256 * i + 128 * h + 32 * g)));
 
-          sumi[c] = _mm256_add_epi32 (sumi[c], _mm256_madd_epi16 (p, sg));
+          sumi[c] = madd_add (sumi[c], p, sg);
         }
       }
     }

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: replays the fuzzing corpora through the model file readers
  *
- * tests/fuzz/corpus-gguf/ and corpus-safetensors/ hold seeds and inputs the
+ * tests/fuzz/corpus-gguf/, corpus-safetensors/ and corpus-json/ (the JSON
+ * of Hugging Face directories, read from an exact-size copy) hold seeds and
+ * inputs the
  * fuzzers found interesting (including any that once crashed), so every
  * normal build re-checks them without libFuzzer.  Names say what to expect:
  * "ok-*" must open, "bad-*" must fail with an error, anything else must
@@ -14,6 +16,7 @@
  * define, else G_TEST_SRCDIR (tests/unit) + "../fuzz".
  */
 #include <core/formats/npugguf.h>
+#include <core/formats/npujson.h>
 #include <core/formats/npusafetensors.h>
 #include <core/formats/nputokenwire.h>
 
@@ -106,8 +109,44 @@ walk_safetensors (NpuSafetensors * st)
   }
 }
 
+/* Every value of a JSON tree, and each member found by its name */
+static void
+walk_json (const NpuJson * v)
+{
+  guint i;
+
+  for (i = 0; i < npu_json_size (v); i++) {
+    if (npu_json_type (v) == NPU_JSON_OBJECT)
+      g_assert_nonnull (npu_json_member (v, npu_json_key_at (v, i)));
+    walk_json (npu_json_at (v, i));
+  }
+  if (npu_json_type (v) == NPU_JSON_STRING)
+    g_assert_true (g_utf8_validate (npu_json_string (v), -1, NULL));
+}
+
+static void
+replay_json (const gchar * path, const gchar * name, const gchar * text,
+    gsize len)
+{
+  GError *err = NULL;
+  NpuJson *root = npu_json_parse (text, len, name, &err);
+
+  check (path, name, root != NULL, err, expect_for (name));
+  if (root)
+    walk_json (root);
+  npu_json_free (root);
+  g_clear_error (&err);
+}
+
+typedef enum
+{
+  FORMAT_GGUF,
+  FORMAT_SAFETENSORS,
+  FORMAT_JSON,
+} Format;
+
 static guint
-replay (const gchar * sub, gboolean gguf)
+replay (const gchar * sub, Format format)
 {
   gchar *root = corpus_root (), *dir;
   GError *err = NULL;
@@ -135,7 +174,9 @@ replay (const gchar * sub, gboolean gguf)
     copy = len ? g_memdup2 (contents, len) : NULL;
     g_free (contents);
 
-    if (gguf) {
+    if (format == FORMAT_JSON) {
+      replay_json (path, name, (const gchar *) copy, len);
+    } else if (format == FORMAT_GGUF) {
       NpuGguf *g = npu_gguf_open (path, &err);
 
       check (path, name, g != NULL, err, expect);
@@ -179,13 +220,19 @@ static void
 test_gguf_corpus (void)
 {
   /* a corpus that went missing must not pass silently */
-  g_assert_cmpuint (replay ("corpus-gguf", TRUE), >=, 10);
+  g_assert_cmpuint (replay ("corpus-gguf", FORMAT_GGUF), >=, 10);
 }
 
 static void
 test_safetensors_corpus (void)
 {
-  g_assert_cmpuint (replay ("corpus-safetensors", FALSE), >=, 10);
+  g_assert_cmpuint (replay ("corpus-safetensors", FORMAT_SAFETENSORS), >=, 10);
+}
+
+static void
+test_json_corpus (void)
+{
+  g_assert_cmpuint (replay ("corpus-json", FORMAT_JSON), >=, 10);
 }
 
 int
@@ -194,5 +241,6 @@ main (int argc, char **argv)
   g_test_init (&argc, &argv, NULL);
   g_test_add_func ("/fuzz-corpus/gguf", test_gguf_corpus);
   g_test_add_func ("/fuzz-corpus/safetensors", test_safetensors_corpus);
+  g_test_add_func ("/fuzz-corpus/json", test_json_corpus);
   return g_test_run ();
 }

@@ -11,12 +11,6 @@
 #include "npumxfp4.h"
 #include "npusafetensors.h"
 
-GQuark
-npu_hf_model_error_quark (void)
-{
-  return g_quark_from_static_string ("npu-hf-model-error-quark");
-}
-
 /* config.json of a gpt-oss model, as GptOssConfig names it */
 typedef struct
 {

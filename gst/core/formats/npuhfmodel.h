@@ -41,18 +41,9 @@
 #include "core/device/npuapi.h"
 #include "core/device/nputensorview.h"
 #include "npugguf.h"
+#include "npuhferror.h"
 
 G_BEGIN_DECLS
-#define NPU_HF_MODEL_ERROR (npu_hf_model_error_quark ())
-    NPU_API GQuark npu_hf_model_error_quark (void);
-
-typedef enum
-{
-  NPU_HF_MODEL_ERROR_IO,        /* a file is missing or unreadable */
-  NPU_HF_MODEL_ERROR_FORMAT,    /* a file is malformed or inconsistent */
-  NPU_HF_MODEL_ERROR_UNSUPPORTED,       /* well formed, not for us */
-} NpuHfModelError;
-
 typedef struct _NpuHfModel NpuHfModel;
 
 /* Whether @path names a Hugging Face model: a directory, a .json file in

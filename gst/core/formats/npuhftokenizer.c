@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "npuhfmodel.h"
+#include "npuhferror.h"
 
 /* llama.cpp's token types (llama_token_type) */
 enum

@@ -335,6 +335,47 @@ test_bf16_vectors (void)
   g_free (gguf);
 }
 
+/* The experts are rewritten one by one when first prepared, into ggml's
+ * blocks of the GGUF's bytes; the rest of the tensor is never written */
+static void
+test_lazy_experts (void)
+{
+  gchar *gguf = write_gguf ("lazy.gguf", NPU_GGML_TYPE_BF16);
+  gchar *dir = export (gguf, "lazy-hf", 2, FALSE, FALSE);
+  GError *error = NULL;
+  NpuGguf *g = npu_gguf_open (gguf, &error);
+  NpuHfModel *hf = npu_hf_model_open (dir, &error);
+  const NpuGgufTensor *t = npu_gguf_find_tensor (g, "blk.1.ffn_up_exps.weight");
+  NpuTensorView v;
+  gsize per = t->n_bytes / t->ne[2];
+  guint64 before;
+  guint e;
+
+  g_assert_no_error (error);
+  g_assert_true (npu_hf_model_lookup ("blk.1.ffn_up_exps.weight", &v, hf));
+  g_assert_nonnull (v.prepare);
+  g_assert_cmpuint (v.size, ==, t->n_bytes);
+  before = npu_hf_model_get_rewritten_bytes (hf);
+  v.prepare (v.prepare_data, 3);
+  v.prepare (v.prepare_data, 3);
+  g_assert_cmpuint (npu_hf_model_get_rewritten_bytes (hf), ==, before + per);
+  g_assert_cmpmem ((const guint8 *) v.data + 3 * per, per,
+      t->data + 3 * per, per);
+  /* the others untouched: still the zero pages of the mapping */
+  for (e = 0; e < t->ne[2]; e++) {
+    const guint8 *p = (const guint8 *) v.data + e * per;
+
+    if (e != 3)
+      g_assert_true (p[0] == 0 && memcmp (p, p + 1, per - 1) == 0);
+  }
+  npu_hf_model_free (hf);
+  npu_gguf_free (g);
+  remove_dir (dir);
+  g_unlink (gguf);
+  g_free (dir);
+  g_free (gguf);
+}
+
 /* ------------------------------------------------------------------------ */
 /* Bad directories                                                           */
 
@@ -448,6 +489,7 @@ main (int argc, char **argv)
   g_test_add_func ("/hfmodel/gpt-oss/same-as-gguf-f32-one-file",
       test_same_f32_one_file);
   g_test_add_func ("/hfmodel/gpt-oss/bf16-vectors", test_bf16_vectors);
+  g_test_add_func ("/hfmodel/gpt-oss/lazy-experts", test_lazy_experts);
   g_test_add_func ("/hfmodel/gpt-oss/bad-directories", test_bad_directories);
   ret = g_test_run ();
   npu_queue_free (queue);

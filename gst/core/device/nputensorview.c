@@ -15,4 +15,6 @@ npu_tensor_view_init (NpuTensorView * view, guint32 type, guint n_dims,
     view->ne[i] = i < n_dims ? ne[i] : 1;
   view->data = data;
   view->size = size;
+  view->prepare = NULL;
+  view->prepare_data = NULL;
 }

@@ -20,6 +20,11 @@ G_BEGIN_DECLS
 /* Largest tensor rank (ggml's GGML_MAX_DIMS) */
 #define NPU_TENSOR_MAX_DIMS 4
 
+/* Makes slice @slice of a view readable (its outermost dimension, an
+ * expert of a 3-D expert tensor), for a source that writes a tensor on
+ * first use; thread-safe, and cheap once the slice is done */
+typedef void (*NpuTensorPrepareFunc) (gpointer data, guint64 slice);
+
 /**
  * NpuTensorView:
  * @type: ggml type id (an NpuGgmlType)
@@ -28,6 +33,9 @@ G_BEGIN_DECLS
  *   the dimensions beyond @n_dims are always 1
  * @data: the tensor's bytes in ggml's layout for @type
  * @size: their size in bytes, 0 if the source does not say
+ * @prepare: NULL when every byte is there to read; else to be called with
+ *   @prepare_data for each slice before it is read (a Hugging Face
+ *   directory's experts are rewritten into ggml's layout on first use)
  */
 typedef struct
 {
@@ -36,6 +44,8 @@ typedef struct
   guint64 ne[NPU_TENSOR_MAX_DIMS];
   gconstpointer data;
   gsize size;
+  NpuTensorPrepareFunc prepare;
+  gpointer prepare_data;
 } NpuTensorView;
 
 /* Fills @out and returns TRUE if tensor @name exists, FALSE if not.  What
@@ -44,8 +54,9 @@ typedef struct
 typedef gboolean (*NpuTensorLookup) (const gchar * name, NpuTensorView * out,
     gpointer user_data);
 
-/* Fills @view; the dimensions of @ne beyond @n_dims are set to 1 whatever
- * @ne holds there (@n_dims above NPU_TENSOR_MAX_DIMS is clamped). */
+/* Fills @view (ready to read: no @prepare); the dimensions of @ne beyond
+ * @n_dims are set to 1 whatever @ne holds there (@n_dims above
+ * NPU_TENSOR_MAX_DIMS is clamped). */
 NPU_API
 void npu_tensor_view_init (NpuTensorView * view, guint32 type, guint n_dims,
     const guint64 * ne, gconstpointer data, gsize size);

@@ -4,6 +4,7 @@
 #include "npuhfmodel.h"
 
 #include <string.h>
+#include <sys/mman.h>
 
 #include "npuggufwriter.h"
 #include "npuhftokenizer.h"
@@ -71,10 +72,26 @@ static const LayerTensor top_tensors[] = {
   {"output.weight", "lm_head.weight", KIND_MATRIX},
 };
 
+/* An expert tensor rewritten expert by expert on first use, into memory
+ * mapped without backing: the experts no token is routed to never take
+ * any */
+typedef struct
+{
+  NpuHfModel *hf;
+  const NpuSafetensorsTensor *blocks, *scales;
+  Kind kind;
+  guint64 n_expert, rows, nb;   /* rows and blocks of one expert, ours */
+  NpuBlockMxfp4 *dst;
+  gsize map_size;
+  gint *ready;                  /* n_expert flags */
+  GMutex lock;
+} LazyExperts;
+
 typedef struct
 {
   NpuTensorView view;
   gpointer data;
+  LazyExperts *lazy;
 } Owned;
 
 struct _NpuHfModel
@@ -95,6 +112,12 @@ owned_free (gpointer p)
 {
   Owned *o = p;
 
+  if (o->lazy) {
+    munmap (o->lazy->dst, o->lazy->map_size);
+    g_free (o->lazy->ready);
+    g_mutex_clear (&o->lazy->lock);
+    g_free (o->lazy);
+  }
   g_free (o->data);
   g_free (o);
 }
@@ -743,37 +766,73 @@ make_vector (const NpuSafetensorsTensor * t, Kind kind)
   return o;
 }
 
-/* Experts [E, R, K / 32] rewritten into ggml's [K, R', E] blocks, R' = R
- * (every row) or R / 2 (the even or the odd rows) */
-static Owned *
-make_experts (const NpuSafetensorsTensor * b, const NpuSafetensorsTensor * s,
-    Kind kind)
+/* Expert @e of @lazy: its rows of the pair (every one, or the even or
+ * the odd ones) rewritten into ggml's blocks, once */
+static void
+prepare_expert (gpointer data, guint64 e)
 {
-  guint64 E = b->shape[0], R = b->shape[1], nb = b->shape[2];
-  guint step = kind == KIND_EXPERTS ? 1 : 2;
-  guint first = kind == KIND_EXPERTS_ODD ? 1 : 0;
-  guint64 rows = R / step, e, r, k;
-  gsize n = E * rows * nb;
-  NpuBlockMxfp4 *dst = g_try_new (NpuBlockMxfp4, n);
-  Owned *o;
+  LazyExperts *lazy = data;
+  guint step = lazy->kind == KIND_EXPERTS ? 1 : 2;
+  guint first = lazy->kind == KIND_EXPERTS_ODD ? 1 : 0;
+  guint64 R = lazy->rows * step, nb = lazy->nb, r, k;
 
-  if (!dst)
-    return NULL;
-  for (e = 0; e < E; e++) {
-    for (r = 0; r < rows; r++) {
+  if (e >= lazy->n_expert || g_atomic_int_get (&lazy->ready[e]))
+    return;
+  g_mutex_lock (&lazy->lock);
+  if (!lazy->ready[e]) {
+    for (r = 0; r < lazy->rows; r++) {
       guint64 src_row = e * R + r * step + first;
-      NpuBlockMxfp4 *out = dst + (e * rows + r) * nb;
+      NpuBlockMxfp4 *out = lazy->dst + (e * lazy->rows + r) * nb;
 
       for (k = 0; k < nb; k++)
-        npu_mxfp4_block_from_gpt_oss (b->data + (src_row * nb + k) * 16,
-            s->data[src_row * nb + k], out + k);
+        npu_mxfp4_block_from_gpt_oss (lazy->blocks->data + (src_row * nb +
+                k) * 16, lazy->scales->data[src_row * nb + k], out + k);
     }
+    g_mutex_lock (&lazy->hf->lock);
+    lazy->hf->rewritten += lazy->rows * nb * sizeof (NpuBlockMxfp4);
+    g_mutex_unlock (&lazy->hf->lock);
+    g_atomic_int_set (&lazy->ready[e], 1);
   }
+  g_mutex_unlock (&lazy->lock);
+}
+
+/* Experts [E, R, K / 32] as ggml's [K, R', E] blocks, R' = R (every row)
+ * or R / 2 (the even or the odd rows), each written when a token is
+ * first routed to it (NpuTensorView.prepare) */
+static Owned *
+make_experts (NpuHfModel * hf, const NpuSafetensorsTensor * b,
+    const NpuSafetensorsTensor * s, Kind kind)
+{
+  guint64 E = b->shape[0], R = b->shape[1], nb = b->shape[2];
+  guint64 rows = kind == KIND_EXPERTS ? R : R / 2;
+  gsize size = E * rows * nb * sizeof (NpuBlockMxfp4);
+  LazyExperts *lazy;
+  Owned *o;
+  gpointer map;
+
+  map = mmap (NULL, size, PROT_READ | PROT_WRITE,
+      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (map == MAP_FAILED)
+    return NULL;
+  lazy = g_new0 (LazyExperts, 1);
+  lazy->hf = hf;
+  lazy->blocks = b;
+  lazy->scales = s;
+  lazy->kind = kind;
+  lazy->n_expert = E;
+  lazy->rows = rows;
+  lazy->nb = nb;
+  lazy->dst = map;
+  lazy->map_size = size;
+  lazy->ready = g_new0 (gint, E);
+  g_mutex_init (&lazy->lock);
   o = g_new0 (Owned, 1);
-  o->data = dst;
+  o->lazy = lazy;
   npu_tensor_view_init (&o->view, NPU_GGML_TYPE_MXFP4, 3, (guint64[]) {
       nb * 32, rows, E, 1}
-      , dst, n * sizeof (NpuBlockMxfp4));
+      , map, size);
+  o->view.prepare = prepare_expert;
+  o->view.prepare_data = lazy;
   return o;
 }
 
@@ -833,7 +892,7 @@ resolve (const gchar * name, gchar * hf_name, gsize hf_size)
 }
 
 static Owned *
-make (const NpuHfModel * hf, const LayerTensor * e, const gchar * hf_name,
+make (NpuHfModel * hf, const LayerTensor * e, const gchar * hf_name,
     NpuTensorView * out)
 {
   gchar *bn, *sn;
@@ -860,7 +919,7 @@ make (const NpuHfModel * hf, const LayerTensor * e, const gchar * hf_name,
   sn = g_strconcat (hf_name, "_scales", NULL);
   t = find (hf, bn);
   s = find (hf, sn);
-  o = make_experts (t, s, e->kind);
+  o = make_experts (hf, t, s, e->kind);
   g_free (bn);
   g_free (sn);
   return o;
@@ -892,7 +951,9 @@ npu_hf_model_lookup (const gchar * name, NpuTensorView * out, gpointer data)
     o = make (hf, e, hf_name, out);
     if (o) {
       g_hash_table_insert (hf->owned, g_strdup (name), o);
-      hf->rewritten += o->view.size;
+      /* the experts count as they are written */
+      if (!o->lazy)
+        hf->rewritten += o->view.size;
     } else {
       /* in place, or memory for the copy ran out */
       found = out->data != NULL;

@@ -21,9 +21,11 @@
  *   the MXFP4 experts, stored as "<W>_blocks" + "<W>_scales" with their
  *   nibbles in another order and gate_up_proj's gate and up rows
  *   interleaved (gate in even rows, as transformers' GptOssExperts splits
- *   them), are rewritten once into ggml's block_mxfp4, gate and up apart.
- *   The values are unchanged everywhere; the bytes rewritten are counted
- *   (npu_hf_model_get_rewritten_bytes()).
+ *   them), are rewritten into ggml's block_mxfp4, gate and up apart, each
+ *   expert when a token is first routed to it (NpuTensorView.prepare),
+ *   into memory mapped without backing: an expert never used takes none.
+ *   The values are unchanged everywhere; the bytes rewritten so far are
+ *   counted (npu_hf_model_get_rewritten_bytes()).
  *
  * Only gpt-oss (config.json model_type "gpt_oss") is read: other families
  * are refused with an error that says to convert them with llama.cpp.

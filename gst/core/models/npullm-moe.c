@@ -111,8 +111,8 @@ load_router (NpuLlmMoe * moe, NpuTensorLookup lookup, gpointer user_data,
 /* One [k, rows, n_expert] MXFP4 tensor as n_expert views of rows x k */
 static gboolean
 load_experts (NpuLlmMoe * moe, NpuTensorLookup lookup, gpointer user_data,
-    const gchar * name, guint64 k, guint64 rows, NpuMxfp4Matrix ** out,
-    GError ** error)
+    const gchar * name, guint64 k, guint64 rows, guint which,
+    NpuMxfp4Matrix ** out, GError ** error)
 {
   NpuTensorView v;
   gsize per = (gsize) rows * (k / NPU_MXFP4_BLOCK_SIZE);
@@ -135,6 +135,8 @@ load_experts (NpuLlmMoe * moe, NpuTensorLookup lookup, gpointer user_data,
   if (!npu_llm_check_view_size (name, &v,
           per * moe->n_expert * sizeof (NpuBlockMxfp4), error))
     return FALSE;
+  moe->prepare[which] = v.prepare;
+  moe->prepare_data[which] = v.prepare_data;
   *out = g_new0 (NpuMxfp4Matrix, moe->n_expert);
   for (e = 0; e < moe->n_expert; e++)
     npu_mxfp4_matrix_init_view (&(*out)[e],
@@ -161,11 +163,11 @@ npu_llm_moe_load (NpuLlmMoe * moe, const NpuLlmHParams * hp,
       && load_bias (lookup, user_data, NAME ("ffn_gate_inp.bias"), E, 1,
       &moe->router_b, error)
       && load_experts (moe, lookup, user_data, NAME ("ffn_gate_exps.weight"),
-      D, F, &moe->gate, error)
+      D, F, 0, &moe->gate, error)
       && load_experts (moe, lookup, user_data, NAME ("ffn_up_exps.weight"),
-      D, F, &moe->up, error)
+      D, F, 1, &moe->up, error)
       && load_experts (moe, lookup, user_data, NAME ("ffn_down_exps.weight"),
-      F, D, &moe->down, error)
+      F, D, 2, &moe->down, error)
       && load_bias (lookup, user_data, NAME ("ffn_gate_exps.bias"), F, E,
       &moe->gate_b, error)
       && load_bias (lookup, user_data, NAME ("ffn_up_exps.bias"), F, E,
@@ -339,6 +341,9 @@ run_expert (const NpuLlmMoe * moe, NpuTask * task, NpuMatmulPrecision prec,
   gsize r;
   guint i;
 
+  for (i = 0; i < 3; i++)
+    if (moe->prepare[i])
+      moe->prepare[i] (moe->prepare_data[i], e);
   npu_matmul_mxfp4_multi_with_precision (task, w, 2, s->xe, c, y, prec);
   swiglu_oai (s->gate, s->up, moe->gate_b + (gsize) e * moe->n_ff,
       moe->up_b + (gsize) e * moe->n_ff, c, moe->n_ff);

@@ -41,6 +41,10 @@ typedef struct
   float *router_owned;          /* @router when converted from F16/BF16 */
   const float *router_b;        /* n_expert */
   NpuMxfp4Matrix *gate, *up, *down;     /* n_expert views each */
+  /* each one's slice preparation, if its source writes it on first use
+   * (NpuTensorView.prepare) */
+  NpuTensorPrepareFunc prepare[3];
+  gpointer prepare_data[3];
   const float *gate_b, *up_b;   /* n_expert x n_ff */
   const float *down_b;          /* n_expert x n_embd */
 } NpuLlmMoe;

@@ -659,20 +659,7 @@ GST_START_TEST (test_gpt_oss_both_paths)
   }
   g_free (text);
   g_free (cfg);
-  {
-    GDir *d = g_dir_open (dir, 0, NULL);
-    const gchar *f;
-
-    while (d && (f = g_dir_read_name (d))) {
-      gchar *p = g_build_filename (dir, f, NULL);
-
-      g_unlink (p);
-      g_free (p);
-    }
-    if (d)
-      g_dir_close (d);
-    g_rmdir (dir);
-  }
+  npu_hf_export_remove (dir);
   g_free (dir);
   g_free (want);
 }

@@ -3,6 +3,7 @@
  * directory (see npuhfexport.h) */
 #include "npuhfexport.h"
 
+#include <glib/gstdio.h>
 #include <string.h>
 
 #include "core/formats/npugguf.h"
@@ -618,4 +619,21 @@ npu_hf_export (const gchar * gguf_path, const gchar * dir,
   if (g)
     npu_gguf_free (g);
   return ok;
+}
+
+void
+npu_hf_export_remove (const gchar * dir)
+{
+  GDir *d = g_dir_open (dir, 0, NULL);
+  const gchar *f;
+
+  while (d && (f = g_dir_read_name (d))) {
+    gchar *path = g_build_filename (dir, f, NULL);
+
+    g_unlink (path);
+    g_free (path);
+  }
+  if (d)
+    g_dir_close (d);
+  g_rmdir (dir);
 }

@@ -34,6 +34,8 @@ typedef struct
 
 gboolean npu_hf_export (const gchar * gguf_path, const gchar * dir,
     const NpuHfExportParams * params, GError ** error);
+/* Removes a directory npu_hf_export() wrote (its files, then itself) */
+void npu_hf_export_remove (const gchar * dir);
 
 G_END_DECLS
 

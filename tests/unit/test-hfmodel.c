@@ -142,23 +142,6 @@ export (const gchar * gguf, const gchar * name, guint shards,
   return dir;
 }
 
-static void
-remove_dir (const gchar * dir)
-{
-  GDir *d = g_dir_open (dir, 0, NULL);
-  const gchar *f;
-
-  while (d && (f = g_dir_read_name (d))) {
-    gchar *p = g_build_filename (dir, f, NULL);
-
-    g_unlink (p);
-    g_free (p);
-  }
-  if (d)
-    g_dir_close (d);
-  g_rmdir (dir);
-}
-
 #define N_PROMPT 24
 #define N_STEPS 4
 
@@ -262,7 +245,7 @@ check_same_model (guint32 wtype, guint shards, gboolean pairs)
   npu_llm_model_free (a);
   npu_llm_model_free (b);
   g_free (shard);
-  remove_dir (dir);
+  npu_hf_export_remove (dir);
   g_unlink (gguf);
   g_free (dir);
   g_free (gguf);
@@ -295,6 +278,42 @@ bf16_value (float f)
   return f;
 }
 
+/* A generated GGUF, the directory exported from it, and both opened */
+typedef struct
+{
+  gchar *gguf, *dir;
+  NpuGguf *g;
+  NpuHfModel *hf;
+} Pair;
+
+static void
+pair_open (Pair * p, const gchar * name, guint shards, gboolean bf16_vectors)
+{
+  gchar *file = g_strconcat (name, ".gguf", NULL);
+  gchar *dir = g_strconcat (name, "-hf", NULL);
+  GError *error = NULL;
+
+  p->gguf = write_gguf (file, NPU_GGML_TYPE_BF16);
+  p->dir = export (p->gguf, dir, shards, bf16_vectors, FALSE);
+  p->g = npu_gguf_open (p->gguf, &error);
+  g_assert_no_error (error);
+  p->hf = npu_hf_model_open (p->dir, &error);
+  g_assert_no_error (error);
+  g_free (dir);
+  g_free (file);
+}
+
+static void
+pair_close (Pair * p)
+{
+  npu_hf_model_free (p->hf);
+  npu_gguf_free (p->g);
+  npu_hf_export_remove (p->dir);
+  g_unlink (p->gguf);
+  g_free (p->dir);
+  g_free (p->gguf);
+}
+
 /* BF16 vectors are widened exactly; gate_up_proj_bias's even columns are
  * the gate's, the odd ones the up's */
 static void
@@ -305,34 +324,25 @@ test_bf16_vectors (void)
     "blk.1.ffn_gate_exps.bias", "blk.0.ffn_up_exps.bias",
     "blk.1.ffn_down_exps.bias", "output_norm.weight",
   };
-  gchar *gguf = write_gguf ("vec.gguf", NPU_GGML_TYPE_BF16);
-  gchar *dir = export (gguf, "vec-hf", 3, TRUE, FALSE);
-  GError *error = NULL;
-  NpuGguf *g = npu_gguf_open (gguf, &error);
-  NpuHfModel *hf = npu_hf_model_open (dir, &error);
+  Pair p;
   guint k;
 
-  g_assert_no_error (error);
+  pair_open (&p, "vec", 3, TRUE);
   for (k = 0; k < G_N_ELEMENTS (names); k++) {
-    const NpuGgufTensor *t = npu_gguf_find_tensor (g, names[k]);
+    const NpuGgufTensor *t = npu_gguf_find_tensor (p.g, names[k]);
     NpuTensorView v;
     guint64 i, n = t->ne[0] * t->ne[1];
 
-    g_assert_true (npu_hf_model_lookup (names[k], &v, hf));
+    g_assert_true (npu_hf_model_lookup (names[k], &v, p.hf));
     g_assert_cmpuint (v.type, ==, NPU_GGML_TYPE_F32);
     g_assert_cmpmem (v.ne, sizeof (v.ne), t->ne, sizeof (v.ne));
     for (i = 0; i < n; i++)
       g_assert_cmpfloat (((const float *) v.data)[i], ==,
           bf16_value (((const float *) t->data)[i]));
   }
-  /* the vectors copied and the experts rewritten */
-  g_assert_cmpuint (npu_hf_model_get_rewritten_bytes (hf), >, 0);
-  npu_hf_model_free (hf);
-  npu_gguf_free (g);
-  remove_dir (dir);
-  g_unlink (gguf);
-  g_free (dir);
-  g_free (gguf);
+  /* the vectors copied */
+  g_assert_cmpuint (npu_hf_model_get_rewritten_bytes (p.hf), >, 0);
+  pair_close (&p);
 }
 
 /* The experts are rewritten one by one when first prepared, into ggml's
@@ -340,40 +350,33 @@ test_bf16_vectors (void)
 static void
 test_lazy_experts (void)
 {
-  gchar *gguf = write_gguf ("lazy.gguf", NPU_GGML_TYPE_BF16);
-  gchar *dir = export (gguf, "lazy-hf", 2, FALSE, FALSE);
-  GError *error = NULL;
-  NpuGguf *g = npu_gguf_open (gguf, &error);
-  NpuHfModel *hf = npu_hf_model_open (dir, &error);
-  const NpuGgufTensor *t = npu_gguf_find_tensor (g, "blk.1.ffn_up_exps.weight");
+  Pair p;
+  const NpuGgufTensor *t;
   NpuTensorView v;
-  gsize per = t->n_bytes / t->ne[2];
+  gsize per;
   guint64 before;
   guint e;
 
-  g_assert_no_error (error);
-  g_assert_true (npu_hf_model_lookup ("blk.1.ffn_up_exps.weight", &v, hf));
+  pair_open (&p, "lazy", 2, FALSE);
+  t = npu_gguf_find_tensor (p.g, "blk.1.ffn_up_exps.weight");
+  per = t->n_bytes / t->ne[2];
+  g_assert_true (npu_hf_model_lookup ("blk.1.ffn_up_exps.weight", &v, p.hf));
   g_assert_nonnull (v.prepare);
   g_assert_cmpuint (v.size, ==, t->n_bytes);
-  before = npu_hf_model_get_rewritten_bytes (hf);
+  before = npu_hf_model_get_rewritten_bytes (p.hf);
   v.prepare (v.prepare_data, 3);
   v.prepare (v.prepare_data, 3);
-  g_assert_cmpuint (npu_hf_model_get_rewritten_bytes (hf), ==, before + per);
+  g_assert_cmpuint (npu_hf_model_get_rewritten_bytes (p.hf), ==, before + per);
   g_assert_cmpmem ((const guint8 *) v.data + 3 * per, per,
       t->data + 3 * per, per);
   /* the others untouched: still the zero pages of the mapping */
   for (e = 0; e < t->ne[2]; e++) {
-    const guint8 *p = (const guint8 *) v.data + e * per;
+    const guint8 *q = (const guint8 *) v.data + e * per;
 
     if (e != 3)
-      g_assert_true (p[0] == 0 && memcmp (p, p + 1, per - 1) == 0);
+      g_assert_true (q[0] == 0 && memcmp (q, q + 1, per - 1) == 0);
   }
-  npu_hf_model_free (hf);
-  npu_gguf_free (g);
-  remove_dir (dir);
-  g_unlink (gguf);
-  g_free (dir);
-  g_free (gguf);
+  pair_close (&p);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -461,7 +464,7 @@ test_bad_directories (void)
 
     replace_in_file (dir, cases[k].file, cases[k].from, cases[k].to);
     expect_open_error (dir, cases[k].code, cases[k].message);
-    remove_dir (dir);
+    npu_hf_export_remove (dir);
     g_free (dir);
   }
   g_mkdir (missing, 0755);

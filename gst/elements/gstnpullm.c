@@ -1217,9 +1217,10 @@ build_session (GstNpuLlm * self, const gchar * path, GstNpuWeights * weights)
       hp.n_layer, hp.n_embd, npu_llm_session_get_template_name (session));
   if (ld.hf)
     GST_INFO_OBJECT (self, "%s: a Hugging Face directory; %" G_GUINT64_FORMAT
-        " bytes rewritten into our layout (the experts' MXFP4 blocks, the "
-        "vectors in F32), the values unchanged", path,
-        npu_hf_model_get_rewritten_bytes (ld.hf));
+        " bytes of vectors copied at load (widened to F32, or the experts' "
+        "biases parted into gate and up), each expert's MXFP4 blocks "
+        "rewritten into our layout when a token first reaches it (the values "
+        "unchanged)", path, npu_hf_model_get_rewritten_bytes (ld.hf));
   return TRUE;
 
   /* ERRORS */

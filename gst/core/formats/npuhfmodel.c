@@ -34,43 +34,59 @@ typedef enum
   KIND_BIAS_ODD,
 } Kind;
 
+/* A source's row-major shape, dimension by dimension: the embedding width
+ * 'D', q's width 'Q' (heads x head_dim), k's and v's 'K', experts 'E',
+ * heads 'H', a vocabulary 'V' (any number); 0 ends it.  The expert
+ * tensors' shapes follow from their kind (expected_shape ()). */
 typedef struct
 {
   const gchar *gguf, *hf;
   Kind kind;
+  gchar rows, cols;
 } LayerTensor;
 
 /* A gpt-oss block, GGUF name -> transformers' name (after
  * "model.layers.N."), as convert_hf_to_gguf.py's GptOssModel maps them */
 static const LayerTensor layer_tensors[] = {
-  {"attn_norm.weight", "input_layernorm.weight", KIND_VECTOR},
+  {"attn_norm.weight", "input_layernorm.weight", KIND_VECTOR, 'D', 0},
   {"post_attention_norm.weight", "post_attention_layernorm.weight",
-      KIND_VECTOR},
-  {"attn_q.weight", "self_attn.q_proj.weight", KIND_MATRIX},
-  {"attn_q.bias", "self_attn.q_proj.bias", KIND_VECTOR},
-  {"attn_k.weight", "self_attn.k_proj.weight", KIND_MATRIX},
-  {"attn_k.bias", "self_attn.k_proj.bias", KIND_VECTOR},
-  {"attn_v.weight", "self_attn.v_proj.weight", KIND_MATRIX},
-  {"attn_v.bias", "self_attn.v_proj.bias", KIND_VECTOR},
-  {"attn_output.weight", "self_attn.o_proj.weight", KIND_MATRIX},
-  {"attn_output.bias", "self_attn.o_proj.bias", KIND_VECTOR},
-  {"attn_sinks.weight", "self_attn.sinks", KIND_VECTOR},
-  {"ffn_gate_inp.weight", "mlp.router.weight", KIND_MATRIX},
-  {"ffn_gate_inp.bias", "mlp.router.bias", KIND_VECTOR},
-  {"ffn_gate_exps.weight", "mlp.experts.gate_up_proj", KIND_EXPERTS_EVEN},
-  {"ffn_up_exps.weight", "mlp.experts.gate_up_proj", KIND_EXPERTS_ODD},
-  {"ffn_down_exps.weight", "mlp.experts.down_proj", KIND_EXPERTS},
-  {"ffn_gate_exps.bias", "mlp.experts.gate_up_proj_bias", KIND_BIAS_EVEN},
-  {"ffn_up_exps.bias", "mlp.experts.gate_up_proj_bias", KIND_BIAS_ODD},
-  {"ffn_down_exps.bias", "mlp.experts.down_proj_bias", KIND_VECTOR},
+      KIND_VECTOR, 'D', 0},
+  {"attn_q.weight", "self_attn.q_proj.weight", KIND_MATRIX, 'Q', 'D'},
+  {"attn_q.bias", "self_attn.q_proj.bias", KIND_VECTOR, 'Q', 0},
+  {"attn_k.weight", "self_attn.k_proj.weight", KIND_MATRIX, 'K', 'D'},
+  {"attn_k.bias", "self_attn.k_proj.bias", KIND_VECTOR, 'K', 0},
+  {"attn_v.weight", "self_attn.v_proj.weight", KIND_MATRIX, 'K', 'D'},
+  {"attn_v.bias", "self_attn.v_proj.bias", KIND_VECTOR, 'K', 0},
+  {"attn_output.weight", "self_attn.o_proj.weight", KIND_MATRIX, 'D', 'Q'},
+  {"attn_output.bias", "self_attn.o_proj.bias", KIND_VECTOR, 'D', 0},
+  {"attn_sinks.weight", "self_attn.sinks", KIND_VECTOR, 'H', 0},
+  {"ffn_gate_inp.weight", "mlp.router.weight", KIND_MATRIX, 'E', 'D'},
+  {"ffn_gate_inp.bias", "mlp.router.bias", KIND_VECTOR, 'E', 0},
+  {"ffn_gate_exps.weight", "mlp.experts.gate_up_proj", KIND_EXPERTS_EVEN, 0,
+      0},
+  {"ffn_up_exps.weight", "mlp.experts.gate_up_proj", KIND_EXPERTS_ODD, 0, 0},
+  {"ffn_down_exps.weight", "mlp.experts.down_proj", KIND_EXPERTS, 0, 0},
+  {"ffn_gate_exps.bias", "mlp.experts.gate_up_proj_bias", KIND_BIAS_EVEN, 0,
+      0},
+  {"ffn_up_exps.bias", "mlp.experts.gate_up_proj_bias", KIND_BIAS_ODD, 0, 0},
+  {"ffn_down_exps.bias", "mlp.experts.down_proj_bias", KIND_VECTOR, 'E',
+      'D'},
 };
 
 /* The tensors outside the blocks */
 static const LayerTensor top_tensors[] = {
-  {"token_embd.weight", "model.embed_tokens.weight", KIND_MATRIX},
-  {"output_norm.weight", "model.norm.weight", KIND_VECTOR},
-  {"output.weight", "lm_head.weight", KIND_MATRIX},
+  {"token_embd.weight", "model.embed_tokens.weight", KIND_MATRIX, 'V', 'D'},
+  {"output_norm.weight", "model.norm.weight", KIND_VECTOR, 'D', 0},
+  {"output.weight", "lm_head.weight", KIND_MATRIX, 'V', 'D'},
 };
+
+/* Whether @kind's source is an MXFP4 pair "<W>_blocks" + "<W>_scales" */
+static gboolean
+is_pair (Kind kind)
+{
+  return kind == KIND_EXPERTS || kind == KIND_EXPERTS_EVEN ||
+      kind == KIND_EXPERTS_ODD;
+}
 
 /* An expert tensor rewritten expert by expert on first use, into memory
  * mapped without backing: the experts no token is routed to never take
@@ -324,7 +340,7 @@ open_indexed_shards (NpuHfModel * hf, const gchar * index_path, GError ** error)
     return FALSE;
   wanted = g_hash_table_new (g_str_hash, g_str_equal);
   opened = g_hash_table_new (g_str_hash, g_str_equal);
-  if (npu_json_type (map ? map : index) != NPU_JSON_OBJECT || !map) {
+  if (!map || npu_json_type (map) != NPU_JSON_OBJECT) {
     g_set_error (error, NPU_HF_MODEL_ERROR, NPU_HF_MODEL_ERROR_FORMAT,
         "model.safetensors.index.json: no \"weight_map\" object");
     ok = FALSE;
@@ -387,45 +403,43 @@ open_shards (NpuHfModel * hf, const gchar * path, GError ** error)
 /* ------------------------------------------------------------------------ */
 /* The tensors the model reads, checked at open                              */
 
+/* Bytes of an element of a float dtype we read, 0 for the others */
 static gsize
 dtype_float_size (NpuSafetensorsDtype d)
 {
-  return d == NPU_SAFETENSORS_DTYPE_F32 ? 4 :
-      d == NPU_SAFETENSORS_DTYPE_F16 || d == NPU_SAFETENSORS_DTYPE_BF16 ? 2 : 0;
+  return npu_safetensors_dtype_ggml_type (d) >= 0 ?
+      npu_safetensors_dtype_size (d) : 0;
 }
 
-static guint32
-dtype_ggml (NpuSafetensorsDtype d)
+/* The length dimension @ch of the table stands for (0: any number) */
+static guint64
+dim_of (const Config * c, gchar ch)
 {
-  return d == NPU_SAFETENSORS_DTYPE_F32 ? NPU_GGML_TYPE_F32 :
-      d == NPU_SAFETENSORS_DTYPE_F16 ? NPU_GGML_TYPE_F16 : NPU_GGML_TYPE_BF16;
+  switch (ch) {
+    case 'D':
+      return c->n_embd;
+    case 'Q':
+      return c->n_head * c->head_dim;
+    case 'K':
+      return c->n_head_kv * c->head_dim;
+    case 'E':
+      return c->n_expert;
+    case 'H':
+      return c->n_head;
+    default:
+      return 0;
+  }
 }
 
 /* The row-major shape @e's source has in the directory; for a pair, the
- * blocks' (the scales' is the same without the last 16) */
+ * blocks' (the scales' is the same without the last 16).  Returns its
+ * dimensions. */
 static guint
-expected_shape (const Config * c, const gchar * gguf, Kind kind,
-    guint64 * shape)
+expected_shape (const Config * c, const LayerTensor * e, guint64 * shape)
 {
   guint64 D = c->n_embd, F = c->n_ff, E = c->n_expert;
-  guint64 q = c->n_head * c->head_dim, kv = c->n_head_kv * c->head_dim;
-  static const struct
-  {
-    const gchar *suffix;
-    gint rows, cols;            /* 'D', 'Q', 'K', 'E', 'V' (vocabulary) */
-  } dims[] = {
-    {"attn_q.weight", 'Q', 'D'}, {"attn_k.weight", 'K', 'D'},
-    {"attn_v.weight", 'K', 'D'}, {"attn_output.weight", 'D', 'Q'},
-    {"ffn_gate_inp.weight", 'E', 'D'}, {"attn_q.bias", 'Q', 0},
-    {"attn_k.bias", 'K', 0}, {"attn_v.bias", 'K', 0},
-    {"attn_sinks.weight", 'H', 0}, {"ffn_gate_inp.bias", 'E', 0},
-    {"ffn_down_exps.bias", 'E', 'D'},
-  };
-  guint i;
 
-#define DIM(ch) ((ch) == 'D' ? D : (ch) == 'Q' ? q : (ch) == 'K' ? kv : \
-    (ch) == 'E' ? E : (guint64) c->n_head)
-  switch (kind) {
+  switch (e->kind) {
     case KIND_EXPERTS_EVEN:
     case KIND_EXPERTS_ODD:
       shape[0] = E, shape[1] = 2 * F, shape[2] = D / 32, shape[3] = 16;
@@ -438,25 +452,10 @@ expected_shape (const Config * c, const gchar * gguf, Kind kind,
       shape[0] = E, shape[1] = 2 * F;
       return 2;
     default:
-      break;
+      shape[0] = dim_of (c, e->rows);
+      shape[1] = dim_of (c, e->cols);
+      return e->cols ? 2 : 1;
   }
-  for (i = 0; i < G_N_ELEMENTS (dims); i++) {
-    if (g_str_has_suffix (gguf, dims[i].suffix)) {
-      shape[0] = DIM (dims[i].rows);
-      shape[1] = dims[i].cols ? DIM (dims[i].cols) : 0;
-      return dims[i].cols ? 2 : 1;
-    }
-  }
-#undef DIM
-  /* norms; the embedding and output have a vocabulary's rows: only their
-   * width is known here */
-  shape[0] = D;
-  if (g_str_has_suffix (gguf, "token_embd.weight") ||
-      g_str_has_suffix (gguf, "output.weight")) {
-    shape[1] = D, shape[0] = 0;
-    return 2;
-  }
-  return 1;
 }
 
 static gboolean
@@ -496,20 +495,19 @@ find (const NpuHfModel * hf, const gchar * name)
 /* The source of one GGUF tensor: its dtype and shape.  An absent optional
  * tensor (lm_head, for a tied output) is not an error. */
 static gboolean
-check_tensor (NpuHfModel * hf, const gchar * gguf, const gchar * hf_name,
-    Kind kind, GError ** error)
+check_tensor (NpuHfModel * hf, const LayerTensor * e, const gchar * hf_name,
+    GError ** error)
 {
   guint64 shape[4];
-  guint n_dims = expected_shape (&hf->cfg, gguf, kind, shape);
-  gboolean pair = kind == KIND_EXPERTS || kind == KIND_EXPERTS_EVEN ||
-      kind == KIND_EXPERTS_ODD;
+  guint n_dims = expected_shape (&hf->cfg, e, shape);
+  gboolean pair = is_pair (e->kind);
   gchar *bn = g_strconcat (hf_name, pair ? "_blocks" : NULL, NULL);
   gchar *sn = g_strconcat (hf_name, "_scales", NULL);
   const NpuSafetensorsTensor *t = find (hf, bn), *s = find (hf, sn);
   gboolean ok = FALSE;
 
   if (!t || (pair && !s)) {
-    ok = strcmp (gguf, "output.weight") == 0;
+    ok = strcmp (e->gguf, "output.weight") == 0;
     if (!ok)
       g_set_error (error, NPU_HF_MODEL_ERROR, NPU_HF_MODEL_ERROR_FORMAT,
           "no tensor '%s' in the directory's shards", t ? sn : bn);
@@ -536,21 +534,18 @@ check_tensor (NpuHfModel * hf, const gchar * gguf, const gchar * hf_name,
 static gboolean
 check_tensors (NpuHfModel * hf, GError ** error)
 {
-  gchar gguf[96], name[160];
+  gchar name[160];
   gint64 il;
   guint i;
 
   for (i = 0; i < G_N_ELEMENTS (top_tensors); i++)
-    if (!check_tensor (hf, top_tensors[i].gguf, top_tensors[i].hf,
-            top_tensors[i].kind, error))
+    if (!check_tensor (hf, &top_tensors[i], top_tensors[i].hf, error))
       return FALSE;
   for (il = 0; il < hf->cfg.n_layer; il++) {
     for (i = 0; i < G_N_ELEMENTS (layer_tensors); i++) {
-      g_snprintf (gguf, sizeof (gguf), "blk.%" G_GINT64_FORMAT ".%s", il,
-          layer_tensors[i].gguf);
       g_snprintf (name, sizeof (name), "model.layers.%" G_GINT64_FORMAT
           ".%s", il, layer_tensors[i].hf);
-      if (!check_tensor (hf, gguf, name, layer_tensors[i].kind, error))
+      if (!check_tensor (hf, &layer_tensors[i], name, error))
         return FALSE;
     }
   }
@@ -842,12 +837,12 @@ static Owned *
 make_matrix (const NpuSafetensorsTensor * t, NpuTensorView * out)
 {
   gsize size = dtype_float_size (t->dtype);
+  guint32 type = (guint32) npu_safetensors_dtype_ggml_type (t->dtype);
   guint64 ne[4] = { t->shape[1], t->shape[0], 1, 1 };
   Owned *o;
 
   if (GPOINTER_TO_SIZE (t->data) % size == 0) {
-    npu_tensor_view_init (out, dtype_ggml (t->dtype), 2, ne, t->data,
-        t->n_bytes);
+    npu_tensor_view_init (out, type, 2, ne, t->data, t->n_bytes);
     return NULL;
   }
   o = g_new0 (Owned, 1);
@@ -857,8 +852,7 @@ make_matrix (const NpuSafetensorsTensor * t, NpuTensorView * out)
     return NULL;
   }
   memcpy (o->data, t->data, t->n_bytes);
-  npu_tensor_view_init (&o->view, dtype_ggml (t->dtype), 2, ne, o->data,
-      t->n_bytes);
+  npu_tensor_view_init (&o->view, type, 2, ne, o->data, t->n_bytes);
   return o;
 }
 
@@ -901,8 +895,7 @@ make (NpuHfModel * hf, const LayerTensor * e, const gchar * hf_name,
 
   if (e->kind == KIND_MATRIX)
     return make_matrix (find (hf, hf_name), out);
-  if (e->kind != KIND_EXPERTS && e->kind != KIND_EXPERTS_EVEN &&
-      e->kind != KIND_EXPERTS_ODD) {
+  if (!is_pair (e->kind)) {
     t = find (hf, hf_name);
     /* F32 vectors aligned for floats are read in place */
     if (e->kind == KIND_VECTOR && t->dtype == NPU_SAFETENSORS_DTYPE_F32 &&
@@ -941,7 +934,7 @@ npu_hf_model_lookup (const gchar * name, NpuTensorView * out, gpointer data)
     return FALSE;
   /* every tensor was checked at open: only an untied output is absent */
   g_snprintf (source, sizeof (source), "%s%s", hf_name,
-      e->kind >= KIND_EXPERTS && e->kind <= KIND_EXPERTS_ODD ? "_blocks" : "");
+      is_pair (e->kind) ? "_blocks" : "");
   if (!find (hf, source))
     return FALSE;
   g_mutex_lock (&hf->lock);

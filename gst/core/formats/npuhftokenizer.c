@@ -179,7 +179,7 @@ add_vocab (NpuGgufWriter * w, const NpuJson * model, const NpuJson * added,
   GArray *types;
   gboolean ok;
 
-  if (npu_json_type (vocab ? vocab : model) != NPU_JSON_OBJECT || !vocab)
+  if (!vocab || npu_json_type (vocab) != NPU_JSON_OBJECT)
     return fail (error, NPU_HF_MODEL_ERROR_FORMAT,
         "tokenizer.json: model.vocab is not an object");
   npu_json_int (npu_json_member (config, "vocab_size"), &n);

@@ -69,20 +69,6 @@ open_gguf (NpuModelFile * file, const gchar * path, GError ** error)
 }
 
 static gint
-st_type (NpuSafetensorsDtype dtype)
-{
-  const gchar *name = npu_safetensors_dtype_name (dtype);
-
-  if (!g_strcmp0 (name, "F32"))
-    return NPU_TENSOR_TYPE_F32;
-  if (!g_strcmp0 (name, "F16"))
-    return NPU_TENSOR_TYPE_F16;
-  if (!g_strcmp0 (name, "BF16"))
-    return NPU_TENSOR_TYPE_BF16;
-  return -1;
-}
-
-static gint
 compare_offsets (gconstpointer a, gconstpointer b)
 {
   const NpuModelTensor *ta = a, *tb = b;
@@ -156,7 +142,7 @@ open_safetensors (NpuModelFile * file, const gchar * path, GError ** error)
     t.n_dims = s->n_dims;
     for (d = 0; d < 4; d++)
       t.ne[d] = d < s->n_dims ? s->shape[s->n_dims - 1 - d] : 1;
-    t.type = st_type (s->dtype);
+    t.type = npu_safetensors_dtype_ggml_type (s->dtype);
     t.type_name = npu_safetensors_dtype_name (s->dtype);
     t.offset = s->offset;
     t.n_bytes = s->n_bytes;

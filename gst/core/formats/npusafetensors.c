@@ -8,6 +8,7 @@
  */
 #include "npusafetensors.h"
 #include "npufilemap.h"
+#include "npugguf.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -88,6 +89,21 @@ npu_safetensors_dtype_size (NpuSafetensorsDtype dtype)
   if ((guint) dtype >= G_N_ELEMENTS (dtypes))
     return 0;
   return dtypes[dtype].size;
+}
+
+gint
+npu_safetensors_dtype_ggml_type (NpuSafetensorsDtype dtype)
+{
+  switch (dtype) {
+    case NPU_SAFETENSORS_DTYPE_F32:
+      return NPU_GGML_TYPE_F32;
+    case NPU_SAFETENSORS_DTYPE_F16:
+      return NPU_GGML_TYPE_F16;
+    case NPU_SAFETENSORS_DTYPE_BF16:
+      return NPU_GGML_TYPE_BF16;
+    default:
+      return -1;
+  }
 }
 
 static gchar *

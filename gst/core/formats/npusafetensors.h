@@ -183,6 +183,11 @@ NPU_API
 const gchar        *npu_safetensors_get_metadata (const NpuSafetensors *st,
                                                   const gchar *key);
 
+/* The ggml type id (NpuGgmlType) of the float dtypes F32, F16 and BF16,
+ * whose elements ggml stores the same way; -1 for every other dtype */
+NPU_API
+gint                npu_safetensors_dtype_ggml_type (NpuSafetensorsDtype dtype);
+
 /* "F16" etc., NULL if out of range; size in bytes of one element */
 NPU_API
 const gchar        *npu_safetensors_dtype_name  (NpuSafetensorsDtype dtype);

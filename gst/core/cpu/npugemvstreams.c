@@ -17,7 +17,7 @@ static const guint candidates[] = { 1, 2, 4, 8 };
 
 typedef struct
 {
-  guint chosen;
+  gint chosen;                  /* atomic: 0 until decided */
   guint next;
   guint trials[N_CANDIDATES];
   guint64 bytes[N_CANDIDATES];
@@ -42,8 +42,12 @@ npu_gemv_streams_begin (NpuGemvStreamsTrial * trial, guint n_threads,
   trial->slot = slot_of (n_threads);
   trial->bytes = weight_bytes;
   trial->candidate = G_MAXUINT;
-  g_mutex_lock (&lock);
   t = &tuners[trial->slot];
+  /* once chosen, every GEMV of the process reads it without the lock */
+  trial->streams = g_atomic_int_get (&t->chosen);
+  if (trial->streams)
+    return;
+  g_mutex_lock (&lock);
   if (t->chosen) {
     trial->streams = t->chosen;
   } else if (weight_bytes < NPU_GEMV_STREAMS_MIN_BYTES) {
@@ -88,7 +92,7 @@ npu_gemv_streams_end (NpuGemvStreamsTrial * trial)
     t->trials[trial->candidate]++;
     t->bytes[trial->candidate] += trial->bytes;
     t->us[trial->candidate] += us;
-    t->chosen = decide (t);
+    g_atomic_int_set (&t->chosen, decide (t));
   }
   g_mutex_unlock (&lock);
 }
@@ -98,9 +102,7 @@ npu_gemv_streams_get_chosen (guint n_threads)
 {
   guint chosen;
 
-  g_mutex_lock (&lock);
-  chosen = tuners[slot_of (n_threads)].chosen;
-  g_mutex_unlock (&lock);
+  chosen = g_atomic_int_get (&tuners[slot_of (n_threads)].chosen);
   return chosen;
 }
 

@@ -277,6 +277,50 @@ if [ -z "${GST_NPU_TRIXIE_LEG:-}" ]; then
 fi
 # ---- end of sanitizers and the soak -----------------------------------
 
+# ---- aarch64 (Debian 12 leg) ------------------------------------------
+# The project cross-built for 64-bit Arm with -Werror (Debian's
+# gcc-aarch64-linux-gnu and the arm64 multiarch libraries), and its unit
+# and gst-check suites run as aarch64 under qemu-user (-cpu max: Advanced
+# SIMD, the dot product and the int8 matrix multiply), on the best Arm
+# level; then the tests whose kernels take the best level alone again with
+# each lesser level forced (NPU_CPU_ISA), and the vector maths and the
+# preprocess on a Cortex-A72 (Advanced SIMD without the dot product).
+# unit/matmul, unit/matmul-typed, unit/attention and unit/vecmath run
+# every level the CPU has by themselves.  Per-test timeouts are ten times
+# the native ones (-t 10): emulation is 10 to 40 times slower.
+# docs/testing.md says what each run costs.
+A64_LEVEL_TESTS="llm vit vit-qwen audioenc llmsplice llmsession mxfp4 ops
+  encbytes visionprep"
+run_aarch64() {
+  echo "== aarch64 (cross build, qemu-user)"
+  t0=$(date +%s)
+  if ! ./tests/cross/setup-aarch64.sh build-aarch64; then
+    echo "aarch64 set-up or build failed"
+    failed=$((failed + 1))
+    return
+  fi
+  echo "-- aarch64 set-up and build: $(( $(date +%s) - t0 )) s"
+  run_meson build-aarch64 "aarch64 unit tests (neon-i8mm)" "$MIN_UNIT" \
+    --no-rebuild -t 10 --suite unit
+  run_meson build-aarch64 "aarch64 gst-check tests (neon-i8mm)" \
+    "$MIN_CHECK" --no-rebuild -t 10 --suite check
+  for level in neon scalar; do
+    export NPU_CPU_ISA=$level
+    # shellcheck disable=SC2086
+    run_meson build-aarch64 "aarch64 kernel tests at $level" 10 \
+      --no-rebuild -t 10 $A64_LEVEL_TESTS
+  done
+  unset NPU_CPU_ISA
+  export QEMU_CPU=cortex-a72
+  run_meson build-aarch64 \
+    "aarch64 vector maths and preprocess on a Cortex-A72" 3 \
+    --no-rebuild -t 10 vecmath visionprep cpu
+  unset QEMU_CPU
+}
+
+[ -n "${GST_NPU_TRIXIE_LEG:-}" ] || run_aarch64
+# ---- end of aarch64 ---------------------------------------------------
+
 # Style once, on Debian 12: its GNU indent (2.2.12) is gst-indent's; 2.2.13
 # (Debian 13) lays some declarations out differently.
 if [ -z "${GST_NPU_TRIXIE_LEG:-}" ]; then

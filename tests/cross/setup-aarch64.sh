@@ -24,12 +24,15 @@ fi
 export DEBIAN_FRONTEND=noninteractive
 
 # Host tools, then the arm64 libraries: the -dev packages the build links
-# against, and the runtime plugins (videotestsrc, appsrc, fakesink,
-# audiotestsrc, videoconvert) of gstreamer1.0-plugins-base.
+# against, and the runtime plugins the gst-check suite loads, as on x86:
+# videotestsrc, appsrc, fakesink, audiotestsrc and videoconvert
+# (gstreamer1.0-plugins-base), textoverlay (gstreamer1.0-x) and pngenc
+# (gstreamer1.0-plugins-good).
 PACKAGES="gcc-$triplet libc6-dev-arm64-cross qemu-user
   libglib2.0-dev:arm64 libgstreamer1.0-dev:arm64 libdrm-dev:arm64
   liborc-0.4-dev:arm64 libgstreamer-plugins-base1.0-0:arm64
-  libgstreamer-gl1.0-0:arm64 gstreamer1.0-plugins-base:arm64"
+  libgstreamer-gl1.0-0:arm64 gstreamer1.0-plugins-base:arm64
+  gstreamer1.0-x:arm64 gstreamer1.0-plugins-good:arm64"
 
 if ! dpkg --print-foreign-architectures | grep -qx arm64; then
   echo "setup-aarch64: adding the arm64 architecture to dpkg"

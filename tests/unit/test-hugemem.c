@@ -99,10 +99,17 @@ test_alloc (void)
   gboolean thp = enabled && g_strcmp0 (enabled, "never") != 0;
   gboolean require = thp && (g_getenv ("NPU_TEST_REQUIRE_HUGE_PAGES") ||
       !g_strcmp0 (defrag, "always") || !g_strcmp0 (defrag, "madvise"));
+  /* qemu-user writes /proc/self/smaps itself, from its own page table:
+   * no VmFlags of the kernel's ("hg" is never there) and no huge pages.
+   * The kernel's answer cannot be read from inside it. */
+  gboolean emulated = g_getenv ("NPU_UNDER_QEMU_USER") != NULL;
   guint i;
 
   g_test_message ("transparent huge pages: enabled %s, defrag %s",
       enabled ? enabled : "(none)", defrag ? defrag : "(none)");
+  if (emulated)
+    g_test_message ("under qemu-user: its smaps has no huge-page facts; "
+        "alignment, zeroing and unmapping checked alone");
   for (i = 0; i < G_N_ELEMENTS (sizes); i++) {
     gsize size = sizes[i], j;
     guint8 *p = npu_huge_alloc0 (size);
@@ -114,7 +121,7 @@ test_alloc (void)
       g_assert_cmpuint (p[j], ==, 0);
     memset (p, 0xa5, size);
     g_assert_true (smaps_for (p, &sm));
-    if (size >= 2 * MIB && thp) {
+    if (size >= 2 * MIB && thp && !emulated) {
       g_test_message ("%" G_GSIZE_FORMAT " bytes: AnonHugePages %"
           G_GUINT64_FORMAT " kB", size, sm.huge_kb);
       g_assert_true (sm.advised);

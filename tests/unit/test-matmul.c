@@ -488,8 +488,8 @@ test_random_shapes_run (void)
   gchar *saved = g_strdup (npu_matmul_get_isa ());
   guint f, i, n_devices = 2;
 
-  /* tests/cross/run-neon.sh sets this where the emulator cannot start
-   * threads: every product then runs without a task only. */
+  /* set where an emulator cannot start threads (docs/testing.md, the
+   * aarch64 suites): every product then runs without a task only. */
   if (g_getenv ("NPU_TEST_NO_THREADS"))
     n_devices = 0;
   for (i = 0; i < n_devices; i++)
@@ -747,8 +747,8 @@ test_multi (void)
   guint a, m, threads, layout;
   NpuBlockMxfp4 *blocks[3];
   gchar *saved = g_strdup (npu_matmul_get_isa ());
-  /* 0: without a task only, where the emulator cannot start threads
-   * (tests/cross/run-neon.sh) */
+  /* 0: without a task only, where an emulator cannot start threads
+   * (NPU_TEST_NO_THREADS, docs/testing.md) */
   guint max_threads = g_getenv ("NPU_TEST_NO_THREADS") ? 0 : 2;
 
   for (m = 0; m < 3; m++) {

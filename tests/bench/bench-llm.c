@@ -27,7 +27,7 @@
  * it (the spread shows how noisy the machine was).
  *
  * Usage: bench-llm [model.gguf] [--passes N (3)] [--decode N (32)]
- *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--in-place]
+ *          [--prefill N (64)] [--ctx N (1024)] [--threads N] [--repack]
  *          [--kv-type f16,f32,q8_0 (f16)] [--precision fast,accurate (fast)]
  *          [--depth D1,D2,... (none)] [--reuse P] [--gemv-streams 1,2,4,8]
  *          [--alternate N] [--alternate-limit N]
@@ -76,8 +76,13 @@
  * stay as they are; decode's tok/s is over its own turns' time.  Not with
  * --alternate; --decode a multiple of N.
  * --threads N runs on N threads only (default: 1, then every online CPU).
- * --in-place reads MXFP4 weights from the file mapping in ggml's layout
- * instead of repacking them at load (NPU_LLM_LOAD_REPACK, the default).
+ * The weights are read where the file mapping has them, in the type and
+ * layout the file stores, as the npullm element reads them
+ * (NPU_LLM_LOAD_IN_PLACE).  --repack repacks the MXFP4 matrices at load
+ * into the split layout instead (NPU_LLM_LOAD_REPACK, a private copy the
+ * size of the weights): the default before 2026-12-07, so the figures
+ * quoted before then in docs/ are of the repacked layout.  --in-place,
+ * now the default, is still accepted.
  * Without a model a 1B llama (generator preset "1b", MXFP4) is written to
  * a temporary file first and removed at the end.
  * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
@@ -515,7 +520,7 @@ main (int argc, char **argv)
   gint32 *prompt;
   guint64 wbytes;
   gdouble matrix_weights;
-  NpuLlmLoadFlags flags = NPU_LLM_LOAD_REPACK;
+  NpuLlmLoadFlags flags = NPU_LLM_LOAD_IN_PLACE;
   NpuKvType kv_types[3] = { NPU_KV_F16 };
   NpuMatmulPrecision precs[2] = { NPU_MATMUL_PRECISION_FAST };
   guint depths[MAX_DEPTHS], n_depths = 0, reuse = 0;
@@ -592,13 +597,16 @@ main (int argc, char **argv)
     } else if (strcmp (argv[i], "--in-place") == 0) {
       flags = NPU_LLM_LOAD_IN_PLACE;
       continue;
+    } else if (strcmp (argv[i], "--repack") == 0) {
+      flags = NPU_LLM_LOAD_REPACK;
+      continue;
     } else if (argv[i][0] != '-') {
       path = argv[i];
       continue;
     } else {
       g_printerr ("usage: %s [model.gguf] [--passes N] [--decode N] "
           "[--prefill N (>= 2)] [--ctx N (>= 16)] [--threads N] "
-          "[--in-place] [--kv-type f16,f32,q8_0] [--precision fast,accurate]"
+          "[--repack] [--kv-type f16,f32,q8_0] [--precision fast,accurate]"
           " [--depth D,...] [--reuse P] [--gemv-streams 1,2,4,8]"
           " [--alternate N] [--alternate-limit N]\n", argv[0]);
       return 2;

@@ -112,7 +112,9 @@ main (int argc, char **argv)
   }
 
   memset (&f, 0, sizeof (f));
-  model = npu_llm_model_new_from_file (argv[1], NPU_LLM_LOAD_REPACK, &error);
+  /* in place, as the npullm element reads the file */
+  model = npu_llm_model_new_from_file (argv[1], NPU_LLM_LOAD_IN_PLACE,
+      &error);
   if (!model)
     g_error ("%s", error->message);
   f.vit = npu_vit_new_from_file (argv[2], &error);

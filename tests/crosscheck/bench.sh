@@ -27,8 +27,12 @@
 #   5. the weight types users download: the 1.1 B llama written in F16,
 #      then quantised by llama.cpp's llama-quantize into each preset of
 #      TYPES ("Q4_K_M Q8_0 F16" by default; MXFP4 is the model of 1-3):
-#      prefill 512 and decode at depth 0, bench-llm --in-place (every
-#      type read as stored) and llama-bench -p 512 -n 32.
+#      prefill 512 and decode at depth 0, bench-llm and llama-bench -p 512
+#      -n 32.
+#
+# bench-llm reads every file in place, in the type and layout it stores,
+# as the elements do (its default since 2026-12-07; the figures in docs/
+# from before then are of MXFP4 repacked at load, bench-llm --repack).
 #
 # Then a summary table of every figure with the ratio.  The machine may be
 # shared: only ratios within this run mean something; each side's figure
@@ -86,7 +90,7 @@ if [ -n "$TYPES" ]; then
     [ "$ty" = F16 ] && m=$F16
     [ -f "$m" ] || "$LLAMACPP_DIR/build/bin/llama-quantize" "$F16" "$m" "$ty" \
         >"$OUT/quantize-$ty.log" 2>&1
-    run "ours-type-$ty.txt" "$BL" "$m" --in-place --passes "$PASSES" \
+    run "ours-type-$ty.txt" "$BL" "$m" --passes "$PASSES" \
         --prefill 512 --depth 0 --decode 32
     run "llama-type-$ty.txt" "$LB" -m "$m" -p 512 -n 32 -t "1,$N" \
         -r "$PASSES"

@@ -20,6 +20,9 @@
 #if defined(__F16C__)
 #include "npuhsum-avx.h"
 #endif
+#if defined(__aarch64__)
+#include <arm_neon.h>
+#endif
 
 #ifndef NPU_TYPED_ISA
 #error "NPU_TYPED_ISA names the copy: build this file through meson.build"
@@ -149,6 +152,14 @@ void NAME (npu_typed_f16_row) (const guint8 * src, float *dst, gsize n)
   for (; i + 8 <= n; i += 8)
     _mm256_storeu_ps (dst + i, _mm256_cvtph_ps (_mm_loadu_si128
             ((const __m128i *) (src + 2 * i))));
+#elif defined(__aarch64__)
+  /* fcvtl/fcvtl2: Advanced SIMD has them on every aarch64 CPU */
+  for (; i + 8 <= n; i += 8) {
+    const float16x8_t h = vreinterpretq_f16_u8 (vld1q_u8 (src + 2 * i));
+
+    vst1q_f32 (dst + i, vcvt_f32_f16 (vget_low_f16 (h)));
+    vst1q_f32 (dst + i + 4, vcvt_high_f32_f16 (h));
+  }
 #endif
   for (; i < n; i++)
     dst[i] = npu_f16_to_f32 ((guint16) (src[2 * i] | (src[2 * i + 1] << 8)));
@@ -215,40 +226,103 @@ void NAME (npu_typed_dot4x3) (const float *w, gsize stride, const float *x0,
  * (four streams, one accumulator each), 8.5 a row at a time in 16 lanes
  * with two accumulators, 7.7 with four, 8.6-9.0 in 8 lanes with four or
  * eight (AVX2 alike): the 512-bit vcvtph2ps is two operations there, and
- * a single stream is what the prefetchers follow best.  FALSE where the
- * level has no such copy (the caller decodes). */
-gboolean NAME (npu_typed_dot4_half) (guint32 type, const guint8 * w,
-    gsize stride, const float *x, gsize n, float *out)
-{
+ * a single stream is what the prefetchers follow best.  On aarch64, fcvtl
+ * (F16) or a shift (BF16) and fmla, 4 lanes.  FALSE where the level has
+ * no such copy (the caller decodes). */
 #if defined(__F16C__)
 #define HW 8
 #define HLOAD(p) (bf16 ? _mm256_castsi256_ps (_mm256_slli_epi32 \
     (_mm256_cvtepu16_epi32 (_mm_loadu_si128 ((const __m128i *) (p))), 16)) : \
     _mm256_cvtph_ps (_mm_loadu_si128 ((const __m128i *) (p))))
+/* The sum of the first *@done halves of row @p times x[i], *@done the
+ * largest multiple of 8 <= @n.  On x86, four accumulators of 8 lanes. */
+static inline float
+dot_half_row (gboolean bf16, const guint8 * p, const float *x, gsize n,
+    gsize * done)
+{
+  __m256 a[4] = { _mm256_setzero_ps (), _mm256_setzero_ps (),
+    _mm256_setzero_ps (), _mm256_setzero_ps ()
+  };
+  gsize i;
+  guint c;
+
+  for (i = 0; i + 4 * HW <= n; i += 4 * HW)
+    for (c = 0; c < 4; c++)
+      a[c] = _mm256_fmadd_ps (HLOAD (p + 2 * (i + c * HW)),
+          _mm256_loadu_ps (x + i + c * HW), a[c]);
+  for (; i + HW <= n; i += HW)
+    a[0] = _mm256_fmadd_ps (HLOAD (p + 2 * i), _mm256_loadu_ps (x + i), a[0]);
+  *done = i;
+  return npu_hsum_m256 (_mm256_add_ps (_mm256_add_ps (a[0], a[1]),
+          _mm256_add_ps (a[2], a[3])));
+}
+
+#undef HLOAD
+#undef HW
+#elif defined(__aarch64__)
+/* 8 halves at @p widened to two float vectors: fcvtl/fcvtl2 for F16,
+ * ushll/ushll2 by 16 for BF16 (both exact) */
+static inline void
+half8_neon (gboolean bf16, const guint8 * p, float32x4_t * lo, float32x4_t * hi)
+{
+  const uint8x16_t b = vld1q_u8 (p);
+
+  if (bf16) {
+    const uint16x8_t u = vreinterpretq_u16_u8 (b);
+
+    *lo = vreinterpretq_f32_u32 (vshll_n_u16 (vget_low_u16 (u), 16));
+    *hi = vreinterpretq_f32_u32 (vshll_high_n_u16 (u, 16));
+  } else {
+    const float16x8_t h = vreinterpretq_f16_u8 (b);
+
+    *lo = vcvt_f32_f16 (vget_low_f16 (h));
+    *hi = vcvt_high_f32_f16 (h);
+  }
+}
+
+/* four accumulators of 4 lanes (fcvtl is one operation a vector) */
+static inline float
+dot_half_row (gboolean bf16, const guint8 * p, const float *x, gsize n,
+    gsize * done)
+{
+  float32x4_t a[4] = { vdupq_n_f32 (0.0f), vdupq_n_f32 (0.0f),
+    vdupq_n_f32 (0.0f), vdupq_n_f32 (0.0f)
+  };
+  float32x4_t lo, hi;
+  gsize i = 0;
+
+  for (; i + 16 <= n; i += 16) {
+    half8_neon (bf16, p + 2 * i, &lo, &hi);
+    a[0] = vfmaq_f32 (a[0], lo, vld1q_f32 (x + i));
+    a[1] = vfmaq_f32 (a[1], hi, vld1q_f32 (x + i + 4));
+    half8_neon (bf16, p + 2 * i + 16, &lo, &hi);
+    a[2] = vfmaq_f32 (a[2], lo, vld1q_f32 (x + i + 8));
+    a[3] = vfmaq_f32 (a[3], hi, vld1q_f32 (x + i + 12));
+  }
+  for (; i + 8 <= n; i += 8) {
+    half8_neon (bf16, p + 2 * i, &lo, &hi);
+    a[0] = vfmaq_f32 (a[0], lo, vld1q_f32 (x + i));
+    a[1] = vfmaq_f32 (a[1], hi, vld1q_f32 (x + i + 4));
+  }
+  *done = i;
+  return vaddvq_f32 (vaddq_f32 (vaddq_f32 (a[0], a[1]),
+          vaddq_f32 (a[2], a[3])));
+}
+#endif
+
+gboolean NAME (npu_typed_dot4_half) (guint32 type, const guint8 * w,
+    gsize stride, const float *x, gsize n, float *out)
+{
+#if defined(__F16C__) || defined(__aarch64__)
   gboolean bf16 = type == NPU_GGML_TYPE_BF16;
   float t[4] = { 0, 0, 0, 0 }, s[4];
   gsize i = 0;
-  guint r, c;
+  guint r;
 
   if (type != NPU_GGML_TYPE_F16 && !bf16)
     return FALSE;
-  for (r = 0; r < 4; r++) {
-    __m256 a[4] = { _mm256_setzero_ps (), _mm256_setzero_ps (),
-      _mm256_setzero_ps (), _mm256_setzero_ps ()
-    };
-    const guint8 *p = w + r * stride;
-
-    for (i = 0; i + 4 * HW <= n; i += 4 * HW)
-      for (c = 0; c < 4; c++)
-        a[c] = _mm256_fmadd_ps (HLOAD (p + 2 * (i + c * HW)),
-            _mm256_loadu_ps (x + i + c * HW), a[c]);
-    for (; i + HW <= n; i += HW)
-      a[0] = _mm256_fmadd_ps (HLOAD (p + 2 * i), _mm256_loadu_ps (x + i), a[0]);
-    s[r] = npu_hsum_m256 (_mm256_add_ps (_mm256_add_ps (a[0], a[1]),
-            _mm256_add_ps (a[2], a[3])));
-  }
-#undef HLOAD
-#undef HW
+  for (r = 0; r < 4; r++)
+    s[r] = dot_half_row (bf16, w + r * stride, x, n, &i);
   for (; i < n; i++)
     for (r = 0; r < 4; r++) {
       const guint8 *p = w + r * stride + 2 * i;

@@ -7,11 +7,17 @@
 # downloaded here; their text is noise: what they show is the pipeline, the
 # zero-copy path and the figures).  DEMO_ONLY=trained stops after the
 # trained models' frames and sounds (tests/tools/npu-answer-repeat.sh -d).
+#
+# DEMO_BUILD (default build) names the build whose plugin runs the
+# trained models' pipelines, DEMO_LAUNCH (default gst-launch-1.0) the
+# program that runs them: tests/cross/demo-aarch64.sh sets them to the
+# aarch64 build and the arm64 gst-launch-1.0 under qemu-user.
 set -eu
 cd "$(dirname "$0")/.."
 ./tests/setup.sh
 
-export GST_PLUGIN_PATH="$(pwd)/build/gst/elements${GST_PLUGIN_PATH:+:$GST_PLUGIN_PATH}"
+LAUNCH=${DEMO_LAUNCH:-gst-launch-1.0}
+export GST_PLUGIN_PATH="$(pwd)/${DEMO_BUILD:-build}/gst/elements${GST_PLUGIN_PATH:+:$GST_PLUGIN_PATH}"
 GEN=./build/tests/tools/npu-model-gen
 M=build/demo-models
 mkdir -p "$M"
@@ -21,7 +27,7 @@ T=tests/models
 # and npullm's figures for it.
 name() {
   out=$(mktemp)
-  stats=$(gst-launch-1.0 -m videotestsrc num-buffers=1 $1 ! "$2" ! \
+  stats=$("$LAUNCH" -m videotestsrc num-buffers=1 $1 ! "$2" ! \
       npuvisiontok model=$T/videotestsrc-mmproj.gguf ! llm.vision \
     npullm name=llm model=$T/videotestsrc-text.gguf \
       prompt="What do you see?" ! filesink location="$out" 2>&1 |
@@ -45,7 +51,7 @@ name "pattern=snow" video/x-raw,format=YUY2,width=320,height=180
 # window), so a clip under a second gets one answer.
 hear() {
   out=$(mktemp)
-  stats=$(gst-launch-1.0 -m $1 ! audioconvert ! audioresample ! \
+  stats=$("$LAUNCH" -m $1 ! audioconvert ! audioresample ! \
       npuaudiotok model=$T/audiotestsrc-mmproj.gguf vad=false \
         chunk-duration=1000000000 ! llm.audio \
     npullm name=llm model=$T/videotestsrc-text.gguf \

@@ -283,8 +283,10 @@ fi
 # and gst-check suites run as aarch64 under qemu-user (-cpu max: Advanced
 # SIMD, the dot product and the int8 matrix multiply), on the best Arm
 # level; then the tests whose kernels take the best level alone again with
-# each lesser level forced (NPU_CPU_ISA), and the vector maths and the
-# preprocess on a Cortex-A72 (Advanced SIMD without the dot product).
+# each lesser level forced (NPU_CPU_ISA), the vector maths and the
+# preprocess on a Cortex-A72 (Advanced SIMD without the dot product), and
+# Debian's arm64 gst-inspect-1.0 and gst-launch-1.0 on the plugin: the
+# demo's trained-model answers must equal the x86 build's.
 # unit/matmul, unit/matmul-typed, unit/attention and unit/vecmath run
 # every level the CPU has by themselves.  Per-test timeouts are ten times
 # the native ones (-t 10): emulation is 10 to 40 times slower.
@@ -316,6 +318,14 @@ run_aarch64() {
     "aarch64 vector maths and preprocess on a Cortex-A72" 3 \
     --no-rebuild -t 10 vecmath visionprep cpu
   unset QEMU_CPU
+  echo "== aarch64 gst-inspect-1.0 and the demo's trained models"
+  t0=$(date +%s)
+  if ./tests/cross/demo-aarch64.sh build-aarch64; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+  fi
+  echo "-- aarch64 gst-inspect-1.0 and demo: $(( $(date +%s) - t0 )) s"
 }
 
 [ -n "${GST_NPU_TRIXIE_LEG:-}" ] || run_aarch64

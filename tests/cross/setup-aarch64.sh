@@ -9,6 +9,8 @@
 #     sit beside the x86 one (it is not Multi-Arch: same): its files are
 #     unpacked under BUILD/arm64-dev (dpkg's tree stays untouched) and its
 #     pkg-config files point there;
+#   - gstreamer1.0-tools:arm64's programs unpacked under BUILD/arm64-tools
+#     the same way (tests/cross/demo-aarch64.sh);
 #   - meson with tests/cross/aarch64-linux-gnu.ini and -Dwerror=true into
 #     BUILD (default build-aarch64), then ninja.
 # Usage: tests/cross/setup-aarch64.sh [BUILD]
@@ -77,6 +79,24 @@ if [ "$(cat "$dev/.version" 2>/dev/null)" != "$ver" ]; then
     ln -sf "/usr/lib/$triplet/$(readlink "$so")" "$so"
   done
   echo "$ver" > "$dev/.version"
+fi
+
+# gstreamer1.0-tools:arm64 (gst-inspect-1.0, gst-launch-1.0) cannot sit
+# beside the x86 one either (the same paths): its programs are unpacked
+# under BUILD/arm64-tools, of the installed library's version, for
+# tests/cross/demo-aarch64.sh to run under qemu-user.
+tools=$(pwd)/$build/arm64-tools
+tver=$(dpkg-query -W -f='${Version}' libgstreamer1.0-0:arm64)
+if [ "$(cat "$tools/.version" 2>/dev/null)" != "$tver" ]; then
+  echo "setup-aarch64: unpacking gstreamer1.0-tools:arm64 $tver"
+  rm -rf "$tools"
+  mkdir -p "$tools/deb"
+  (cd "$tools/deb" &&
+    apt-get download -q "gstreamer1.0-tools:arm64=$tver" >/dev/null 2>&1) ||
+    { echo "setup-aarch64: cannot download gstreamer1.0-tools:arm64=$tver"; exit 1; }
+  dpkg-deb -x "$tools"/deb/*.deb "$tools"
+  rm -rf "$tools/deb"
+  echo "$tver" > "$tools/.version"
 fi
 
 if [ ! -f "$build/build.ninja" ]; then

@@ -282,17 +282,17 @@ fi
 # gcc-aarch64-linux-gnu and the arm64 multiarch libraries), and its unit
 # and gst-check suites run as aarch64 under qemu-user (-cpu max: Advanced
 # SIMD, the dot product and the int8 matrix multiply), on the best Arm
-# level; then the tests whose kernels take the best level alone again with
-# each lesser level forced (NPU_CPU_ISA), the vector maths and the
-# preprocess on a Cortex-A72 (Advanced SIMD without the dot product), and
-# Debian's arm64 gst-inspect-1.0 and gst-launch-1.0 on the plugin: the
-# demo's trained-model answers must equal the x86 build's.
-# unit/matmul, unit/matmul-typed, unit/attention and unit/vecmath run
-# every level the CPU has by themselves.  Per-test timeouts are ten times
-# the native ones (-t 10): emulation is 10 to 40 times slower.
+# level; then the tests whose products take the best level alone again
+# with each lesser level forced (NPU_CPU_ISA: neon, asimd, scalar), the
+# vector maths and the preprocess on a Cortex-A72 (Advanced SIMD without
+# the dot product), and Debian's arm64 gst-inspect-1.0 and gst-launch-1.0
+# on the plugin: the demo's trained-model answers must equal the x86
+# build's.  unit/matmul, unit/matmul-typed, unit/attention, unit/vecmath
+# and unit/visionprep run every level or copy the CPU has by themselves.
+# Per-test timeouts are ten times the native ones (-t 10): emulation is
+# 10 to 40 times slower.
 # docs/testing.md says what each run costs.
-A64_LEVEL_TESTS="llm vit vit-qwen audioenc llmsplice llmsession mxfp4 ops
-  encbytes visionprep"
+A64_LEVEL_TESTS="llm vit vit-qwen llmsplice llmsession mxfp4 ops encbytes"
 run_aarch64() {
   echo "== aarch64 (cross build, qemu-user)"
   t0=$(date +%s)
@@ -306,7 +306,7 @@ run_aarch64() {
     --no-rebuild -t 10 --suite unit
   run_meson build-aarch64 "aarch64 gst-check tests (neon-i8mm)" \
     "$MIN_CHECK" --no-rebuild -t 10 --suite check
-  for level in neon scalar; do
+  for level in neon asimd scalar; do
     export NPU_CPU_ISA=$level
     # shellcheck disable=SC2086
     run_meson build-aarch64 "aarch64 kernel tests at $level" 10 \

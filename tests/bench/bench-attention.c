@@ -43,7 +43,7 @@
  *          [--evict MiB (0)] [--threads N (1)] [--layers N (16)]
  * Each figure is the best of N tokens' worth of calls, the types and
  * layouts alternating in each repetition.
- * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
+ * NPU_CPU_ISA=scalar|avx2|avx512|asimd|neon forces a kernel path.
  */
 #include <core/cpu/npuattention.h>
 #include <core/device/npubackend.h>

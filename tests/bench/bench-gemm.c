@@ -31,7 +31,7 @@
  * On more threads they are wall-clock times.
  *
  * Usage: bench-gemm [passes (5)]
- *   NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
+ *   NPU_CPU_ISA=scalar|avx2|avx512|asimd|neon forces a kernel path.
  */
 #include <core/cpu/npumatmul.h>
 #include <core/cpu/npumatmul-testing.h>

@@ -85,7 +85,7 @@
  * now the default, is still accepted.
  * Without a model a 1B llama (generator preset "1b", MXFP4) is written to
  * a temporary file first and removed at the end.
- * NPU_CPU_ISA=scalar|avx2|avx512|neon forces a kernel path.
+ * NPU_CPU_ISA=scalar|avx2|avx512|asimd|neon forces a kernel path.
  */
 #include <core/models/npullm.h>
 #include <core/cpu/npumatmul.h>

@@ -17,7 +17,7 @@
  * beside it: the spread shows how noisy the machine was.
  *
  * Usage: bench-matmul [passes (5)] [MiB of GEMV weights (1100)]
- *   NPU_CPU_ISA=scalar|avx2|avx512|neon|neon-i8mm forces a kernel path.
+ *   NPU_CPU_ISA=scalar|avx2|avx512|asimd|neon|neon-i8mm forces a kernel path.
  */
 #include <core/cpu/npumatmul.h>
 #include "tests/bench/npubenchtask.h"

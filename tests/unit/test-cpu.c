@@ -24,6 +24,8 @@ level_needs (NpuCpuIsa isa)
     case NPU_CPU_ISA_AVX512:
       return avx2 | NPU_CPU_AVX512F | NPU_CPU_AVX512BW | NPU_CPU_AVX512VL |
           NPU_CPU_AVX512VNNI | NPU_CPU_AVX512VBMI;
+    case NPU_CPU_ISA_ASIMD:
+      return NPU_CPU_NEON;
     case NPU_CPU_ISA_NEON:
       return NPU_CPU_NEON | NPU_CPU_DOTPROD;
     case NPU_CPU_ISA_NEON_I8MM:
@@ -36,8 +38,8 @@ level_needs (NpuCpuIsa isa)
 static void
 test_names (void)
 {
-  static const gchar *const names[] = { "scalar", "avx2", "avx512", "neon",
-    "neon-i8mm"
+  static const gchar *const names[] = { "scalar", "avx2", "avx512", "asimd",
+    "neon", "neon-i8mm"
   };
   NpuCpuIsa isa;
   guint i;

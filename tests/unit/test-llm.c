@@ -381,7 +381,9 @@ static void
 test_reference (gconstpointer data)
 {
   const ModelConfig *cfg = data;
-  static const gchar *const isas[] = { "scalar", "avx2", "avx512", "neon" };
+  static const gchar *const isas[] = { "scalar", "avx2", "avx512", "asimd",
+    "neon"
+  };
   guint ii;
 
   /* every kernel path this CPU has, on both weight layouts */
@@ -670,7 +672,7 @@ test_kv_type (gconstpointer data)
 static void
 test_precision_accurate (void)
 {
-  static const gchar *const isas[] = { "avx2", "avx512", "neon" };
+  static const gchar *const isas[] = { "avx2", "avx512", "asimd", "neon" };
   guint a, c;
 
   precision = NPU_MATMUL_PRECISION_ACCURATE;

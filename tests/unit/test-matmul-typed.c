@@ -32,7 +32,7 @@ static const guint32 types[] = {
 };
 
 static const gchar *const all_isas[] = {
-  "scalar", "avx2", "avx512", "neon", "neon-i8mm",
+  "scalar", "avx2", "avx512", "asimd", "neon", "neon-i8mm",
 };
 
 /* A random finite IEEE half in [2^-10, 2^5) times a random sign, little

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
 /* gst-npu: MXFP4 and Q8_0 matrix kernels against double-precision references
  *
- * Every path this CPU has (scalar, avx2, avx512, neon, neon-i8mm), on
+ * Every path this CPU has (scalar, avx2, avx512, asimd, neon, neon-i8mm), on
  * both weight layouts, with no task and inside tasks on 1 and 2 threads,
  * on random shapes from a fixed seed.  Tolerances are the bounds in npumatmul.h,
  * evaluated per output:
@@ -42,8 +42,8 @@
 #include <math.h>
 #include <string.h>
 
-static const gchar *const all_isas[] = { "scalar", "avx2", "avx512", "neon",
-  "neon-i8mm"
+static const gchar *const all_isas[] = { "scalar", "avx2", "avx512",
+  "asimd", "neon", "neon-i8mm"
 };
 
 /* The GEMV kernel's row streams a one-token product is checked with; 0 is

@@ -16,25 +16,26 @@
 #endif
 
 static const gchar *const isa_names[NPU_CPU_N_ISAS] = {
-  "scalar", "avx2", "avx512", "neon", "neon-i8mm"
+  "scalar", "avx2", "avx512", "asimd", "neon", "neon-i8mm"
 };
 
 #define AVX2_LEVEL (NPU_CPU_AVX2 | NPU_CPU_FMA | NPU_CPU_F16C)
 #define AVX512_LEVEL (AVX2_LEVEL | NPU_CPU_AVX512F | NPU_CPU_AVX512BW | \
     NPU_CPU_AVX512VL | NPU_CPU_AVX512VNNI | NPU_CPU_AVX512VBMI)
 
+#define ASIMD_LEVEL NPU_CPU_NEON
 #define NEON_LEVEL (NPU_CPU_NEON | NPU_CPU_DOTPROD)
 #define NEON_I8MM_LEVEL (NEON_LEVEL | NPU_CPU_I8MM)
 
 /* What each level needs, and what a cap at that level leaves usable (the
  * neon cap leaves out the int8 matrix multiply, so that its sdot kernels
- * run on a CPU that has both) */
+ * run on a CPU that has both; the asimd cap the dot product too) */
 static const NpuCpuFeatures isa_needs[NPU_CPU_N_ISAS] = {
-  0, AVX2_LEVEL, AVX512_LEVEL, NEON_LEVEL, NEON_I8MM_LEVEL
+  0, AVX2_LEVEL, AVX512_LEVEL, ASIMD_LEVEL, NEON_LEVEL, NEON_I8MM_LEVEL
 };
 
 static const NpuCpuFeatures isa_allows[NPU_CPU_N_ISAS] = {
-  0, AVX2_LEVEL, AVX512_LEVEL, NEON_LEVEL, NEON_I8MM_LEVEL
+  0, AVX2_LEVEL, AVX512_LEVEL, ASIMD_LEVEL, NEON_LEVEL, NEON_I8MM_LEVEL
 };
 
 /* In the order npu_cpu_features_to_string() lists them */

@@ -8,8 +8,8 @@
  * OS saves its registers, as __builtin_cpu_supports() has it) and the
  * auxiliary vector's HWCAP bits on Arm.
  *
- * NPU_CPU_ISA=scalar|avx2|avx512|neon|neon-i8mm in the environment (read
- * once, at the first call) caps what the core may use at that level, so
+ * NPU_CPU_ISA=scalar|avx2|avx512|asimd|neon|neon-i8mm in the environment
+ * (read once, at the first call) caps what the core may use at that level, so
  * that a test or a benchmark runs the paths of a lesser CPU: "scalar"
  * turns every SIMD path off.  A level this CPU lacks (or an unknown name) warns and falls back to
  * scalar.  npu_cpu_set_isa() does the same from a program.
@@ -51,14 +51,17 @@ typedef enum
  *
  * The levels the kernels are written for, each a set of features:
  * avx2 = AVX2 + FMA + F16C; avx512 = avx2 + AVX-512 F, BW, VL, VNNI and
- * VBMI; neon = Advanced SIMD with the dot product instructions;
- * neon-i8mm = neon + the int8 matrix multiply (smmla, HWCAP2_I8MM).
+ * VBMI; asimd = Advanced SIMD alone (every aarch64 CPU: the Cortex-A53,
+ * A55 and A72 have no dot product); neon = Advanced SIMD with the dot
+ * product instructions (sdot, HWCAP_ASIMDDP); neon-i8mm = neon + the int8
+ * matrix multiply (smmla, HWCAP2_I8MM).
  */
 typedef enum
 {
   NPU_CPU_ISA_SCALAR,
   NPU_CPU_ISA_AVX2,
   NPU_CPU_ISA_AVX512,
+  NPU_CPU_ISA_ASIMD,
   NPU_CPU_ISA_NEON,
   NPU_CPU_ISA_NEON_I8MM,
   NPU_CPU_N_ISAS
@@ -81,7 +84,7 @@ NPU_API
 gboolean npu_cpu_isa_usable (NpuCpuIsa isa);
 
 /* The highest level that may be used, and the names of the levels
- * ("scalar", "avx2", "avx512", "neon", "neon-i8mm"). */
+ * ("scalar", "avx2", "avx512", "asimd", "neon", "neon-i8mm"). */
 NPU_API
 NpuCpuIsa npu_cpu_get_isa (void);
 NPU_API

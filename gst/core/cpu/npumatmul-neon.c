@@ -1,9 +1,17 @@
 /* SPDX-License-Identifier: LGPL-2.1-or-later */
-/* gst-npu: MXFP4 x int8 and Q8_0 x int8 kernels for AArch64 NEON with the
- * dot-product extension (ARMv8.2 SDOT)
+/* gst-npu: MXFP4 x int8 and Q8_0 x int8 kernels for AArch64 NEON, with
+ * the dot-product extension (ARMv8.2 SDOT) and without it
  *
- * Built with -march=armv8.2-a+dotprod; only called when the CPU reports
- * asimddp.  One q register holds one block's 16 nibble bytes; tbl decodes
+ * Built twice (meson.build): with -march=armv8.2-a+dotprod as the neon
+ * level's kernels (npu_*_tile_neon, only called when the CPU reports
+ * asimddp), and with the baseline flags as the asimd level's
+ * (npu_*_tile_asimd, any aarch64 CPU: the Cortex-A53, A55 and A72 have no
+ * sdot).  There each pair of sdot becomes smull/smlal into 8 int16 lanes
+ * and a pairwise widening add into 4 int32 lanes, as ggml's
+ * ggml_vdotq_s32 () does: each int16 lane holds two products of at most
+ * 127 x 128 (Q8_0's code -128 times an activation code, |q| <= 127), so
+ * at most 32512, no overflow; the lanes hold other partial sums than
+ * sdot's, and the block's sum over them is the same integer.  One q register holds one block's 16 nibble bytes; tbl decodes
  * the low and high nibbles to signed 2 * P (sdot is signed x signed, so the
  * +12 bias and its correction that x86 needs are not used), two sdot give the
  * block's sum in 4 int32 lanes, which are converted and scaled by
@@ -18,6 +26,29 @@
 #include "npumatmul-private.h"
 
 #include <arm_neon.h>
+
+#if defined(__ARM_FEATURE_DOTPROD)
+#define TILE_NAME(f) f##_neon
+#else
+#define TILE_NAME(f) f##_asimd
+#endif
+
+/* sum of a[i] b[i] + c[i] d[i], i < 16, in 4 int32 lanes (which lane
+ * holds which products differs between the two builds) */
+static inline int32x4_t
+dot2_s8 (int8x16_t a, int8x16_t b, int8x16_t c, int8x16_t d)
+{
+#if defined(__ARM_FEATURE_DOTPROD)
+  return vdotq_s32 (vdotq_s32 (vdupq_n_s32 (0), a, b), c, d);
+#else
+  int16x8_t lo = vmull_s8 (vget_low_s8 (a), vget_low_s8 (b));
+  int16x8_t hi = vmull_high_s8 (a, b);
+
+  lo = vmlal_s8 (lo, vget_low_s8 (c), vget_low_s8 (d));
+  hi = vmlal_high_s8 (hi, c, d);
+  return vpadalq_s16 (vpaddlq_s16 (lo), hi);
+#endif
+}
 
 #define RM 2
 #define CM 2
@@ -75,9 +106,8 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
       const float32x4_t dx = vld1q_f32 ((const float *) (xg + 192));
 
       for (i = 0; i < R; i++) {
-        int32x4_t t = vdotq_s32 (vdupq_n_s32 (0), wlo[i], xlo);
+        const int32x4_t t = dot2_s8 (wlo[i], xlo, whi[i], xhi);
 
-        t = vdotq_s32 (t, whi[i], xhi);
         acc[i][j] = vfmaq_f32 (acc[i][j], vcvtq_f32_s32 (t),
             vmulq_f32 (sw[i], dx));
       }
@@ -96,7 +126,7 @@ micro (const NpuMxfp4Matrix * w, gsize r, const NpuQ8Act * xq, gsize c,
   }
 
 void
-npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+TILE_NAME (npu_mxfp4_tile) (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy)
 {
   gsize c, r;
@@ -158,9 +188,8 @@ q8_0_micro (const NpuBlockQ8_0 * w, gsize nb, gsize r, const NpuQ8Act * xq,
       const float32x4_t dx = vld1q_f32 ((const float *) (xg + 64));
 
       for (i = 0; i < R; i++) {
-        int32x4_t t = vdotq_s32 (vdupq_n_s32 (0), wlo[i], xlo);
+        const int32x4_t t = dot2_s8 (wlo[i], xlo, whi[i], xhi);
 
-        t = vdotq_s32 (t, whi[i], xhi);
         acc[i][j] = vfmaq_f32 (acc[i][j], vcvtq_f32_s32 (t),
             vmulq_f32 (sw[i], dx));
       }
@@ -173,7 +202,7 @@ q8_0_micro (const NpuBlockQ8_0 * w, gsize nb, gsize r, const NpuQ8Act * xq,
 }
 
 void
-npu_q8_0_tile_neon (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
+TILE_NAME (npu_q8_0_tile) (const NpuBlockQ8_0 * w, gsize nb, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy)
 {
   gsize c, r;

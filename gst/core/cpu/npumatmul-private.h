@@ -111,6 +111,9 @@ void npu_mxfp4_tile_avx512 (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 void npu_mxfp4_tile_neon (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
     const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+/* the same without sdot (npumatmul-neon.c built without the dot product) */
+void npu_mxfp4_tile_asimd (const NpuMxfp4Matrix * w, gsize r0, gsize r1,
+    const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 /* smmla for pairs of weight and activation rows, the sdot kernel for the
  * odd ones (npumatmul-neon-i8mm.c) */
 void npu_mxfp4_tile_neon_i8mm (const NpuMxfp4Matrix * w, gsize r0,
@@ -165,6 +168,8 @@ void npu_q8_0_tile_avx2 (const NpuBlockQ8_0 * w, gsize n_blocks, gsize r0,
 void npu_q8_0_tile_avx512 (const NpuBlockQ8_0 * w, gsize n_blocks, gsize r0,
     gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 void npu_q8_0_tile_neon (const NpuBlockQ8_0 * w, gsize n_blocks, gsize r0,
+    gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
+void npu_q8_0_tile_asimd (const NpuBlockQ8_0 * w, gsize n_blocks, gsize r0,
     gsize r1, const NpuQ8Act * xq, gsize c0, gsize c1, float *y, gsize ldy);
 
 /* 2^(e - 127) as a float (e = 0 is the subnormal 2^-127, 0xFF is NaN),

@@ -21,6 +21,7 @@ typedef NpuCpuIsa Isa;
 #define ISA_SCALAR NPU_CPU_ISA_SCALAR
 #define ISA_AVX2 NPU_CPU_ISA_AVX2
 #define ISA_AVX512 NPU_CPU_ISA_AVX512
+#define ISA_ASIMD NPU_CPU_ISA_ASIMD
 #define ISA_NEON NPU_CPU_ISA_NEON
 #define ISA_NEON_I8MM NPU_CPU_ISA_NEON_I8MM
 
@@ -98,6 +99,7 @@ isa_available (Isa isa)
       return npu_cpu_isa_usable (isa);
 #endif
 #if defined(__aarch64__) && defined(__linux__)
+    case ISA_ASIMD:
     case ISA_NEON:
     case ISA_NEON_I8MM:
       return npu_cpu_isa_usable (isa);
@@ -965,6 +967,8 @@ current_tile_func (void)
       return npu_mxfp4_tile_avx512;
 #endif
 #if defined(__aarch64__)
+    case ISA_ASIMD:
+      return npu_mxfp4_tile_asimd;
     case ISA_NEON:
       return npu_mxfp4_tile_neon;
     case ISA_NEON_I8MM:
@@ -1085,6 +1089,8 @@ current_q8_0_tile_func (void)
       return npu_q8_0_tile_avx512;
 #endif
 #if defined(__aarch64__)
+    case ISA_ASIMD:
+      return npu_q8_0_tile_asimd;
     case ISA_NEON:
     case ISA_NEON_I8MM:
       return npu_q8_0_tile_neon;

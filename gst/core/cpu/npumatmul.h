@@ -79,8 +79,9 @@
  *    bound as the int8 paths above (docs/kernels.md).
  *
  * The path is the best level npucpu.h allows: NPU_CPU_ISA=scalar|avx2|
- * avx512|neon in the environment caps it (read once; an unavailable one
- * falls back to scalar with a warning), npu_matmul_set_isa() forces one.
+ * avx512|asimd|neon|neon-i8mm in the environment caps it (read once; an
+ * unavailable one falls back to scalar with a warning),
+ * npu_matmul_set_isa() forces one.
  *
  * Non-finite values: a NaN scale (e = 0xFF) or a NaN/Inf activation makes
  * the affected outputs non-finite (NaN in the int8 paths).

@@ -313,7 +313,7 @@ run_aarch64() {
   for level in neon asimd scalar; do
     export NPU_CPU_ISA=$level
     # shellcheck disable=SC2086
-    run_meson build-aarch64 "aarch64 kernel tests at $level" 10 \
+    run_meson build-aarch64 "aarch64 kernel tests at $level" 8 \
       --no-rebuild -t 10 $A64_LEVEL_TESTS
   done
   unset NPU_CPU_ISA

@@ -319,7 +319,7 @@ test_device_get_cpu (void)
   npu_device_unref (d0);
   npu_device_unref (dn);
   /* All gone, threads joined. */
-  g_assert_cmpuint (count_threads (), ==, base);
+  g_assert_cmpuint (settled_threads (base), ==, base);
 
   /* And a new one comes up when asked again. */
   a = npu_device_get_cpu (2);
@@ -330,7 +330,7 @@ test_device_get_cpu (void)
   npu_fence_unref (fence);
   npu_queue_free (queue);
   npu_device_unref (a);
-  g_assert_cmpuint (count_threads (), ==, base);
+  g_assert_cmpuint (settled_threads (base), ==, base);
 }
 
 static gpointer
@@ -359,7 +359,7 @@ test_device_get_cpu_threads (void)
     threads[i] = g_thread_new ("getter", get_cpu_thread, NULL);
   for (i = 0; i < G_N_ELEMENTS (threads); i++)
     g_thread_join (threads[i]);
-  g_assert_cmpuint (count_threads (), ==, base);
+  g_assert_cmpuint (settled_threads (base), ==, base);
 }
 
 /* ------------------------------------------------------------------------
@@ -1364,7 +1364,7 @@ test_stress (void)
     npu_queue_free (queues[i]);
   npu_device_unref (d1);
   npu_device_unref (d2);
-  g_assert_cmpuint (count_threads (), ==, base_threads);
+  g_assert_cmpuint (settled_threads (base_threads), ==, base_threads);
   g_assert_cmpuint (count_fds (), ==, base_fds);
   g_free (fences);
   g_free (stress_tasks);

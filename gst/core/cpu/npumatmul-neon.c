@@ -11,7 +11,9 @@
  * ggml_vdotq_s32 () does: each int16 lane holds two products of at most
  * 127 x 128 (Q8_0's code -128 times an activation code, |q| <= 127), so
  * at most 32512, no overflow; the lanes hold other partial sums than
- * sdot's, and the block's sum over them is the same integer.  One q register holds one block's 16 nibble bytes; tbl decodes
+ * sdot's, and the block's sum over them is the same integer.
+ *
+ * One q register holds one block's 16 nibble bytes; tbl decodes
  * the low and high nibbles to signed 2 * P (sdot is signed x signed, so the
  * +12 bias and its correction that x86 needs are not used), two sdot give the
  * block's sum in 4 int32 lanes, which are converted and scaled by

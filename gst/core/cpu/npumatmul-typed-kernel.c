@@ -137,6 +137,28 @@ void NAME (npu_typed_dot4) (const float *w, gsize stride, const float *x,
   out[3] = hsum (a3) + t3;
 }
 
+#if defined(__aarch64__)
+/* 8 halves at @p widened to two float vectors: fcvtl/fcvtl2 for F16,
+ * ushll/ushll2 by 16 for BF16 (both exact) */
+static inline void
+half8_neon (gboolean bf16, const guint8 * p, float32x4_t * lo, float32x4_t * hi)
+{
+  const uint8x16_t b = vld1q_u8 (p);
+
+  if (bf16) {
+    const uint16x8_t u = vreinterpretq_u16_u8 (b);
+
+    *lo = vreinterpretq_f32_u32 (vshll_n_u16 (vget_low_u16 (u), 16));
+    *hi = vreinterpretq_f32_u32 (vshll_high_n_u16 (u, 16));
+  } else {
+    const float16x8_t h = vreinterpretq_f16_u8 (b);
+
+    *lo = vcvt_f32_f16 (vget_low_f16 (h));
+    *hi = vcvt_high_f32_f16 (h);
+  }
+}
+#endif
+
 /* @n little-endian halves at @src (any alignment) as floats: vcvtph2ps
  * where the level has it (exact, as the core's npu_f16_to_f32 (), which
  * converts the rest) */
@@ -155,10 +177,11 @@ void NAME (npu_typed_f16_row) (const guint8 * src, float *dst, gsize n)
 #elif defined(__aarch64__)
   /* fcvtl/fcvtl2: Advanced SIMD has them on every aarch64 CPU */
   for (; i + 8 <= n; i += 8) {
-    const float16x8_t h = vreinterpretq_f16_u8 (vld1q_u8 (src + 2 * i));
+    float32x4_t lo, hi;
 
-    vst1q_f32 (dst + i, vcvt_f32_f16 (vget_low_f16 (h)));
-    vst1q_f32 (dst + i + 4, vcvt_high_f32_f16 (h));
+    half8_neon (FALSE, src + 2 * i, &lo, &hi);
+    vst1q_f32 (dst + i, lo);
+    vst1q_f32 (dst + i + 4, hi);
   }
 #endif
   for (; i < n; i++)
@@ -215,20 +238,6 @@ void NAME (npu_typed_dot4x3) (const float *w, gsize stride, const float *x0,
     out[r] = hsum (a[r]) + t[r];
 }
 
-/* out[r] = sum of row r's @n halves (F16, or BF16 with @type BF16) times
- * x[i], r < 4, rows @stride bytes apart: each vector of halves widened in
- * a register (vcvtph2ps, or a shift for BF16: exact) and multiplied at
- * once, no trip through a decoded row (a one-token product reads each
- * weight once, so the store and load of a decode buffer were half its
- * work).  One row at a time, four accumulators of 8 lanes, on the
- * AVX-512 level too: measured on the F16 1.1 B llama, one thread, an AMD
- * EPYC (Zen 4), 7.7 tok/s with the four rows interleaved in 16 lanes
- * (four streams, one accumulator each), 8.5 a row at a time in 16 lanes
- * with two accumulators, 7.7 with four, 8.6-9.0 in 8 lanes with four or
- * eight (AVX2 alike): the 512-bit vcvtph2ps is two operations there, and
- * a single stream is what the prefetchers follow best.  On aarch64, fcvtl
- * (F16) or a shift (BF16) and fmla, 4 lanes.  FALSE where the level has
- * no such copy (the caller decodes). */
 #if defined(__F16C__)
 #define HW 8
 #define HLOAD(p) (bf16 ? _mm256_castsi256_ps (_mm256_slli_epi32 \
@@ -260,26 +269,6 @@ dot_half_row (gboolean bf16, const guint8 * p, const float *x, gsize n,
 #undef HLOAD
 #undef HW
 #elif defined(__aarch64__)
-/* 8 halves at @p widened to two float vectors: fcvtl/fcvtl2 for F16,
- * ushll/ushll2 by 16 for BF16 (both exact) */
-static inline void
-half8_neon (gboolean bf16, const guint8 * p, float32x4_t * lo, float32x4_t * hi)
-{
-  const uint8x16_t b = vld1q_u8 (p);
-
-  if (bf16) {
-    const uint16x8_t u = vreinterpretq_u16_u8 (b);
-
-    *lo = vreinterpretq_f32_u32 (vshll_n_u16 (vget_low_u16 (u), 16));
-    *hi = vreinterpretq_f32_u32 (vshll_high_n_u16 (u, 16));
-  } else {
-    const float16x8_t h = vreinterpretq_f16_u8 (b);
-
-    *lo = vcvt_f32_f16 (vget_low_f16 (h));
-    *hi = vcvt_high_f32_f16 (h);
-  }
-}
-
 /* four accumulators of 4 lanes (fcvtl is one operation a vector) */
 static inline float
 dot_half_row (gboolean bf16, const guint8 * p, const float *x, gsize n,
@@ -310,6 +299,20 @@ dot_half_row (gboolean bf16, const guint8 * p, const float *x, gsize n,
 }
 #endif
 
+/* out[r] = sum of row r's @n halves (F16, or BF16 with @type BF16) times
+ * x[i], r < 4, rows @stride bytes apart: each vector of halves widened in
+ * a register (vcvtph2ps, or a shift for BF16: exact) and multiplied at
+ * once, no trip through a decoded row (a one-token product reads each
+ * weight once, so the store and load of a decode buffer were half its
+ * work).  One row at a time, four accumulators of 8 lanes, on the
+ * AVX-512 level too: measured on the F16 1.1 B llama, one thread, an AMD
+ * EPYC (Zen 4), 7.7 tok/s with the four rows interleaved in 16 lanes
+ * (four streams, one accumulator each), 8.5 a row at a time in 16 lanes
+ * with two accumulators, 7.7 with four, 8.6-9.0 in 8 lanes with four or
+ * eight (AVX2 alike): the 512-bit vcvtph2ps is two operations there, and
+ * a single stream is what the prefetchers follow best.  On aarch64, fcvtl
+ * (F16) or a shift (BF16) and fmla, 4 lanes.  FALSE where the level has
+ * no such copy (the caller decodes). */
 gboolean NAME (npu_typed_dot4_half) (guint32 type, const guint8 * w,
     gsize stride, const float *x, gsize n, float *out)
 {
